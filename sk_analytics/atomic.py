@@ -1,0 +1,61 @@
+"""Atomic writes: every result is written to a temp file in the same folder,
+fsynced, then renamed over the target, so a crash never leaves half a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temp path beside ``target``; on success it replaces ``target``."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_with(target: str | os.PathLike[str], writer: Callable[[IO[str]], None]) -> Path:
+    """Write text through ``writer(fh)`` atomically."""
+    with atomic_path(target) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            writer(fh)
+    return Path(target)
+
+
+def write_text(target: str | os.PathLike[str], text: str) -> Path:
+    return write_with(target, lambda fh: fh.write(text))
+
+
+def write_json(target: str | os.PathLike[str], data: Any, *, indent: int | None = 2) -> Path:
+    """Write JSON atomically (UTF-8, non-ASCII kept so Chinese text stays readable)."""
+    return write_text(target, json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=False) + "\n")

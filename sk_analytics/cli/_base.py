@@ -1,0 +1,71 @@
+"""Shared pieces of the click CLIs: lazy sub-commands and error mapping."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+from sk_analytics.errors import SkTuneError
+
+
+class LazyGroup(click.Group):
+    """A click group whose sub-commands live in their own modules.
+
+    Each command is imported only when used, which keeps ``--help`` and
+    start-up fast (polars/scipy are not imported for a usage error) and lets
+    every feature own one module. ``commands`` maps name -> "module:attr".
+    """
+
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        available = {name for name, target in self.lazy_commands.items() if _module_exists(target.split(":")[0])}
+        return sorted(set(super().list_commands(ctx)) | available)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands and _module_exists(self.lazy_commands[cmd_name].split(":")[0]):
+            module_name, attr = self.lazy_commands[cmd_name].split(":")
+            return getattr(importlib.import_module(module_name), attr)
+        return super().get_command(ctx, cmd_name)
+
+
+def _module_exists(module_name: str) -> bool:
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
+    """Run ``group``; map product errors to one stderr line and their exit code."""
+    try:
+        result = group.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except SkTuneError as exc:
+        click.echo(f"{prog_name}: error: {exc.one_line()}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo(f"{prog_name}: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2 if exc.exit_code == 1 else exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo(f"{prog_name}: interrupted", err=True)
+        return 130
+    return int(result) if isinstance(result, int) else 0
+
+
+def entry_point(group: click.Group, prog_name: str) -> Callable[[], None]:
+    def main() -> None:
+        sys.exit(run_cli(group, prog_name))
+
+    return main

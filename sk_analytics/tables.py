@@ -1,0 +1,90 @@
+"""Parquet I/O of the schema tables: atomic, typed, versioned, hive-partitioned.
+
+Layout: ``<data dir>/<table>/round=<r>/role=<x>/run=<k>/part-0.parquet``, so
+``pl.scan_parquet(data / "timings/**/*.parquet", hive_partitioning=True)``
+reads every run of a session with the partition values as columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from sk_analytics.atomic import atomic_path
+from sk_analytics.errors import InputError
+from sk_analytics.schema import SCHEMA_VERSION, TABLES, Table
+
+PART_FILE = "part-0.parquet"
+
+
+def _partition_dir(root: Path, table: Table, partition: Mapping[str, str]) -> Path:
+    missing = [k for k in table.partition_by if k not in partition]
+    if missing:
+        raise ValueError(f"table {table.name}: partition values missing for {missing}")
+    folder = root / table.name
+    for key in table.partition_by:
+        value = str(partition[key])
+        if not value or "/" in value or value in {".", ".."}:
+            raise ValueError(f"table {table.name}: bad partition value {key}={value!r}")
+        folder = folder / f"{key}={value}"
+    return folder
+
+
+def write_table(
+    frame: pl.DataFrame | pl.LazyFrame,
+    table: Table,
+    data_dir: str | Path,
+    partition: Mapping[str, str],
+) -> Path:
+    """Conform ``frame`` to ``table`` and write it atomically; return the file path.
+
+    Re-ingesting the same partition replaces its file as a whole (never a
+    partial mix of old and new rows).
+    """
+    conformed = table.conform(frame)
+    target = _partition_dir(Path(data_dir), table, partition) / PART_FILE
+    arrow = conformed.to_arrow()
+    metadata = dict(arrow.schema.metadata or {})
+    metadata.update({b"schema_version": SCHEMA_VERSION.encode(), b"table": table.name.encode()})
+    arrow = arrow.replace_schema_metadata(metadata)
+    with atomic_path(target) as tmp:
+        pq.write_table(arrow, tmp, compression="zstd")
+    return target
+
+
+def read_schema_version(path: str | Path) -> str | None:
+    """The ``schema_version`` stored in a Parquet file's key/value metadata."""
+    meta = pq.read_schema(path).metadata or {}
+    value = meta.get(b"schema_version")
+    return None if value is None else value.decode()
+
+
+def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
+    """Lazily scan every partition of ``table`` under ``data_dir``.
+
+    Partition columns come back as strings; an absent table is an empty frame
+    with the right schema, so pipelines need no special case.
+    """
+    spec = TABLES[table] if isinstance(table, str) else table
+    folder = Path(data_dir) / spec.name
+    files = sorted(folder.glob("**/*.parquet")) if folder.is_dir() else []
+    hive_schema = {key: pl.Utf8 for key in spec.partition_by}
+    if not files:
+        return pl.LazyFrame(schema={**spec.schema, **hive_schema})
+    for path in files:
+        version = read_schema_version(path)
+        if version != SCHEMA_VERSION:
+            raise InputError(path, f"Parquet schema_version is {version!r}", expected=repr(SCHEMA_VERSION))
+    return pl.scan_parquet(
+        [str(f) for f in files],
+        hive_partitioning=True,
+        hive_schema=hive_schema,
+    )
+
+
+def open_tables(data_dir: str | Path) -> dict[str, pl.LazyFrame]:
+    """Every known table under ``data_dir`` as a LazyFrame (empty when absent)."""
+    return {name: scan_table(data_dir, name) for name in TABLES}
