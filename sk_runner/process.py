@@ -1,0 +1,162 @@
+"""Run one workload process cleanly: own process group, captured output, hard timeout.
+
+Every Stage O measurement is one fresh process (protocol §5). The process is
+started in a new session (so it leads its own process group); its stdout and
+stderr go straight to files; on timeout the whole group gets SIGTERM, then
+SIGKILL after a grace period, and we wait until no member of the group is left,
+so a hung workload never leaves a process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.errors import EnvironmentBlocker
+
+#: Seconds between SIGTERM and SIGKILL of a timed-out process group.
+DEFAULT_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """What one finished process did (times are ``time.time_ns`` wall clock)."""
+
+    pid: int
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    started_ns: int
+    ended_ns: int
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        """Exited by itself with status 0."""
+        return self.exit_code == 0 and self.signal is None and not self.timed_out
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.signal is None:
+            return None
+        try:
+            return signal.Signals(self.signal).name
+        except ValueError:
+            return f"SIG{self.signal}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["signal_name"] = self.signal_name
+        return data
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdout_path: Path,
+    stderr_path: Path,
+    timeout_s: float | None,
+    grace_s: float = DEFAULT_GRACE_S,
+) -> ProcessResult:
+    """Start ``argv`` in its own process group and wait for it (and its group).
+
+    ``env`` is the *complete* child environment (nothing is inherited).
+    Raises :class:`EnvironmentBlocker` when the process cannot be started at
+    all (missing executable, bad cwd): that is a failure before the command
+    started, not a workload failure.
+    """
+    if not argv:
+        raise EnvironmentBlocker("empty workload command")
+    stdout_path.parent.mkdir(parents=True, exist_ok=True)
+    stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        started_ns = time.time_ns()
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+                list(argv),
+                cwd=str(cwd),
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: {exc.strerror or exc}") from exc
+        timed_out = False
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            returncode = _kill_group(proc, grace_s)
+        except BaseException:
+            # Our own interruption (Ctrl-C, kill of sk-run): never orphan the group.
+            _kill_group(proc, grace_s=1.0)
+            raise
+        duration_s = time.monotonic() - t0
+        ended_ns = time.time_ns()
+    _reap_group(proc.pid, grace_s)
+    exit_code = returncode if returncode >= 0 else None
+    sig = -returncode if returncode < 0 else None
+    return ProcessResult(
+        pid=proc.pid,
+        exit_code=exit_code,
+        signal=sig,
+        timed_out=timed_out,
+        started_ns=started_ns,
+        ended_ns=ended_ns,
+        duration_s=duration_s,
+    )
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to the group; False when no member is left."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of group ``pgid`` still exists (signal 0 probe)."""
+    return _signal_group(pgid, 0)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> int:
+    """TERM the whole group, KILL it after ``grace_s``; return the leader's status."""
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not group_alive(pgid):
+            break
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    return proc.wait()
+
+
+def _reap_group(pgid: int, grace_s: float) -> None:
+    """Kill stragglers the leader left in its group (daemonised children)."""
+    if not group_alive(pgid):
+        return
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)

@@ -1,0 +1,84 @@
+"""run_process: exit codes, signals, captured output, timeout kills the whole group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sk_analytics.errors import EnvironmentBlocker
+from sk_runner.process import group_alive, run_process
+
+PY = sys.executable
+
+
+def _run(tmp_path: Path, code: str, timeout_s: float | None = 20.0, grace_s: float = 1.0):
+    return run_process(
+        [PY, "-c", code],
+        cwd=tmp_path,
+        env={"PATH": os.environ.get("PATH", ""), "MARK": "m1"},
+        stdout_path=tmp_path / "out" / "stdout.txt",
+        stderr_path=tmp_path / "out" / "stderr.txt",
+        timeout_s=timeout_s,
+        grace_s=grace_s,
+    )
+
+
+def test_success_captures_output_and_uses_only_given_env(tmp_path: Path) -> None:
+    code = "import os,sys; print(os.environ.get('MARK'), os.environ.get('HOME')); print('e', file=sys.stderr)"
+    res = _run(tmp_path, code)
+    assert res.ok and res.exit_code == 0 and res.signal is None and not res.timed_out
+    assert (tmp_path / "out" / "stdout.txt").read_text() == "m1 None\n"
+    assert (tmp_path / "out" / "stderr.txt").read_text() == "e\n"
+    assert res.ended_ns >= res.started_ns and res.duration_s >= 0
+
+
+def test_nonzero_exit_and_crash_signal(tmp_path: Path) -> None:
+    assert _run(tmp_path, "raise SystemExit(7)").exit_code == 7
+    res = _run(tmp_path, "import os,signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert res.exit_code is None and res.signal == signal.SIGSEGV and res.signal_name == "SIGSEGV"
+    assert not res.ok and not res.timed_out
+
+
+def test_timeout_kills_whole_group_including_term_ignoring_child(tmp_path: Path) -> None:
+    # The leader spawns a child that ignores SIGTERM, then hangs itself.
+    code = (
+        "import subprocess,sys,time;"
+        "c=subprocess.Popen([sys.executable,'-c','import signal,time;"
+        "signal.signal(signal.SIGTERM,signal.SIG_IGN);open(\"child.pid\",\"w\").write(str(__import__(\"os\").getpid()));time.sleep(60)']);"
+        "time.sleep(60)"
+    )
+    t0 = time.monotonic()
+    res = _run(tmp_path, code, timeout_s=1.5, grace_s=0.5)
+    assert res.timed_out and not res.ok
+    assert time.monotonic() - t0 < 10
+    assert not group_alive(res.pid)
+    child = int((tmp_path / "child.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+
+
+def test_background_child_left_after_normal_exit_is_reaped(tmp_path: Path) -> None:
+    code = (
+        "import subprocess,sys;"
+        "c=subprocess.Popen([sys.executable,'-c','import os,time;open(\"bg.pid\",\"w\").write(str(os.getpid()));time.sleep(60)']);"
+        "import time; time.sleep(0.5)"
+    )
+    res = _run(tmp_path, code, grace_s=0.5)
+    assert res.exit_code == 0
+    assert not group_alive(res.pid)
+    bg = int((tmp_path / "bg.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(bg, 0)
+
+
+def test_missing_executable_is_environment_blocker(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentBlocker, match="cannot start workload"):
+        run_process(
+            [str(tmp_path / "nope")], cwd=tmp_path, env={}, stdout_path=tmp_path / "o",
+            stderr_path=tmp_path / "e", timeout_s=1,
+        )
