@@ -1,0 +1,65 @@
+"""``sk-analyze ledger``: verify and show a Stage O session ledger."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+
+import click
+
+from sk_analytics.errors import EXIT_OK, IntegrityError
+from sk_analytics.ledger import LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
+
+
+@click.group("ledger")
+def ledger() -> None:
+    """Verify or print the hash-chained ledger of a session (folder or ledger.jsonl)."""
+
+
+@ledger.command("verify")
+@click.argument("session_or_file", type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
+def verify(session_or_file: str, as_json: bool) -> int:
+    """Detect truncated, edited, reordered, inserted or deleted records (exit 2 if any)."""
+    report = verify_ledger(session_or_file)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        for problem in report.problems:
+            where = f"line {problem.line}" if problem.line else "head"
+            click.echo(f"FAIL {where} [{problem.code}] {problem.message}")
+        for warning in report.warnings:
+            click.echo(f"WARN {warning}")
+    if not report.ok:
+        raise IntegrityError(f"{report.path}: ledger verification failed with {len(report.problems)} problem(s)")
+    if not as_json:
+        click.echo(f"ok: {report.path}: {report.records} record(s), chain intact, head seq {report.head_seq}")
+    return EXIT_OK
+
+
+@ledger.command("show")
+@click.argument("session_or_file", type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON Lines.")
+def show(session_or_file: str, as_json: bool) -> int:
+    """Print the session's history, one record a line (verification problems are flagged)."""
+    path = resolve_ledger_path(session_or_file)
+    report = verify_ledger(path)
+    for record in raw_records(path):
+        if as_json:
+            click.echo(json.dumps({**record.body(), "hash": record.hash}, ensure_ascii=False, sort_keys=True))
+        else:
+            click.echo(format_record(record))
+    if not report.ok:
+        click.echo(f"WARNING: ledger fails verification ({len(report.problems)} problem(s)); run `sk-analyze ledger verify`", err=True)
+        return 2
+    return EXIT_OK
+
+
+def format_record(record: LedgerRecord) -> str:
+    """One human line: seq, UTC time, kind, the record's summary (Chinese when present)."""
+    when = _dt.datetime.fromtimestamp(record.ts_ns / 1e9, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    data = record.data
+    summary = data.get("summary_zh") or data.get("summary") or json.dumps(data, ensure_ascii=False, sort_keys=True)
+    if len(summary) > 160:
+        summary = summary[:157] + "..."
+    return f"{record.seq:>5}  {when}  {record.kind:<22} {summary}"

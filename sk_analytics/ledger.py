@@ -1,0 +1,322 @@
+"""Append-only, hash-chained session ledger (JSON Lines) with a head anchor.
+
+Every Stage O decision is a ledger record; the sweep's state machine has no
+other memory, so the ledger must be impossible to rewrite unnoticed:
+
+* each line is one record ``{seq, prev, ts_ns, kind, data, hash}``; ``seq``
+  counts from 0, ``prev`` is the previous record's ``hash`` (64 zeros for the
+  first) and ``hash`` is the canonical-JSON SHA-256 of the record without it;
+* appends happen under a file lock, are written in one ``write`` and fsynced;
+* after each append the *head* file (``<ledger>.head``) is replaced atomically
+  with the last ``seq``/``hash``, so deleting the last record(s) — which leaves
+  a perfectly valid shorter chain — is still detected.
+
+:func:`verify` reports truncated, edited, reordered, inserted or deleted
+records. A crash between the append and the head update leaves the head one
+record behind with an intact chain; that state is reported as a warning and
+the next append re-anchors it. A torn final line (power loss mid-write) is
+never silently dropped: :meth:`Ledger.append` moves its bytes to a side file
+and records that in the next record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.fingerprint import canonical_json, fingerprint, sha256_bytes
+
+HEAD_SCHEMA = "sk-tune-ledger-head-v1"
+GENESIS = "0" * 64
+RECORD_KEYS = frozenset({"seq", "prev", "ts_ns", "kind", "data", "hash"})
+LEDGER_NAME = "ledger.jsonl"
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """One ledger entry. ``data`` is the event's JSON payload."""
+
+    seq: int
+    prev: str
+    ts_ns: int
+    kind: str
+    data: dict[str, Any]
+    hash: str
+
+    def body(self) -> dict[str, Any]:
+        """The hashed part of the record (everything but ``hash``)."""
+        return {"seq": self.seq, "prev": self.prev, "ts_ns": self.ts_ns, "kind": self.kind, "data": self.data}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A verification finding: the 1-based line, a machine code and a message."""
+
+    line: int | None
+    code: str
+    message: str
+
+
+@dataclass
+class VerifyReport:
+    """Result of :func:`verify`; ``ok`` is False when any problem was found."""
+
+    path: str
+    records: int
+    head_seq: int | None
+    head_hash: str | None
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "records": self.records,
+            "head_seq": self.head_seq,
+            "head_hash": self.head_hash,
+            "problems": [asdict(p) for p in self.problems],
+            "warnings": list(self.warnings),
+        }
+
+
+def resolve_ledger_path(session_or_file: str | os.PathLike[str]) -> Path:
+    """A session folder means its ``ledger.jsonl``; anything else is the ledger file."""
+    path = Path(session_or_file)
+    return path / LEDGER_NAME if path.is_dir() else path
+
+
+def head_path(ledger: Path) -> Path:
+    """Where the head anchor of ``ledger`` lives."""
+    return ledger.with_name(ledger.name + ".head")
+
+
+def record_hash(body: Mapping[str, Any]) -> str:
+    """Chain hash of a record body."""
+    return fingerprint(dict(body))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class _Scan:
+    records: list[LedgerRecord]
+    problems: list[Problem]
+    torn_tail: bytes  # bytes after the last newline (an unterminated final line)
+
+
+def _scan(path: Path) -> _Scan:
+    """Parse and check every line of the ledger file (chain and sequence)."""
+    raw = path.read_bytes() if path.exists() else b""
+    body, sep, tail = raw.rpartition(b"\n")
+    lines = body.split(b"\n") if sep else []
+    if not sep:
+        tail = raw
+    records: list[LedgerRecord] = []
+    problems: list[Problem] = []
+    prev = GENESIS
+    for number, line in enumerate(lines, start=1):
+        record, problem = _parse_line(line, number)
+        if problem is not None:
+            problems.append(problem)
+            prev = ""  # chain broken: do not cascade the same problem to every later line
+            continue
+        assert record is not None
+        if record.seq != number - 1:
+            problems.append(Problem(number, "sequence", f"record has seq {record.seq}, expected {number - 1} (reordered, inserted or deleted record)"))
+        elif prev and record.prev != prev:
+            problems.append(Problem(number, "chain", "prev hash does not match the previous record (record deleted, inserted or edited before it)"))
+        if record_hash(record.body()) != record.hash:
+            problems.append(Problem(number, "hash", "record content does not match its hash (record edited)"))
+        records.append(record)
+        prev = record.hash
+    if tail:
+        problems.append(Problem(len(lines) + 1, "truncated", "final line is not terminated (truncated or torn record)"))
+    return _Scan(records, problems, tail)
+
+
+def _parse_line(line: bytes, number: int) -> tuple[LedgerRecord | None, Problem | None]:
+    try:
+        obj = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, Problem(number, "not_json", f"not a JSON record ({exc.__class__.__name__}); line truncated or edited")
+    if not isinstance(obj, dict) or set(obj) != RECORD_KEYS:
+        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+        return None, Problem(number, "bad_record", f"record keys {keys}, expected {sorted(RECORD_KEYS)}")
+    if not (
+        isinstance(obj["seq"], int)
+        and isinstance(obj["ts_ns"], int)
+        and isinstance(obj["kind"], str)
+        and isinstance(obj["data"], dict)
+        and isinstance(obj["prev"], str)
+        and isinstance(obj["hash"], str)
+    ):
+        return None, Problem(number, "bad_record", "record field types wrong (seq/ts_ns int, kind/prev/hash str, data object)")
+    return LedgerRecord(obj["seq"], obj["prev"], obj["ts_ns"], obj["kind"], obj["data"], obj["hash"]), None
+
+
+def _read_head(path: Path) -> tuple[dict[str, Any] | None, Problem | None]:
+    hp = head_path(path)
+    if not hp.exists():
+        return None, None
+    try:
+        head = json.loads(hp.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, Problem(None, "head", f"head file {hp.name} unreadable: {exc}")
+    if not (
+        isinstance(head, dict)
+        and head.get("schema_version") == HEAD_SCHEMA
+        and isinstance(head.get("seq"), int)
+        and isinstance(head.get("hash"), str)
+    ):
+        return None, Problem(None, "head", f"head file {hp.name} malformed (expected schema_version {HEAD_SCHEMA}, seq, hash)")
+    return head, None
+
+
+def verify(path: str | os.PathLike[str]) -> VerifyReport:
+    """Check the whole ledger: every line, the chain, the sequence and the head anchor."""
+    ledger = resolve_ledger_path(path)
+    if not ledger.exists():
+        raise InputError(ledger, "ledger file not found", expected="a session folder or its ledger.jsonl")
+    scan = _scan(ledger)
+    head, head_problem = _read_head(ledger)
+    report = VerifyReport(
+        str(ledger),
+        len(scan.records),
+        None if head is None else head["seq"],
+        None if head is None else head["hash"],
+        list(scan.problems),
+    )
+    if head_problem is not None:
+        report.problems.append(head_problem)
+        return report
+    last = scan.records[-1] if scan.records else None
+    if head is None:
+        if last is not None:
+            report.problems.append(Problem(None, "head", f"head file {head_path(ledger).name} missing for a non-empty ledger"))
+        return report
+    if last is None:
+        report.problems.append(Problem(None, "head", f"head anchors seq {head['seq']} but the ledger has no records (records deleted)"))
+    elif last.seq == head["seq"]:
+        if last.hash != head["hash"]:
+            report.problems.append(Problem(last.seq + 1, "head", "last record's hash differs from the head anchor (last record edited or replaced)"))
+    elif last.seq == head["seq"] + 1 and len(scan.records) > head["seq"] + 1 and scan.records[head["seq"]].hash == head["hash"]:
+        report.warnings.append("head is one record behind (append interrupted before anchoring); the next append re-anchors it")
+    else:
+        report.problems.append(
+            Problem(None, "head", f"head anchors seq {head['seq']} but the last record has seq {last.seq} (records deleted or truncated)")
+        )
+    return report
+
+
+def raw_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
+    """Every parseable record, without refusing a ledger that fails verification (for display)."""
+    ledger = resolve_ledger_path(path)
+    return _scan(ledger).records if ledger.exists() else []
+
+
+def read_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
+    """Verified records of a ledger; raise :class:`IntegrityError` on any problem."""
+    ledger = resolve_ledger_path(path)
+    if not ledger.exists():
+        return []
+    report = verify(ledger)
+    if not report.ok:
+        first = report.problems[0]
+        where = f"{ledger}:{first.line}" if first.line else str(ledger)
+        raise IntegrityError(f"{where}: ledger failed verification ({len(report.problems)} problem(s)): {first.message}")
+    return _scan(ledger).records
+
+
+# --------------------------------------------------------------------------- writing
+
+
+class Ledger:
+    """A session ledger; :meth:`append` is safe against concurrent writers and crashes."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = resolve_ledger_path(path)
+        self._lock = FileLock(str(self.path.with_name(self.path.name + ".lock")))
+
+    def records(self) -> list[LedgerRecord]:
+        """All records, verified."""
+        return read_records(self.path)
+
+    def __iter__(self) -> Iterator[LedgerRecord]:
+        return iter(self.records())
+
+    def append(self, kind: str, data: Mapping[str, Any]) -> LedgerRecord:
+        """Append one record under the lock, fsync it, then re-anchor the head."""
+        if not kind:
+            raise InputError(self.path, "ledger record kind must be non-empty")
+        canonical_json(dict(data))  # refuse NaN / non-JSON before touching the file
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            recovered = self._recover_torn_tail()
+            report = verify(self.path) if self.path.exists() else None
+            if report is not None and not report.ok:
+                first = report.problems[0]
+                raise IntegrityError(f"{self.path}: refusing to append to a ledger that fails verification: {first.message}")
+            records = _scan(self.path).records if report is not None else []
+            last = records[-1] if records else None
+            payload = dict(data)
+            if recovered is not None:
+                payload = {**payload, "_recovered_torn_tail": recovered}
+            body = {
+                "seq": 0 if last is None else last.seq + 1,
+                "prev": GENESIS if last is None else last.hash,
+                "ts_ns": time.time_ns(),
+                "kind": kind,
+                "data": json.loads(canonical_json(payload)),
+            }
+            record = LedgerRecord(**body, hash=record_hash(body))
+            line = json.dumps({**body, "hash": record.hash}, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            write_json(head_path(self.path), {"schema_version": HEAD_SCHEMA, "seq": record.seq, "hash": record.hash})
+            return record
+
+    def _recover_torn_tail(self) -> dict[str, Any] | None:
+        """Move an unterminated final line aside, keeping its bytes.
+
+        Only a record that was never anchored by the head (a crash mid-write)
+        is recovered; a cut through an anchored record stays a verification
+        failure.
+        """
+        if not self.path.exists():
+            return None
+        raw = self.path.read_bytes()
+        if not raw or raw.endswith(b"\n"):
+            return None
+        keep = raw[: raw.rfind(b"\n") + 1]
+        complete = keep.count(b"\n")
+        head, _ = _read_head(self.path)
+        anchored = -1 if head is None else head["seq"]
+        if anchored != complete - 1:
+            return None  # not a fresh torn append: leave it for verify to report
+        torn = raw[len(keep):]
+        side = self.path.with_name(f"{self.path.name}.torn-{time.time_ns()}")
+        side.write_bytes(torn)
+        with open(self.path, "r+b") as fh:
+            fh.truncate(len(keep))
+            fh.flush()
+            os.fsync(fh.fileno())
+        return {"file": side.name, "bytes": len(torn), "sha256": sha256_bytes(torn)}

@@ -1,0 +1,220 @@
+"""The session ledger: chain, head anchor, every tamper kind, crash states, CLI."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from sk_analytics.cli import cli
+from sk_analytics.cli._base import run_cli
+from sk_analytics.errors import IntegrityError
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ledger import GENESIS, Ledger, head_path, read_records, verify
+
+
+def _make(tmp_path: Path, n: int = 4) -> Path:
+    ledger = Ledger(tmp_path)
+    for i in range(n):
+        ledger.append("event", {"i": i, "summary_zh": f"第{i}步"})
+    return ledger.path
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def _codes(path: Path) -> set[str]:
+    return {p.code for p in verify(path).problems}
+
+
+def test_chain_and_head(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    records = read_records(tmp_path)
+    assert [r.seq for r in records] == [0, 1, 2, 3]
+    assert records[0].prev == GENESIS
+    assert all(b.prev == a.hash for a, b in zip(records, records[1:]))
+    body = json.loads(_lines(path)[2])
+    del body["hash"]
+    assert fingerprint(body) == records[2].hash
+    head = json.loads(head_path(path).read_text())
+    assert (head["seq"], head["hash"]) == (3, records[3].hash)
+    report = verify(path)
+    assert report.ok and report.records == 4 and not report.warnings
+    assert records[1].data == {"i": 1, "summary_zh": "第1步"}
+
+
+def test_edited_record_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    lines = _lines(path)
+    lines[1] = lines[1].replace('"i": 1', '"i": 9')
+    path.write_text("".join(lines), encoding="utf-8")
+    problems = verify(path).problems
+    assert [(p.line, p.code) for p in problems] == [(2, "hash")]
+
+
+def test_edited_record_with_recomputed_hash_breaks_chain(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    lines = _lines(path)
+    obj = json.loads(lines[1])
+    obj["data"]["i"] = 9
+    del obj["hash"]
+    obj["hash"] = fingerprint(obj)
+    lines[1] = json.dumps(obj) + "\n"
+    path.write_text("".join(lines), encoding="utf-8")
+    assert [(p.line, p.code) for p in verify(path).problems] == [(3, "chain")]
+
+
+def test_edited_last_record_with_recomputed_hash_fails_head(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    lines = _lines(path)
+    obj = json.loads(lines[-1])
+    obj["data"]["i"] = 99
+    del obj["hash"]
+    obj["hash"] = fingerprint(obj)
+    lines[-1] = json.dumps(obj) + "\n"
+    path.write_text("".join(lines), encoding="utf-8")
+    assert _codes(path) == {"head"}
+
+
+def test_reordered_records_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    lines = _lines(path)
+    lines[1], lines[2] = lines[2], lines[1]
+    path.write_text("".join(lines), encoding="utf-8")
+    problems = verify(path).problems
+    assert [(p.line, p.code) for p in problems] == [(2, "sequence"), (3, "sequence"), (4, "chain")]
+
+
+def test_deleted_middle_record_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    lines = _lines(path)
+    del lines[1]
+    path.write_text("".join(lines), encoding="utf-8")
+    assert [(p.line, p.code) for p in verify(path).problems] == [(2, "sequence"), (3, "sequence")]
+
+
+def test_deleted_first_record_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    path.write_text("".join(_lines(path)[1:]), encoding="utf-8")
+    assert "sequence" in _codes(path)
+
+
+def test_deleted_last_record_detected_by_head(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    path.write_text("".join(_lines(path)[:-1]), encoding="utf-8")
+    problems = verify(path).problems
+    assert [p.code for p in problems] == ["head"]
+    assert "seq 3" in problems[0].message and "seq 2" in problems[0].message
+
+
+def test_truncated_file_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-20])
+    codes = _codes(path)
+    assert "truncated" in codes and "head" in codes
+
+
+def test_all_records_deleted_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    path.write_text("", encoding="utf-8")
+    assert _codes(path) == {"head"}
+
+
+def test_missing_or_malformed_head_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    head_path(path).write_text("{}", encoding="utf-8")
+    assert _codes(path) == {"head"}
+    head_path(path).unlink()
+    assert _codes(path) == {"head"}
+
+
+def test_inserted_foreign_line_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    lines = _lines(path)
+    lines.insert(2, '{"not": "a record"}\n')
+    path.write_text("".join(lines), encoding="utf-8")
+    codes = _codes(path)
+    assert "bad_record" in codes and "sequence" in codes
+
+
+def test_read_records_and_append_refuse_tampered(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    path.write_text("".join(_lines(path)[:-1]), encoding="utf-8")
+    with pytest.raises(IntegrityError, match="failed verification"):
+        read_records(path)
+    with pytest.raises(IntegrityError, match="refusing to append"):
+        Ledger(path).append("event", {"i": 5})
+
+
+def test_head_one_behind_is_a_warning_and_reanchored(tmp_path: Path) -> None:
+    path = _make(tmp_path, 3)
+    records = read_records(path)
+    head_path(path).write_text(json.dumps({"schema_version": "sk-tune-ledger-head-v1", "seq": 1, "hash": records[1].hash}))
+    report = verify(path)
+    assert report.ok and len(report.warnings) == 1
+    Ledger(path).append("event", {"i": 3})
+    report = verify(path)
+    assert report.ok and not report.warnings and report.records == 4
+
+
+def test_torn_unanchored_tail_is_moved_aside(tmp_path: Path) -> None:
+    path = _make(tmp_path, 2)
+    with open(path, "ab") as fh:
+        fh.write(b'{"seq": 2, "prev": "ab')
+    assert "truncated" in _codes(path)
+    record = Ledger(path).append("event", {"i": 2})
+    assert record.seq == 2
+    assert record.data["_recovered_torn_tail"]["bytes"] == 22
+    side = tmp_path / record.data["_recovered_torn_tail"]["file"]
+    assert side.read_bytes() == b'{"seq": 2, "prev": "ab'
+    assert verify(path).ok
+
+
+def test_torn_anchored_record_is_not_recovered(tmp_path: Path) -> None:
+    path = _make(tmp_path, 2)
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.raises(IntegrityError):
+        Ledger(path).append("event", {"i": 2})
+
+
+def test_nan_refused_before_write(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    with pytest.raises(Exception, match="cannot be fingerprinted"):
+        ledger.append("event", {"x": float("nan")})
+    assert not ledger.path.exists()
+
+
+def _append_many(folder: str, who: int) -> None:
+    ledger = Ledger(folder)
+    for i in range(15):
+        ledger.append("event", {"who": who, "i": i})
+
+
+def test_concurrent_appends_keep_one_chain(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_append_many, args=(str(tmp_path), w)) for w in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    records = read_records(tmp_path)
+    assert len(records) == 30
+    assert sorted((r.data["who"], r.data["i"]) for r in records) == sorted((w, i) for w in range(2) for i in range(15))
+
+
+def test_cli_verify_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _make(tmp_path, 2)
+    assert run_cli(cli, "sk-analyze", ["ledger", "verify", str(tmp_path)]) == 0
+    assert "2 record(s)" in capsys.readouterr().out
+    assert run_cli(cli, "sk-analyze", ["ledger", "show", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "第0步" in out and "第1步" in out
+    path.write_text(_lines(path)[0], encoding="utf-8")
+    assert run_cli(cli, "sk-analyze", ["ledger", "verify", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "FAIL head" in captured.out and "verification failed" in captured.err
+    assert run_cli(cli, "sk-analyze", ["ledger", "show", str(path)]) == 2
