@@ -1,0 +1,104 @@
+"""Rank-log parser and candidate reader (issue 2 timings part, issue 4 inputs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ot_logs import write_candidate, write_rank_log
+from sk_analytics.errors import InputError
+from sk_analytics.ingest.timings import parse_rank_log, read_candidate
+from sk_analytics.schema import TIMINGS
+
+
+def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tmp_path: Path) -> None:
+    log = tmp_path / "run-3" / "log_5.log"
+    log.parent.mkdir()
+    log.write_bytes(
+        b"boot\r\n"
+        b"Inference time (prefill): 120.50 ms\r\n"
+        b"Inference time (decode): 10.100 ms and Inference time (decode): 9.9 ms\n"
+        b"Inference time (decode): 11 ms\n"
+        b"Inference time (decode): x ms\n"
+        b"\xff garbage Inference time (decode) 12 ms\n"
+    )
+    result = parse_rank_log(log, root=tmp_path)
+    frame = result.frame
+    assert frame.schema == TIMINGS.schema
+    assert frame.to_dicts() == [
+        {"run_index": 3, "rank": 5, "phase": "prefill", "sample_index": 0, "value_ms": 120.5, "value_text": "120.50", "line": 2, "source_file": "run-3/log_5.log"},
+        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 0, "value_ms": 10.1, "value_text": "10.100", "line": 3, "source_file": "run-3/log_5.log"},
+        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 1, "value_ms": 9.9, "value_text": "9.9", "line": 3, "source_file": "run-3/log_5.log"},
+        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 2, "value_ms": 11.0, "value_text": "11", "line": 4, "source_file": "run-3/log_5.log"},
+    ]
+    assert result.warnings == []
+
+
+def test_parse_rank_log_without_run_folder_and_without_timings(tmp_path: Path) -> None:
+    log = tmp_path / "log_0.log"
+    log.write_text("nothing here\n")
+    result = parse_rank_log(log)
+    assert result.rows == 0
+    assert result.frame.schema == TIMINGS.schema
+    assert "no timing lines" in result.warnings[0]
+
+
+def test_malformed_number_names_file_and_line(tmp_path: Path) -> None:
+    log = write_rank_log(tmp_path / "run-1" / "log_0.log", ["1.5", "1.2.3"], noise=False)
+    with pytest.raises(InputError) as info:
+        parse_rank_log(log)
+    assert info.value.line == 2
+    assert "'1.2.3'" in str(info.value) and "log_0.log" in str(info.value)
+
+
+def test_bad_log_name_is_input_error(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text("")
+    with pytest.raises(InputError, match="log_<rank>.log"):
+        parse_rank_log(log)
+
+
+def test_read_candidate_has_run_column_and_all_ranks(tmp_path: Path) -> None:
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["4", "5", "6"]}] * 2, prefill=["50"])
+    frame = read_candidate(folder, expected_ranks=2, warmup=2)
+    assert frame.height == 2 * 2 * 4
+    counts = frame.group_by("run", "phase").len().sort("run", "phase").rows()
+    assert counts == [("run-1", "decode", 6), ("run-1", "prefill", 2), ("run-2", "decode", 6), ("run-2", "prefill", 2)]
+    assert frame.filter(pl.col("run") == "run-2", pl.col("rank") == 1, pl.col("phase") == "decode")["value_text"].to_list() == ["4", "5", "6"]
+
+
+def test_runs_sorted_numerically(tmp_path: Path) -> None:
+    runs = [{0: ["1", "2"]}] * 10
+    frame = read_candidate(write_candidate(tmp_path / "c", runs), expected_ranks=1, warmup=1)
+    assert frame["run"].unique(maintain_order=True).to_list()[:3] == ["run-1", "run-2", "run-3"]
+    assert frame["run"].unique(maintain_order=True).to_list()[-1] == "run-10"
+
+
+def test_wrong_rank_count_names_run(tmp_path: Path) -> None:
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2"], 1: ["1", "2"]}, {0: ["1", "2"]}])
+    with pytest.raises(InputError, match=r"run-2: found 1 rank logs \(expected 2"):
+        read_candidate(folder, expected_ranks=2, warmup=1)
+
+
+def test_rank_without_decode_after_warmup(tmp_path: Path) -> None:
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2"]}])
+    with pytest.raises(InputError, match=r"log_1.log: no decode samples remain after warmup=2 \(2 decode"):
+        read_candidate(folder, expected_ranks=2, warmup=2)
+
+
+def test_empty_and_missing_folder(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no run-\\* folders"):
+        read_candidate(tmp_path / "empty")
+    with pytest.raises(InputError, match="not a folder"):
+        read_candidate(tmp_path / "absent")
+
+
+def test_unreadable_log_as_directory(tmp_path: Path) -> None:
+    """A log path that cannot be read as a file (works even as root)."""
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2"]}])
+    (folder / "run-1" / "log_1.log").mkdir()
+    with pytest.raises(InputError, match="log_1.log: cannot read rank log"):
+        read_candidate(folder, expected_ranks=2, warmup=1)
