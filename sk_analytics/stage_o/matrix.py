@@ -1,0 +1,279 @@
+"""The winner option matrix (``superkernel-winner-option-matrix-v1``, protocol §3).
+
+Pure functions: :func:`build_matrix` turns the option registry, the SEED config
+and the exact-value probe results into the ordered candidate list;
+:func:`freeze_matrix` seals it with its canonical-JSON fingerprint and
+:func:`check_frozen` refuses any later edit. The matrix's statuses stay
+``pending`` in the frozen file; final statuses live in the ledger and in the
+*settled* copy written at hand-off (:func:`settle_matrix`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from os import PathLike
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+import jsonschema
+
+from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.fingerprint import canonical_json, fingerprint
+from sk_analytics.stage_o.options import BY_NAME, REGISTRY, current_value, is_debug_option, option_pointer, options_root
+
+MATRIX_SCHEMA = "superkernel-winner-option-matrix-v1"
+DCCI_DISABLE_ALL = [".*"]
+
+Category = Literal["dcci", "auto_op_parallel", "aggressive", "experimental"]
+Risk = Literal["low", "medium", "high"]
+
+
+class ProbeRecord(TypedDict, total=False):
+    """One exact-value probe result (as written by ``sk-run probe``)."""
+
+    option: str
+    value: Any
+    ready: bool
+    evidence: Any
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A protocol candidate before probing: what to try and how risky it is."""
+
+    id: str
+    category: Category
+    option: str
+    value: Any
+    risk: Risk
+    prerequisites: tuple[str, ...] = ()
+    authorisation: str | None = None
+
+
+def _aggressive(task: int, value: int, event: int = 0) -> dict[str, int]:
+    return {"event_breaker_bypass": event, "task_breaker_bypass": task, "value_breaker_bypass": value}
+
+
+def protocol_candidates() -> list[Candidate]:
+    """The fixed Stage O candidate list in frozen trial order.
+
+    DCCI comes first so that its only first trial (disable-all) is derived from
+    the five-run O0 without DCCI options (protocol §6.1); ``before``/``after``
+    are never explicit trials. Every probed ``aggressive_opt_strategies``
+    combination is its own entry; ``early_start=1`` needs declared operator
+    adaptation and ``event_breaker_bypass`` the user's risk authorisation.
+    """
+    out = [
+        Candidate("dcci-disable-all", "dcci", "dcci_disable_on_kernel", list(DCCI_DISABLE_ALL), "medium"),
+        Candidate("auto-op-parallel-1", "auto_op_parallel", "auto_op_parallel", 1, "low"),
+        Candidate("aggressive-task1-value0", "aggressive", "aggressive_opt_strategies", _aggressive(1, 0), "high"),
+        Candidate("aggressive-task0-value1", "aggressive", "aggressive_opt_strategies", _aggressive(0, 1), "medium"),
+        Candidate("aggressive-task0-value2", "aggressive", "aggressive_opt_strategies", _aggressive(0, 2), "medium"),
+        Candidate("aggressive-task0-value3", "aggressive", "aggressive_opt_strategies", _aggressive(0, 3), "medium"),
+        Candidate(
+            "aggressive-event1-task0-value0",
+            "aggressive",
+            "aggressive_opt_strategies",
+            _aggressive(0, 0, 1),
+            "high",
+            authorisation="event_breaker_bypass",
+        ),
+        Candidate("early-start-1", "experimental", "early_start", 1, "high", prerequisites=("operator_adaptation",)),
+    ]
+    for name in ("preload_code", "split_mode", "stream_fusion", "constant_codegen"):
+        spec = BY_NAME[name]
+        assert spec.low is not None and spec.high is not None
+        for value in range(spec.low, spec.high + 1):
+            if value != spec.default:
+                out.append(Candidate(f"{name.replace('_', '-')}-{value}", "experimental", name, value, "low"))
+    return out
+
+
+_NOT_CANDIDATES_ZH = {
+    "dcci_before_kernel_start": "DCCI before/after 从不作为单独显式试验，只能出现在由回归子节点证据导出的联合修复中",
+    "dcci_after_kernel_end": "DCCI before/after 从不作为单独显式试验，只能出现在由回归子节点证据导出的联合修复中",
+    "kernel_map": "运行时不可设置的选项",
+    "opt_extend_option": "没有经过探测的候选取值，不能凭空构造",
+    "ubuf_lock_ignore_kernel": "没有经过探测的候选取值，不能凭空构造",
+}
+
+
+def _probe_key(option: str, value: Any) -> tuple[str, str]:
+    return option, canonical_json(value)
+
+
+def _index_probes(probes: Iterable[Mapping[str, Any]], source: str) -> dict[tuple[str, str], Mapping[str, Any]]:
+    index: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for number, probe in enumerate(probes):
+        if not isinstance(probe, Mapping) or not isinstance(probe.get("option"), str) or "value" not in probe:
+            raise InputError(source, "probe record malformed", record=number, expected="{option, value, ready, evidence}")
+        if not isinstance(probe.get("ready"), bool):
+            raise InputError(source, "probe record has no boolean 'ready'", record=number)
+        index[_probe_key(probe["option"], probe["value"])] = probe
+    return index
+
+
+def build_matrix(
+    seed_config: Mapping[str, Any],
+    probes: Iterable[Mapping[str, Any]],
+    *,
+    root: str | None = None,
+    probes_source: str = "probes",
+) -> dict[str, Any]:
+    """Build the (unfrozen) option matrix from the SEED config and probe results.
+
+    Candidates whose value the SEED already carries are excluded with a reason;
+    debug options never enter; a candidate without a probe keeps
+    ``probe_evidence.probed = false`` and is settled ``blocked`` by the state
+    machine before any run.
+    """
+    config = dict(seed_config)
+    debug = config.get("super_kernel_debug_options")
+    if debug:
+        raise InputError(None, "SEED config carries super_kernel_debug_options; debug options never enter clean samples")
+    root = root or options_root(config)
+    index = _index_probes(probes, probes_source)
+    entries: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    for cand in protocol_candidates():
+        pointer = option_pointer(root, cand.option)
+        original = current_value(config, pointer)
+        if original is not None and canonical_json(original) == canonical_json(cand.value):
+            excluded.append({"option": cand.option, "value": cand.value, "reason_zh": "SEED 已采用该取值，无需试验"})
+            continue
+        probe = index.get(_probe_key(cand.option, cand.value))
+        evidence = (
+            {"probed": True, "ready": bool(probe["ready"]), "evidence": probe.get("evidence")}
+            if probe is not None
+            else {"probed": False, "ready": False, "evidence": None}
+        )
+        entries.append(
+            {
+                "id": cand.id,
+                "category": cand.category,
+                "option": cand.option,
+                "value": copy.deepcopy(cand.value),
+                "pointer": pointer,
+                "original": original,
+                "default": copy.deepcopy(BY_NAME[cand.option].default),
+                "probe_evidence": evidence,
+                "risk": cand.risk,
+                "prerequisites": list(cand.prerequisites),
+                "authorisation": cand.authorisation,
+                "status": "pending",
+            }
+        )
+    for spec in REGISTRY:
+        if is_debug_option(spec.name):
+            excluded.append({"option": spec.name, "reason_zh": "调试选项永不进入选项矩阵或干净样本"})
+        elif spec.name in _NOT_CANDIDATES_ZH:
+            excluded.append({"option": spec.name, "reason_zh": _NOT_CANDIDATES_ZH[spec.name]})
+    matrix = {
+        "schema_version": MATRIX_SCHEMA,
+        "seed": {"config_fingerprint": fingerprint(config)},
+        "options_root": root,
+        "entries": entries,
+        "excluded": excluded,
+    }
+    validate_matrix(matrix)
+    return matrix
+
+
+@lru_cache(maxsize=1)
+def matrix_schema() -> dict[str, Any]:
+    """The JSON Schema shipped with the package."""
+    text = resources.files("sk_analytics.stage_o").joinpath("schemas/option-matrix.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def validate_matrix(matrix: Any, source: str | PathLike[str] | None = None) -> None:
+    """Raise :class:`InputError` naming the first schema violation."""
+    validator = jsonschema.Draft202012Validator(matrix_schema())
+    errors = sorted(validator.iter_errors(matrix), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        where = "/" + "/".join(str(p) for p in err.absolute_path)
+        raise InputError(source, f"option matrix invalid at {where}: {err.message}", expected=MATRIX_SCHEMA)
+    ids = [e["id"] for e in matrix["entries"]]
+    if len(set(ids)) != len(ids):
+        raise InputError(source, "option matrix has duplicate entry ids", expected="unique ids")
+
+
+def matrix_fingerprint(matrix: Mapping[str, Any]) -> str:
+    """Fingerprint of the matrix content (everything but the ``freeze`` block)."""
+    return fingerprint({k: v for k, v in matrix.items() if k != "freeze"})
+
+
+def freeze_matrix(matrix: Mapping[str, Any], *, frozen_ns: int) -> dict[str, Any]:
+    """A frozen copy: validated, every entry pending, sealed by its fingerprint."""
+    if "freeze" in matrix:
+        raise IntegrityError("option matrix is already frozen; a frozen matrix is immutable")
+    validate_matrix(matrix)
+    if matrix.get("settled") or any(e["status"] != "pending" for e in matrix["entries"]):
+        raise InputError(None, "only a matrix whose entries are all pending can be frozen")
+    return {**copy.deepcopy(dict(matrix)), "freeze": {"fingerprint": matrix_fingerprint(matrix), "frozen_ns": frozen_ns}}
+
+
+def check_frozen(matrix: Mapping[str, Any], source: str | PathLike[str] | None = None, *, expected: str | None = None) -> str:
+    """Verify a frozen matrix has not been edited; return its fingerprint.
+
+    ``expected`` is the fingerprint recorded elsewhere (the ledger), so that an
+    edit that also rewrote the freeze block is still caught.
+    """
+    where = f"{source}: " if source is not None else ""
+    if "freeze" not in matrix:
+        raise IntegrityError(f"{where}option matrix is not frozen (run `sk-run matrix freeze` first)")
+    validate_matrix(matrix, source)
+    actual = matrix_fingerprint(matrix)
+    if actual != matrix["freeze"]["fingerprint"]:
+        raise IntegrityError(f"{where}frozen option matrix was edited after freezing (fingerprint {actual[:12]} != {matrix['freeze']['fingerprint'][:12]})")
+    if expected is not None and actual != expected:
+        raise IntegrityError(f"{where}frozen option matrix differs from the one recorded in the ledger ({actual[:12]} != {expected[:12]})")
+    return actual
+
+
+def load_matrix(path: str | PathLike[str]) -> dict[str, Any]:
+    """Read and schema-validate a matrix file (duplicate JSON keys refused)."""
+    path = Path(path)
+    try:
+        matrix = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates(path))
+    except FileNotFoundError as exc:
+        raise InputError(path, "option matrix file not found") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
+    validate_matrix(matrix, path)
+    return matrix
+
+
+def _no_duplicates(path: Path):  # type: ignore[no-untyped-def]
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        dup = {k for k in keys if keys.count(k) > 1}
+        if dup:
+            raise InputError(path, f"duplicate JSON key(s) {sorted(dup)}", expected="unique keys")
+        return dict(pairs)
+
+    return hook
+
+
+def settle_matrix(matrix: Mapping[str, Any], settlements: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The settled copy for hand-off: each entry gets its final status and settlement.
+
+    ``settlements`` maps entry id -> ``{status, reason_zh, evidence, ...}``.
+    Every entry must be settled; the result validates against the same schema.
+    """
+    out = copy.deepcopy(dict(matrix))
+    for entry in out["entries"]:
+        settled = settlements.get(entry["id"])
+        if settled is None:
+            raise InputError(None, f"matrix entry {entry['id']} is not settled")
+        entry["status"] = settled["status"]
+        entry["settlement"] = {k: v for k, v in settled.items() if k != "status"}
+    out["settled"] = True
+    validate_matrix(out)
+    return out

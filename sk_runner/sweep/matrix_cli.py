@@ -1,0 +1,87 @@
+"""``sk-run matrix init|freeze``: build and seal the session's option matrix."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import EXIT_OK, InputError, IntegrityError
+from sk_analytics.ledger import Ledger
+from sk_analytics.stage_o.matrix import build_matrix, check_frozen, freeze_matrix, load_matrix
+
+MATRIX_NAME = "matrix.json"
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Load a JSON input file with a one-line error naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(path, f"{what} not found") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"{what} is not valid JSON: {exc.msg}", line=exc.lineno) from exc
+
+
+def init_matrix(session: Path, seed_config: dict[str, Any], probes: list[dict[str, Any]], *, root: str | None = None, probes_source: str = "probes") -> Path:
+    """Write ``<session>/matrix.json`` (unfrozen); a frozen matrix is never replaced."""
+    target = session / MATRIX_NAME
+    if target.exists() and "freeze" in load_matrix(target):
+        raise IntegrityError(f"{target}: the option matrix is frozen and immutable; start a new session to change it")
+    matrix = build_matrix(seed_config, probes, root=root, probes_source=probes_source)
+    write_json(target, matrix)
+    return target
+
+
+def freeze_session_matrix(session: Path) -> str:
+    """Freeze ``<session>/matrix.json`` and record its fingerprint in the ledger."""
+    target = session / MATRIX_NAME
+    matrix = load_matrix(target)
+    if "freeze" in matrix:
+        return check_frozen(matrix, target)
+    frozen = freeze_matrix(matrix, frozen_ns=time.time_ns())
+    write_json(target, frozen)
+    fp = frozen["freeze"]["fingerprint"]
+    Ledger(session).append(
+        "matrix_frozen",
+        {"fingerprint": fp, "path": MATRIX_NAME, "entries": [e["id"] for e in frozen["entries"]],
+         "summary_zh": f"选项矩阵已冻结（{len(frozen['entries'])} 个条目，指纹 {fp[:12]}）"},
+    )
+    return fp
+
+
+@click.group("matrix")
+def matrix() -> None:
+    """Build (init) and seal (freeze) the winner option matrix of a session."""
+
+
+@matrix.command("init")
+@click.option("--session", "session", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Frozen Sbest-SEED execution config (JSON).")
+@click.option("--probes", "probes", required=True, type=click.Path(dir_okay=False, path_type=Path), help="JSON list of exact-value probe results.")
+@click.option("--options-root", default=None, help="RFC 6901 pointer of the options object (auto-detected).")
+def init(session: Path, config: Path, probes: Path, options_root: str | None) -> int:
+    """Build superkernel-winner-option-matrix-v1 from the registry and probe results."""
+    seed = read_json(config, "SEED config")
+    probe_list = read_json(probes, "probe results")
+    if not isinstance(seed, dict):
+        raise InputError(config, "SEED config must be a JSON object")
+    if not isinstance(probe_list, list):
+        raise InputError(probes, "probe results must be a JSON list")
+    target = init_matrix(session, seed, probe_list, root=options_root, probes_source=str(probes))
+    entries = load_matrix(target)["entries"]
+    click.echo(f"{target}: {len(entries)} entries ({sum(e['probe_evidence']['ready'] for e in entries)} probe-ready)")
+    return EXIT_OK
+
+
+@matrix.command("freeze")
+@click.option("--session", "session", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
+def freeze(session: Path) -> int:
+    """Seal the matrix with its fingerprint; any later edit is refused."""
+    fp = freeze_session_matrix(session)
+    click.echo(f"{session / MATRIX_NAME}: frozen, fingerprint {fp}")
+    return EXIT_OK
