@@ -1,0 +1,77 @@
+"""SK occurrences, envelopes, max-lane and completeness from sk_events frames."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from dcci_frames import launch, sk_events
+from sk_analytics.dcci.occurrences import derive
+
+
+def _derive(rows: list[dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    frames = derive(sk_events(rows).lazy())
+    occ, ch = pl.collect_all([frames.occurrences, frames.children])
+    return occ.sort("sk_id", "occurrence"), ch.sort("sk_id", "occurrence", "node_id")
+
+
+def _two_launches() -> list[dict]:
+    first = launch(t0=1_000, sk_dur=500, children=[(0, 10, 100), (1, 120, 300)])
+    # core 1 of the first launch starts its span 20 ns late and child 1 runs 50 ns longer there
+    first[3]["ts_ns"] += 20
+    first[5]["dur_ns"] += 50
+    second = launch(t0=9_000, sk_dur=600, children=[(0, 10, 100), (1, 120, 400)])
+    return first + second
+
+
+def test_occurrence_wall_is_span_envelope_over_cores() -> None:
+    occ, _ = _derive(_two_launches())
+    assert occ["occurrence"].to_list() == [0, 1]
+    assert occ["start_ns"].to_list() == [1_000, 9_000]
+    # core 0 [1000, 1500], core 1 [1020, 1520] -> envelope 520 ns
+    assert occ["wall_us"].to_list() == pytest.approx([0.52, 0.6])
+    assert occ["lane_sum_us"].to_list() == pytest.approx([1.0, 1.2])  # duration sum: diagnostic only
+    assert occ["complete"].to_list() == [True, True]
+
+
+def test_child_wall_span_and_max_lane() -> None:
+    _, ch = _derive(_two_launches())
+    first = ch.filter(pl.col("occurrence") == 0)
+    # child 1: core 0 [1120, 1420], core 1 [1120, 1470] -> wall 350 ns, max-lane 350 ns, sum 650 ns
+    row = first.filter(pl.col("node_id") == 1).to_dicts()[0]
+    assert (row["wall_us"], row["max_lane_us"], row["lane_sum_us"], row["events"]) == pytest.approx((0.35, 0.35, 0.65, 2))
+    assert ch.filter(pl.col("occurrence") == 1)["wall_us"].to_list() == pytest.approx([0.1, 0.4])
+
+
+def test_file_order_does_not_matter() -> None:
+    rows = _two_launches()
+    shuffled = rows[::-1][1::2] + rows[::-1][0::2]
+    assert [f.to_dicts() for f in _derive(shuffled)] == [f.to_dicts() for f in _derive(rows)]
+
+
+def test_interleaved_sks_and_processes_are_separate() -> None:
+    rows = (
+        launch(t0=0, sk_dur=100, children=[(0, 0, 50)], sk_id=1)
+        + launch(t0=50, sk_dur=100, children=[(0, 0, 50)], sk_id=2)  # overlaps SK 1 in time
+        + launch(t0=200, sk_dur=100, children=[(0, 0, 50)], sk_id=1)
+        + launch(t0=0, sk_dur=70, children=[(0, 0, 50)], sk_id=1, process="200")
+    )
+    occ, _ = _derive(rows)
+    counts = occ.group_by("process", "sk_id").len().sort("process", "sk_id").rows()
+    assert counts == [("100", 1, 2), ("100", 2, 1), ("200", 1, 1)]
+
+
+def test_missing_lane_marks_only_that_occurrence_incomplete() -> None:
+    rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50)]) + launch(t0=1_000, sk_dur=100, children=[(0, 0, 50)])
+    # drop core 1 (block 1/2) events of the second launch, as a full buffer would
+    rows = [r for r in rows if not (r["ts_ns"] >= 1_000 and r["core"] == 1)]
+    occ, ch = _derive(rows)
+    assert occ["complete"].to_list() == [True, False]
+    assert ch["complete"].to_list() == [True, False]
+
+
+def test_missing_child_on_one_core_is_incomplete() -> None:
+    rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50), (1, 50, 40)])
+    rows = [r for r in rows if not (r["core"] == 1 and r.get("node_id") == 1)]
+    occ, _ = _derive(rows)
+    assert occ["complete"].to_list() == [False]
