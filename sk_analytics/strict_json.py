@@ -1,0 +1,144 @@
+"""Strict loading of evidence JSON (and YAML configs): duplicate keys and NaN refused.
+
+Python's ``json`` silently keeps the last of two equal keys and accepts
+``NaN``/``Infinity``; either would let two different texts carry the same
+fingerprint or a value that canonical JSON cannot represent. Every evidence
+file (manifests, session records, configs, workload/control descriptions) is
+therefore read through these functions, which raise :class:`InputError`
+naming the file, the line and the offending key.
+"""
+
+from __future__ import annotations
+
+import json
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sk_analytics.errors import InputError
+
+
+class DuplicateKeyError(InputError):
+    """A JSON object or YAML mapping names the same key twice."""
+
+    rule = "duplicate-key"
+
+
+def _reject_duplicates(source: str) -> Any:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise DuplicateKeyError(
+                    source, f"rule duplicate-key: key {key!r} appears twice in one object", expected="unique keys"
+                )
+            seen[key] = value
+        return seen
+
+    return hook
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_strict(text: str, source: str | PathLike[str] = "<json>") -> Any:
+    """Parse JSON ``text``; duplicate keys and NaN/Infinity raise :class:`InputError`."""
+    src = str(source)
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicates(src), parse_constant=_reject_constant)
+    except DuplicateKeyError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise InputError(src, f"invalid JSON: {exc.msg}", line=exc.lineno, expected="strict JSON") from exc
+    except ValueError as exc:
+        raise InputError(src, f"invalid JSON: {exc}", expected="strict JSON without NaN/Infinity") from exc
+
+
+def load_json_file(path: str | PathLike[str]) -> Any:
+    """Read and strictly parse a UTF-8 JSON file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(p, "file not found") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(p, f"cannot read: {exc}") from exc
+    return loads_strict(text, p)
+
+
+class _StrictYamlLoader(yaml.SafeLoader):
+    """SafeLoader whose mappings refuse duplicate keys."""
+
+
+def _construct_mapping(loader: _StrictYamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    result: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in result:
+            raise DuplicateKeyError(
+                loader.name,
+                f"rule duplicate-key: key {key!r} appears twice in one mapping",
+                line=key_node.start_mark.line + 1,
+                expected="unique keys",
+            )
+        result[key] = loader.construct_object(value_node, deep=deep)
+    return result
+
+
+_StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_config_file(path: str | PathLike[str]) -> Any:
+    """Read a JSON (``.json``) or YAML (anything else) file strictly.
+
+    YAML values must also be JSON data: dates, NaN and non-string keys are
+    refused, so the result always has a canonical-JSON fingerprint.
+    """
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        return load_json_file(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(p, "file not found") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(p, f"cannot read: {exc}") from exc
+    try:
+        loader = _StrictYamlLoader(text)
+        loader.name = str(p)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
+        raise InputError(p, f"invalid YAML: {exc.problem}", line=line) from exc
+    except yaml.YAMLError as exc:
+        raise InputError(p, f"invalid YAML: {exc}") from exc
+    bad_key = _non_string_key(data)
+    if bad_key is not None:
+        raise InputError(p, f"mapping key {bad_key!r} is not a string", expected="JSON-compatible YAML")
+    try:
+        # Round-trip through strict JSON: refuses dates, NaN and other non-JSON values.
+        return loads_strict(json.dumps(data, allow_nan=False), p)
+    except (TypeError, ValueError) as exc:
+        raise InputError(p, f"value is not JSON data: {exc}", expected="JSON-compatible YAML") from exc
+
+
+def _non_string_key(value: Any) -> Any:
+    """The first mapping key that is not a string (JSON would coerce it silently)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    return key
+                stack.append(sub)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
