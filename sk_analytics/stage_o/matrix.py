@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from os import PathLike
-from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 import jsonschema
 
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint
+from sk_analytics.strict_json import load_json_file
 from sk_analytics.stage_o.options import BY_NAME, REGISTRY, current_value, is_debug_option, option_pointer, options_root
 
 MATRIX_SCHEMA = "superkernel-winner-option-matrix-v1"
@@ -238,27 +238,10 @@ def check_frozen(matrix: Mapping[str, Any], source: str | PathLike[str] | None =
 
 
 def load_matrix(path: str | PathLike[str]) -> dict[str, Any]:
-    """Read and schema-validate a matrix file (duplicate JSON keys refused)."""
-    path = Path(path)
-    try:
-        matrix = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates(path))
-    except FileNotFoundError as exc:
-        raise InputError(path, "option matrix file not found") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
+    """Read (strict JSON: duplicate keys and NaN refused) and schema-validate a matrix file."""
+    matrix = load_json_file(path)
     validate_matrix(matrix, path)
     return matrix
-
-
-def _no_duplicates(path: Path):  # type: ignore[no-untyped-def]
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [k for k, _ in pairs]
-        dup = {k for k in keys if keys.count(k) > 1}
-        if dup:
-            raise InputError(path, f"duplicate JSON key(s) {sorted(dup)}", expected="unique keys")
-        return dict(pairs)
-
-    return hook
 
 
 def settle_matrix(matrix: Mapping[str, Any], settlements: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

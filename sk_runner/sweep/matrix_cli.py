@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -12,19 +11,10 @@ import click
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EXIT_OK, InputError, IntegrityError
 from sk_analytics.ledger import Ledger
+from sk_analytics.strict_json import load_config_file, load_json_file
 from sk_analytics.stage_o.matrix import build_matrix, check_frozen, freeze_matrix, load_matrix
 
 MATRIX_NAME = "matrix.json"
-
-
-def read_json(path: Path, what: str) -> Any:
-    """Load a JSON input file with a one-line error naming it."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(path, f"{what} not found") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"{what} is not valid JSON: {exc.msg}", line=exc.lineno) from exc
 
 
 def init_matrix(session: Path, seed_config: dict[str, Any], probes: list[dict[str, Any]], *, root: str | None = None, probes_source: str = "probes") -> Path:
@@ -61,13 +51,13 @@ def matrix() -> None:
 
 @matrix.command("init")
 @click.option("--session", "session", required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Frozen Sbest-SEED execution config (JSON).")
+@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Frozen Sbest-SEED execution config (JSON or YAML).")
 @click.option("--probes", "probes", required=True, type=click.Path(dir_okay=False, path_type=Path), help="JSON list of exact-value probe results.")
 @click.option("--options-root", default=None, help="RFC 6901 pointer of the options object (auto-detected).")
 def init(session: Path, config: Path, probes: Path, options_root: str | None) -> int:
     """Build superkernel-winner-option-matrix-v1 from the registry and probe results."""
-    seed = read_json(config, "SEED config")
-    probe_list = read_json(probes, "probe results")
+    seed = load_config_file(config)
+    probe_list = load_json_file(probes)
     if not isinstance(seed, dict):
         raise InputError(config, "SEED config must be a JSON object")
     if not isinstance(probe_list, list):
