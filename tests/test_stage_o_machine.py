@@ -172,7 +172,8 @@ def test_o0_then_accept_then_base() -> None:
     assert first.correctness and first.base_round is None and first.changes == ()
     trial = actions[2]
     assert trial.changes == (Change(f"{ROOT}/auto_op_parallel", 1),) and trial.base_round == O0 and trial.correctness
-    assert not actions[4].correctness
+    top_up = actions[4]
+    assert not top_up.correctness and (top_up.base_round, top_up.changes) == (trial.base_round, trial.changes)
     base = actions[7]
     assert base == FreezeBase("O1", ("auto-op-parallel-1",), (Change(f"{ROOT}/auto_op_parallel", 1),))
 
@@ -314,6 +315,8 @@ def test_dcci_regression_repair_accepted_as_combination() -> None:
     assert repair.joint_dcci and repair.base_round == "O1"  # diff vs the disable-all config ...
     assert repair.changes == (Change(before, ["MatMul.*", "RmsNorm.*"]), Change(after, ["MatMul.*", "RmsNorm.*"]))
     assert actions[9].baseline_round == O0  # ... but compared with O0
+    top_up = actions[10]
+    assert (top_up.phase, top_up.base_round, top_up.changes, top_up.joint_dcci) == ("top_up", "O1", repair.changes, True)
     accepted = actions[12]
     assert accepted.incumbent_round == "O2"
     assert accepted.accepted_changes == (

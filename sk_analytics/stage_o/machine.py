@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from sk_analytics.errors import IntegrityError
@@ -388,15 +388,18 @@ def _failure_reason(trial: Mapping[str, Any], prefix: str) -> tuple[str, dict[st
 
 
 def _accept_path(
-    entry: Mapping[str, Any], state: SessionState, policy: Policy, round_: str, changes: tuple[Change, ...], label_zh: str, **settle: Any
+    entry: Mapping[str, Any], state: SessionState, policy: Policy, trial: RunTrial, changes: tuple[Change, ...], label_zh: str, **settle: Any
 ) -> Action:
-    """Top-up to five, stability re-check, then settle accepted (or failed)."""
+    """Top-up to five, stability re-check, then settle accepted (or failed).
+
+    The top-up repeats the trial's exact identity (base round and changes) so
+    that the runner continues the same round, keeping its earlier runs.
+    """
     eid = entry["id"]
+    round_ = trial.round
     top = state.last(eid, "trial_result", round=round_, phase="top_up")
     if top is None:
-        return RunTrial(
-            round_, "top_up", eid, None, (), policy.incumbent_runs, False, _timeout(entry, policy), _isolated(entry)
-        )
+        return replace(trial, phase="top_up", runs=policy.incumbent_runs, correctness=False)
     if not top["ok"]:
         reason, ev = _failure_reason(top, f"{label_zh}通过门禁后补足至 {policy.incumbent_runs} 次时失败，撤回接受")
         return Settle(eid, "failed", reason, ev, state.incumbent, **settle)
@@ -423,6 +426,14 @@ def _accept_path(
     )
 
 
+def _run(entry: Mapping[str, Any], policy: Policy, round_: str, phase: Phase, base_round: str, changes: tuple[Change, ...]) -> RunTrial:
+    """The trial (or repair) of an entry: correctness + the minimum clean runs."""
+    return RunTrial(
+        round_, phase, entry["id"], base_round, changes, policy.min_trial_runs, True,
+        _timeout(entry, policy), _isolated(entry), joint_dcci=phase == "repair",
+    )
+
+
 def _timeout(entry: Mapping[str, Any], policy: Policy) -> float:
     return policy.risky_timeout_s if entry["risk"] == "high" or entry["category"] == "aggressive" else policy.timeout_s
 
@@ -440,10 +451,7 @@ def _entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Se
         blocked = _blocker(entry, state, policy)
         if blocked is not None:
             return Settle(eid, "blocked", blocked[0], blocked[1], state.incumbent)
-        return RunTrial(
-            state.next_round, "trial", eid, state.incumbent, (change,), policy.min_trial_runs, True,
-            _timeout(entry, policy), _isolated(entry),
-        )
+        return _run(entry, policy, state.next_round, "trial", state.incumbent, (change,))
     is_dcci = entry["category"] == "dcci"
     if not trial["ok"]:
         reason, ev = _failure_reason(trial, f"{label} 试验失败，恢复原基线" + ("，拒绝整个 DCCI 家族" if is_dcci else ""))
@@ -452,7 +460,8 @@ def _entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Se
     if gate is None:
         return Gate(trial["round"], state.incumbent, eid)
     if gate["accepted"]:
-        return _accept_path(entry, state, policy, trial["round"], (change,), f"{label} ", family_rejected=is_dcci)
+        run = _run(entry, policy, trial["round"], "trial", state.incumbent, (change,))
+        return _accept_path(entry, state, policy, run, (change,), f"{label} ", family_rejected=is_dcci)
     evidence = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict")}
     if not is_dcci:
         return Settle(eid, "rejected", f"{label} 未通过门禁（均值改善 {gate['mean_improvement_pct']}%），恢复原基线", evidence, state.incumbent)
@@ -516,10 +525,7 @@ def _dcci_diagnosis(
         )
     rep = state.last(eid, "trial_result", phase="repair")
     if rep is None:
-        return RunTrial(
-            state.next_round, "repair", eid, trial["round"], repair, policy.min_trial_runs, True,
-            _timeout(entry, policy), _isolated(entry), joint_dcci=True,
-        )
+        return _run(entry, policy, state.next_round, "repair", trial["round"], repair)
     if not rep["ok"]:
         reason, ev = _failure_reason(rep, "DCCI 联合修复试验失败，恢复 O0，拒绝 DCCI 家族")
         return Settle(eid, "failed", reason, {**ev, **{"dcci_diff": diff.get("path")}}, state.incumbent, family_rejected=True)
@@ -534,9 +540,8 @@ def _dcci_diagnosis(
             {**regression, "repair_round": rep["round"], "repair_gate": rgate.get("summary_path"), "dcci_diff": diff.get("path")},
             state.incumbent, family_rejected=True,
         )
-    return _accept_path(
-        entry, state, policy, rep["round"], combination, "DCCI disable+before+after 不可分割组合", family_rejected=True
-    )
+    run = _run(entry, policy, rep["round"], "repair", trial["round"], repair)
+    return _accept_path(entry, state, policy, run, combination, "DCCI disable+before+after 不可分割组合", family_rejected=True)
 
 
 def next_action(matrix: Mapping[str, Any], ledger_records: Iterable[Any], policy: Policy) -> Action:
