@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
@@ -99,3 +99,60 @@ def symbols(names_ops: Sequence[tuple[str, str]]) -> pl.DataFrame:
             }
         )
     )
+
+
+HASHES = ["5f3c0a9e1b2d4c6f8a7e9d0c1b2a3f4e", "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"]
+
+
+def symbol_of(op: str, variant: int = 0) -> str:
+    """A realistic kernel symbol of ``op`` (hash tail differs per variant)."""
+    return f"static_kernel_{op}_{HASHES[variant % len(HASHES)]}_{variant + 1}_d0"
+
+
+def profile(
+    *,
+    process: str,
+    model_id: str,
+    sks: Sequence[tuple[int, str, Sequence[str]]],
+    occurrences: int,
+    child_ns: Callable[[int, int, int], int],
+    cores: Sequence[int] = (0, 1),
+    variant: int = 0,
+) -> dict[str, pl.DataFrame]:
+    """Events, structure and symbols of one process running ``sks`` (scope_id, scope_name, ops)
+    ``occurrences`` times; ``child_ns(sk_index, position, occurrence)`` gives each child's duration
+    (children run back to back on every core; an event member sits between positions 0 and 1)."""
+    rows: list[dict] = []
+    members: list[dict] = []
+    t = 1_000_000
+    for k, (scope, name, ops) in enumerate(sks):
+        idx = 0
+        for pos, op in enumerate(ops):
+            members.append(dict(process=process, model_dir=f"model_{model_id}", scope_id=scope, scope_name=name,
+                                child_index=idx, func_name=symbol_of(op, variant), canonical_op=op))
+            idx += 1
+            if pos == 0:
+                members.append(dict(process=process, model_dir=f"model_{model_id}", scope_id=scope, scope_name=name,
+                                    child_index=idx, member_kind="event"))
+                idx += 1
+    node_of = {}
+    for m in members:
+        if m.get("member_kind", "kernel") == "kernel":
+            node_of.setdefault(m["scope_id"], []).append(m["child_index"])
+    for occ in range(occurrences):
+        for k, (scope, _name, ops) in enumerate(sks):
+            off = 100
+            children = []
+            for pos, _op in enumerate(ops):
+                d = child_ns(k, pos, occ)
+                children.append((node_of[scope][pos], off, d))
+                off += d
+            rows += launch(t0=t, sk_dur=off + 100, children=children, cores=cores, model_id=model_id, sk_id=scope,
+                           process=process)
+            t += off + 5_000
+    inventory = sorted({(symbol_of(op, variant), op) for _s, _n, ops in sks for op in ops})
+    return {
+        "events": sk_events(rows),
+        "structure": structure(members).with_columns(pl.lit(process).alias("process")),
+        "symbols": symbols(inventory).with_columns(pl.lit(process).alias("process")),
+    }

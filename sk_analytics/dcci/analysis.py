@@ -1,0 +1,257 @@
+"""The pure DCCI diff: two sides' frames in, the decision JSON out (no I/O here).
+
+Steps (protocol §6): SK occurrences per side -> structural alignment ->
+per-SK robust statistics and classification of every identity -> child
+decomposition of each significantly slower SK from an attributable trace ->
+stable union of significant child op tokens -> verified narrow patterns ->
+repair config and its two-pointer diff, or the reason no repair is proposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import polars as pl
+
+from sk_analytics.dcci import children as ch
+from sk_analytics.dcci.align import ALIGNED, Alignment, align, map_side
+from sk_analytics.dcci.classify import (
+    ABS_FLOOR_US,
+    CLASS_ZH,
+    FASTER,
+    INSUFFICIENT,
+    MIN_NOISE_BAND_PCT,
+    MIN_OCCURRENCES,
+    NEUTRAL,
+    SLOWER,
+    STAT_COLUMNS,
+    bh_qvalues,
+    classify,
+    expected_false_discoveries,
+    mann_whitney,
+    side_by_side,
+)
+from sk_analytics.dcci.occurrences import SK_KEYS, OccurrenceFrames, derive
+from sk_analytics.dcci.repair import DISABLE, AFTER, BEFORE, changed_pointers, choose_pattern, repair_config, symbol_inventory, union_tokens
+
+SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
+SIDE_NAMES: Final = ("baseline", "candidate")
+
+
+@dataclass(frozen=True)
+class SideInput:
+    """One diagnostic collection, already parsed: every frame carries a ``process`` column."""
+
+    root: Path
+    events: pl.LazyFrame
+    structure: pl.DataFrame
+    markers: pl.DataFrame
+    symbols: pl.DataFrame
+    truncated_processes: frozenset[str] = frozenset()
+    warnings: tuple[str, ...] = ()
+    identity: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """Derived per-side frames."""
+
+    name: str
+    data: SideInput
+    frames: OccurrenceFrames
+    occurrences: pl.DataFrame
+
+
+def _side(name: str, data: SideInput) -> _Side:
+    frames = derive(data.events)
+    return _Side(name, data, frames, frames.occurrences.collect())
+
+
+def _sk_samples(sides: list[_Side], alignment: Alignment, warmup: int) -> pl.DataFrame:
+    """Post-warm-up SK occurrences of uniquely mapped, aligned SKs (uid, side, process, wall, complete)."""
+    frames = []
+    for side in sides:
+        usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_not_null())
+        frames.append(
+            side.occurrences.filter(pl.col("occurrence") >= warmup)
+            .join(usable.select(*SK_KEYS, "uid"), on=list(SK_KEYS), how="inner")
+            .select("uid", pl.lit(side.name).alias("side"), "process", "occurrence",
+                    pl.col("wall_us").alias("value_us"), "lane_sum_us", "complete")
+        )
+    return pl.concat(frames, how="vertical")
+
+
+def _stats_json(row: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {c: row[prefix + c] for c in STAT_COLUMNS}
+
+
+def classify_sks(samples: pl.DataFrame, identities: pl.DataFrame) -> pl.DataFrame:
+    """Every identity with per-side stats, class, reason and the advisory MWU p / BH q."""
+    stats = classify(side_by_side(samples.lazy(), ["uid"])).collect()
+    lane = samples.group_by("uid").agg(
+        pl.col("lane_sum_us").filter(pl.col("side") == "baseline").median().alias("base_lane_sum_p50_us"),
+        pl.col("lane_sum_us").filter(pl.col("side") == "candidate").median().alias("cand_lane_sum_p50_us"),
+    )
+    mwu = mann_whitney(samples.lazy(), ["uid"])
+    mwu = mwu.with_columns(bh_qvalues(mwu["mwu_p"]))
+    frame = identities.join(stats, on="uid", how="left").join(mwu, on="uid", how="left").join(lane, on="uid", how="left")
+    frame = frame.with_columns(pl.col("base_count", "cand_count").fill_null(0))
+    not_aligned = pl.col("align_status") != ALIGNED
+    return frame.with_columns(
+        pl.when(not_aligned).then(pl.lit(INSUFFICIENT)).otherwise(pl.col("class")).alias("class"),
+        pl.when(not_aligned).then(pl.col("align_status")).otherwise(pl.col("reason")).alias("reason"),
+    ).sort("uid")
+
+
+def _sk_json(row: dict[str, Any]) -> dict[str, Any]:
+    keys = ("uid", "structure_hash", "occurrence_index", "structure_key", "scope_name", "boundary_first",
+            "boundary_last", "child_ops", "align_status", "class", "reason", "noise_band_pct", "delta_p50_us",
+            "delta_p50_pct", "delta_p90_us", "mwu_p", "mwu_q")
+    out = {k: row.get(k) for k in keys}
+    out["class_zh"] = CLASS_ZH[row["class"]]
+    out["baseline"] = _stats_json(row, "base_")
+    out["candidate"] = _stats_json(row, "cand_")
+    out["lane_workload_diagnostic"] = {
+        "baseline_lane_sum_p50_us": row.get("base_lane_sum_p50_us"),
+        "candidate_lane_sum_p50_us": row.get("cand_lane_sum_p50_us"),
+        "note": "duration sums are lane-workload diagnostics only; they never decide a class",
+    }
+    return out
+
+
+def _child_json(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: row[k] for k in ("position", "canonical_op", "func_name", "significant")}
+    for prefix, name in (("wall_", "wall"), ("exec_", "max_lane")):
+        out[name] = {
+            "baseline": _stats_json(row, prefix + "base_"),
+            "candidate": _stats_json(row, prefix + "cand_"),
+            **{k: row[prefix + k] for k in ("noise_band_pct", "delta_p50_us", "delta_p50_pct", "delta_p90_us", "class", "reason")},
+        }
+    return out
+
+
+def _side_json(side: _Side) -> dict[str, Any]:
+    markers = side.data.markers
+    full = markers.filter(pl.col("kind") == "buffer_full") if markers.height else markers
+    return {
+        "path": str(side.data.root),
+        **side.data.identity,
+        "processes": sorted(side.occurrences.get_column("process").unique().to_list()),
+        "sk_occurrences": side.occurrences.height,
+        "truncated_sk_prof_processes": sorted(side.data.truncated_processes),
+        "buffer_full": full.select("process", "device", "core").unique().sort("process", "device", "core").to_dicts() if full.height else [],
+        "warnings": list(side.data.warnings),
+    }
+
+
+def _buffer_full_pairs(sides: list[_Side]) -> set[tuple[str, str]]:
+    pairs: set[tuple[str, str]] = set()
+    for side in sides:
+        markers = side.data.markers
+        if markers.height:
+            procs = markers.filter(pl.col("kind") == "buffer_full").get_column("process").unique().to_list()
+            pairs |= {(side.name, p) for p in procs}
+    return pairs
+
+
+def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl.DataFrame, slower: list[int],
+                        warmup: int) -> tuple[pl.DataFrame, dict[int, list[str]]]:
+    """Child decomposition rows of attributable slower SKs, and each slower SK's blockers."""
+    samples = sk_samples.filter(pl.col("uid").is_in(slower))
+    truncated = {(s.name, p) for s in sides for p in s.data.truncated_processes}
+    blockers = ch.attribution_blockers(samples, _buffer_full_pairs(sides), truncated)
+    blocked = {row["uid"]: row["blockers"] for row in blockers.to_dicts()}
+    clear = [u for u in slower if not blocked.get(u)]
+    child_frames = []
+    for side in sides:
+        usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_in(clear))
+        positions = alignment.children.filter(pl.col("side") == side.name).drop("side")
+        child_frames.append(
+            ch.child_samples(side.frames.children, usable, positions, warmup).with_columns(side=pl.lit(side.name))
+        )
+    child_samples = pl.concat(pl.collect_all(child_frames), how="vertical")
+    for row in ch.unmapped_nodes(child_samples).to_dicts():
+        blocked.setdefault(row["uid"], []).append(row["reason"])
+    attributable = [u for u in clear if not blocked.get(u)]
+    rows = ch.decompose(child_samples.filter(pl.col("uid").is_in(attributable)))
+    return rows, {u: sorted(blocked.get(u, [])) for u in slower}
+
+
+def _repair(children_rows: pl.DataFrame, order: list[int], blocked: dict[int, list[str]], symbols: pl.DataFrame,
+            disable_all_config: dict[str, Any]) -> dict[str, Any]:
+    """Token union, verified patterns, repair config + diff — or why no repair is proposed."""
+    rank = {uid: i for i, uid in enumerate(order)}
+    significant = children_rows.filter(pl.col("significant")).with_columns(
+        pl.col("uid").replace_strict(rank, return_dtype=pl.Int64).alias("_rank")
+    ).sort("_rank", "position")
+    tokens = union_tokens(significant)
+    inventory = symbol_inventory(symbols)
+    choices = [choose_pattern(t, inventory) for t in tokens]
+    result: dict[str, Any] = {
+        "proposed": False,
+        "tokens": tokens,
+        "patterns": [c.to_json() for c in choices],
+        "list": [],
+        "config": None,
+        "diff": None,
+        "changed_pointers": [],
+    }
+    if not order:
+        return {**result, "reason": "no_significantly_slower_sk", "reason_zh": "没有显著变慢的 SK，不提出修复。"}
+    if any(blocked.values()):
+        return {**result, "reason": "child_attribution_blocked",
+                "reason_zh": "至少一个显著变慢 SK 的子核归因被阻断（buffer full / 截断 / 缺核），需缩短采集窗口后重新采集，不提出修复。"}
+    if not tokens:
+        return {**result, "reason": "no_significant_child", "reason_zh": "显著变慢 SK 中没有通过显著性门限的子核，不提出修复。"}
+    failed = [c.token for c in choices if c.status != "verified"]
+    if failed:
+        return {**result, "reason": "pattern_not_verified", "failed_tokens": failed,
+                "reason_zh": f"以下算子无法构造只匹配自身符号的窄模式（会过匹配或无符号）：{', '.join(failed)}；不提出修复。"}
+    patterns = list(dict.fromkeys(c.pattern for c in choices if c.pattern))
+    config, patch = repair_config(disable_all_config, patterns)
+    return {**result, "proposed": True, "reason": "repair_proposed", "reason_zh": "提出联合修复：disable-all + before/after 使用同一窄模式列表。",
+            "list": patterns, "config": config, "diff": patch, "changed_pointers": changed_pointers(patch)}
+
+
+def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_all_config: dict[str, Any],
+            contract: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The DCCI diff JSON of two parsed diagnostic collections (see docs/dcci-diff.md)."""
+    sides = [_side("baseline", baseline), _side("candidate", candidate)]
+    structures = [
+        map_side(s.data.structure, s.occurrences.select(*SK_KEYS).unique()) for s in sides
+    ]
+    alignment = align(*structures)
+    sk_samples = _sk_samples(sides, alignment, warmup)
+    sks = classify_sks(sk_samples, alignment.identities)
+    slower = sks.filter(pl.col("class") == SLOWER).get_column("uid").to_list()
+    children_rows, blocked = _children_of_slower(sides, alignment, sk_samples, slower, warmup)
+    repair = _repair(children_rows, slower, blocked, candidate.symbols, disable_all_config)
+    flagged = sks.get_column("class").is_in([SLOWER, FASTER])
+    counts = {c: int((sks.get_column("class") == c).sum()) for c in (SLOWER, FASTER, NEUTRAL, INSUFFICIENT)}
+    unmapped = alignment.sk_map.filter(~pl.col("map_status").is_in(["ok", "no_events"]))
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "warmup": warmup,
+        "contract": contract,
+        "baseline": _side_json(sides[0]),
+        "candidate": _side_json(sides[1]),
+        "thresholds": {"min_occurrences": MIN_OCCURRENCES, "min_noise_band_pct": MIN_NOISE_BAND_PCT,
+                       "abs_floor_us": ABS_FLOOR_US, "three_sample_tail": "max(3*MAD, 3% of P50, 1 us)",
+                       "criterion": "P50 of SK wall time (envelope over cores)"},
+        "summary": {"classes": counts, "sks": sks.height,
+                    "expected_false_discoveries": expected_false_discoveries(sks["mwu_q"], flagged),
+                    "significantly_slower_uids": slower},
+        "sks": [_sk_json(r) for r in sks.to_dicts()],
+        "unmapped_launches": unmapped.select("side", *SK_KEYS, "model_dir", "map_status").to_dicts(),
+        "children": [
+            {"uid": uid, "attribution": "blocked" if blocked[uid] else "complete", "blockers": blocked[uid],
+             "rows": [_child_json(r) for r in children_rows.filter(pl.col("uid") == uid).to_dicts()]}
+            for uid in slower
+        ],
+        "repair": repair,
+        "options": {"disable": DISABLE, "before": BEFORE, "after": AFTER},
+        "note": "Correlation is not a root cause: only the clean A/B of the complete repair against O0 decides.",
+        "note_zh": "相关不等于根因：只有完整修复相对 O0 的干净 A/B 对比才能下结论。",
+    }
