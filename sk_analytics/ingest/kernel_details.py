@@ -1,0 +1,358 @@
+"""``kernel_details.csv`` (torch_npu profiler) -> the ``kernels`` table.
+
+Accepts every header variant of formats.md §2 (Level0/Level1, ``Block Dim`` or
+``Block Num``, with or without ``Device_id`` and ``Step Id``/``Step ID``, CRLF,
+trailing TAB or quotes around ``Start Time(us)``, ``N/A`` cells, quoted shapes).
+Columns are matched by name (case-insensitive, trimmed), so metric columns and
+the column order do not matter.
+
+``start_ns`` is computed from the decimal text with integer string arithmetic,
+never through float64 (which loses the last digits of an epoch in µs).
+
+Two paths, one result:
+
+* fast: Polars' CSV reader parses only the needed columns, numbers typed
+  (``N/A``/empty -> null), and a few vectorized checks confirm every cell;
+* exhaustive: when the fast path cannot vouch for a cell (the reader refused a
+  number, a start time is not ``<digits>.<3 digits>``, a required cell is
+  empty), every needed column is re-read as text, trimmed, converted, and the
+  first bad cell becomes an :class:`~sk_analytics.errors.InputError` naming
+  the file, the line and what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from sk_analytics.canonical import canonical_op_column
+from sk_analytics.errors import InputError
+from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.schema import KERNELS
+
+NA_TEXT = "N/A"
+"""The profiler's "no value"; an empty cell means the same."""
+
+SK_TYPE = "SuperKernel"
+SK_NAME_PREFIX = "sk_"
+
+HEADER_PROBE_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class Field:
+    """How one kernels column is read: its header spellings and its parse kind."""
+
+    column: str
+    headers: tuple[str, ...]
+    kind: str
+    """``int``, ``float``, ``text`` (N/A/empty -> null), ``name`` (as written,
+    must not be empty), ``shape`` (like text, literal quotes removed) or ``start``."""
+    required: bool = False
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("step_id", ("Step Id", "Step ID"), "int"),
+    Field("device_id", ("Device_id",), "int"),
+    Field("model_id", ("Model ID",), "int"),
+    Field("task_id", ("Task ID",), "int"),
+    Field("stream_id", ("Stream ID",), "int"),
+    Field("name", ("Name",), "name", required=True),
+    Field("type", ("Type",), "text"),
+    Field("op_state", ("OP State",), "text"),
+    Field("accelerator_core", ("Accelerator Core",), "text"),
+    Field("start_text", ("Start Time(us)",), "start", required=True),
+    Field("duration_us", ("Duration(us)",), "float", required=True),
+    Field("wait_us", ("Wait Time(us)",), "float"),
+    Field("block_num", ("Block Dim", "Block Num"), "int"),
+    Field("mix_block_num", ("Mix Block Dim", "Mix Block Num"), "int"),
+    Field("input_shapes", ("Input Shapes",), "shape"),
+    Field("input_data_types", ("Input Data Types",), "text"),
+    Field("output_shapes", ("Output Shapes",), "shape"),
+)
+"""Every kernel_details column the ``kernels`` table keeps (others are ignored)."""
+
+EXPECTED = {
+    "int": "an integer or N/A",
+    "float": "a finite decimal number or N/A",
+    "start": "a non-negative decimal number of microseconds (at most 3 non-zero decimals)",
+    "name": "a non-empty kernel name",
+}
+
+
+def parse_kernel_details(path: Path, *, root: Path | None = None) -> ParseResult:
+    """Parse one kernel_details.csv into a frame conforming to ``KERNELS``."""
+    path = Path(path)
+    header, last_line = _probe(path)
+    positions = _locate_columns(path, header)
+    fields = [f for f in FIELDS if f.column in positions]
+    frame = _fast(path, positions, fields, len(header))
+    if frame is None:
+        frame = _exhaustive(path, positions, fields, len(header))
+    warnings = _truncation_warnings(path, last_line, len(header))
+    frame = frame.with_columns(pl.lit(None).alias(f.column) for f in FIELDS if f.column not in positions)
+    frame = frame.with_columns(
+        ((pl.col("type") == SK_TYPE).fill_null(False) | pl.col("name").str.starts_with(SK_NAME_PREFIX)).alias("is_sk"),
+        pl.lit(relative_source(path, root)).alias("source_file"),
+    )
+    return ParseResult(KERNELS, KERNELS.conform(canonical_op_column(frame, "name")), path, warnings)
+
+
+# --------------------------------------------------------------------------- header
+
+
+def _probe(path: Path) -> tuple[list[str], bytes]:
+    """Header cells (trimmed, BOM removed) and the file's last line if it has no line break."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(HEADER_PROBE_BYTES)
+            while b"\n" not in head:
+                more = fh.read(HEADER_PROBE_BYTES)
+                if not more:
+                    break
+                head += more
+            size = fh.seek(0, io.SEEK_END)
+            fh.seek(max(size - HEADER_PROBE_BYTES, 0))
+            tail = fh.read()
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(path, "header is not UTF-8 text", line=1, expected="a UTF-8 CSV header") from None
+    try:
+        cells = next(csv.reader([text], strict=True), [])
+    except csv.Error as exc:
+        raise InputError(path, f"malformed CSV header ({exc})", line=1, expected="a kernel_details.csv header") from None
+    unterminated = b"" if tail.endswith(b"\n") or b"\n" not in tail else tail.rsplit(b"\n", 1)[1]
+    return [cell.strip() for cell in cells], unterminated
+
+
+def _truncation_warnings(path: Path, last_line: bytes, width: int) -> list[str]:
+    """A warning when the last row has no line break and lacks fields (a cut file)."""
+    if not last_line:
+        return []
+    fields = len(next(csv.reader([last_line.decode("utf-8", errors="replace")]), []))
+    if fields >= width:
+        return []
+    return [f"{path}: the last row has {fields} of {width} fields and no line break: the file looks truncated"]
+
+
+def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
+    """Position of each known column in ``header`` (the first spelling found wins)."""
+    index: dict[str, int] = {}
+    for position, cell in enumerate(header):
+        index.setdefault(cell.casefold(), position)
+    positions: dict[str, int] = {}
+    for field in FIELDS:
+        found = [index[h.casefold()] for h in field.headers if h.casefold() in index]
+        if found:
+            positions[field.column] = min(found)
+    missing = [f.headers[0] for f in FIELDS if f.required and f.column not in positions]
+    if missing:
+        raise InputError(
+            path,
+            f"header lacks column(s) {', '.join(missing)}",
+            line=1,
+            expected="a kernel_details.csv header with Name, Start Time(us) and Duration(us)",
+        )
+    return positions
+
+
+def _read(path: Path, positions: dict[str, int], fields: list[Field], width: int, *, typed: bool) -> pl.DataFrame:
+    """The needed columns, renamed to kernels column names, blank lines dropped.
+
+    ``row`` is the 1-based data row counting blank lines (= physical line - 1
+    when no cell holds a line break).
+    """
+    by_position = sorted(fields, key=lambda f: positions[f.column])
+    dtypes = {"int": pl.Int64, "float": pl.Float64}
+    schema = {f.column: (dtypes.get(f.kind, pl.Utf8) if typed else pl.Utf8) for f in by_position}
+    names = {positions[f.column]: f.column for f in by_position}
+    frame = pl.read_csv(
+        path,
+        columns=[positions[f.column] for f in by_position],
+        schema_overrides=[schema.get(names.get(i, ""), pl.Utf8) for i in range(width)],
+        infer_schema=False,
+        null_values=[NA_TEXT] if typed else None,
+        raise_if_empty=False,
+    )
+    frame.columns = list(schema)
+    blank = pl.all_horizontal(pl.col(c).is_null() for c in schema)
+    return frame.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64)).filter(~blank)
+
+
+# --------------------------------------------------------------------------- fast path
+
+
+def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int) -> pl.DataFrame | None:
+    """Typed read plus vectorized checks; None when any cell needs the exhaustive path."""
+    try:
+        frame = _read(path, positions, fields, width, typed=True)
+    except pl.exceptions.PolarsError:
+        return None
+    start = pl.col("start_text").str.strip_chars()
+    dot = start.str.find(".", literal=True)
+    start_ns = pl.when(dot == start.str.len_chars() - 4).then(start.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
+    text = {f.column: _text_value(pl.col(f.column), f) for f in fields if f.kind in ("text", "shape")}
+    frame = frame.with_columns(start.alias("start_text"), start_ns.alias("start_ns"), **text)
+    trusted = [
+        pl.col("name").is_not_null(),
+        pl.col("start_ns").is_not_null() & (pl.col("start_ns") >= 0),
+        pl.col("duration_us").is_finite().fill_null(False),
+    ]
+    if "wait_us" in frame.columns:
+        trusted.append(pl.col("wait_us").is_finite().fill_null(True))
+    if not frame.select(pl.all_horizontal(trusted).all()).item():
+        return None
+    return frame
+
+
+def _text_value(expr: pl.Expr, field: Field) -> pl.Expr:
+    """Text cell: N/A or empty -> null; shapes lose their literal quotes."""
+    value = pl.when(expr.is_in([NA_TEXT, ""])).then(None).otherwise(expr)
+    return value.str.replace_all('"', "", literal=True) if field.kind == "shape" else value
+
+
+# --------------------------------------------------------------------------- exhaustive path
+
+
+def _exhaustive(path: Path, positions: dict[str, int], fields: list[Field], width: int) -> pl.DataFrame:
+    """Every needed cell read as text and converted; InputError at the first bad one."""
+    try:
+        raw = _read(path, positions, fields, width, typed=False)
+    except pl.exceptions.PolarsError as exc:
+        line, reason = _first_bad_line(path, width)
+        raise InputError(
+            path,
+            f"malformed CSV ({reason or _first_line(str(exc))})",
+            line=line,
+            expected=f"CSV records of at most {width} fields in UTF-8 with balanced quotes",
+        ) from None
+    checked = [_checked(f) for f in fields]
+    bad = {f"bad:{f.column}": mask for f, (_, mask) in zip(fields, checked, strict=True) if mask is not None}
+    frame = raw.select(
+        "row",
+        *[value.alias(f.column) for f, (value, _) in zip(fields, checked, strict=True)],
+        _start_ns(pl.col("start_text").str.strip_chars()).alias("start_ns"),
+        **bad,
+    )
+    first = frame.filter(pl.any_horizontal(bad.keys())).head(1)
+    if first.height:
+        _raise_bad_cell(path, raw, first.row(0, named=True), fields)
+    return frame.drop(bad.keys())
+
+
+def _checked(field: Field) -> tuple[pl.Expr, pl.Expr | None]:
+    """Typed value of a text column and the mask of its invalid cells."""
+    cell = pl.col(field.column)
+    if field.kind == "name":
+        return cell, cell.is_null() | (cell.str.strip_chars() == "")
+    if field.kind in ("text", "shape"):
+        return _text_value(cell, field), None
+    trimmed = cell.str.strip_chars()
+    empty = trimmed.is_null() | trimmed.is_in([NA_TEXT, ""])
+    if field.kind == "start":
+        return trimmed, ~empty & _start_ns(trimmed).is_null() | empty
+    dtype = pl.Int64 if field.kind == "int" else pl.Float64
+    value = pl.when(empty).then(None).otherwise(trimmed).cast(dtype, strict=False)
+    bad = ~empty & value.is_null()
+    if field.kind == "float":
+        bad = bad | ~value.is_finite().fill_null(True)
+    return value, (bad | empty) if field.required else bad
+
+
+def _start_ns(text: pl.Expr) -> pl.Expr:
+    """Exact integer ns of a µs decimal text; null where it is not one.
+
+    ``"1736405443881410.320"`` -> 1736405443881410320: integer part times 1000
+    plus the first three decimals (right-padded); further decimals must be 0.
+    """
+    parts = text.str.split_exact(".", 1)
+    fraction = parts.struct.field("field_1").fill_null("")
+    well_formed = text.str.contains(r"^\+?[0-9]+(\.[0-9]*)?$") & fraction.str.slice(3).str.contains(r"^0*$")
+    digits = pl.concat_str(parts.struct.field("field_0"), fraction.str.slice(0, 3).str.pad_end(3, "0"))
+    return pl.when(well_formed).then(digits.cast(pl.Int64, strict=False))
+
+
+def _raise_bad_cell(path: Path, raw: pl.DataFrame, flags: dict[str, object], fields: list[Field]) -> None:
+    """InputError for the first bad cell of the first bad row (cold path)."""
+    field = next(f for f in fields if flags.get(f"bad:{f.column}"))
+    row = int(str(flags["row"]))
+    cell = raw.filter(pl.col("row") == row).get_column(field.column)[0]
+    header = field.headers[0]
+    empty = cell is None or cell.strip() in ("", NA_TEXT)
+    message = f"empty required cell in column {header}" if empty else f"bad {header} value {cell!r}"
+    expected = EXPECTED[field.kind].removesuffix(" or N/A") if field.required else EXPECTED[field.kind]
+    raise InputError(path, message, line=_line_of_row(path, row), expected=expected)
+
+
+def _first_line(text: str) -> str:
+    stripped = text.strip()
+    return stripped.splitlines()[0] if stripped else "unreadable"
+
+
+def _text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8-sig", errors="replace")
+
+
+def _line_of_row(path: Path, row: int) -> int:
+    """1-based physical line where data row ``row`` starts (quoted line breaks counted)."""
+    reader = csv.reader(io.StringIO(_text(path), newline=""))
+    line = 1
+    for number, _ in enumerate(reader):
+        if number == row:
+            return line
+        line = reader.line_num + 1
+    return row + 1
+
+
+def _first_bad_line(path: Path, width: int) -> tuple[int, str | None]:
+    """Cold path after a reader error: the 1-based line where the problem starts.
+
+    Looks for invalid UTF-8, then (Python's strict CSV reader) malformed quoting
+    or too many fields; falls back to bisecting with the Polars reader itself
+    for what only it rejects.
+    """
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return number, "invalid UTF-8"
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""), strict=True)
+    start = 1
+    try:
+        for record in reader:
+            if len(record) > width:
+                return start, f"{len(record)} fields, the header has {width}"
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        return start, f"bad quoting: {exc}"
+    return _bisect_polars(lines), None
+
+
+def _bisect_polars(lines: list[bytes]) -> int:
+    """Smallest line count whose prefix the Polars reader rejects (1-based line)."""
+
+    def fails(count: int) -> bool:
+        try:
+            pl.read_csv(b"\n".join(lines[:count]) + b"\n", infer_schema=False)
+        except pl.exceptions.PolarsError:
+            return True
+        return False
+
+    low, high = 1, len(lines)
+    while low < high:
+        middle = (low + high) // 2
+        if fails(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
