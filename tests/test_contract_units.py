@@ -51,7 +51,7 @@ BASIC = {
 
 def test_normalize_workload_folds_aliases() -> None:
     raw = {"model_name": "m", "dataset": "d", "batch_size": 2, "tp": 8, "run_mode": "decode",
-           "warmup_steps": 0, "iters": 10, "backend": "sim", "seed": 3}
+           "warmup_steps": 0, "iters": 10, "runtime_version": "sim", "seed": 3}
     assert normalize_workload(raw) == {"batch": 2, "input": "d", "iterations": 10, "mode": "decode", "model": "m",
                                        "rank": 8, "runtime": "sim", "seed": 3, "warmup": 0}
     assert normalize_workload(normalize_workload(raw)) == normalize_workload(raw)

@@ -30,7 +30,7 @@ from sk_analytics.contract.rules import RULES, ContractInputError, ContractInteg
 from sk_analytics.contract.scan import MANIFEST_NAME, MARKER_NAME, FileRecord
 from sk_analytics.contract.session import SessionRecord, begin, load_session
 from sk_analytics.contract.validate_set import validate_set
-from sk_analytics.contract.workload import WORKLOAD_FIELDS, normalize_workload
+from sk_analytics.contract.workload import WORKLOAD_FIELDS, fold_aliases, normalize_workload
 
 __all__ = [
     "ARTIFACT_KINDS",
@@ -56,6 +56,7 @@ __all__ = [
     "finalize",
     "load_manifest",
     "load_session",
+    "fold_aliases",
     "normalize_workload",
     "required_kinds",
     "validate_set",

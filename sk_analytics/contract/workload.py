@@ -48,7 +48,6 @@ ALIASES: Mapping[str, str] = {
     "num_iterations": "iterations",
     "steps": "iterations",
     "runtime_version": "runtime",
-    "backend": "runtime",
 }
 
 _POSITIVE_INT = ("batch", "rank", "iterations")
@@ -61,7 +60,7 @@ def _check_value(field: str, value: Any, source: str | PathLike[str] | None) -> 
     elif field == "warmup":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         expected = "a non-negative integer"
-    elif field == "input":
+    elif field in ("input", "runtime"):
         ok = (isinstance(value, str) and value.strip() != "") or (isinstance(value, dict) and bool(value))
         expected = "a non-empty string or object"
     else:
@@ -73,12 +72,12 @@ def _check_value(field: str, value: Any, source: str | PathLike[str] | None) -> 
         )
 
 
-def normalize_workload(raw: Any, source: str | PathLike[str] | None = None) -> dict[str, Any]:
-    """Fold aliases into canonical names; refuse conflicts and missing fields.
+def fold_aliases(raw: Any, source: str | PathLike[str] | None = None) -> dict[str, Any]:
+    """Rename aliases to canonical field names; two spellings with different values raise.
 
-    Returns a new dict with the eight canonical fields plus any other keys.
-    Applying it to its own output returns the same dict (idempotent), which is
-    how a stored manifest's workload is checked.
+    Unlike :func:`normalize_workload` it does not require the eight fields, so
+    partial workload descriptions (a backend's defaults, a user's overrides)
+    can be folded before they are merged.
     """
     if not isinstance(raw, dict):
         raise ContractInputError("workload-fields", source, f"workload is {type(raw).__name__}", expected="a JSON object")
@@ -94,9 +93,19 @@ def normalize_workload(raw: Any, source: str | PathLike[str] | None = None) -> d
                 record=name,
                 expected="one value per field",
             )
-        if name == key or name not in result:
-            spelled[name] = key
+        spelled.setdefault(name, key)
         result[name] = value
+    return result
+
+
+def normalize_workload(raw: Any, source: str | PathLike[str] | None = None) -> dict[str, Any]:
+    """Fold aliases into canonical names; refuse conflicts and missing fields.
+
+    Returns a new dict with the eight canonical fields plus any other keys.
+    Applying it to its own output returns the same dict (idempotent), which is
+    how a stored manifest's workload is checked.
+    """
+    result = fold_aliases(raw, source)
     missing = [f for f in WORKLOAD_FIELDS if f not in result]
     if missing:
         raise ContractInputError(
