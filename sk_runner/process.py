@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -90,6 +91,7 @@ def run_process(
                 stderr=err,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         except OSError as exc:
             raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: {exc.strerror or exc}") from exc
@@ -117,6 +119,18 @@ def run_process(
         ended_ns=ended_ns,
         duration_s=duration_s,
     )
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when sk-run itself is killed (even by SIGKILL),
+    so a killed trial never leaves its workload running (Linux prctl)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

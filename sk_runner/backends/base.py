@@ -1,0 +1,112 @@
+"""What every runner backend provides: readiness, the workload argv, identity, wrapper check.
+
+A backend does not run processes itself (that is :mod:`sk_runner.process`);
+it says *what* to run for one request and what the environment is, so the
+trial engine treats the simulator, a real NPU script and any command alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from sk_analytics.errors import UsageError
+
+PLACEHOLDERS = ("{config}", "{run_dir}", "{seed}")
+
+
+@dataclass(frozen=True)
+class Control:
+    """Run controls of a trial (part of its fingerprint, identical across rounds)."""
+
+    ranks: int = 8
+    iterations: int | None = None
+    warmup: int = 8
+    timeout_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One process to start: the exact config, its run folder and its seed."""
+
+    config_path: Path
+    run_dir: Path
+    seed: int
+    control: Control
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def contract_env(self) -> dict[str, str]:
+        """The workload contract's environment variables."""
+        return {
+            "SK_RUN_CONFIG": str(self.config_path),
+            "SK_RUN_DIR": str(self.run_dir),
+            "SK_RUN_SEED": str(self.seed),
+            "SK_RUN_RANKS": str(self.control.ranks),
+            **dict(self.extra_env),
+        }
+
+
+@dataclass(frozen=True)
+class WrapperVerdict:
+    """Did the option wrapper accept this exact value, and why not."""
+
+    accepted: bool
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A place where workloads run (``sim``, ``npu``, ``command``)."""
+
+    name: str
+
+    def check_ready(self) -> None:
+        """Raise :class:`EnvironmentBlocker` when nothing could start here."""
+
+    def argv(self, request: RunRequest) -> list[str]:
+        """Exact argv of the workload for ``request``."""
+
+    def probe_argv(self, request: RunRequest) -> list[str]:
+        """Argv of the short process of an exact-value probe (compile only where possible)."""
+
+    def identity(self) -> dict[str, Any]:
+        """Stable description of the command (template, not per-run paths)."""
+
+    def workload(self, control: Control) -> dict[str, Any]:
+        """Workload part of the fingerprint (model, input, batch, ranks, mode, iterations, runtime)."""
+
+    def environment(self) -> dict[str, Any]:
+        """Environment part of the fingerprint (backend, device, package versions)."""
+
+    def source_path(self) -> Path:
+        """Where the workload's source lives (for its git revision)."""
+
+    def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
+        """Would the option wrapper accept ``option = value`` exactly?"""
+
+
+def expand_template(template: list[str], request: RunRequest) -> list[str]:
+    """Replace ``{config}``, ``{run_dir}``, ``{seed}`` in every argv element (no shell)."""
+    values = {"{config}": str(request.config_path), "{run_dir}": str(request.run_dir), "{seed}": str(request.seed)}
+    out = []
+    for arg in template:
+        for key, value in values.items():
+            arg = arg.replace(key, value)
+        out.append(arg)
+    return out
+
+
+def require_template(template: list[str] | None, backend: str) -> list[str]:
+    """The workload argv after ``--``; it must exist and be a list of strings."""
+    if not template:
+        raise UsageError(f"--backend {backend} needs the workload command after '--' (with {{config}} and {{run_dir}} placeholders or the SK_RUN_* variables)")
+    return list(template)

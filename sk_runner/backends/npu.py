@@ -1,0 +1,197 @@
+"""``npu`` backend and the helper a torch_npu inference script calls.
+
+``torch`` / ``torch_npu`` are imported lazily, only inside the functions that
+need them, so the rest of the product installs and runs without them; when
+they are absent the caller gets an :class:`EnvironmentBlocker` (exit 3).
+
+A user script follows the workload contract with three calls::
+
+    from sk_runner.backends import npu as sk
+    model = sk.compile_model(model)                   # options from $SK_RUN_CONFIG
+    with sk.TimingLog() as log:                        # $SK_RUN_DIR/log_<rank>.log
+        out = log.timed("prefill", model, prompt)      # "Inference time (prefill): X ms"
+        for _ in range(n): log.timed("decode", step)   # device-synchronised timing
+    sk.write_correctness(passed=..., max_abs_err=...)
+
+The exact-value probe asks the installed wrapper
+(``torch.npu.NPUGraph._validate_options(None, "optimize_options", {name: value})``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import IO, Any, TypeVar
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import EnvironmentBlocker, InputError
+from sk_runner.backends.base import Control, WrapperVerdict
+from sk_runner.backends.command import CommandBackend
+from sk_runner.config import DEBUG_OPTIONS_KEY, OPTIONS_KEY, load_config
+from sk_runner.fingerprint import environment_record
+
+T = TypeVar("T")
+
+#: Keys of an execution config that go into ``torch.compile(options=…)`` (formats §5).
+COMPILE_KEYS = ("static_kernel_compile", "super_kernel_optimize", OPTIONS_KEY, DEBUG_OPTIONS_KEY)
+
+
+def require_torch_npu() -> ModuleType:
+    """Import torch_npu (which patches ``torch.npu``) and return ``torch``."""
+    try:
+        importlib.import_module("torch_npu")
+        torch = importlib.import_module("torch")
+    except ImportError as exc:
+        raise EnvironmentBlocker(f"torch_npu is not importable ({exc}): install torch_npu and source the CANN set_env.sh") from exc
+    except Exception as exc:  # torch_npu raises RuntimeError when CANN cannot load
+        raise EnvironmentBlocker(f"torch_npu failed to load: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(torch, "npu"):
+        raise EnvironmentBlocker("torch has no 'npu' module after importing torch_npu")
+    return torch
+
+
+def compile_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``torch.compile`` options of an execution config, in either layout.
+
+    Top-level keys (torch.compile layout) win; otherwise the YAML layout
+    ``model_config.custom_params`` is used. Absent keys are left out.
+    """
+    source: Mapping[str, Any] = config
+    if not any(k in config for k in COMPILE_KEYS):
+        custom = config.get("model_config", {}).get("custom_params") if isinstance(config.get("model_config"), dict) else None
+        if isinstance(custom, dict):
+            source = custom
+    return {k: source[k] for k in COMPILE_KEYS if k in source}
+
+
+def config_path_from_env(config_path: str | os.PathLike[str] | None = None) -> Path:
+    """The explicit path, or ``$SK_RUN_CONFIG`` of the workload contract."""
+    value = config_path if config_path is not None else os.environ.get("SK_RUN_CONFIG")
+    if not value:
+        raise InputError(None, "no execution config given", expected="config_path or the SK_RUN_CONFIG variable")
+    return Path(value)
+
+
+def compile_model(model: T, config_path: str | os.PathLike[str] | None = None, *, fullgraph: bool = True, **kwargs: Any) -> T:
+    """``torch.compile(model, backend="npugraph_ex", options=<config options>)``."""
+    torch = require_torch_npu()
+    options = compile_options(load_config(config_path_from_env(config_path)))
+    return torch.compile(model, backend="npugraph_ex", fullgraph=fullgraph, options=options, **kwargs)
+
+
+def synchronize() -> None:
+    """Wait for the device so a timing covers the work, not only its launch."""
+    require_torch_npu().npu.synchronize()
+
+
+def rank_from_env() -> int:
+    """Rank of this process (``RANK``, then ``LOCAL_RANK``, else 0)."""
+    for key in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(key)
+        if value is not None and value.isdigit():
+            return int(value)
+    return 0
+
+
+class TimingLog:
+    """Writes the standard timing lines to ``<run_dir>/log_<rank>.log`` (and stdout)."""
+
+    def __init__(self, run_dir: str | os.PathLike[str] | None = None, rank: int | None = None, *, echo: IO[str] | None = None) -> None:
+        folder = run_dir if run_dir is not None else os.environ.get("SK_RUN_DIR")
+        if not folder:
+            raise InputError(None, "no run folder given", expected="run_dir or the SK_RUN_DIR variable")
+        self.rank = rank_from_env() if rank is None else rank
+        self.path = Path(folder) / f"log_{self.rank}.log"
+        self.echo = echo if echo is not None else sys.stdout
+        self._fh: IO[str] | None = None
+
+    def __enter__(self) -> TimingLog:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def record(self, phase: str, ms: float) -> str:
+        """Write one ``Inference time (<phase>): <ms> ms`` line; return it."""
+        if phase not in ("decode", "prefill"):
+            raise ValueError(f"phase must be decode or prefill, got {phase!r}")
+        line = f"Inference time ({phase}): {ms:.3f} ms"
+        if self._fh is None:
+            raise RuntimeError("TimingLog used outside its 'with' block")
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        print(line, file=self.echo, flush=True)
+        return line
+
+    def timed(self, phase: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` between two device synchronisations and record its wall time."""
+        synchronize()
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        synchronize()
+        self.record(phase, (time.perf_counter() - start) * 1000.0)
+        return result
+
+
+def write_correctness(passed: bool, run_dir: str | os.PathLike[str] | None = None, **details: Any) -> Path:
+    """Write ``correctness.json`` (``{"passed": bool, ...}``) into the run folder."""
+    folder = run_dir if run_dir is not None else os.environ.get("SK_RUN_DIR")
+    if not folder:
+        raise InputError(None, "no run folder given", expected="run_dir or the SK_RUN_DIR variable")
+    return write_json(Path(folder) / "correctness.json", {"passed": bool(passed), **details})
+
+
+def validate_option(option: str, value: Any) -> WrapperVerdict:
+    """Ask the installed wrapper whether it accepts ``option = value`` exactly."""
+    torch = require_torch_npu()
+    graph = getattr(torch.npu, "NPUGraph", None)
+    validate = getattr(graph, "_validate_options", None)
+    if validate is None:
+        raise EnvironmentBlocker("this torch_npu has no torch.npu.NPUGraph._validate_options: cannot probe option values")
+    evidence = {"call": f'torch.npu.NPUGraph._validate_options(None, "optimize_options", {{{option!r}: {value!r}}})'}
+    try:
+        returned = validate(None, "optimize_options", {option: value})
+    except Exception as exc:  # the wrapper signals rejection by raising
+        return WrapperVerdict(False, f"wrapper rejected {option}={value!r}: {type(exc).__name__}: {exc}", evidence)
+    if returned is False:
+        return WrapperVerdict(False, f"wrapper returned False for {option}={value!r}", evidence)
+    return WrapperVerdict(True, f"wrapper accepted {option}={value!r}", {**evidence, "returned": repr(returned)})
+
+
+class NpuBackend(CommandBackend):
+    """A user's torch_npu inference command on a real Ascend device."""
+
+    name = "npu"
+
+    def check_ready(self) -> None:
+        super().check_ready()
+        if importlib.util.find_spec("torch_npu") is None:
+            raise EnvironmentBlocker("torch_npu is not installed in this Python: the npu backend needs it")
+        torch = require_torch_npu()
+        try:
+            count = int(torch.npu.device_count())
+        except Exception as exc:
+            raise EnvironmentBlocker(f"cannot query NPU devices: {type(exc).__name__}: {exc}") from exc
+        if count < 1:
+            visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+            raise EnvironmentBlocker(f"no NPU device visible (ASCEND_RT_VISIBLE_DEVICES={visible!r})")
+
+    def workload(self, control: Control) -> dict[str, Any]:
+        return {**super().workload(control), "mode": "npugraph_ex"}
+
+    def environment(self) -> dict[str, Any]:
+        return environment_record(self.name, os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "all"),
+                                  {"ascend_home": os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")})
+
+    def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
+        return validate_option(option, value)

@@ -1,0 +1,100 @@
+"""Trial fingerprints: source revision, config, control, workload, environment.
+
+Each part is a JSON record plus its SHA-256 (canonical JSON, via the product's
+one helper :mod:`sk_analytics.fingerprint`), so two trials can be shown to
+differ in exactly the declared config pointer and nothing else (protocol §5.1).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.fingerprint import fingerprint
+
+#: Environment keys that differ per run by design; left out of the env hash so
+#: all runs of one trial share it.
+PER_RUN_ENV = frozenset({"SK_RUN_DIR", "SK_RUN_SEED", "SK_RUN_CONFIG"})
+
+
+def source_revision(path: Path) -> dict[str, Any]:
+    """Git revision of the repository holding ``path`` (``{"kind": "none"}`` outside one).
+
+    ``dirty`` lists modified tracked files count, so an uncommitted workload is visible.
+    """
+    folder = path if path.is_dir() else path.parent
+    try:
+        top = _git(folder, "rev-parse", "--show-toplevel")
+        commit = _git(folder, "rev-parse", "HEAD")
+        status = _git(folder, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return {"kind": "none", "path": str(folder)}
+    return {"kind": "git", "root": top, "commit": commit, "dirty": bool(status), "modified_files": len(status.splitlines())}
+
+
+def _git(folder: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", *args], cwd=folder, capture_output=True, text=True, timeout=20, check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    return out.stdout.strip()
+
+
+def env_hash(env: Mapping[str, str]) -> str:
+    """SHA-256 of the child environment without the per-run keys."""
+    return fingerprint({k: v for k, v in sorted(env.items()) if k not in PER_RUN_ENV})
+
+
+def package_versions(names: tuple[str, ...] = ("sk-tune", "torch", "torch_npu", "polars", "numpy")) -> dict[str, str | None]:
+    """Installed versions (None when absent), read from metadata without importing."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def environment_record(backend: str, device: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Environment part of the fingerprint: backend, device, python and package versions."""
+    return {
+        "backend": backend,
+        "device": device,
+        "python": platform.python_version(),
+        "platform": sys.platform,
+        "packages": package_versions(),
+        **dict(extra or {}),
+    }
+
+
+@dataclass(frozen=True)
+class TrialFingerprints:
+    """The five recorded parts of a trial's identity and their SHA-256."""
+
+    source_revision: dict[str, Any]
+    config: dict[str, Any]
+    control: dict[str, Any]
+    workload: dict[str, Any]
+    environment: dict[str, Any]
+
+    def digests(self) -> dict[str, str]:
+        return {
+            "source_revision": fingerprint(self.source_revision),
+            "config": fingerprint(self.config),
+            "control": fingerprint(self.control),
+            "workload": fingerprint(self.workload),
+            "environment": fingerprint(self.environment),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """Records, their digests and one combined ``trial_fingerprint``."""
+        digests = self.digests()
+        parts = {k: v for k, v in asdict(self).items() if k != "config"}
+        return {**parts, "fingerprints": digests, "trial_fingerprint": fingerprint(digests)}

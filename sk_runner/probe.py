@@ -1,0 +1,248 @@
+"""Exact-value probe: does the wrapper accept the value, and does the runtime use it?
+
+Two checks, both required for ``ready`` (protocol §3, formats.md §4–5):
+
+1. the backend's wrapper check accepts the exact value (shape check of the
+   registry on ``sim``/``command``; ``NPUGraph._validate_options`` on ``npu``);
+2. one short workload process with the SK metadata dump switched on, whose
+   ``super_kernel.log`` must not report the option as
+   ``set value is invalid … the process will use default value`` (the runtime
+   silently falling back to the default is a probe failure).
+
+A value the wrapper rejects never starts a process. Each runtime probe gets its
+own never-reused folder ``<out>/<option>/value-<sha8>/attempt-<n>/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from jsonpointer import JsonPointer
+
+from sk_analytics.atomic import write_json
+from sk_analytics.fingerprint import fingerprint, sha256_file
+from sk_analytics.stage_o.options import options_root
+from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
+from sk_runner.config import scrub_env
+from sk_runner.process import ProcessResult, run_process
+
+#: The switch that makes the runtime write super_kernel.log (formats §4).
+METADATA_ENV = {"ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1"}
+PROBE_CONTROL = Control(ranks=1, iterations=12, warmup=2, timeout_s=120.0)
+MINIMAL_CONFIG: dict[str, Any] = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {}}
+
+
+@dataclass
+class RuntimeCheck:
+    """What the probe process showed about the value."""
+
+    status: str  # accepted | invalid_default | no_evidence | process_failed
+    reason: str
+    attempt_dir: Path
+    argv: list[str]
+    config_path: Path
+    stdout_path: Path
+    stderr_path: Path
+    process: ProcessResult | None
+    logs: list[str] = field(default_factory=list)
+    option_lines: list[str] = field(default_factory=list)
+    invalid_lines: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "attempt_dir": str(self.attempt_dir),
+            "argv": self.argv,
+            "config_path": str(self.config_path),
+            "process": None if self.process is None else self.process.to_json(),
+            "super_kernel_logs": self.logs,
+            "option_lines": self.option_lines,
+            "invalid_lines": self.invalid_lines,
+        }
+
+
+@dataclass
+class ValueProbe:
+    """The probe of one exact value."""
+
+    option: str
+    value: Any
+    wrapper: WrapperVerdict
+    runtime: RuntimeCheck | None
+
+    @property
+    def ready(self) -> bool:
+        return self.wrapper.accepted and self.runtime is not None and self.runtime.status == "accepted"
+
+    @property
+    def reason(self) -> str:
+        if not self.wrapper.accepted:
+            return self.wrapper.reason
+        assert self.runtime is not None
+        return self.runtime.reason
+
+    def to_record(self) -> dict[str, Any]:
+        """A ``ProbeRecord`` of the option matrix: {option, value, ready, evidence}."""
+        return {
+            "option": self.option,
+            "value": self.value,
+            "ready": self.ready,
+            "evidence": {
+                "reason": self.reason,
+                "wrapper": self.wrapper.to_json(),
+                "runtime": None if self.runtime is None else self.runtime.to_json(),
+            },
+        }
+
+
+@dataclass
+class ProbeResult:
+    """Probe of one option over one or more exact values."""
+
+    option: str
+    backend: str
+    values: list[ValueProbe]
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.values) and all(v.ready for v in self.values)
+
+    @property
+    def accepted_values(self) -> list[Any]:
+        return [v.value for v in self.values if v.ready]
+
+    @property
+    def rejected_values(self) -> list[Any]:
+        return [v.value for v in self.values if not v.ready]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "option": self.option,
+            "backend": self.backend,
+            "ready": self.ready,
+            "accepted_values": self.accepted_values,
+            "rejected_values": self.rejected_values,
+            "records": [v.to_record() for v in self.values],
+        }
+
+
+def probe_config(option: str, value: Any, base_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base_config`` (or a minimal torch.compile config) with only ``option`` set to ``value``."""
+    config = copy.deepcopy(dict(base_config if base_config is not None else MINIMAL_CONFIG))
+    node: dict[str, Any] = config
+    for part in JsonPointer(options_root(config)).parts:
+        node = node.setdefault(part, {})
+    node[option] = copy.deepcopy(value)
+    return config
+
+
+def _attempt_dir(out_dir: Path, options: Mapping[str, Any]) -> Path:
+    folder = out_dir / "+".join(sorted(options)) / f"value-{fingerprint(dict(options))[:8]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1 + max((int(p.name[8:]) for p in folder.glob("attempt-*") if p.name[8:].isdigit()), default=0)
+    while True:
+        try:
+            (folder / f"attempt-{n}").mkdir()
+            return folder / f"attempt-{n}"
+        except FileExistsError:
+            n += 1
+
+
+#: The two option-line shapes of super_kernel.log (formats.md §4), with or without a logger prefix.
+_OPTION_LINE = re.compile(r"OptionName: (?P<name>[^,]+), set value(?P<invalid> is invalid)?")
+
+
+def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tuple[list[str], list[str]]:
+    """(set lines, invalid-and-defaulted lines) for ``options`` in the super_kernel.log files.
+
+    Uses the product's super_kernel.log parser (``sk_analytics.ingest.super_kernel_log``)
+    when installed; until then a scan for the two option-line shapes.
+    """
+    try:
+        from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
+    except ImportError:
+        lines = [line.strip() for path in logs for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+        hits = [(m, line) for line in lines if (m := _OPTION_LINE.search(line)) and m["name"].strip() in options]
+        return [line for m, line in hits if not m["invalid"]], [line for m, line in hits if m["invalid"]]
+    frames = [parse_super_kernel_log(path, root=root).frame for path in logs]
+    markers = pl.concat(frames).filter(pl.col("option_name").is_in(list(options)))
+    set_lines = markers.filter(pl.col("kind") == "option_set")["text"].to_list()
+    invalid = markers.filter(pl.col("kind") == "option_invalid")["text"].to_list()
+    return set_lines, invalid
+
+
+def runtime_check(
+    options: Mapping[str, Any],
+    backend: Backend,
+    *,
+    out_dir: Path,
+    config: Mapping[str, Any],
+    control: Control = PROBE_CONTROL,
+    seed: int = 0,
+    env: Mapping[str, str] | None = None,
+) -> RuntimeCheck:
+    """Run one metadata-dumping workload process on ``config`` and check that the
+    runtime used each of ``options`` (name -> exact value) without falling back."""
+    attempt = _attempt_dir(out_dir, options)
+    config_path = attempt / "config.json"
+    write_json(config_path, dict(config))
+    run_dir = attempt / "run"
+    run_dir.mkdir()
+    request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, control)
+    argv = backend.probe_argv(request)
+    child_env = {**scrub_env(os.environ if env is None else env), **request.contract_env(), **METADATA_ENV}
+    stdout_path, stderr_path = attempt / "stdout.txt", attempt / "stderr.txt"
+    result = run_process(argv, cwd=run_dir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
+    logs = sorted(run_dir.rglob("super_kernel.log"))
+    check = RuntimeCheck("accepted", "", attempt, argv, config_path, stdout_path, stderr_path, result,
+                         [p.relative_to(attempt).as_posix() for p in logs])
+    if not result.ok:
+        how = "timed out" if result.timed_out else f"exit {result.exit_code}" if result.signal is None else result.signal_name
+        check.status, check.reason = "process_failed", f"probe process failed ({how})"
+    elif not logs:
+        check.status, check.reason = "no_evidence", "no super_kernel.log written: the runtime use of the value cannot be confirmed"
+    else:
+        check.option_lines, check.invalid_lines = option_lines(logs, list(options), attempt)
+        if check.invalid_lines:
+            check.status, check.reason = "invalid_default", f"runtime reports the value as invalid and uses the default: {check.invalid_lines[0]}"
+        else:
+            seen = "set-value line found" if check.option_lines else "no invalid-value line"
+            check.reason = f"wrapper accepted and runtime used the value ({seen})"
+    write_json(attempt / "probe.json", {"options": dict(options), "runtime": check.to_json(), "config_sha256": sha256_file(config_path)})
+    return check
+
+
+def probe_values(
+    option: str,
+    values: Sequence[Any],
+    backend: Backend,
+    *,
+    out_dir: Path,
+    base_config: Mapping[str, Any] | None = None,
+    control: Control = PROBE_CONTROL,
+    env: Mapping[str, str] | None = None,
+) -> ProbeResult:
+    """Probe each exact value; a value the wrapper rejects starts no process."""
+    backend.check_ready()
+    probes = []
+    for value in values:
+        verdict = backend.wrapper_check(option, value)
+        runtime = None
+        if verdict.accepted:
+            config = probe_config(option, value, base_config)
+            runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env)
+        probes.append(ValueProbe(option, value, verdict, runtime))
+    return ProbeResult(option, backend.name, probes)
+
+
+def probe_value(option: str, value: Any, backend: Backend, *, out_dir: Path, **kwargs: Any) -> ProbeResult:
+    """Probe one exact value (see :func:`probe_values`)."""
+    return probe_values(option, [value], backend, out_dir=out_dir, **kwargs)

@@ -1,0 +1,192 @@
+"""sk_runner.trial end-to-end with a contract-following fake workload (tests/runner_fake.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
+from sk_analytics.tables import scan_table
+from sk_runner.backends.base import Control
+from sk_runner.backends.command import CommandBackend
+from sk_runner.config import parse_set
+from sk_runner.process import group_alive
+from sk_runner.trial import TrialSpec, derive_seed, run_trial
+from runner_fake import write_fake
+
+CONTROL = Control(ranks=2, iterations=None, warmup=2, timeout_s=30.0)
+
+
+def _spec(tmp_path: Path, *sets: str, **kw) -> TrialSpec:
+    argv = write_fake(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_PROF", "SK_RUN"))}
+    defaults = dict(session=tmp_path / "session", round="O1", base_config=tmp_path / "base.json",
+                    backend=CommandBackend(argv), changes=tuple(parse_set(s) for s in sets), control=CONTROL, env=env,
+                    cwd=tmp_path)
+    defaults.update(kw)
+    return TrialSpec(**defaults)
+
+
+def _tree_hashes(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_three_run_trial_then_top_up_to_five(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    res = run_trial(spec)
+    assert (res.status, res.exit_code, res.runs_completed, res.new_runs) == ("ok", 0, [1, 2, 3], [1, 2, 3])
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    assert json.loads((rd / "config.diff.json").read_text()) == [
+        {"op": "replace", "path": "/super_kernel_optimize_options/auto_op_parallel", "value": 1}
+    ]
+    assert json.loads((rd / "config.json").read_text())["super_kernel_optimize_options"]["auto_op_parallel"] == 1
+    assert json.loads((rd / "probe.json").read_text())["ready"] is True
+    trial = json.loads((rd / "trial.json").read_text())
+    assert trial["change_set"]["allowed_json_pointers"] == ["/super_kernel_optimize_options/auto_op_parallel"]
+    assert trial["change_set"]["originals"] == [0]
+    assert set(trial["fingerprints"]["fingerprints"]) == {"source_revision", "config", "control", "workload", "environment"}
+    meta1 = json.loads((rd / "CLEAN/run-1/meta.json").read_text())
+    assert meta1["status"] == "ok" and meta1["process"]["exit_code"] == 0
+    assert meta1["seed"] == derive_seed(0, "O1", "run-1")
+    assert meta1["command"][-1].endswith("fake_workload.py")
+    assert [r["decode_samples"] for r in meta1["rank_logs"]] == [12, 12]
+    assert (rd / "CORRECTNESS/meta.json").is_file() and (rd / "CLEAN/run-1/stdout.txt").read_text() == "done\n"
+    timings = scan_table(tmp_path / "session/data", "timings").collect()
+    # 3 runs x 2 ranks x (1 prefill + 12 decode)
+    assert timings.height == 78
+    assert sorted(timings["run"].unique().to_list()) == ["run-1", "run-2", "run-3"]
+    assert timings.filter(pl.col("phase") == "prefill")["value_text"].sort().to_list() == ["47.500", "47.500", "47.500", "48.500", "48.500", "48.500"]
+    runs = scan_table(tmp_path / "session/data", "runs").collect().sort("run_index")
+    assert runs["status"].to_list() == ["ok"] * 3 and runs["fingerprint"][0] == meta1["fingerprint"]
+    before = _tree_hashes(rd / "CLEAN/run-1")
+
+    # same command again: nothing to do
+    again = run_trial(spec)
+    assert again.new_runs == [] and again.runs_completed == [1, 2, 3]
+    topped = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", top_up_to=5))
+    assert topped.runs_completed == [1, 2, 3, 4, 5] and topped.new_runs == [4, 5]
+    assert _tree_hashes(rd / "CLEAN/run-1") == before
+    assert scan_table(tmp_path / "session/data", "timings").collect().height == 130
+    with pytest.raises(UsageError, match="more than --top-up-to 4"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", top_up_to=4))
+
+
+def test_resume_refuses_a_different_trial_in_the_same_round(tmp_path: Path) -> None:
+    run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1"))
+    with pytest.raises(InputError, match="already holds a different trial .*changes"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/early_start=1"))
+
+
+def _scene(rd: Path, n: int = 1) -> dict:
+    folder = rd / f"FAILURE_SCENES/attempt-{n}"
+    doc = json.loads((folder / "scene.json").read_text())
+    assert set(doc) == {"schema_version", "identity", "invocation", "observable_failure", "artifacts", "gate_progress",
+                        "preliminary_judgement", "control_and_rollback", "follow_up"}
+    md = (folder / "scene.md").read_text()
+    for heading in ("## 1. 身份与阶段", "## 2. 冻结的调用", "## 3. 可观察的失败", "## 4. 现场产物", "## 5. 门禁进度",
+                    "## 6. 初步判断", "## 7. 控制与回滚", "## 8. 后续入口"):
+        assert heading in md
+    assert not (folder / "scene.json").stat().st_mode & stat.S_IWUSR  # sealed read-only
+    return doc
+
+
+def test_crash_seals_scene_and_a_retry_gets_a_new_attempt(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, '/super_kernel_optimize_options/aggressive_opt_strategies={"task_breaker_bypass": 1}')
+    res = run_trial(spec)
+    assert (res.status, res.outcome, res.exit_code) == ("failed", "crash", 1)
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    doc = _scene(rd)
+    assert doc["identity"]["stage"] == "correctness" and doc["identity"]["attempt"] == 1
+    assert doc["observable_failure"]["signal_name"] == "SIGABRT"
+    assert "EZ9999" in doc["observable_failure"]["stderr_tail"]
+    assert doc["gate_progress"]["correctness"] == "failed" and doc["gate_progress"]["last_gate_passed"] == "probe"
+    assert doc["control_and_rollback"]["action"] == "restore_incumbent"
+    paths = {f["path"] for f in doc["artifacts"]["files"]}
+    assert "artifacts/run/stderr.txt" in paths and "artifacts/config.json" in paths
+    first = _tree_hashes(rd / "FAILURE_SCENES/attempt-1")
+    again = run_trial(spec)
+    assert again.outcome == "crash" and again.scene_dir == rd / "FAILURE_SCENES/attempt-2"
+    assert _tree_hashes(rd / "FAILURE_SCENES/attempt-1") == first
+    assert _scene(rd, 2)["identity"]["attempt"] == 2
+
+
+def test_hang_is_killed_at_timeout_with_no_process_left(tmp_path: Path) -> None:
+    ctl = Control(ranks=2, warmup=2, timeout_s=2.0)
+    res = run_trial(_spec(tmp_path, '/super_kernel_optimize_options/aggressive_opt_strategies={"value_breaker_bypass": 3}', control=ctl))
+    assert (res.status, res.outcome) == ("failed", "timeout")
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    doc = _scene(rd)
+    assert doc["observable_failure"]["timed_out"] is True and doc["invocation"]["timeout_s"] == 2.0
+    assert doc["preliminary_judgement"]["category"] == "hang"
+    assert not group_alive(doc["observable_failure"]["pid"])
+    child = int((rd / "FAILURE_SCENES/attempt-1/artifacts/run/child.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+
+
+def test_wrong_output_fails_the_correctness_gate(tmp_path: Path) -> None:
+    res = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/early_start=1"))
+    assert (res.status, res.outcome) == ("failed", "wrong_output")
+    doc = _scene(tmp_path / "session/experiments/Sbest/O1")
+    assert doc["identity"]["stage"] == "correctness"
+    assert doc["preliminary_judgement"]["category"] == "correctness"
+
+
+def test_missing_rank_log_is_bad_logs(tmp_path: Path) -> None:
+    res = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/split_mode=2"))
+    assert (res.outcome, res.message) == ("bad_logs", "rank log log_1.log missing")
+
+
+def test_invalid_value_defaulted_by_runtime_is_a_probe_scene(tmp_path: Path) -> None:
+    res = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=5"))
+    assert (res.status, res.outcome) == ("failed", "invalid_value")
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    doc = _scene(rd)
+    assert doc["identity"]["stage"] == "probe" and "set value is invalid" in doc["observable_failure"]["message"]
+    assert not (rd / "CORRECTNESS").exists() and not (rd / "CLEAN").exists()
+
+
+def test_value_rejected_by_wrapper_is_an_environment_blocker_not_a_scene(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentBlocker, match="wrapper rejects"):
+        run_trial(_spec(tmp_path, '/super_kernel_optimize_options/auto_op_parallel="fast"'))
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    line = json.loads((rd / "environment-blockers.jsonl").read_text().splitlines()[0])
+    assert line["stage"] == "probe" and "not an unsigned integer" in line["message"]
+    assert not (rd / "FAILURE_SCENES").exists()
+
+
+def test_dirty_env_refused_and_child_env_scrubbed(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    dirty = dict(spec.env or {}, ASCEND_PROF_SK_ON="1024")
+    with pytest.raises(EnvironmentBlocker, match="ASCEND_PROF_SK_ON=1024"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", env=dirty))
+    off = dict(spec.env or {}, ASCEND_OP_COMPILE_SAVE_KERNEL_META="0")
+    run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", env=off))
+    child_env = json.loads((tmp_path / "session/experiments/Sbest/O1/CLEAN/run-1/env.json").read_text())
+    assert "ASCEND_OP_COMPILE_SAVE_KERNEL_META" not in child_env and child_env["SK_RUN_SEED"].isdigit()
+
+
+def test_refusals_second_pointer_and_debug_options(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="exactly one"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", "/super_kernel_optimize_options/early_start=1"))
+    with pytest.raises(InputError, match="debug options are not allowed"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/debug_sync_all=1"))
+    with pytest.raises(UsageError, match="at least 3 clean runs"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", runs=2))
+    assert not (tmp_path / "session/experiments").exists()
+
+
+def test_incumbent_copy_runs_five_with_empty_diff(tmp_path: Path) -> None:
+    res = run_trial(_spec(tmp_path, round="O0-INCUMBENT", incumbent=True, runs=5))
+    rd = tmp_path / "session/experiments/Sbest/O0-INCUMBENT"
+    assert res.runs_completed == [1, 2, 3, 4, 5]
+    assert json.loads((rd / "config.diff.json").read_text()) == []
+    assert not (rd / "probe.json").exists()
+    roles = scan_table(tmp_path / "session/data", "runs").collect()["role"].unique().to_list()
+    assert roles == ["baseline"]
