@@ -1,0 +1,83 @@
+"""``sk-analyze option-trial`` and ``sk-analyze stability``: the Stage O gate.
+
+Exit codes: 0 accepted / stable, 1 not accepted / not stable, 2 bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
+from sk_analytics.option_trial.api import GATE_MODES, evaluate_option_trial
+from sk_analytics.option_trial.api import stability as stability_check
+from sk_analytics.option_trial.report import LANGS, render_option_trial, render_stability
+from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
+
+SOURCE_HELP = "a folder of run-*/log_<rank>.log, or parquet:DATA_DIR#round=R[,role=X]"
+
+
+def _common(func):  # type: ignore[no-untyped-def]
+    func = click.option("--lang", type=click.Choice(LANGS), default="zh", show_default=True, help="Table language.")(func)
+    func = click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary JSON here (atomic).")(func)
+    func = click.option("--expected-ranks", type=click.IntRange(min=1), default=DEFAULT_EXPECTED_RANKS, show_default=True, help="Rank logs per run.")(func)
+    func = click.option("--warmup", type=click.IntRange(min=0), default=DEFAULT_WARMUP, show_default=True, help="Decode samples dropped per rank.")(func)
+    return func
+
+
+@click.command("option-trial")
+@click.option("--baseline", required=True, help=f"Five-run incumbent: {SOURCE_HELP}.")
+@click.option("--candidate", "candidates", multiple=True, required=True, help=f"NAME=SOURCE of a trial; SOURCE is {SOURCE_HELP}.")
+@click.option("--option-trial/--no-option-trial", default=True, help="Accepted for command-line compatibility; the decision is always the option-trial gate.")
+@click.option("--gate", type=click.Choice(GATE_MODES), default="protocol", show_default=True, help="strict: also require the 95% CI of the improvement to exclude zero.")
+@_common
+def option_trial(
+    baseline: str,
+    candidates: tuple[str, ...],
+    option_trial: bool,
+    gate: str,
+    warmup: int,
+    expected_ranks: int,
+    json_out: Path | None,
+    lang: str,
+) -> int:
+    """Compare trial candidates with the five-run incumbent (protocol §5 gate),
+    print a table and the statistics beside the gate; exit 0 when accepted."""
+    if not option_trial:
+        raise UsageError("only the option-trial decision is implemented (drop --no-option-trial)")
+    pairs = [parse_candidate_arg(value) for value in candidates]
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--candidate has duplicate names: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    base_frame = load_source(baseline, expected_ranks=expected_ranks, warmup=warmup)
+    frames = {name: load_source(path, expected_ranks=expected_ranks, warmup=warmup) for name, path in pairs}
+    result = evaluate_option_trial(
+        base_frame,
+        frames,
+        warmup=warmup,
+        gate=gate,  # type: ignore[arg-type]
+        baseline_path=baseline,
+        candidate_paths=dict(pairs),
+        expected_ranks=expected_ranks,
+    )
+    click.echo(render_option_trial(result, lang), nl=False)
+    if json_out is not None:
+        write_json(json_out, result)
+    return EXIT_OK if result["selection"]["option_trial_accepted"] else EXIT_NEGATIVE
+
+
+@click.command("stability")
+@click.argument("source")
+@_common
+def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | None, lang: str) -> int:
+    """Five-run stability of SOURCE (exactly 5 runs, decimal spread <= 5%);
+    exit 0 when stable."""
+    frame = load_source(source, expected_ranks=expected_ranks, warmup=warmup)
+    result = stability_check(frame, warmup, path=source, expected_ranks=expected_ranks)
+    click.echo(render_stability(result, lang), nl=False)
+    if json_out is not None:
+        write_json(json_out, result)
+    return EXIT_OK if result["baseline_stability"]["stable"] else EXIT_NEGATIVE

@@ -1,0 +1,107 @@
+"""Python API of the option-trial decision (called by the CLI and the sweep).
+
+``evaluate_option_trial`` returns the summary JSON of formats.md §1 (every
+legacy key kept) plus, per candidate, ``statistics`` (figures beside the gate)
+and ``gate`` (the effective decision of the chosen gate mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import polars as pl
+
+from sk_analytics.errors import UsageError
+from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP, check_candidate
+from sk_analytics.option_trial.gate import evaluate_candidate, evaluate_stability, improvement_pct, selection
+from sk_analytics.option_trial.inference import trial_statistics
+from sk_analytics.option_trial.summary import RunMetric, summarize
+
+GateMode = Literal["protocol", "strict"]
+GATE_MODES: tuple[str, ...] = ("protocol", "strict")
+
+
+def _per_run(metrics: list[RunMetric]) -> list[dict[str, Any]]:
+    return [{"run": m.run, "worst_rank": m.worst_rank, "mean_ms": m.mean_ms, "mean_exact_ms": m.mean_exact_ms} for m in metrics]
+
+
+def _summarize_checked(
+    frame: pl.DataFrame, *, label: str, warmup: int, expected_ranks: int | None
+) -> tuple[dict[str, Any], list[RunMetric]]:
+    if expected_ranks is not None:
+        check_candidate(frame, label=label, expected_ranks=expected_ranks, warmup=warmup)
+    return summarize(frame, warmup=warmup, path=label)
+
+
+def stability(
+    frame: pl.DataFrame,
+    warmup: int = DEFAULT_WARMUP,
+    *,
+    path: str = "baseline",
+    expected_ranks: int | None = DEFAULT_EXPECTED_RANKS,
+) -> dict[str, Any]:
+    """Five-run stability check of one folder: ``{baseline, baseline_stability}``
+    with the same numbers as in the option-trial summary."""
+    summary, metrics = _summarize_checked(frame, label=path, warmup=warmup, expected_ranks=expected_ranks)
+    summary["per_run_metrics"] = _per_run(metrics)
+    return {"baseline": summary, "baseline_stability": evaluate_stability(summary)}
+
+
+def evaluate_option_trial(
+    baseline: pl.DataFrame,
+    candidates: Mapping[str, pl.DataFrame],
+    warmup: int = DEFAULT_WARMUP,
+    gate: GateMode = "protocol",
+    *,
+    baseline_path: str = "baseline",
+    candidate_paths: Mapping[str, str] | None = None,
+    expected_ranks: int | None = DEFAULT_EXPECTED_RANKS,
+) -> dict[str, Any]:
+    """The option-trial summary JSON of ``candidates`` against ``baseline``.
+
+    Frames are timings frames with a ``run`` column (``read_candidate`` or a
+    Parquet selection). ``expected_ranks=None`` skips the rank-count check
+    (frames validated by the caller). ``gate="strict"`` additionally requires
+    the 95 % CI of the improvement to exclude zero; the protocol checks and
+    ``option_trial_evaluation`` are never changed by it.
+    """
+    if gate not in GATE_MODES:
+        raise UsageError(f"unknown gate {gate!r} (expected one of {', '.join(GATE_MODES)})")
+    if not candidates:
+        raise UsageError("option-trial needs at least one candidate")
+    paths = dict(candidate_paths or {})
+    base_summary, base_metrics = _summarize_checked(
+        baseline, label=baseline_path, warmup=warmup, expected_ranks=expected_ranks
+    )
+    base_summary["per_run_metrics"] = _per_run(base_metrics)
+    base_stability = evaluate_stability(base_summary)
+    summaries: dict[str, dict[str, Any]] = {}
+    effective: dict[str, bool] = {}
+    for name, frame in candidates.items():
+        summary, metrics = _summarize_checked(
+            frame, label=paths.get(name, name), warmup=warmup, expected_ranks=expected_ranks
+        )
+        summary["per_run_metrics"] = _per_run(metrics)
+        summary["improvement_pct"] = improvement_pct(base_summary["worst_rank_mean_ms"], summary["worst_rank_mean_ms"])
+        evaluation = evaluate_candidate(base_summary, base_stability, summary)
+        summary["option_trial_evaluation"] = evaluation
+        extra = trial_statistics(base_summary["run_worst_rank_means_ms"], summary["run_worst_rank_means_ms"])
+        summary["statistics"] = extra
+        strict_ok = bool(extra["ci_excludes_zero"])
+        effective[name] = evaluation["accepted"] and (gate == "protocol" or strict_ok)
+        summary["gate"] = {
+            "mode": gate,
+            "accepted": effective[name],
+            "protocol_accepted": evaluation["accepted"],
+            "ci_excludes_zero": strict_ok,
+        }
+        summaries[name] = summary
+    return {
+        "schema_version": "sk-tune-option-trial-v1",
+        "warmup": warmup,
+        "baseline": base_summary,
+        "baseline_stability": base_stability,
+        "candidates": summaries,
+        "selection": selection(summaries, effective, gate),
+    }

@@ -1,0 +1,173 @@
+"""Statistics beside the protocol gate: how sure is the answer?
+
+With 3-5 runs per side the protocol gate passes by chance alone far too often.
+These figures are reported next to it and never change it (only
+``--gate strict`` uses :func:`ci_excludes_zero` as an extra requirement).
+
+All figures work on the **log** of the per-run metrics (worst-rank mean of
+each run), so effects are ratios and runs of different scale mix cleanly:
+
+* effect ``d = mean(ln base) - mean(ln cand)``; improvement % =
+  ``(1 - exp(-d)) * 100`` (positive = candidate faster);
+* 95% confidence interval of ``d`` by Welch's t (unequal variances,
+  Welch-Satterthwaite degrees of freedom), cross-checked by a percentile
+  bootstrap of the runs (seeded, so the JSON is reproducible);
+* noise: run-to-run coefficient of variation of the baseline
+  (sample sd of ``ln`` run metrics, in %);
+* verdict: ``win`` (CI above 0), ``loss`` (CI below 0), ``neutral`` (CI inside
+  +/- the neutral margin = max(baseline noise, 0.5 %)), else ``inconclusive``;
+* false-win risk: the one-sided Welch p-value (chance of an improvement at
+  least this large if the option changed nothing) and the chance that the
+  gate's two run-level checks (mean and median run improve) pass when nothing
+  changed, for these run counts (simulated; an upper bound for the full gate);
+* runs needed per side to resolve the observed effect: smallest n with
+  ``(t_0.975 + t_0.80) * s * sqrt(2 / n) <= |d|`` (5 % two-sided, 80 % power,
+  ``s`` the pooled sd of the log run metrics).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+POWER = 0.80
+BOOTSTRAP_RESAMPLES = 10_000
+NULL_SIMULATIONS = 20_000
+SEED = 20_260_501
+NEUTRAL_MARGIN_FLOOR_PCT = 0.5
+MAX_RUNS_SEARCHED = 10_000
+
+
+def _pct(log_effect: float) -> float:
+    """Log effect -> improvement % of the candidate over the baseline."""
+    return (1.0 - math.exp(-log_effect)) * 100.0
+
+
+def welch_interval(base: np.ndarray, cand: np.ndarray, confidence: float = CONFIDENCE) -> dict[str, Any] | None:
+    """Welch CI of ``mean(base) - mean(cand)`` (logs); None with < 2 runs a side."""
+    nb, nc = base.size, cand.size
+    if nb < 2 or nc < 2:
+        return None
+    d = float(base.mean() - cand.mean())
+    vb, vc = float(base.var(ddof=1)) / nb, float(cand.var(ddof=1)) / nc
+    se = math.sqrt(vb + vc)
+    if se == 0.0:
+        p = 0.0 if d > 0 else (1.0 if d < 0 else 0.5)
+        return {"log_effect": d, "ci_low_log": d, "ci_high_log": d, "se_log": 0.0, "df": None, "t_crit": None, "p_one_sided": p}
+    df = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (nc - 1))
+    t_crit = float(sps.t.ppf(0.5 + confidence / 2, df))
+    p = float(sps.t.sf(d / se, df))
+    return {
+        "log_effect": d,
+        "ci_low_log": d - t_crit * se,
+        "ci_high_log": d + t_crit * se,
+        "se_log": se,
+        "df": df,
+        "t_crit": t_crit,
+        "p_one_sided": p,
+    }
+
+
+def bootstrap_interval(
+    base: np.ndarray, cand: np.ndarray, confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED
+) -> dict[str, Any] | None:
+    """Percentile bootstrap CI of the log effect, resampling runs on each side."""
+    if base.size < 2 or cand.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    mb = base[rng.integers(0, base.size, (resamples, base.size))].mean(axis=1)
+    mc = cand[rng.integers(0, cand.size, (resamples, cand.size))].mean(axis=1)
+    low, high = np.quantile(mb - mc, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return {"ci_low_log": float(low), "ci_high_log": float(high), "resamples": resamples, "seed": seed, "method": "percentile"}
+
+
+def null_run_checks_pass_rate(nb: int, nc: int, simulations: int = NULL_SIMULATIONS, seed: int = SEED) -> float | None:
+    """Chance that mean and median of ``nc`` runs both beat those of ``nb``
+    runs drawn from the same distribution (scale-free, so no noise level needed)."""
+    if nb < 1 or nc < 1:
+        return None
+    rng = np.random.default_rng(seed)
+    zb = rng.standard_normal((simulations, nb))
+    zc = rng.standard_normal((simulations, nc))
+    wins = (zc.mean(axis=1) < zb.mean(axis=1)) & (np.median(zc, axis=1) < np.median(zb, axis=1))
+    return float(wins.mean())
+
+
+def runs_needed(log_effect: float, sd: float | None) -> int | None:
+    """Runs per side that resolve ``log_effect`` at 5 % two-sided, 80 % power."""
+    if sd is None or log_effect == 0.0:
+        return None
+    if sd == 0.0:
+        return 2
+    n = np.arange(2, MAX_RUNS_SEARCHED + 1)
+    df = 2 * n - 2
+    detectable = (sps.t.ppf(0.5 + CONFIDENCE / 2, df) + sps.t.ppf(POWER, df)) * sd * np.sqrt(2.0 / n)
+    ok = np.nonzero(detectable <= abs(log_effect))[0]
+    return int(n[ok[0]]) if ok.size else None
+
+
+def _pooled_sd(base: np.ndarray, cand: np.ndarray) -> float | None:
+    parts = [(x.size - 1, float(x.var(ddof=1))) for x in (base, cand) if x.size >= 2]
+    dof = sum(k for k, _ in parts)
+    return math.sqrt(sum(k * v for k, v in parts) / dof) if dof else None
+
+
+def verdict(interval: dict[str, Any] | None, margin_pct: float) -> str:
+    """``win`` / ``loss`` / ``neutral`` / ``inconclusive`` from the Welch CI."""
+    if interval is None:
+        return "inconclusive"
+    low, high = _pct(interval["ci_low_log"]), _pct(interval["ci_high_log"])
+    if low > 0:
+        return "win"
+    if high < 0:
+        return "loss"
+    if -margin_pct < low and high < margin_pct:
+        return "neutral"
+    return "inconclusive"
+
+
+VERDICT_ZH = {"win": "确有提升", "loss": "确有退化", "neutral": "无实质差异", "inconclusive": "证据不足"}
+
+
+def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict[str, Any]:
+    """Every figure beside the gate for one candidate (JSON-ready)."""
+    base = np.log(np.asarray(base_ms, dtype=float))
+    cand = np.log(np.asarray(cand_ms, dtype=float))
+    welch = welch_interval(base, cand)
+    boot = bootstrap_interval(base, cand)
+    noise_pct = float(base.std(ddof=1)) * 100 if base.size >= 2 else None
+    margin = max(noise_pct or 0.0, NEUTRAL_MARGIN_FLOOR_PCT)
+    d = float(base.mean() - cand.mean())
+    result = verdict(welch, margin)
+    excludes = welch is not None and _pct(welch["ci_low_log"]) > 0
+    return {
+        "method": "log per-run worst-rank means; Welch t interval; percentile bootstrap cross-check",
+        "confidence": CONFIDENCE,
+        "run_count": {"baseline": int(base.size), "candidate": int(cand.size)},
+        "improvement_pct": _pct(d),
+        "ci_pct": None if welch is None else [_pct(welch["ci_low_log"]), _pct(welch["ci_high_log"])],
+        "welch": welch,
+        "bootstrap_ci_pct": None if boot is None else [_pct(boot["ci_low_log"]), _pct(boot["ci_high_log"])],
+        "bootstrap": boot,
+        "methods_agree": None
+        if welch is None or boot is None
+        else (_pct(welch["ci_low_log"]) > 0) == (_pct(boot["ci_low_log"]) > 0),
+        "ci_excludes_zero": excludes,
+        "noise": {
+            "baseline_run_cv_pct": noise_pct,
+            "candidate_run_cv_pct": float(cand.std(ddof=1)) * 100 if cand.size >= 2 else None,
+            "neutral_margin_pct": margin,
+        },
+        "verdict": result,
+        "verdict_zh": VERDICT_ZH[result],
+        "false_win_risk": {
+            "p_value_one_sided": None if welch is None else welch["p_one_sided"],
+            "null_run_checks_pass_rate": null_run_checks_pass_rate(base.size, cand.size),
+        },
+        "runs_needed_per_side": runs_needed(d, _pooled_sd(base, cand)),
+    }

@@ -1,0 +1,151 @@
+"""Readable tables of an option-trial summary / stability result (zh default, en).
+
+Pure functions: summary JSON in, text out. The JSON stays the machine truth;
+these tables only render it.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+LANGS = ("zh", "en")
+
+_TEXT = {
+    "zh": {
+        "title": "Stage O 选项试验（协议门禁）",
+        "stability_title": "五次运行稳定性检查",
+        "head": ["对象", "运行数", "最慢rank均值ms", "中位运行ms", "P50ms", "P90ms", "标准差ms", "提升%", "协议门禁"],
+        "baseline": "基线",
+        "stable": "基线稳定",
+        "spread": "极差%",
+        "runs": "各运行最慢rank均值ms",
+        "checks": "检查项",
+        "accepted": "接受",
+        "rejected": "拒绝",
+        "beside": "门禁之外的统计（仅供参考，不改变协议结论）",
+        "ci": "提升的95%置信区间（Welch，对数）",
+        "boot": "自助法交叉验证区间",
+        "noise": "基线运行间噪声CV%",
+        "verdict": "判断",
+        "risk": "误判为提升的风险：单侧p值",
+        "null_rate": "无变化时均值+中位检查同时通过的概率",
+        "need": "分辨该效应所需每侧运行数",
+        "gate": "门禁模式",
+        "decision": "结论",
+        "recommended": "推荐",
+        "yes": "是",
+        "no": "否",
+        "none": "无",
+        "check_names": {
+            "baseline_stable": "基线稳定",
+            "baseline_min_runs": "基线恰为5次",
+            "candidate_min_runs": "候选至少3次",
+            "mean_improvement": "均值严格提升",
+            "median_run_direction": "中位运行提升",
+            "p90_no_material_regression": "P90不变差",
+            "stddev_no_material_regression": "标准差不变差",
+        },
+    },
+    "en": {
+        "title": "Stage O option trial (protocol gate)",
+        "stability_title": "Five-run stability check",
+        "head": ["side", "runs", "worst-rank-mean-ms", "median-run-ms", "p50-ms", "p90-ms", "stddev-ms", "improvement%", "protocol-gate"],
+        "baseline": "baseline",
+        "stable": "baseline stable",
+        "spread": "spread%",
+        "runs": "per-run worst-rank means ms",
+        "checks": "checks",
+        "accepted": "accepted",
+        "rejected": "rejected",
+        "beside": "Statistics beside the gate (informative, never change the protocol answer)",
+        "ci": "95% CI of the improvement (Welch, log)",
+        "boot": "bootstrap cross-check",
+        "noise": "baseline run-to-run noise CV%",
+        "verdict": "verdict",
+        "risk": "false-win risk: one-sided p",
+        "null_rate": "null pass rate of mean+median checks",
+        "need": "runs per side to resolve this effect",
+        "gate": "gate mode",
+        "decision": "decision",
+        "recommended": "recommended",
+        "yes": "yes",
+        "no": "no",
+        "none": "n/a",
+        "check_names": {name: name for name in (
+            "baseline_stable", "baseline_min_runs", "candidate_min_runs", "mean_improvement",
+            "median_run_direction", "p90_no_material_regression", "stddev_no_material_regression",
+        )},
+    },
+}
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _width(text: str) -> int:
+    """Terminal columns of ``text`` (CJK characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(_width(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def _side_row(label: str, s: Mapping[str, Any], improvement: str, decision: str) -> list[str]:
+    return [
+        label,
+        str(s["run_count"]),
+        _num(s["worst_rank_mean_ms"]),
+        _num(s["median_run_worst_rank_mean_ms"]),
+        _num(s["decode"]["p50_ms"]),
+        _num(s["decode"]["p90_ms"]),
+        _num(s["decode"]["stddev_ms"]),
+        improvement,
+        decision,
+    ]
+
+
+def _stability_lines(stability: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
+    runs = ", ".join(_num(v) for v in stability["run_worst_rank_means_ms"])
+    stable = t["yes"] if stability["stable"] else t["no"]
+    return [f"{t['stable']}: {stable}  {t['spread']}: {_num(stability['spread_pct'], 3)}", f"{t['runs']}: [{runs}]"]
+
+
+def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
+    """The option-trial table in ``lang``."""
+    t = _TEXT[lang]
+    base = result["baseline"]
+    rows = [t["head"], _side_row(t["baseline"], base, "-", "-")]
+    for name, s in result["candidates"].items():
+        ev = s["option_trial_evaluation"]
+        rows.append(_side_row(name, s, _num(s["improvement_pct"], 2), t["accepted"] if ev["accepted"] else t["rejected"]))
+    lines = [t["title"], *_table(rows), *_stability_lines(result["baseline_stability"], t)]
+    for name, s in result["candidates"].items():
+        ev, st, gate = s["option_trial_evaluation"], s["statistics"], s["gate"]
+        marks = " ".join(f"{t['check_names'][k]}={'✓' if v else '✗'}" for k, v in ev["checks"].items())
+        lines += [f"[{name}] {t['checks']}: {marks}", f"[{name}] {t['beside']}:"]
+        ci = st["ci_pct"]
+        boot = st["bootstrap_ci_pct"]
+        verdict = st["verdict_zh"] if lang == "zh" else st["verdict"]
+        lines += [
+            f"  {t['ci']}: " + ("-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]")
+            + f"  {t['boot']}: " + ("-" if boot is None else f"[{boot[0]:+.2f}%, {boot[1]:+.2f}%]"),
+            f"  {t['noise']}: {_num(st['noise']['baseline_run_cv_pct'], 2)}  {t['verdict']}: {verdict}",
+            f"  {t['risk']}: {_num(st['false_win_risk']['p_value_one_sided'], 3)}"
+            f"  {t['null_rate']}: {_num(st['false_win_risk']['null_run_checks_pass_rate'], 3)}",
+            f"  {t['need']}: {st['runs_needed_per_side'] if st['runs_needed_per_side'] is not None else t['none']}",
+            f"[{name}] {t['gate']}: {gate['mode']}  {t['decision']}: {t['accepted'] if gate['accepted'] else t['rejected']}",
+        ]
+    lines.append(f"{t['recommended']}: {result['selection']['recommended']}")
+    return "\n".join(lines) + "\n"
+
+
+def render_stability(result: Mapping[str, Any], lang: str = "zh") -> str:
+    """The stability table in ``lang``."""
+    t = _TEXT[lang]
+    rows = [t["head"][:7], _side_row(t["baseline"], result["baseline"], "-", "-")[:7]]
+    return "\n".join([t["stability_title"], *_table(rows), *_stability_lines(result["baseline_stability"], t)]) + "\n"

@@ -1,0 +1,83 @@
+"""Where option-trial timings come from: a raw candidate folder or a selection
+of a session's ``timings`` Parquet.
+
+Source syntax (``--baseline`` value, or the PATH of ``--candidate NAME=PATH``):
+
+* ``DIR``: a folder of ``run-*/log_<rank>.log`` (the legacy layout);
+* ``parquet:DATA_DIR#round=R,role=X``: the timings of round ``R`` (and role
+  ``X``, optional) under a session's Parquet data folder (``<session>/data``
+  or the session folder itself); runs are the ``run=`` hive partitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from sk_analytics.errors import InputError, UsageError
+from sk_analytics.ingest.timings import check_candidate, read_candidate
+from sk_analytics.schema import TIMINGS
+from sk_analytics.tables import scan_table
+
+PARQUET_PREFIX = "parquet:"
+SELECTION_KEYS = ("round", "role")
+
+
+@dataclass(frozen=True)
+class ParquetSelection:
+    """A ``parquet:DATA_DIR#round=R,role=X`` source."""
+
+    data_dir: Path
+    filters: dict[str, str]
+
+
+def parse_parquet_spec(spec: str) -> ParquetSelection:
+    """Parse ``parquet:DATA_DIR#key=value,...``; malformed -> :class:`UsageError`."""
+    body = spec[len(PARQUET_PREFIX):]
+    location, _, query = body.partition("#")
+    if not location or not query:
+        raise UsageError(f"bad Parquet source {spec!r} (expected parquet:DATA_DIR#round=R[,role=X])")
+    filters: dict[str, str] = {}
+    for item in query.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or key not in SELECTION_KEYS or not value or key in filters:
+            raise UsageError(f"bad Parquet selection {item!r} in {spec!r} (expected round=R[,role=X])")
+        filters[key] = value
+    if "round" not in filters:
+        raise UsageError(f"Parquet source {spec!r} needs round=R")
+    data_dir = Path(location)
+    if (data_dir / "data" / TIMINGS.name).is_dir():
+        data_dir = data_dir / "data"
+    return ParquetSelection(data_dir, filters)
+
+
+def read_parquet_selection(selection: ParquetSelection, *, label: str) -> pl.DataFrame:
+    """The selected timings rows with the ``run`` partition as the run column."""
+    if not (selection.data_dir / TIMINGS.name).is_dir():
+        raise InputError(selection.data_dir, "no timings table here", expected="a session data folder with timings/")
+    predicate = pl.lit(True)
+    for key, value in selection.filters.items():
+        predicate = predicate & (pl.col(key) == value)
+    frame = scan_table(selection.data_dir, TIMINGS).filter(predicate).collect()
+    if frame.is_empty():
+        raise InputError(label, "the selection holds no timing samples", expected="an ingested round/role")
+    return frame
+
+
+def load_source(spec: str, *, expected_ranks: int, warmup: int) -> pl.DataFrame:
+    """Timings frame (with ``run``) of a source spec, validated for the gate."""
+    if spec.startswith(PARQUET_PREFIX):
+        frame = read_parquet_selection(parse_parquet_spec(spec), label=spec)
+        check_candidate(frame, label=spec, expected_ranks=expected_ranks, warmup=warmup)
+        return frame
+    return read_candidate(Path(spec), expected_ranks=expected_ranks, warmup=warmup)
+
+
+def parse_candidate_arg(value: str) -> tuple[str, str]:
+    """``NAME=PATH`` -> (name, path); anything else is a usage error."""
+    name, eq, path = value.partition("=")
+    if not eq or not name.strip() or not path.strip():
+        raise UsageError(f"--candidate {value!r} is malformed (expected NAME=PATH)")
+    return name.strip(), path.strip()

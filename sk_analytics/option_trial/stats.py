@@ -1,0 +1,166 @@
+"""Sample statistics of a timings frame: vectorized Polars, exact where gates need it.
+
+Input: a ``timings`` frame (schema.TIMINGS columns) with a ``run`` column.
+Everything that touches samples is one Polars group-by; no Python loop runs
+over samples. Definitions (formats.md §1, identical to the legacy
+``analyze_performance`` tool):
+
+* warm-up: the first ``warmup`` decode samples of every rank log are dropped
+  (``sample_index < warmup``); prefill keeps every sample;
+* ``count``, ``min_ms``, ``max_ms``: plain;
+* ``p50_ms``: the median (mean of the two middle order statistics when the
+  count is even, ``(a + b) / 2`` in float64 as ``statistics.median``);
+* ``p90_ms``: linear interpolation at position ``(n - 1) * 0.9`` between
+  order statistics, evaluated with exactly the legacy float formula
+  ``x[lo] + (x[lo + 1] - x[lo]) * (pos - lo)``;
+* ``mean_ms`` and ``stddev_ms`` (population) are computed from **exact
+  integer sums**: each value's decimal text becomes an Int128 count of
+  ``10**-scale`` ms, sums and centred sums of squares are exact, so the result
+  does not depend on sample order (equal samples give bit-equal statistics)
+  and floats are rounded only at the end.
+
+Exact decimal text of a rank mean (``mean_exact_ms``) is ``sum / count`` in
+Python decimal with 28 significant digits, ROUND_HALF_EVEN, the sum carrying
+the rank's own number of decimals: the same text the legacy tool writes as
+``mean_exact_ms``/``worst_rank_mean_exact_ms``.
+"""
+
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass
+
+import polars as pl
+
+from sk_analytics.errors import InputError
+
+DECIMAL_CONTEXT = decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN)
+"""The context of every decimal run metric (Python's default, pinned)."""
+
+_INT128_SAFE = 2**62
+"""``count * max centred units`` must stay below this so that Int128 sums of
+squares (``< count**2 * max**2``) cannot overflow."""
+
+STAT_KEYS = ("count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "min_ms", "max_ms")
+"""Keys of one statistics record in the summary JSON, in legacy order."""
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Post-warm-up decode and all prefill samples of one candidate, with units."""
+
+    decode: pl.DataFrame
+    prefill: pl.DataFrame
+    scale: int
+
+
+def decimal_scale(frame: pl.DataFrame | pl.LazyFrame) -> int:
+    """Largest number of decimals in ``value_text`` (the scale of the units)."""
+    digits = (
+        frame.lazy()
+        .select(pl.col("value_text").str.extract(r"\.([0-9]*)$", 1).str.len_chars().fill_null(0).max())
+        .collect()
+        .item()
+    )
+    return int(digits or 0)
+
+
+def with_units(frame: pl.LazyFrame, scale: int) -> pl.LazyFrame:
+    """Add ``frac_digits`` and ``units`` (exact Int128 value * 10**scale)."""
+    frac = pl.col("value_text").str.extract(r"\.([0-9]*)$", 1).fill_null("")
+    whole = pl.col("value_text").str.extract(r"^([0-9]*)", 1).fill_null("")
+    return frame.with_columns(
+        frac.str.len_chars().cast(pl.Int32).alias("frac_digits"),
+        (pl.lit("0") + whole + frac.str.pad_end(scale, "0")).cast(pl.Int128).alias("units"),
+    )
+
+
+def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int) -> Samples:
+    """Decode samples after warm-up and prefill samples, both with exact units."""
+    lazy = frame.lazy()
+    scale = decimal_scale(lazy)
+    lazy = with_units(lazy, scale)
+    decode = lazy.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup))
+    prefill = lazy.filter(pl.col("phase") == "prefill")
+    decode_frame, prefill_frame = pl.collect_all([decode, prefill])
+    return Samples(decode_frame, prefill_frame, scale)
+
+
+def _stat_exprs() -> list[pl.Expr]:
+    """Aggregations of one group of samples (exact sums + order statistics)."""
+    n = pl.len()
+    ordered = pl.col("value_ms").sort()
+    pos = (n - 1).cast(pl.Float64) * 0.9
+    lo = pos.floor().cast(pl.Int64)
+    hi = pl.min_horizontal(lo + 1, (n - 1).cast(pl.Int64))
+    mid = (n // 2).cast(pl.Int64)
+    centred = pl.col("units") - pl.col("units").min()
+    return [
+        n.cast(pl.Int64).alias("count"),
+        pl.col("units").min().alias("min_units"),
+        centred.sum().alias("centred_sum"),
+        (centred * centred).sum().alias("centred_sumsq"),
+        centred.max().alias("centred_max"),
+        pl.col("frac_digits").max().alias("frac_digits"),
+        pl.when(n % 2 == 1)
+        .then(ordered.get(mid))
+        .otherwise((ordered.get(mid - 1) + ordered.get(mid)) / 2)
+        .alias("p50_ms"),
+        (ordered.get(lo) + (ordered.get(hi) - ordered.get(lo)) * (pos - lo)).alias("p90_ms"),
+        pl.col("value_ms").min().alias("min_ms"),
+        pl.col("value_ms").max().alias("max_ms"),
+    ]
+
+
+def _finish(aggregated: pl.LazyFrame, scale: int) -> pl.LazyFrame:
+    """Exact sums -> ``sum_units``, ``mean_ms``, ``stddev_ms``.
+
+    Variance is ``(n * S2 - S1**2) / n**2`` on centred units (exact Int128);
+    the float rounding happens once per step at the very end.
+    """
+    unit = float(10**scale)
+    n128 = pl.col("count").cast(pl.Int128)
+    sum_units = pl.col("centred_sum") + n128 * pl.col("min_units")
+    numerator = n128 * pl.col("centred_sumsq") - pl.col("centred_sum") * pl.col("centred_sum")
+    n_float = pl.col("count").cast(pl.Float64)
+    return aggregated.with_columns(
+        sum_units.alias("sum_units"),
+        (sum_units.cast(pl.Float64) / (n_float * unit)).alias("mean_ms"),
+        (numerator.cast(pl.Float64).sqrt() / (n_float * unit)).alias("stddev_ms"),
+    )
+
+
+def group_stats(samples: pl.DataFrame, by: list[str], scale: int) -> pl.DataFrame:
+    """Statistics per group ``by`` (all samples as one group when ``by`` is
+    empty; an empty frame when there is no sample).
+
+    Raises :class:`InputError` when values carry so many digits that exact
+    Int128 sums could overflow (far beyond any real timing log).
+    """
+    lazy = samples.lazy()
+    if by:
+        aggregated = lazy.group_by(by).agg(_stat_exprs())
+    else:
+        aggregated = lazy.select(_stat_exprs()) if samples.height else lazy.head(1).select(_stat_exprs()).head(0)
+    frame = _finish(aggregated, scale).collect()
+    unsafe = frame.filter(pl.col("count").cast(pl.Int128) * pl.col("centred_max") >= _INT128_SAFE)
+    if unsafe.height:
+        raise InputError(None, "timing values carry too many digits for exact statistics", expected="at most ~15 significant digits")
+    return frame
+
+
+def exact_mean_text(sum_units: int, count: int, frac_digits: int, scale: int) -> str:
+    """``sum / count`` as the legacy tool's decimal text (28 digits, half-even).
+
+    ``sum_units`` is at ``scale`` decimals; the decimal sum is rebuilt with the
+    group's own ``frac_digits`` (its exponent in the legacy running sum).
+    """
+    sign = 1 if sum_units < 0 else 0
+    coefficient = abs(sum_units) // 10 ** (scale - frac_digits)
+    total = decimal.Decimal((sign, tuple(int(d) for d in str(coefficient)), -frac_digits))
+    return str(DECIMAL_CONTEXT.divide(total, decimal.Decimal(count)))
+
+
+def stat_record(row: dict[str, object]) -> dict[str, object]:
+    """One statistics JSON record (legacy keys) from a stats row."""
+    return {key: row[key] for key in STAT_KEYS}

@@ -1,0 +1,124 @@
+"""One candidate's (or the baseline's) summary: per-rank, per-run and pooled
+statistics and the run metrics, in the legacy JSON shape (formats.md §1).
+
+Run metric: the **worst rank's** post-warm-up mean decode time of a run
+(largest ``mean_ms``; on a tie the lowest rank, as the legacy ``max``).
+Its exact decimal text comes from the rank's exact sum (see
+:mod:`sk_analytics.option_trial.stats`). Mean and median over runs use
+``statistics.mean``/``statistics.median`` of the run metrics: exact rational
+arithmetic on a handful of numbers, bit-identical to the legacy tool and
+independent of run order.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from sk_analytics.option_trial.stats import (
+    Samples,
+    exact_mean_text,
+    group_stats,
+    split_samples,
+    stat_record,
+)
+
+
+@dataclass(frozen=True)
+class RunMetric:
+    """The metric of one run: its worst rank and that rank's mean."""
+
+    run: str
+    worst_rank: int
+    mean_ms: float
+    mean_exact_ms: str
+
+
+def run_order(frame: pl.DataFrame) -> pl.DataFrame:
+    """Runs in natural order (``run-2`` before ``run-10``) with a ``run_pos``."""
+    return (
+        frame.lazy()
+        .select(pl.col("run").unique())
+        .with_columns(pl.col("run").str.extract(r"([0-9]+)$", 1).cast(pl.Int64).alias("run_number"))
+        .sort(["run_number", "run"], nulls_last=True)
+        .with_row_index("run_pos")
+        .select("run", "run_pos")
+        .collect()
+    )
+
+
+def worst_ranks(rank_stats: pl.DataFrame) -> pl.DataFrame:
+    """One row per run: the rank with the largest mean (ties -> lowest rank)."""
+    return (
+        rank_stats.sort(["run_pos", "mean_ms", "rank"], descending=[False, True, False])
+        .group_by("run_pos", maintain_order=True)
+        .first()
+    )
+
+
+def _records_by_run(stats: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    return {row["run"]: stat_record(row) for row in stats.iter_rows(named=True)}
+
+
+def summarize(frame: pl.DataFrame, *, warmup: int, path: str) -> tuple[dict[str, Any], list[RunMetric]]:
+    """The legacy candidate summary of a validated timings frame (with ``run``).
+
+    Returns the JSON-ready summary and the run metrics (in run order).
+    """
+    samples: Samples = split_samples(frame, warmup)
+    order = run_order(frame)
+    scale = samples.scale
+    rank_stats = group_stats(samples.decode, ["run", "rank"], scale).join(order, on="run").sort("run_pos", "rank")
+    run_decode = _records_by_run(group_stats(samples.decode, ["run"], scale))
+    run_prefill = _records_by_run(group_stats(samples.prefill, ["run"], scale))
+    pooled_decode = group_stats(samples.decode, [], scale)
+    pooled_prefill = group_stats(samples.prefill, [], scale)
+
+    worst = worst_ranks(rank_stats)
+    metrics = [
+        RunMetric(
+            row["run"],
+            int(row["rank"]),
+            row["mean_ms"],
+            exact_mean_text(int(row["sum_units"]), row["count"], row["frac_digits"], scale),
+        )
+        for row in worst.iter_rows(named=True)
+    ]
+    ranks_by_run: dict[str, dict[str, Any]] = {m.run: {} for m in metrics}
+    for row in rank_stats.iter_rows(named=True):
+        record = stat_record(row)
+        record["mean_exact_ms"] = exact_mean_text(int(row["sum_units"]), row["count"], row["frac_digits"], scale)
+        ranks_by_run[row["run"]][str(row["rank"])] = record
+
+    runs = [
+        {
+            "path": f"{path}/{m.run}",
+            "run": m.run,
+            "rank_count": len(ranks_by_run[m.run]),
+            "warmup": warmup,
+            "ranks": ranks_by_run[m.run],
+            "decode": run_decode[m.run],
+            "prefill": run_prefill.get(m.run),
+            "worst_rank": m.worst_rank,
+            "worst_rank_mean_ms": m.mean_ms,
+            "worst_rank_mean_exact_ms": m.mean_exact_ms,
+        }
+        for m in metrics
+    ]
+    values = [m.mean_ms for m in metrics]
+    summary = {
+        "path": path,
+        "run_count": len(metrics),
+        "runs": runs,
+        "decode": stat_record(pooled_decode.row(0, named=True)),
+        "prefill": stat_record(pooled_prefill.row(0, named=True)) if pooled_prefill.height else None,
+        "run_worst_rank_means_ms": values,
+        "run_worst_rank_means_exact_ms": [m.mean_exact_ms for m in metrics],
+        "median_run_worst_rank_mean_ms": statistics.median(values),
+        "worst_rank_mean_ms": statistics.mean(values),
+        "warmup": warmup,
+    }
+    return summary, metrics
