@@ -1,0 +1,187 @@
+"""Markdown report of a DCCI diff (Chinese by default, English with ``lang="en"``).
+
+Renders only what the decision JSON holds (protocol §6 report content): both
+collections' paths and fingerprints, the full per-SK statistics, the table of
+significantly slower SKs, each slower SK's child timing table, the child-op
+union with the symbol-to-pattern mapping, the exact option settings and
+config diff, and the statement that correlation is not a root cause.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sk_analytics.dcci.children import BLOCK_ZH
+from sk_analytics.dcci.classify import CLASS_ZH
+
+TEXT: Final[dict[str, dict[str, str]]] = {
+    "zh": {
+        "title": "DCCI 差异诊断报告（O0 vs disable-all）",
+        "collections": "诊断采集",
+        "role": "角色", "path": "路径", "manifest": "manifest 指纹", "session": "会话指纹", "config": "配置指纹",
+        "processes": "进程", "truncated": "sk_prof 截断", "buffer_full": "buffer full（核）",
+        "set": "采集集合指纹", "warmup": "预热丢弃（每个 SK 的前 N 次发生）",
+        "summary": "结论摘要", "classes": "分类计数", "efd": "期望假发现数（BH 上界，仅参考）",
+        "decision": "修复决策",
+        "all_sks": "全部 SK 对比统计（SK 区间/墙钟时间，单位 µs）",
+        "slower": "显著变慢 SK",
+        "none": "无",
+        "children": "显著变慢 SK 的子核时间分解",
+        "blocked": "子核归因被阻断：",
+        "union": "子核算子并集与符号→模式映射",
+        "options": "选项设置与配置差异（RFC 6902）",
+        "no_repair": "不提出修复。",
+        "note": "相关不等于根因：本报告只给出相关性证据，不能据此断定 DCCI/缓存是根因；只有完整修复相对 O0 的干净 A/B 对比才能下结论。",
+        "lane_note": "时长求和（lane sum）仅作为调度/通道负载诊断，不参与判定。",
+        "scope": "作用域", "ops": "子核算子序列", "occ": "发生序号", "cls": "分类", "reason": "原因",
+        "base": "基线", "cand": "候选", "band": "噪声带 %", "delta": "ΔP50 µs", "delta_pct": "ΔP50 %",
+        "pos": "位置", "op": "算子", "wall": "墙钟跨度", "exec": "最长单核", "sig": "显著",
+        "token": "算子 token", "pattern": "模式", "status": "校验", "matched": "匹配符号",
+    },
+    "en": {
+        "title": "DCCI diff report (O0 vs disable-all)",
+        "collections": "Diagnostic collections",
+        "role": "role", "path": "path", "manifest": "manifest fingerprint", "session": "session fingerprint",
+        "config": "config fingerprint", "processes": "processes", "truncated": "sk_prof truncated",
+        "buffer_full": "buffer full (cores)", "set": "collection set fingerprint",
+        "warmup": "warm-up dropped (first N occurrences of every SK)",
+        "summary": "Summary", "classes": "class counts", "efd": "expected false discoveries (BH bound, advisory)",
+        "decision": "repair decision",
+        "all_sks": "Full per-SK comparison (SK interval/wall time, µs)",
+        "slower": "Significantly slower SKs",
+        "none": "none",
+        "children": "Child decomposition of significantly slower SKs",
+        "blocked": "child attribution blocked: ",
+        "union": "Child-op union and symbol-to-pattern mapping",
+        "options": "Option settings and config diff (RFC 6902)",
+        "no_repair": "No repair is proposed.",
+        "note": "Correlation is not a root cause: this report shows correlation only and never proves DCCI/cache as the root cause; only the clean A/B of the complete repair against O0 decides.",
+        "lane_note": "Duration sums (lane sum) are scheduling/lane-workload diagnostics only and never decide a class.",
+        "scope": "scope", "ops": "child ops", "occ": "occ", "cls": "class", "reason": "reason",
+        "base": "base", "cand": "cand", "band": "band %", "delta": "ΔP50 µs", "delta_pct": "ΔP50 %",
+        "pos": "pos", "op": "op", "wall": "wall span", "exec": "max-lane", "sig": "significant",
+        "token": "op token", "pattern": "pattern", "status": "verified", "matched": "matched symbols",
+    },
+}
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _p(value: Any) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _stats(s: dict[str, Any]) -> str:
+    return f"n={s['count']} P50={_num(s['p50_us'])} P90={_num(s['p90_us'])} MAD={_num(s['mad_us'])} [{_num(s['min_us'])}, {_num(s['max_us'])}]"
+
+
+def _class(row: dict[str, Any], lang: str) -> str:
+    return CLASS_ZH[row["class"]] if lang == "zh" else row["class"]
+
+
+def _sk_label(sk: dict[str, Any]) -> str:
+    return f"#{sk['uid']} {sk['structure_hash']}/{sk['occurrence_index']}"
+
+
+def _collections(result: dict[str, Any], t: dict[str, str]) -> list[str]:
+    rows = []
+    for role in ("baseline", "candidate"):
+        side = result[role]
+        rows.append([
+            side.get("role", role), side["path"], side.get("manifest_fingerprint", "—"),
+            side.get("session_fingerprint", "—"), side.get("config_fingerprint", "—"),
+            ", ".join(side["processes"]), ", ".join(side["truncated_sk_prof_processes"]) or t["none"],
+            ", ".join(f"{b['process']}:{b['device']}/{b['core']}" for b in side["buffer_full"]) or t["none"],
+        ])
+    lines = [f"## {t['collections']}", ""]
+    lines += _table([t["role"], t["path"], t["manifest"], t["session"], t["config"], t["processes"], t["truncated"], t["buffer_full"]], rows)
+    contract = result.get("contract") or {}
+    lines += [f"- {t['set']}: `{contract.get('set_fingerprint', '—')}`", f"- {t['warmup']}: {result['warmup']}", ""]
+    return lines
+
+
+def _sk_rows(sks: Sequence[dict[str, Any]], lang: str) -> list[list[str]]:
+    return [
+        [
+            _sk_label(sk), sk["scope_name"] or "—", " → ".join(sk["child_ops"] or []), _stats(sk["baseline"]),
+            _stats(sk["candidate"]), _num(sk["noise_band_pct"], 2), _num(sk["delta_p50_us"]),
+            _num(sk["delta_p50_pct"], 2), _class(sk, lang), sk["reason"] or "", _p(sk["mwu_p"]), _p(sk["mwu_q"]),
+        ]
+        for sk in sks
+    ]
+
+
+def _child_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+    lines = [f"## {t['children']}", ""]
+    by_uid = {sk["uid"]: sk for sk in result["sks"]}
+    if not result["children"]:
+        return lines + [t["none"], ""]
+    for entry in result["children"]:
+        lines += [f"### {_sk_label(by_uid[entry['uid']])} {by_uid[entry['uid']]['scope_name']}", ""]
+        if entry["attribution"] == "blocked":
+            reasons = [BLOCK_ZH.get(b.split(":")[0], b) + f"（{b.split(':')[1]}）" if lang == "zh" else b for b in entry["blockers"]]
+            lines += [t["blocked"] + "; ".join(reasons), ""]
+            continue
+        rows = []
+        for r in entry["rows"]:
+            w, e = r["wall"], r["max_lane"]
+            rows.append([
+                str(r["position"]), r["canonical_op"] or "—",
+                _stats(w["baseline"]), _stats(w["candidate"]), _num(w["delta_p50_us"]), _class(w, lang),
+                _stats(e["baseline"]), _stats(e["candidate"]), _num(e["delta_p50_us"]), _class(e, lang),
+                "✔" if r["significant"] else "",
+            ])
+        lines += _table(
+            [t["pos"], t["op"], f"{t['wall']} {t['base']}", f"{t['wall']} {t['cand']}", t["delta"], t["cls"],
+             f"{t['exec']} {t['base']}", f"{t['exec']} {t['cand']}", t["delta"], t["cls"], t["sig"]],
+            rows,
+        )
+    return lines
+
+
+def render(result: dict[str, Any], lang: str = "zh") -> str:
+    """The Markdown report of a :func:`~sk_analytics.dcci.analysis.analyze` result."""
+    t = TEXT["en" if lang == "en" else "zh"]
+    repair = result["repair"]
+    summary = result["summary"]
+    lines = [f"# {t['title']}", "", f"> {t['note']}", ""]
+    lines += _collections(result, t)
+    lines += [f"## {t['summary']}", ""]
+    lines += [f"- {t['classes']}: " + ", ".join(f"{k}={v}" for k, v in summary["classes"].items())]
+    lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
+    lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else repair['reason']}", ""]
+    header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
+    lines += [f"## {t['all_sks']}", "", t["lane_note"], ""]
+    lines += _table(header, _sk_rows(result["sks"], lang))
+    slower = [sk for sk in result["sks"] if sk["class"] == "significantly_slower"]
+    lines += [f"## {t['slower']}", ""]
+    lines += _table(header, _sk_rows(slower, lang)) if slower else [t["none"], ""]
+    lines += _child_section(result, t, lang)
+    lines += [f"## {t['union']}", ""]
+    rows = [[p["token"], p["pattern"] or "—", p["status"], "<br>".join(p["matched_symbols"]) or "—"] for p in repair["patterns"]]
+    lines += _table([t["token"], t["pattern"], t["status"], t["matched"]], rows) if rows else [t["none"], ""]
+    lines += [f"## {t['options']}", ""]
+    if repair["proposed"]:
+        lines += ["```json", json.dumps(repair["config"], ensure_ascii=False, indent=2), "```", ""]
+        lines += ["```json", json.dumps(repair["diff"], ensure_ascii=False, indent=2), "```", ""]
+    else:
+        lines += [t["no_repair"], ""]
+    lines += [f"> {t['note']}", ""]
+    return "\n".join(lines)

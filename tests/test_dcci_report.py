@@ -1,0 +1,46 @@
+"""The DCCI Markdown report: protocol §6 sections in Chinese (default) and English."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+import test_dcci_analysis as scenario
+from sk_analytics.dcci.report import render
+
+
+def test_chinese_report_has_every_protocol_section() -> None:
+    result = scenario.run()
+    text = render(result)
+    for heading in ("## 诊断采集", "## 全部 SK 对比统计", "## 显著变慢 SK", "## 显著变慢 SK 的子核时间分解",
+                    "## 子核算子并集与符号→模式映射", "## 选项设置与配置差异（RFC 6902）"):
+        assert heading in text, heading
+    assert text.count("相关不等于根因") == 2  # at the top and at the end
+    slower_section = text.split("## 显著变慢 SK\n")[1].split("## ")[0]
+    assert slower_section.count("显著变慢") == 1 and "RmsNorm → MatMul → Add" in slower_section
+    assert "| MatMul | static_kernel_MatMul_.* | verified | static_kernel_MatMul_" in text
+    diff = json.loads(text.split("```json\n")[2].split("```")[0])
+    assert [op["path"] for op in diff] == ["/super_kernel_optimize_options/dcci_before_kernel_start",
+                                           "/super_kernel_optimize_options/dcci_after_kernel_end"]
+    # every SK of the JSON has one row in the full table
+    full = text.split("## 全部 SK 对比统计")[1].split("## ")[0]
+    assert sum(line.startswith("| #") for line in full.splitlines()) == len(result["sks"]) == 3
+
+
+def test_english_report_and_blocked_attribution() -> None:
+    markers = scenario._markers([dict(kind="buffer_full", device=0, core=1, process="200")])
+    result = scenario.run(cand_kw={"markers": markers})
+    en = render(result, "en")
+    assert "Correlation is not a root cause" in en and "No repair is proposed." in en
+    assert "child attribution blocked: buffer_full:candidate" in en
+    zh = render(result)
+    assert "子核归因被阻断：super_kernel.log 含 buffer is full 行" in zh and "不提出修复。" in zh
+    assert "200:0/1" in zh  # buffer-full core listed with its process
+
+
+def test_report_without_any_sk_rows_still_renders() -> None:
+    result = scenario.run(n=3, warmup=1)
+    text = render(result)
+    assert "证据不足" in text and "不提出修复" in text
+    assert isinstance(pl.DataFrame(result["sks"]).height, int)
