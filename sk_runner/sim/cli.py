@@ -1,0 +1,54 @@
+"""``sk-run sim`` / ``python -m sk_runner.sim``: one simulated SuperKernel workload process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sk_runner.sim.runner import SimRequest, run
+
+
+@click.command("sim")
+@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML).")
+@click.option("--run-dir", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Where log_<rank>.log and the artifacts go.")
+@click.option("--ranks", default=8, show_default=True, type=int, help="Tensor-parallel ranks (one log per rank).")
+@click.option("--iterations", default=200, show_default=True, type=int, help="Decode samples logged per rank (warm-up included).")
+@click.option("--warmup", default=8, show_default=True, type=int, help="Length of the warm-up ramp in decode samples.")
+@click.option("--seed", default=None, type=int, help="Noise seed [default: $SK_RUN_SEED, else random].")
+@click.option("--profile", is_flag=True, help="Profiler on (also SK_RUN_PROFILE=1): kernel_details.csv, trace_view.json, task time.")
+@click.option("--network", default=None, help="Network spec file or built-in scenario name [default: moe-decode].")
+@click.option("--options-pointer", default=None, help="RFC 6901 pointer of the options object in the config.")
+@click.option("--ground-truth", "ground_truth", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
+@click.option("--noise", default=1.0, show_default=True, type=click.FloatRange(min=0.0), help="Scale of all random noise (0 = deterministic).")
+@click.option("--probe-only", is_flag=True, help="Compile only: write sk_meta/<pid>/model_*/super_kernel.log with the option lines, no inference.")
+def sim(
+    config: Path,
+    run_dir: Path,
+    ranks: int,
+    iterations: int,
+    warmup: int,
+    seed: int | None,
+    profile: bool,
+    network: str | None,
+    options_pointer: str | None,
+    ground_truth: Path | None,
+    noise: float,
+    probe_only: bool,
+) -> int:
+    """Run the simulated SK device as one workload process (see docs/simulator.md)."""
+    request = SimRequest(
+        config=config,
+        run_dir=run_dir,
+        ranks=ranks,
+        iterations=iterations,
+        warmup=warmup,
+        seed=seed,
+        profile=profile,
+        network=network,
+        options_pointer=options_pointer,
+        ground_truth=ground_truth,
+        noise=noise,
+        probe_only=probe_only,
+    )
+    return run(request)

@@ -1,0 +1,65 @@
+"""Unstable identifiers of one simulated process (formats.md §4 "Stable vs unstable identity").
+
+pid, rts model id, scope/sk ids, node/stream/task ids and the device clock
+differ between processes exactly as they do on real hardware, even for the
+same config and seed. They are drawn from the OS entropy, never from the
+timing seed, so a test cannot accidentally rely on them being equal.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ProcessIds:
+    pid: int
+    host: str
+    started_ns: int
+    rts_model_id: int
+    call_count: int
+    scope_id_base: int
+    node_id_base: int
+    stream_id_base: int
+    task_id_base: int
+    device_clock_offset_us: float
+    """Device clock = host clock - this offset (device clock counts from device boot)."""
+    rng_seed: int
+
+    @property
+    def model_id(self) -> str:
+        """``args.modelId`` of sk_prof events: ``<rtsModelId>_<callCount>``."""
+        return f"{self.rts_model_id}_{self.call_count}"
+
+    @property
+    def model_dir(self) -> str:
+        return f"model_{self.rts_model_id}_{self.call_count}"
+
+    def rng(self) -> np.random.Generator:
+        """Generator for id gaps and permutations (not for timing)."""
+        return np.random.default_rng(self.rng_seed)
+
+
+def new_process_ids() -> ProcessIds:
+    """Fresh ids for this process."""
+    entropy = np.random.default_rng([os.getpid(), time.time_ns() & 0xFFFFFFFF, int.from_bytes(os.urandom(4), "little")])
+    started = time.time_ns()
+    boot_us = float(entropy.uniform(3.0e9, 9.0e10))  # device up for 1 h .. 1 day
+    return ProcessIds(
+        pid=os.getpid(),
+        host=socket.gethostname().split(".")[0] or "localhost",
+        started_ns=started,
+        rts_model_id=int(entropy.integers(0, 64)),
+        call_count=int(entropy.integers(1, 4)),
+        scope_id_base=int(entropy.integers(0, 400)),
+        node_id_base=int(entropy.integers(100, 5000)),
+        stream_id_base=int(entropy.integers(2, 40)),
+        task_id_base=int(entropy.integers(1, 30000)),
+        device_clock_offset_us=started / 1000.0 - boot_us,
+        rng_seed=int(entropy.integers(0, 2**63 - 1)),
+    )

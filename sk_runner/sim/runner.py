@@ -1,0 +1,181 @@
+"""One simulated workload process: read the config, compile, run, write every artifact.
+
+This is the I/O edge of the simulator; the cost model (:mod:`.model`), the
+noise (:mod:`.noise`) and the artifact formatters are pure. See
+``docs/simulator.md`` for the contract the runner and the analysis rely on.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sk_analytics.atomic import write_text
+from sk_analytics.errors import InputError
+from sk_analytics.strict_json import load_config_file
+from sk_runner.sim import logs
+from sk_runner.sim.identity import ProcessIds, new_process_ids
+from sk_runner.sim.model import StepModel, compile_model
+from sk_runner.sim.network import load_network
+from sk_runner.sim.noise import NoiseParams, step_multipliers
+from sk_runner.sim.options import EffectiveOptions, find_options, resolve
+from sk_runner.sim.superlog import super_kernel_log
+
+EXIT_CRASH = 1
+EXIT_DEVICE_FAULT = 134
+PROFILER_OVERHEAD = 1.12
+SK_PROF_OVERHEAD = 1.03
+FAILING_AFTER_SAMPLES = 3
+"""Decode samples a crashing / faulting / hanging process still logs."""
+SK_PROF_MAX_KB = 5120
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    """Everything a simulated process is asked to do (CLI flags + environment)."""
+
+    config: Path
+    run_dir: Path
+    ranks: int = 8
+    iterations: int = 200
+    warmup: int = 8
+    seed: int | None = None
+    profile: bool = False
+    network: str | None = None
+    options_pointer: str | None = None
+    ground_truth: Path | None = None
+    noise: float = 1.0
+    probe_only: bool = False
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def profiler_on(self) -> bool:
+        return self.profile or self.env.get("SK_RUN_PROFILE", "") == "1"
+
+    @property
+    def save_meta(self) -> bool:
+        return self.env.get("ASCEND_OP_COMPILE_SAVE_KERNEL_META", "") == "1"
+
+    def sk_prof_kb(self) -> int | None:
+        """``ASCEND_PROF_SK_ON`` in KB per core, rounded up to 64 KB, at most 5120; None when off."""
+        raw = self.env.get("ASCEND_PROF_SK_ON", "").strip()
+        if not raw or raw == "0":
+            return None
+        if not raw.isdigit():
+            raise InputError("ASCEND_PROF_SK_ON", f"value {raw!r} is not a positive integer", expected="KB per core, e.g. 1024")
+        kb = int(raw)
+        return min(-(-kb // 64) * 64, SK_PROF_MAX_KB)
+
+
+def resolve_seed(request: SimRequest) -> int:
+    if request.seed is not None:
+        return request.seed
+    env = request.env.get("SK_RUN_SEED", "").strip()
+    if env:
+        try:
+            return int(env)
+        except ValueError:
+            raise InputError("SK_RUN_SEED", f"value {env!r} is not an integer", expected="an integer seed") from None
+    return secrets.randbits(32)
+
+
+def load_options(request: SimRequest) -> EffectiveOptions:
+    config = load_config_file(request.config)
+    if not isinstance(config, dict):
+        raise InputError(request.config, "config is not a mapping", expected="a JSON object / YAML mapping at the top")
+    optimize, debug = find_options(config, request.config, request.options_pointer)
+    return resolve(optimize, debug)
+
+
+def write_probe_meta(request: SimRequest, ids: ProcessIds, model: StepModel, sk_prof_kb: int | None, full_cores: list[int]) -> Path:
+    """``sk_meta/<pid>/model_<id>_<n>/super_kernel.log`` (phase markers + option lines)."""
+    folder = request.run_dir / "sk_meta" / str(ids.pid) / ids.model_dir
+    graph = model.graph
+    text = super_kernel_log(
+        ids.pid,
+        model.options,
+        rts_model_id=ids.rts_model_id,
+        sk_count=int(graph.launch_is_sk.sum()),
+        scope_count=len({(s, int(l)) for s, l, sk in zip(graph.launch_scope, graph.launch_layer, graph.launch_is_sk) if sk}),
+        sk_prof_kb=sk_prof_kb,
+        full_cores=full_cores,
+    )
+    write_text(folder / "super_kernel.log", text)
+    return folder
+
+
+def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
+    graph = model.graph
+    net = graph.network
+    return [
+        f"loading model {net.name} (build {net.build_id}), tensor parallel {request.ranks}",
+        "torch.compile(backend=npugraph_ex, static_kernel_compile=True, super_kernel_optimize=True)",
+        f"graph compiled: {graph.n_launches} launches, {int(graph.launch_is_sk.sum())} super kernels",
+        f"simulated device seed: {seed}",
+        "start prefill",
+    ]
+
+
+def run(request: SimRequest) -> int:
+    """Run one simulated process; returns the exit code (a hang never returns)."""
+    if request.ranks < 1 or request.iterations < 1 or request.warmup < 0:
+        raise InputError(None, "--ranks and --iterations must be >= 1 and --warmup >= 0")
+    options = load_options(request)
+    network = load_network(request.network)
+    model = compile_model(network, options)
+    ids = new_process_ids()
+    sk_prof_kb = request.sk_prof_kb()
+    seed = resolve_seed(request)
+    rng = np.random.default_rng(seed)
+    request.run_dir.mkdir(parents=True, exist_ok=True)
+    for line in options.invalid:
+        print(f"[WARNING] SK option {line.text()}", file=sys.stderr)
+
+    if request.probe_only:
+        folder = write_probe_meta(request, ids, model, sk_prof_kb, [])
+        print(f"[INFO] probe only: options written to {folder / 'super_kernel.log'}")
+        return 0
+
+    params = NoiseParams(factor=request.noise)
+    mult = step_multipliers(rng, request.ranks, request.iterations, request.warmup, params)
+    overhead = np.ones(request.ranks)
+    if request.profiler_on:
+        overhead[0] *= PROFILER_OVERHEAD
+    if sk_prof_kb is not None:
+        overhead[0] *= SK_PROF_OVERHEAD
+    decode_ms = model.step_us / 1000.0 * mult * overhead[:, None]
+    prefill_ms = model.step_us / 1000.0 * network.timing.prefill_factor * mult[:, 0] / mult[:, 0].mean() * overhead
+    header = _header(request, model, seed)
+    outcome = model.outcome
+
+    if outcome.kind in ("crash", "device_fault", "hang"):
+        n = min(FAILING_AFTER_SAMPLES, request.iterations)
+        logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms[:, :n], [])
+        if request.save_meta:
+            write_probe_meta(request, ids, model, sk_prof_kb, [])
+        if outcome.kind == "hang":
+            print(f"[INFO] decode step {n} waiting for cross-core event ...", flush=True)
+            while True:  # the process stops making progress until it is killed
+                time.sleep(3600)
+        print(f"[ERROR] RUNTIME {outcome.detail}", file=sys.stderr, flush=True)
+        return EXIT_CRASH if outcome.kind == "crash" else EXIT_DEVICE_FAULT
+
+    if request.save_meta:
+        write_probe_meta(request, ids, model, sk_prof_kb, [])
+
+    footer = [f"decode steps: {request.iterations}, mean {decode_ms.mean():.3f} ms", "finished"]
+    logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms, footer)
+    result = logs.correctness(network.build_id, outcome.kind == "wrong_output", rng, outcome.detail)
+    logs.write_correctness(request.run_dir, result)
+    print(f"Correctness check: {'PASS' if result.passed else 'FAIL'}")
+    if request.ground_truth is not None:
+        from sk_runner.sim.truth import write_ground_truth
+
+        write_ground_truth(request.ground_truth, network)
+    return 0
