@@ -339,7 +339,8 @@ def classify_disable_all(gate: Mapping[str, Any]) -> DcciOutcome:
         return "gain"
     base = list(gate.get("baseline_run_metrics") or [])
     cand = list(gate.get("candidate_run_metrics") or [])
-    if gate["mean_improvement_pct"] < 0:
+    improvement = gate.get("mean_improvement_pct")
+    if improvement is not None and improvement < 0:
         every_run_slower = bool(base and cand) and min(cand) > max(base)
         if gate.get("verdict") == "loss" or every_run_slower:
             return "regression"
