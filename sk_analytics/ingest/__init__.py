@@ -1,0 +1,31 @@
+"""Ingestion of SK artifacts into typed Parquet tables.
+
+One parser module per artifact kind (``timings``, ``kernel_details``,
+``sk_prof``, ``fused_nodes``, ``super_kernel_log``, ``graph_dump``), each
+``parse_*(path, *, root=None) -> ParseResult``; :mod:`.discover` finds the
+artifacts of a folder and :mod:`.collect` writes their tables::
+
+    from sk_analytics.ingest import ingest_path, ingest_run_dir
+    report = ingest_path("profile-dir", "out/data")          # derived round/role/run
+    ingest_run_dir(run_dir, session / "data", "O1", "trial", "run-3")
+
+The entry points are loaded on first use so that importing one parser does
+not import the Parquet writer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sk_analytics.ingest.collect import FileRead, IngestReport, ingest_path, ingest_run_dir
+
+__all__ = ["FileRead", "IngestReport", "ingest_path", "ingest_run_dir"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from sk_analytics.ingest import collect
+
+        return getattr(collect, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,141 @@
+"""Find the SK artifacts under a run or profile folder and name their partitions.
+
+What is an artifact (file name -> parser, table) is declared once in
+:data:`KINDS`; :func:`discover` walks a folder (recursively, symlinks not
+followed, sorted) and :func:`default_partition` derives the hive partition
+``round/role/run`` of each artifact from the folder names:
+
+* ``run`` = the nearest ``run-<k>`` folder holding the file (a session with many
+  runs gives one partition per run); outside run folders, the nearest
+  collection root (a folder holding ``collection-manifest.json`` or
+  ``.collection-session.json``, formats.md §6) or else the ingested folder,
+  by name;
+* ``round`` = the folder above ``run-<k>`` (skipping a ``CLEAN`` folder, so
+  ``O1/CLEAN/run-2`` is round ``O1``); outside run folders, the ingested
+  folder's name;
+* ``role`` = ``clean`` inside ``run-<k>`` folders, ``profile`` outside.
+
+Explicit ``round``/``role`` values override the derived ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sk_analytics.contract.scan import MANIFEST_NAME, MARKER_NAME
+
+COLLECTION_FILES = (MANIFEST_NAME, MARKER_NAME)
+"""Files that mark the root of one profile collection."""
+RUN_DIR = re.compile(r"^run-[0-9]+$")
+CLEAN_DIR = "CLEAN"
+ROLE_CLEAN = "clean"
+ROLE_PROFILE = "profile"
+
+
+@dataclass(frozen=True)
+class ArtifactKind:
+    """One kind of artifact: how its file is recognised and which parser reads it."""
+
+    name: str
+    table: str
+    parser: str
+    """``module:function`` with signature ``(path, *, root) -> ParseResult``."""
+    matches: Callable[[Path], bool]
+
+
+def _named(*names: str) -> Callable[[Path], bool]:
+    return lambda path: path.name in names
+
+
+def _pattern(regex: str, *, in_run_dir: bool = False) -> Callable[[Path], bool]:
+    compiled = re.compile(regex)
+    return lambda path: compiled.match(path.name) is not None and (not in_run_dir or RUN_DIR.match(path.parent.name) is not None)
+
+
+KINDS: tuple[ArtifactKind, ...] = (
+    ArtifactKind("rank_log", "timings", "sk_analytics.ingest.timings:parse_rank_log", _pattern(r"^log_[0-9]+\.log$", in_run_dir=True)),
+    ArtifactKind("kernel_details", "kernels", "sk_analytics.ingest.kernel_details:parse_kernel_details", _named("kernel_details.csv")),
+    ArtifactKind("sk_prof", "sk_events", "sk_analytics.ingest.sk_prof:parse_sk_prof", _pattern(r"^(?:sk_prof_device|sk_event_dev_device)_[0-9]+\.json$")),
+    ArtifactKind("fused_nodes", "sk_structure", "sk_analytics.ingest.fused_nodes:parse_fused_nodes", _named("sk_fused_nodes.log")),
+    ArtifactKind("super_kernel_log", "sk_markers", "sk_analytics.ingest.super_kernel_log:parse_super_kernel_log", _named("super_kernel.log")),
+    ArtifactKind("graph_dump", "symbols", "sk_analytics.ingest.graph_dump:parse_graph_dump", _named("sk_graph_origin.json", "sk_graph_updated.json")),
+)  # fmt: skip
+"""Every artifact kind that ``ingest`` reads (formats.md §1-§4)."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file to ingest: its path, its kind and the run folder it belongs to (if any)."""
+
+    path: Path
+    kind: ArtifactKind
+    run_dir: Path | None
+    """The ``run-<k>`` folder holding the file, if any."""
+    profile_dir: Path | None = None
+    """Outside run folders: the collection root holding the file, if any."""
+
+
+def kind_of(path: Path) -> ArtifactKind | None:
+    """The artifact kind of ``path`` (by name and, for rank logs, its folder)."""
+    return next((kind for kind in KINDS if kind.matches(path)), None)
+
+
+def discover(root: Path, *, skip: tuple[Path, ...] = ()) -> list[Artifact]:
+    """Every artifact under ``root`` (``root`` may be a single file), sorted by path.
+
+    Folders in ``skip`` (e.g. the output folder) and symlinks are not entered.
+    """
+    root = Path(root)
+    if root.is_file():
+        kind = kind_of(root)
+        return [] if kind is None else [Artifact(root, kind, _run_dir_of(root, root.parent), _collection_of(root, root.parent))]
+    skipped = {p.resolve() for p in skip}
+    found: list[Artifact] = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if (here / d).resolve() not in skipped and not (here / d).is_symlink())
+        for name in sorted(files):
+            path = here / name
+            kind = None if path.is_symlink() else kind_of(path)
+            if kind is not None:
+                found.append(Artifact(path, kind, _run_dir_of(path, root), _collection_of(path, root)))
+    return sorted(found, key=lambda a: a.path.as_posix())
+
+
+def _run_dir_of(path: Path, root: Path) -> Path | None:
+    """The nearest ``run-<k>`` folder holding ``path``, up to and including ``root``."""
+    root_resolved = root.resolve()
+    for folder in path.parents:
+        if RUN_DIR.match(folder.name):
+            return folder
+        if folder.resolve() == root_resolved:
+            return None
+    return None
+
+
+def _collection_of(path: Path, root: Path) -> Path | None:
+    """The nearest collection root holding ``path``, up to and including ``root``."""
+    root_resolved = root.resolve()
+    for folder in path.parents:
+        if any((folder / name).is_file() for name in COLLECTION_FILES):
+            return folder
+        if folder.resolve() == root_resolved:
+            return None
+    return None
+
+
+def default_partition(artifact: Artifact, root: Path, *, round: str | None = None, role: str | None = None) -> dict[str, str]:
+    """``round/role/run`` of an artifact (module docstring); explicit values win."""
+    folder = Path(root) if Path(root).is_dir() else Path(root).parent
+    name = folder.resolve().name
+    if artifact.run_dir is None:
+        run = name if artifact.profile_dir is None else artifact.profile_dir.resolve().name
+        return {"round": round or name, "role": role or ROLE_PROFILE, "run": run}
+    above = artifact.run_dir.resolve().parent
+    if above.name == CLEAN_DIR:
+        above = above.parent
+    return {"round": round or above.name, "role": role or ROLE_CLEAN, "run": artifact.run_dir.name}

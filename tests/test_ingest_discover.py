@@ -1,0 +1,182 @@
+"""Finding artifacts, deriving partitions, writing tables, the ingest CLI and the notebook API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import sk_analytics as ska
+from sk_analytics.cli import cli
+from sk_analytics.cli._base import run_cli
+from sk_analytics.errors import InputError, UsageError
+from sk_analytics.ingest import ingest_path, ingest_run_dir
+from sk_analytics.ingest.discover import default_partition, discover, kind_of
+from sk_analytics.tables import read_schema_version
+from sk_analytics.schema import SCHEMA_VERSION
+from sk_runner.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
+
+DECODE = [["10.5", "10.25", "10.0"], ["11", "11.5", "12.125"]]
+
+
+def make_session(root: Path) -> Path:
+    """O1/CLEAN/run-{1,2} with 2 rank logs each, plus one profile collection."""
+    for run in (1, 2):
+        write_rank_logs(root / "O1" / "CLEAN" / f"run-{run}", 2, DECODE, prefill_ms="120.0")
+    prof = root / "diag" / "baseline_profile"
+    write_kernel_details(prof / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", kernel_rows(4, 1), VARIANTS["level0_minimal"])
+    (prof / "collection-manifest.json").write_text("{}")
+    (root / "notes.txt").write_text("not an artifact")
+    (root / "O1" / "log_0.log").write_text("rank log outside run-k: ignored")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("relative", "kind"),
+    [
+        ("run-3/log_7.log", "rank_log"),
+        ("x/log_7.log", None),
+        ("run-3/log_x.log", None),
+        ("p/kernel_details.csv", "kernel_details"),
+        ("sk_meta/1/sk_prof_device_3.json", "sk_prof"),
+        ("sk_meta/1/sk_event_dev_device_0.json", "sk_prof"),
+        ("sk_meta/1/sk_prof_device_x.json", None),
+        ("m/sk_fused_nodes.log", "fused_nodes"),
+        ("m/super_kernel.log", "super_kernel_log"),
+        ("m/sk_graph_origin.json", "graph_dump"),
+        ("m/sk_graph_updated.json", "graph_dump"),
+        ("m/sk_mdl_origin.json", None),
+    ],
+)
+def test_kind_of_file_names(relative: str, kind: str | None) -> None:
+    found = kind_of(Path("/s") / relative)
+    assert (found.name if found else None) == kind
+
+
+def test_discover_and_default_partitions(tmp_path: Path) -> None:
+    root = make_session(tmp_path / "sess")
+    artifacts = discover(root)
+    assert [a.path.relative_to(root).as_posix() for a in artifacts] == [
+        "O1/CLEAN/run-1/log_0.log", "O1/CLEAN/run-1/log_1.log",
+        "O1/CLEAN/run-2/log_0.log", "O1/CLEAN/run-2/log_1.log",
+        "diag/baseline_profile/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+    ]  # fmt: skip
+    parts = [default_partition(a, root) for a in artifacts]
+    assert parts[0] == {"round": "O1", "role": "clean", "run": "run-1"}
+    assert parts[2] == {"round": "O1", "role": "clean", "run": "run-2"}
+    assert parts[4] == {"round": "sess", "role": "profile", "run": "baseline_profile"}
+    assert default_partition(artifacts[0], root, round="R", role="trial") == {"round": "R", "role": "trial", "run": "run-1"}
+
+
+def test_discover_a_run_folder_itself_and_a_single_file(tmp_path: Path) -> None:
+    root = make_session(tmp_path / "sess")
+    run = root / "O1" / "CLEAN" / "run-2"
+    artifacts = discover(run)
+    assert [default_partition(a, run) for a in artifacts] == [{"round": "O1", "role": "clean", "run": "run-2"}] * 2
+    single = discover(run / "log_1.log")
+    assert len(single) == 1 and single[0].run_dir == run
+
+
+def test_ingest_path_writes_one_partition_per_run(tmp_path: Path) -> None:
+    root = make_session(tmp_path / "sess")
+    out = tmp_path / "data"
+    report = ingest_path(root, out)
+    assert report.rows_by_table() == {"timings": 4 * 4, "kernels": 4}
+    assert sorted(p.relative_to(out).as_posix() for p in report.written) == [
+        "kernels/round=sess/role=profile/run=baseline_profile/part-0.parquet",
+        "timings/round=O1/role=clean/run=run-1/part-0.parquet",
+        "timings/round=O1/role=clean/run=run-2/part-0.parquet",
+    ]
+    assert all(read_schema_version(p) == SCHEMA_VERSION for p in report.written)
+    timings = pl.read_parquet(out / "timings/round=O1/role=clean/run=run-2/part-0.parquet")
+    assert timings.filter(pl.col("phase") == "decode").sort("rank", "sample_index")["value_text"].to_list() == DECODE[0] + DECODE[1]
+    assert report.warnings == []
+
+
+def test_ingest_run_dir_uses_the_given_partition(tmp_path: Path) -> None:
+    root = make_session(tmp_path / "sess")
+    out = tmp_path / "data"
+    report = ingest_run_dir(root / "O1" / "CLEAN" / "run-1", out, "O7", "trial", "run-9")
+    assert [p.relative_to(out).as_posix() for p in report.written] == ["timings/round=O7/role=trial/run=run-9/part-0.parquet"]
+    assert [f.path for f in report.files] == ["log_0.log", "log_1.log"]
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    assert ingest_run_dir(empty, out, "O7", "trial", "run-10").files == []
+
+
+def test_bad_input_writes_nothing(tmp_path: Path) -> None:
+    root = make_session(tmp_path / "sess")
+    bad = root / "diag" / "baseline_profile" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    bad.write_text(bad.read_text().replace(",224.380,", ",2x5,"))
+    out = tmp_path / "data"
+    with pytest.raises(InputError) as info:
+        ingest_path(root, out)
+    assert (info.value.path, info.value.line) == (str(bad), 2)
+    assert not out.exists()
+
+
+def test_ingest_refuses_missing_path_empty_folder_and_bad_partition(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        ingest_path(tmp_path / "nope", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no SK artifact"):
+        ingest_path(tmp_path / "empty", tmp_path / "out")
+    root = make_session(tmp_path / "sess")
+    with pytest.raises(UsageError, match="round"):
+        ingest_path(root, tmp_path / "out", round="a/b")
+
+
+def test_output_folder_inside_the_input_is_not_read_back(tmp_path: Path) -> None:
+    root = make_session(tmp_path / "sess")
+    ingest_path(root, root / "data")
+    (root / "data" / "kernel_details.csv").write_text("not read")
+    assert ingest_path(root, root / "data").rows_by_table() == {"timings": 16, "kernels": 4}
+
+
+def test_cli_prints_summary_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_session(tmp_path / "sess")
+    assert run_cli(cli, "sk-analyze", ["ingest", str(root), "--out", str(tmp_path / "d")]) == 0
+    text = capsys.readouterr().out
+    assert "ingested 5 file(s)" in text
+    assert "  kernels           4  1" in text and "  timings          16  4" in text
+    assert "O1/CLEAN/run-2/log_1.log: rank_log -> timings, 4 rows [round=O1 role=clean run=run-2]" in text
+    assert "warnings: none" in text
+    assert run_cli(cli, "sk-analyze", ["ingest", str(root), "--out", str(tmp_path / "d"), "--json", "--round", "R1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rows_by_table"] == {"timings": 16, "kernels": 4}
+    assert {f["partition"]["round"] for f in data["files"]} == {"R1"}
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p" / "kernel_details.csv"
+    path.parent.mkdir()
+    path.write_text("Name,Start Time(us),Duration(us)\nk,1.000,1\nk,1.5.0,1\n")
+    assert run_cli(cli, "sk-analyze", ["ingest", str(tmp_path / "p"), "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"sk-analyze: error: {path}:3: bad Start Time(us) value '1.5.0'")
+
+
+def test_truncation_warning_is_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p" / "kernel_details.csv"
+    path.parent.mkdir()
+    path.write_text("Name,Start Time(us),Duration(us),Block Dim\nk,1.000,1,3\nk,2.000,1")
+    assert run_cli(cli, "sk-analyze", ["ingest", str(tmp_path / "p"), "--out", str(tmp_path / "d")]) == 0
+    assert "warnings: 1\n  - " in capsys.readouterr().out
+
+
+def test_open_session_and_profile_return_lazy_frames_with_hive_columns(tmp_path: Path) -> None:
+    root = make_session(tmp_path / "sess")
+    ingest_path(root, root / "data")
+    tables = ska.open_session(root)
+    assert all(isinstance(frame, pl.LazyFrame) for frame in tables.values())
+    per_run = tables["timings"].group_by("round", "role", "run").len().sort("run").collect()
+    assert per_run.rows() == [("O1", "clean", "run-1", 8), ("O1", "clean", "run-2", 8)]
+    kernels = ska.open_profile(root / "data")["kernels"].collect()
+    assert kernels.select("round", "role", "run").unique().rows() == [("sess", "profile", "baseline_profile")]
+    assert kernels["start_ns"].to_list() == kernel_rows(4, 1)["start_ns"].to_list()
+    assert tables["sk_events"].collect().height == 0
+    with pytest.raises(InputError):
+        ska.open_session(tmp_path / "missing")
