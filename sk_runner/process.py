@@ -145,8 +145,41 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    """True while any process of group ``pgid`` still exists (signal 0 probe)."""
-    return _signal_group(pgid, 0)
+    """True while a live (non-zombie) process of group ``pgid`` exists.
+
+    Zombies are dead already; in containers whose PID 1 does not reap, an
+    orphan's zombie would otherwise look alive forever.
+    """
+    if not _signal_group(pgid, 0):
+        return False
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def process_alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> int:

@@ -392,7 +392,7 @@ class _Trial:
 
     def tell(self, stage: str, k: int, n: int, message: str) -> None:
         eta = None
-        if self.durations and n >= k:
+        if self.durations and n >= k and stage != "done":
             eta = sum(self.durations) / len(self.durations) * (n - k + 1)
         self.progress(Progress(stage, k, n, time.monotonic() - self.t0, eta, message))
 

@@ -21,6 +21,7 @@ opts = cfg.get("super_kernel_optimize_options", {})
 run = os.environ["SK_RUN_DIR"]
 ranks = int(os.environ["SK_RUN_RANKS"])
 seed = int(os.environ["SK_RUN_SEED"])
+open(os.path.join(run, "pid.txt"), "w").write(str(os.getpid()))
 with open(os.path.join(run, "env.json"), "w") as fh:
     json.dump(dict(os.environ), fh)
 if os.environ.get("ASCEND_OP_COMPILE_SAVE_KERNEL_META") == "1":

@@ -1,0 +1,53 @@
+"""``sk-run probe``: is an exact option value accepted by the wrapper and used by the runtime?"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from sk_analytics.errors import UsageError
+from sk_runner.backends import BACKENDS, make_backend
+from sk_runner.config import load_config, refuse_dirty_env
+from sk_runner.probe import probe_values
+
+
+def _parse_value(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise UsageError(f"--value {text!r} is not JSON (quote strings: '\"x\"', lists: '[\".*\"]')") from None
+
+
+@click.command("probe", context_settings={"ignore_unknown_options": True})
+@click.option("--option", "option", required=True, help="SK option name, e.g. auto_op_parallel")
+@click.option("--value", "values", multiple=True, required=True, metavar="JSON", help="exact value to probe (repeatable)")
+@click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True)
+@click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="base execution config the value is set into (default: a minimal torch.compile config)")
+@click.option("--session", type=click.Path(path_type=Path, file_okay=False), default=None, help="session folder (probes go to <session>/probes)")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, help="probe folder (default <session>/probes or ./sk-probes)")
+@click.option("--network", default=None, help="simulated network (sim)")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+@click.argument("workload", nargs=-1, type=click.UNPROCESSED)
+def probe(option: str, values: tuple[str, ...], backend: str, config: Path | None, session: Path | None, out: Path | None,
+          network: str | None, as_json: bool, workload: tuple[str, ...]) -> int:
+    """Probe exact option values: ready only when the wrapper accepts the value
+    and super_kernel.log does not report it as invalid-and-defaulted. Exit 0
+    when every value is ready, 1 when one is not, 3 for the environment."""
+    import os
+
+    refuse_dirty_env(os.environ)
+    parsed = [_parse_value(v) for v in values]
+    out_dir = out or (session / "probes" if session is not None else Path("sk-probes"))
+    base = load_config(config) if config is not None else None
+    result = probe_values(option, parsed, make_backend(backend, list(workload), network=network), out_dir=out_dir, base_config=base)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(f"{option}: ready={'true' if result.ready else 'false'} ({result.backend})")
+        for record in result.values:
+            verdict = "accepted" if record.ready else "rejected"
+            click.echo(f"  {json.dumps(record.value, ensure_ascii=False)}: {verdict} — {record.reason}")
+    return 0 if result.ready else 1

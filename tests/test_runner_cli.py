@@ -1,0 +1,99 @@
+"""sk-run trial / probe through the CLI: exit codes, --json, and kill-and-resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runner_fake import write_fake
+
+from sk_runner.cli import cli
+from sk_runner.process import process_alive
+from sk_analytics.cli._base import run_cli
+
+SET = "--set=/super_kernel_optimize_options/auto_op_parallel=1"
+
+
+def _args(tmp_path: Path, *extra: str) -> list[str]:
+    argv = write_fake(tmp_path)
+    return ["trial", "--session", str(tmp_path / "session"), "--round", "O1", "--base-config", str(tmp_path / "base.json"),
+            "--backend", "command", "--ranks", "2", "--warmup", "2", "--timeout", "30", *extra, "--", *argv]
+
+
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith(("ASCEND_PROF", "SK_RUN", "ASCEND_OP_COMPILE")):
+            monkeypatch.delenv(key)
+
+
+def test_json_output_and_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _clean_env(monkeypatch)
+    assert run_cli(cli, "sk-run", _args(tmp_path, SET, "--json")) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "ok" and out["runs_completed"] == [1, 2, 3]
+    # second pointer: usage error, exit 2, one line
+    code = run_cli(cli, "sk-run", _args(tmp_path, SET, "--set=/super_kernel_optimize_options/early_start=1"))
+    err = capsys.readouterr().err
+    assert code == 2 and "exactly one RFC 6901 pointer" in err and len(err.strip().splitlines()) == 1
+    # joint DCCI pair with different lists: refused
+    code = run_cli(cli, "sk-run", _args(tmp_path, "--joint-dcci", '--set=/super_kernel_optimize_options/dcci_before_kernel_start=["a.*"]',
+                                        '--set=/super_kernel_optimize_options/dcci_after_kernel_end=["b.*"]', "--round", "O2"))
+    assert code == 2 and "exactly the same list" in capsys.readouterr().err
+    # dirty environment: exit 3
+    monkeypatch.setenv("ASCEND_OP_COMPILE_SAVE_KERNEL_META", "1")
+    code = run_cli(cli, "sk-run", _args(tmp_path, SET, "--round", "O3"))
+    assert code == 3 and "ASCEND_OP_COMPILE_SAVE_KERNEL_META=1" in capsys.readouterr().err
+    monkeypatch.delenv("ASCEND_OP_COMPILE_SAVE_KERNEL_META")
+    # a failing trial: exit 1 and the scene path printed
+    code = run_cli(cli, "sk-run", _args(tmp_path, "--set=/super_kernel_optimize_options/early_start=1", "--round", "O4"))
+    out = capsys.readouterr().out
+    assert code == 1 and "wrong_output" in out and "FAILURE_SCENES/attempt-1" in out
+
+
+def test_probe_cli_reports_accepted_and_rejected_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _clean_env(monkeypatch)
+    argv = write_fake(tmp_path)
+    code = run_cli(cli, "sk-run", ["probe", "--option", "auto_op_parallel", "--value", "1", "--value", "5", "--value", '"x"',
+                                   "--backend", "command", "--out", str(tmp_path / "probes"), "--json", "--", *argv])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["ready"] is False
+    assert out["accepted_values"] == [1] and out["rejected_values"] == [5, "x"]
+    by_value = {json.dumps(r["value"]): r for r in out["records"]}
+    assert by_value["5"]["evidence"]["runtime"]["status"] == "invalid_default"
+    assert by_value['"x"']["evidence"]["runtime"] is None  # the wrapper rejected it: no process started
+    assert run_cli(cli, "sk-run", ["probe", "--option", "auto_op_parallel", "--value", "1", "--backend", "command",
+                                   "--out", str(tmp_path / "probes"), "--", *argv]) == 0
+    assert "ready=true" in capsys.readouterr().out
+
+
+def test_killing_sk_run_keeps_finished_runs_and_resume_completes(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_PROF", "SK_RUN", "ASCEND_OP_COMPILE"))}
+    env["FAKE_SLEEP"] = "1.0"
+    cmd = [sys.executable, "-c", "from sk_runner.cli import main; main()", *_args(tmp_path, SET)]
+    rd = tmp_path / "session/experiments/Sbest/O1/CLEAN"
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not ((rd / "run-1/meta.json").is_file() and (rd / "run-2/pid.txt").is_file()):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    workload_pid = int((rd / "run-2/pid.txt").read_text())
+    meta1 = (rd / "run-1/meta.json").read_bytes()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    assert not process_alive(workload_pid)  # the workload died with sk-run (no orphan)
+    assert not (rd / "run-2/meta.json").exists()
+    resume = [sys.executable, "-c", "from sk_runner.cli import main; main()", *_args(tmp_path, "--json", SET)]
+    done = subprocess.run(resume, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["runs_completed"] == [1, 2, 3] and result["new_runs"] == [2, 3]
+    assert (rd / "run-1/meta.json").read_bytes() == meta1
+    leftovers = list((tmp_path / "session/experiments/Sbest/O1/INCOMPLETE").iterdir())
+    assert [p.name.split("-")[0] + "-" + p.name.split("-")[1] for p in leftovers] == ["run-2"]
