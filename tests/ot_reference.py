@@ -121,6 +121,8 @@ def gate(base: dict[str, Any], cand: dict[str, Any]) -> dict[str, bool]:
         "candidate_min_runs": cand["run_count"] >= 3,
         "mean_improvement": cand["worst_rank_mean_ms"] < base["worst_rank_mean_ms"],
         "median_run_direction": cand["median_run_worst_rank_mean_ms"] < base["median_run_worst_rank_mean_ms"],
-        "p90_no_material_regression": cand["decode"]["p90_ms"] <= base["decode"]["p90_ms"],
-        "stddev_no_material_regression": cand["decode"]["stddev_ms"] <= base["decode"]["stddev_ms"],
+        # a relative change against a zero baseline is undefined: the check fails closed
+        "p90_no_material_regression": base["decode"]["p90_ms"] != 0 and cand["decode"]["p90_ms"] <= base["decode"]["p90_ms"],
+        "stddev_no_material_regression": base["decode"]["stddev_ms"] != 0
+        and cand["decode"]["stddev_ms"] <= base["decode"]["stddev_ms"],
     }

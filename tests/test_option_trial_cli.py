@@ -1,0 +1,172 @@
+"""``sk-analyze option-trial`` / ``stability`` end to end: exit codes, one-line
+errors, every summary key of formats.md §1, languages, Parquet sources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ot_logs import uniform_runs, write_candidate
+from sk_analytics.cli import main
+from sk_analytics.ingest.timings import read_candidate
+from sk_analytics.schema import TIMINGS
+from sk_analytics.tables import write_table
+
+BASE = ["100", "102.5", "97.5", "100", "100"]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(info.value.code), out.out, out.err
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> tuple[Path, Path, Path]:
+    base = write_candidate(tmp_path / "base", uniform_runs(BASE))
+    win = write_candidate(tmp_path / "win", uniform_runs(["99", "98", "99.5"]))
+    tie = write_candidate(tmp_path / "tie", uniform_runs(["99", "101", "100"]))
+    return base, win, tie
+
+
+def trial_args(base: Path, *cands: str) -> list[str]:
+    args = ["option-trial", "--baseline", str(base), "--option-trial", "--warmup", "2", "--expected-ranks", "2"]
+    for cand in cands:
+        args += ["--candidate", cand]
+    return args
+
+
+def test_accepted_exit_0_json_has_every_legacy_key(capsys, folders, tmp_path: Path) -> None:
+    base, win, _ = folders
+    out_file = tmp_path / "out" / "summary.json"
+    code, out, err = run_cli(capsys, *trial_args(base, f"O1={win}"), "--json-out", str(out_file))
+    assert code == 0 and err == ""
+    assert "协议门禁" in out and "接受" in out
+    data = json.loads(out_file.read_text())
+    assert set(data["baseline"]) >= {"path", "run_count", "runs", "decode", "run_worst_rank_means_ms", "median_run_worst_rank_mean_ms", "worst_rank_mean_ms"}
+    assert set(data["baseline"]["decode"]) == {"count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "min_ms", "max_ms"}
+    assert set(data["baseline_stability"]) >= {"stable", "checks", "required_run_count", "max_spread_pct", "run_worst_rank_means_ms", "spread_ms", "mean_ms", "spread_pct"}
+    assert set(data["baseline_stability"]["checks"]) == {"required_run_count", "max_spread_pct"}
+    cand = data["candidates"]["O1"]
+    assert "improvement_pct" in cand
+    ev = cand["option_trial_evaluation"]
+    assert set(ev) >= {"accepted", "checks", "mean_improvement_rule", "min_improvement_pct", "mean_improvement_pct", "median_run_improvement_pct", "p90_regression_pct", "stddev_regression_pct"}
+    assert list(ev["checks"]) == ["baseline_stable", "baseline_min_runs", "candidate_min_runs", "mean_improvement", "median_run_direction", "p90_no_material_regression", "stddev_no_material_regression"]
+    sel = data["selection"]
+    assert sel["stage"] == "winner_option_trial" and sel["recommended"] == "O1"
+    assert sel["option_trial_accepted"] is True and sel["retained_incumbent"] == "O1" and sel["ranked_candidates"] == ["O1"]
+    assert cand["statistics"]["verdict"] in {"win", "loss", "neutral", "inconclusive"}
+
+
+def test_rejected_exit_1_english(capsys, folders) -> None:
+    base, _, tie = folders
+    code, out, _ = run_cli(capsys, *trial_args(base, f"O1={tie}"), "--lang", "en")
+    assert code == 1
+    assert "rejected" in out and "recommended: baseline" in out and "mean_improvement=✗" in out
+
+
+def test_two_candidates_fastest_accepted_recommended(capsys, folders) -> None:
+    base, win, tie = folders
+    code, out, _ = run_cli(capsys, *trial_args(base, f"A={tie}", f"B={win}"), "--lang", "en")
+    assert code == 0 and "recommended: B" in out
+
+
+def test_strict_gate_exit_1(capsys, folders) -> None:
+    base, win, _ = folders
+    code, out, _ = run_cli(capsys, *trial_args(base, f"O1={win}"), "--gate", "strict", "--lang", "en")
+    assert code == 1 and "gate mode: strict  decision: rejected" in out
+
+
+def test_stability_exit_codes(capsys, folders, tmp_path: Path) -> None:
+    base, win, _ = folders
+    assert run_cli(capsys, "stability", str(base), "--warmup", "2", "--expected-ranks", "2")[0] == 0
+    code, out, _ = run_cli(capsys, "stability", str(win), "--warmup", "2", "--expected-ranks", "2", "--lang", "en", "--json-out", str(tmp_path / "s.json"))
+    assert code == 1 and "baseline stable: no" in out
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert data["baseline_stability"]["checks"] == {"required_run_count": False, "max_spread_pct": True}
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda t: write_candidate(t / "c", [{0: ["1", "2", "3"]}]), "run-1: found 1 rank logs (expected 2"),
+        (lambda t: write_candidate(t / "c", [{0: ["1", "2", "3"], 1: ["1", "2"]}]), "log_1.log: no decode samples remain after warmup=2"),
+        (lambda t: (t / "c").mkdir() or t / "c", "no run-* folders found"),
+        (lambda t: write_candidate(t / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3..4"]}]), "log_1.log:6: timing value '3..4' is not a decimal number"),
+    ],
+)
+def test_bad_candidate_is_one_line_exit_2(capsys, folders, tmp_path: Path, make, message: str) -> None:
+    base, _, _ = folders
+    bad = make(tmp_path)
+    code, out, err = run_cli(capsys, *trial_args(base, f"O1={bad}"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("sk-analyze: error: ") and message in err
+
+
+def test_unreadable_log_exit_2(capsys, folders, tmp_path: Path) -> None:
+    base, _, _ = folders
+    bad = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"]}])
+    (bad / "run-1" / "log_1.log").mkdir()
+    code, _, err = run_cli(capsys, *trial_args(base, f"O1={bad}"))
+    assert code == 2 and "log_1.log: cannot read rank log" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["O1", "=x", "O1=", " = "])
+def test_malformed_name_path_exit_2(capsys, folders, value: str) -> None:
+    base, _, _ = folders
+    code, _, err = run_cli(capsys, *trial_args(base, value))
+    assert code == 2 and "expected NAME=PATH" in err and err.count("\n") == 1
+
+
+def test_duplicate_candidate_names_exit_2(capsys, folders) -> None:
+    base, win, tie = folders
+    code, _, err = run_cli(capsys, *trial_args(base, f"O1={win}", f"O1={tie}"))
+    assert code == 2 and "duplicate names: O1" in err
+
+
+def _to_parquet(folder: Path, data_dir: Path, round_: str, role: str) -> None:
+    frame = read_candidate(folder, expected_ranks=2, warmup=2)
+    for run in frame["run"].unique().to_list():
+        write_table(frame.filter(pl.col("run") == run), TIMINGS, data_dir, {"round": round_, "role": role, "run": run})
+
+
+def test_parquet_sources_give_the_same_numbers(capsys, folders, tmp_path: Path) -> None:
+    base, win, _ = folders
+    session = tmp_path / "session"
+    _to_parquet(base, session / "data", "O0-INCUMBENT", "baseline")
+    _to_parquet(win, session / "data", "O1", "trial")
+    run_cli(capsys, *trial_args(base, f"O1={win}"), "--json-out", str(tmp_path / "raw.json"))
+    code, _, err = run_cli(
+        capsys,
+        *trial_args(Path(f"parquet:{session}#round=O0-INCUMBENT,role=baseline"), f"O1=parquet:{session / 'data'}#round=O1"),
+        "--json-out", str(tmp_path / "pq.json"),
+    )
+    assert code == 0, err
+    raw, pq = (json.loads((tmp_path / n).read_text()) for n in ("raw.json", "pq.json"))
+    for key in ("run_worst_rank_means_ms", "run_worst_rank_means_exact_ms", "decode", "worst_rank_mean_ms"):
+        assert raw["baseline"][key] == pq["baseline"][key]
+        assert raw["candidates"]["O1"][key] == pq["candidates"]["O1"][key]
+    assert raw["baseline_stability"] == pq["baseline_stability"]
+    assert raw["candidates"]["O1"]["option_trial_evaluation"] == pq["candidates"]["O1"]["option_trial_evaluation"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("parquet:{s}", "expected parquet:DATA_DIR#round=R"),
+        ("parquet:{s}#phase=x", "bad Parquet selection 'phase=x'"),
+        ("parquet:{s}#role=baseline", "needs round=R"),
+        ("parquet:{s}#round=O9", "the selection holds no timing samples"),
+        ("parquet:{s}/nowhere#round=O1", "no timings table here"),
+    ],
+)
+def test_bad_parquet_source_exit_2(capsys, folders, tmp_path: Path, spec: str, message: str) -> None:
+    base, _, _ = folders
+    session = tmp_path / "session"
+    _to_parquet(base, session / "data", "O0-INCUMBENT", "baseline")
+    code, _, err = run_cli(capsys, *trial_args(base, "O1=" + spec.format(s=session)))
+    assert code == 2 and message in err and err.count("\n") == 1

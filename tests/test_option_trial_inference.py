@@ -1,0 +1,89 @@
+"""Statistics beside the gate, checked against hand calculations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from sk_analytics.option_trial.inference import (
+    null_run_checks_pass_rate,
+    runs_needed,
+    trial_statistics,
+    verdict,
+    welch_interval,
+)
+
+# ln(run metric / 100): baseline mean 0, sample variance 1e-3/4 = 2.5e-4;
+# candidate mean -0.04, sample variance 2e-4/2 = 1e-4.
+BASE = [100 * math.exp(x) for x in (0.0, 0.02, -0.02, 0.01, -0.01)]
+CAND = [100 * math.exp(x) for x in (-0.05, -0.03, -0.04)]
+
+
+def test_welch_interval_hand_values() -> None:
+    w = welch_interval(np.log(BASE), np.log(CAND))
+    assert w is not None
+    assert w["log_effect"] == pytest.approx(0.04, abs=1e-12)
+    # se^2 = 2.5e-4/5 + 1e-4/3 = 1/12000; df = (1/12000)^2 / ((5e-5)^2/4 + (1e-4/3)^2/2) = 100/17
+    assert w["se_log"] == pytest.approx(math.sqrt(1 / 12000), rel=1e-9)
+    assert w["df"] == pytest.approx(100 / 17, rel=1e-9)
+    t = sps.t.ppf(0.975, 100 / 17)
+    assert w["ci_low_log"] == pytest.approx(0.04 - t * math.sqrt(1 / 12000), rel=1e-9)
+    assert w["p_one_sided"] == pytest.approx(sps.t.sf(0.04 / math.sqrt(1 / 12000), 100 / 17), rel=1e-9)
+
+
+def test_trial_statistics_win() -> None:
+    st = trial_statistics(BASE, CAND)
+    assert st["improvement_pct"] == pytest.approx((1 - math.exp(-0.04)) * 100, rel=1e-9)
+    low, high = st["ci_pct"]
+    assert 0 < low < st["improvement_pct"] < high
+    assert st["verdict"] == "win" and st["verdict_zh"] == "确有提升" and st["ci_excludes_zero"] is True
+    assert st["noise"]["baseline_run_cv_pct"] == pytest.approx(math.sqrt(2.5e-4) * 100, rel=1e-9)
+    assert st["noise"]["neutral_margin_pct"] == pytest.approx(math.sqrt(2.5e-4) * 100, rel=1e-9)
+    b_low, b_high = st["bootstrap_ci_pct"]
+    assert b_low > 0 and st["methods_agree"] is True
+    assert st["false_win_risk"]["p_value_one_sided"] < 0.025
+
+
+def test_loss_neutral_inconclusive() -> None:
+    assert trial_statistics(CAND, BASE)["verdict"] == "loss"
+    assert verdict({"ci_low_log": -0.001, "ci_high_log": 0.002}, margin_pct=0.5) == "neutral"
+    assert verdict({"ci_low_log": -0.01, "ci_high_log": 0.02}, margin_pct=0.5) == "inconclusive"
+    assert verdict(None, margin_pct=0.5) == "inconclusive"
+
+
+def test_single_candidate_run_is_inconclusive() -> None:
+    st = trial_statistics(BASE, [90.0])
+    assert st["ci_pct"] is None and st["bootstrap_ci_pct"] is None and st["verdict"] == "inconclusive"
+    assert st["false_win_risk"]["p_value_one_sided"] is None
+    assert st["runs_needed_per_side"] is not None  # from the baseline noise alone
+
+
+def test_zero_noise_identical_runs() -> None:
+    st = trial_statistics([100.0] * 5, [100.0] * 3)
+    assert st["improvement_pct"] == 0.0 and st["ci_pct"] == [0.0, 0.0]
+    assert st["verdict"] == "neutral" and st["runs_needed_per_side"] is None
+
+
+def test_null_pass_rate_two_runs_each() -> None:
+    # two runs a side: mean and median coincide, so the rate is P(mean_c < mean_b) = 1/2
+    assert null_run_checks_pass_rate(2, 2, simulations=40_000) == pytest.approx(0.5, abs=0.01)
+    rate = null_run_checks_pass_rate(5, 3)
+    assert rate is not None and 0.25 < rate < 0.5
+
+
+def test_runs_needed_formula() -> None:
+    sd, effect = 0.02, 0.01
+    n = runs_needed(effect, sd)
+    assert n is not None
+
+    def detectable(k: int) -> float:
+        df = 2 * k - 2
+        return (sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * sd * math.sqrt(2 / k)
+
+    assert detectable(n) <= effect < detectable(n - 1)
+    # normal approximation: 2 * (1.96 + 0.84)^2 * (sd/effect)^2 = 62.7 -> t quantiles add a run or two
+    assert 63 <= n <= 66
+    assert runs_needed(0.0, sd) is None and runs_needed(effect, 0.0) == 2
