@@ -35,6 +35,7 @@ import polars as pl
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.fingerprint import fingerprint, sha256_file
+from sk_analytics.ingest.collect import ingest_run_dir
 from sk_analytics.ingest.timings import parse_rank_log
 from sk_analytics.schema import RUNS, TIMINGS
 from sk_analytics.strict_json import load_json_file
@@ -160,7 +161,6 @@ class RunOutcome:
 
     status: str  # ok | crash | timeout | wrong_output | bad_logs
     message: str
-    frames: list[pl.DataFrame] = field(default_factory=list)
     logs: list[dict[str, Any]] = field(default_factory=list)
     correctness: dict[str, Any] | None = None
 
@@ -209,14 +209,13 @@ class _Trial:
             raise self.blocker("environment", exc) from exc
 
     def session_seed(self) -> int:
+        """``spec.seed``, else ``seed`` of ``<session>/session.json``, else 0."""
         if self.spec.seed is not None:
             return self.spec.seed
         path = self.spec.session / "session.json"
-        if path.is_file():
-            seed = load_json_file(path).get("seed") if isinstance(load_json_file(path), dict) else None
-            if isinstance(seed, int) and not isinstance(seed, bool):
-                return seed
-        return 0
+        record = load_json_file(path) if path.is_file() else None
+        seed = record.get("seed") if isinstance(record, dict) else None
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
 
     def derive(self) -> DerivedConfig:
         spec = self.spec
@@ -318,7 +317,7 @@ class _Trial:
                 return RunOutcome("wrong_output", "correctness.json reports passed=false", correctness=correctness)
         elif need_correctness:
             return RunOutcome("bad_logs", "correctness.json missing")
-        frames, logs = [], []
+        logs = []
         for rank in range(self.spec.control.ranks):
             path = run_dir / f"log_{rank}.log"
             if not path.is_file():
@@ -331,10 +330,9 @@ class _Trial:
             if decode <= self.spec.control.warmup:
                 return RunOutcome("bad_logs", f"log_{rank}.log has {decode} decode samples, not more than warm-up {self.spec.control.warmup}",
                                   correctness=correctness)
-            frames.append(frame)
             logs.append({"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
                          "prefill_samples": frame.height - decode})
-        return RunOutcome("ok", "ok", frames, logs, correctness)
+        return RunOutcome("ok", "ok", logs, correctness)
 
     def execute(self, stage: str, run_name: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
         request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
@@ -373,11 +371,18 @@ class _Trial:
         meta["fingerprint"] = fingerprint(meta)
         return meta
 
-    def ingest(self, run_name: str, run_index: int, meta: Mapping[str, Any], outcome: RunOutcome) -> None:
+    def ingest(self, run_dir: Path, run_name: str, run_index: int, meta: Mapping[str, Any], ok: bool) -> None:
+        """Timings (through the product's run-folder ingest) and the RUNS row into ``<session>/data``.
+
+        A failed run gets an empty timings partition, replacing any left by an
+        interrupted earlier attempt of the same run.
+        """
         data = self.spec.session / "data"
         part = {"round": self.spec.round, "role": self.spec.role_name, "run": run_name}
-        if outcome.frames:
-            write_table(pl.concat(outcome.frames, how="vertical"), TIMINGS, data, part)
+        if ok:
+            ingest_run_dir(run_dir, data, self.spec.round, self.spec.role_name, run_name)
+        else:
+            write_table(pl.DataFrame(schema=TIMINGS.schema), TIMINGS, data, part)
         write_table(self.runs_row(run_index, meta), RUNS, data, part)
 
     @staticmethod
@@ -458,7 +463,7 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
             raise trial.blocker("probe", EnvironmentBlocker(f"wrapper rejects the exact value: {'; '.join(rejected)}"))
         trial.tell("probe", 1, 1, "exact-value probe")
         check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=derived.config, env=trial.env,
-                              seed=derive_seed(seed, spec.round, "probe"))
+                              seed=derive_seed(seed, spec.round, "probe"), control=spec.control)
         if check.status != "accepted":
             outcome = {"invalid_default": "invalid_value", "no_evidence": "bad_logs"}.get(check.status)
             if outcome is None:
@@ -499,12 +504,12 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
         outcome = trial.classify(proc, run_dir, need_correctness=False)
         meta = trial.meta("clean", run_name, request, argv, proc, outcome, config_sha, trial_fp)
         if outcome.status != "ok":
-            trial.ingest(run_name, k, meta, RunOutcome(outcome.status, outcome.message))
+            trial.ingest(run_dir, run_name, k, meta, ok=False)
             where_scene = scene("clean", run_name, outcome.status, outcome.message, argv, request.contract_env(), proc,
                                 run_dir, config_path, "passed", "correctness")
             trial.move_aside(run_dir)
             return result("failed", outcome.status, f"{run_name}: {outcome.message}", "passed", new, where_scene)
-        trial.ingest(run_name, k, meta, outcome)
+        trial.ingest(run_dir, run_name, k, meta, ok=True)
         write_json(run_dir / "meta.json", meta)  # last: the run is complete
         trial.durations.append(time.monotonic() - started)
         new.append(k)

@@ -116,6 +116,27 @@ def test_crash_seals_scene_and_a_retry_gets_a_new_attempt(tmp_path: Path) -> Non
     assert _scene(rd, 2)["identity"]["attempt"] == 2
 
 
+def test_failure_in_a_clean_run_then_resume(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    res = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", env={**(spec.env or {}), "FAKE_FAIL_RUN": "run-2"}))
+    assert (res.status, res.outcome, res.message, res.runs_completed) == ("failed", "crash", "run-2: exit status 3", [1])
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    doc = _scene(rd)
+    assert (doc["identity"]["stage"], doc["identity"]["run"]) == ("clean", "run-2")
+    assert doc["gate_progress"] == {"correctness": "passed", "clean_runs_completed": [1], "clean_runs_target": 3,
+                                    "probe": "ready", "last_gate_passed": "correctness"}
+    data = tmp_path / "session/data"
+    runs = scan_table(data, "runs").collect().sort("run_index")
+    assert runs.select("run_index", "status", "exit_code").rows() == [(1, "ok", 0), (2, "crash", 3)]
+    assert scan_table(data, "timings").collect()["run"].unique().to_list() == ["run-1"]
+    scene_before = _tree_hashes(rd / "FAILURE_SCENES/attempt-1")
+    again = run_trial(spec)
+    assert again.status == "ok" and again.new_runs == [2, 3]
+    assert _tree_hashes(rd / "FAILURE_SCENES/attempt-1") == scene_before
+    assert [p.name.rsplit("-", 1)[0] for p in (rd / "INCOMPLETE").iterdir()] == ["run-2"]
+    assert scan_table(data, "runs").collect().sort("run_index")["status"].to_list() == ["ok", "ok", "ok"]
+
+
 def test_hang_is_killed_at_timeout_with_no_process_left(tmp_path: Path) -> None:
     ctl = Control(ranks=2, warmup=2, timeout_s=2.0)
     res = run_trial(_spec(tmp_path, '/super_kernel_optimize_options/aggressive_opt_strategies={"value_breaker_bypass": 3}', control=ctl))
