@@ -378,6 +378,13 @@ def _blocker(entry: Mapping[str, Any], state: SessionState, policy: Policy) -> t
     return None
 
 
+def _pct(value: Any, *, sign: bool = True) -> str:
+    """A percentage for a Chinese reason: 3 decimals (the ledger keeps the exact number)."""
+    if value is None:
+        return "—"
+    return f"{float(value):+.3f}%" if sign else f"{float(value):.3f}%"
+
+
 def _short(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
@@ -411,7 +418,7 @@ def _accept_path(
         return Settle(
             eid,
             "failed",
-            f"{label_zh}补足至 {policy.incumbent_runs} 次后稳定性复核未通过（spread {stab.get('spread_pct')}% > {policy.max_spread_pct}%），撤回接受，恢复原基线",
+            f"{label_zh}补足至 {policy.incumbent_runs} 次后稳定性复核未通过（spread {_pct(stab.get('spread_pct'), sign=False)} > {policy.max_spread_pct}%），撤回接受，恢复原基线",
             {"round": round_, "stability": dict(stab)},
             state.incumbent,
             **settle,
@@ -420,7 +427,7 @@ def _accept_path(
     return Settle(
         eid,
         "accepted",
-        f"{label_zh}通过门禁（均值改善 {gate['mean_improvement_pct'] if gate else '?'}%），补足 {policy.incumbent_runs} 次且稳定，成为新基线",
+        f"{label_zh}通过门禁（均值改善 {_pct(gate['mean_improvement_pct']) if gate else '?'}），补足 {policy.incumbent_runs} 次且稳定，成为新基线",
         {"round": round_, "gate": gate.get("summary_path") if gate else None, "stability": dict(stab)},
         round_,
         accepted_changes=changes,
@@ -465,11 +472,11 @@ def _entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Se
         return _accept_path(entry, state, policy, run, (change,), f"{label} ", family_rejected=is_dcci)
     evidence = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict")}
     if not is_dcci:
-        return Settle(eid, "rejected", f"{label} 未通过门禁（均值改善 {gate['mean_improvement_pct']}%），恢复原基线", evidence, state.incumbent)
+        return Settle(eid, "rejected", f"{label} 未通过门禁（均值改善 {_pct(gate['mean_improvement_pct'])}），恢复原基线", evidence, state.incumbent)
     if classify_disable_all(gate) == "noise":
         return Settle(
             eid, "rejected",
-            f"DCCI disable-all 无收益且处于噪声带内（均值改善 {gate['mean_improvement_pct']}%），拒绝整个 DCCI 家族，保留 O0，不运行 before/after 试验",
+            f"DCCI disable-all 无收益且处于噪声带内（均值改善 {_pct(gate['mean_improvement_pct'])}），拒绝整个 DCCI 家族，保留 O0，不运行 before/after 试验",
             evidence, state.incumbent, family_rejected=True,
         )
     return _dcci_diagnosis(entry, matrix, state, policy, trial, gate)
@@ -537,7 +544,7 @@ def _dcci_diagnosis(
     if not rgate["accepted"]:
         return Settle(
             eid, "rejected",
-            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {rgate['mean_improvement_pct']}%）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 O0，不再扩充子节点列表",
+            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {_pct(rgate['mean_improvement_pct'])}）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 O0，不再扩充子节点列表",
             {**regression, "repair_round": rep["round"], "repair_gate": rgate.get("summary_path"), "dcci_diff": diff.get("path")},
             state.incumbent, family_rejected=True,
         )
@@ -568,7 +575,7 @@ def next_action(matrix: Mapping[str, Any], ledger_records: Iterable[Any], policy
         return CheckStability(O0, None)
     if not o0_stab["stable"]:
         return Stop(
-            f"O0-INCUMBENT 五次干净运行不稳定（spread {o0_stab.get('spread_pct')}% > {policy.max_spread_pct}%），先排查环境噪声再开始 Stage O",
+            f"O0-INCUMBENT 五次干净运行不稳定（spread {_pct(o0_stab.get('spread_pct'), sign=False)} > {policy.max_spread_pct}%），先排查环境噪声再开始 Stage O",
             {"round": O0, "stability": dict(o0_stab)},
         )
     for entry in matrix["entries"]:

@@ -31,16 +31,20 @@ def freeze_session_matrix(session: Path) -> str:
     """Freeze ``<session>/matrix.json`` and record its fingerprint in the ledger."""
     target = session / MATRIX_NAME
     matrix = load_matrix(target)
+    ledger = Ledger(session)
+    recorded = [r.data["fingerprint"] for r in ledger.records() if r.kind == "matrix_frozen"]
     if "freeze" in matrix:
-        return check_frozen(matrix, target)
-    frozen = freeze_matrix(matrix, frozen_ns=time.time_ns())
-    write_json(target, frozen)
-    fp = frozen["freeze"]["fingerprint"]
-    Ledger(session).append(
-        "matrix_frozen",
-        {"fingerprint": fp, "path": MATRIX_NAME, "entries": [e["id"] for e in frozen["entries"]],
-         "summary_zh": f"选项矩阵已冻结（{len(frozen['entries'])} 个条目，指纹 {fp[:12]}）"},
-    )
+        fp = check_frozen(matrix, target, expected=recorded[0] if recorded else None)
+    else:
+        matrix = freeze_matrix(matrix, frozen_ns=time.time_ns())
+        write_json(target, matrix)
+        fp = matrix["freeze"]["fingerprint"]
+    if not recorded:  # also completes a freeze interrupted between the write and the ledger append
+        ledger.append(
+            "matrix_frozen",
+            {"fingerprint": fp, "path": MATRIX_NAME, "entries": [e["id"] for e in matrix["entries"]],
+             "summary_zh": f"选项矩阵已冻结（{len(matrix['entries'])} 个条目，指纹 {fp[:12]}）"},
+        )
     return fp
 
 

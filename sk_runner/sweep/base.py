@@ -1,0 +1,66 @@
+"""Freeze Sbest-BASE: the final incumbent's source, scope, config, options, command and five fingerprints."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jsonpointer import resolve_pointer
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import IntegrityError
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.stage_o.machine import FreezeBase
+from sk_analytics.stage_o.matrix import load_matrix
+from sk_analytics.strict_json import load_json_file
+from sk_runner.trial import complete_runs
+
+if TYPE_CHECKING:
+    from sk_runner.sweep.executor import Executor
+
+BASE_SCHEMA = "sk-tune-sbest-base-v1"
+BASE_FILE = Path("BASE") / "sbest-base.json"
+
+
+def freeze_base(ex: Executor, action: FreezeBase) -> tuple[Path, dict[str, Any]]:
+    """Write ``BASE/sbest-base.json`` once (a resumed freeze reuses and re-verifies it)."""
+    path = ex.root / BASE_FILE
+    if path.is_file():
+        identity = load_json_file(path)
+        body = {k: v for k, v in identity.items() if k != "base_fingerprint"}
+        if identity.get("base_fingerprint") != fingerprint(body) or identity.get("round") != action.round:
+            raise IntegrityError(f"{path}: Sbest-BASE identity was edited or belongs to another round")
+        return path, identity
+    round_dir = ex.round_dir(action.round)
+    config = load_json_file(round_dir / "config.json")
+    trial = load_json_file(round_dir / "trial.json")
+    runs = complete_runs(round_dir)
+    if len(runs) != ex.session.policy.incumbent_runs:
+        raise IntegrityError(f"{round_dir}: BASE needs exactly {ex.session.policy.incumbent_runs} clean runs, found {len(runs)}")
+    metas = [load_json_file(round_dir / "CLEAN" / f"run-{k}" / "meta.json") for k in runs]
+    matrix = load_matrix(ex.root / "matrix.json")
+    fps = trial["fingerprints"]
+    identity: dict[str, Any] = {
+        "schema_version": BASE_SCHEMA,
+        "name": "Sbest-BASE",
+        "round": action.round,
+        "source_revision": fps.get("source_revision"),
+        "scope": fps.get("workload"),
+        "control": fps.get("control"),
+        "config_path": ex.rel(round_dir / "config.json"),
+        "config": config,
+        "config_fingerprint": fingerprint(config),
+        "options_root": matrix["options_root"],
+        "options": resolve_pointer(config, matrix["options_root"], None),
+        "option_changes": [{"pointer": c.pointer, "value": c.value} for c in action.option_changes],
+        "accepted_entries": list(action.accepted_entries),
+        "command": metas[0]["command"],
+        "run_fingerprints": [{"run": f"run-{k}", "fingerprint": meta["fingerprint"]} for k, meta in zip(runs, metas)],
+        "fingerprints": fps.get("fingerprints"),
+        "trial_fingerprint": fps.get("trial_fingerprint"),
+        "frozen_ns": time.time_ns(),
+    }
+    identity["base_fingerprint"] = fingerprint(identity)
+    write_json(path, identity)
+    return path, identity

@@ -1,0 +1,62 @@
+"""``sk-run sweep``: the whole Stage O session (phase entry, demo, resume)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from sk_runner.backends.base import Control
+from sk_runner.sweep.driver import run_sweep
+from sk_runner.sweep.session import SweepSession, load_session
+
+
+def _run(session: SweepSession, lang: str, quiet: bool) -> int:
+    say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=False))
+    click.echo(f"会话：{session.root}")
+    outcome = run_sweep(session, say=say, lang=lang)
+    assert outcome is not None
+    click.echo(f"报告：{outcome.report}")
+    click.echo(f"HTML：{outcome.html}")
+    click.echo(f"交接：{outcome.handoff}")
+    return EXIT_OK if outcome.outcome == "base" else EXIT_NEGATIVE
+
+
+@click.command("sweep")
+@click.option("--task", "task", type=click.Path(dir_okay=False, path_type=Path), help="Dispatched stage-O task (phase entry).")
+@click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path), help="Continue an interrupted session.")
+@click.option("--demo", is_flag=True, help="A complete sweep on the simulated device with the default network.")
+@click.option("--session", "session_dir", type=click.Path(file_okay=False, path_type=Path), help="Folder of a new session.")
+@click.option("--plan-only", is_flag=True, help="With --task: validate and print the plan, run nothing.")
+@click.option("--network", default=None, help="With --demo: simulator network (default moe-decode).")
+@click.option("--seed", default=2026, show_default=True, type=int, help="With --demo: session seed.")
+@click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
+@click.option("--iterations", default=None, type=click.IntRange(min=10), help="With --demo: decode samples per rank.")
+@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path | None, plan_only: bool, network: str | None,
+          seed: int, ranks: int | None, iterations: int | None, lang: str, quiet: bool) -> int:
+    """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md)."""
+    if sum((task is not None, resume is not None, demo)) != 1:
+        raise UsageError("give exactly one of --task FILE, --resume SESSION or --demo")
+    if plan_only and task is None:
+        raise UsageError("--plan-only goes with --task")
+    if resume is not None:
+        if session_dir is not None:
+            raise UsageError("--resume takes the session folder itself; --session is for new sessions")
+        return _run(load_session(resume), lang, quiet)
+    if demo:
+        from sk_runner.sweep.demo import DEMO_CONTROL, demo_session
+
+        control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
+        return _run(demo_session(session_dir, network=network, seed=seed, control=control), lang, quiet)
+    from sk_runner.sweep.phase import enter_phase
+
+    assert task is not None
+    session, plan = enter_phase(task, session_dir)
+    click.echo(json.dumps(plan, ensure_ascii=False, indent=2))
+    if plan_only:
+        return EXIT_OK
+    return _run(session, lang, quiet)

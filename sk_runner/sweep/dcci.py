@@ -1,0 +1,51 @@
+"""The sweep's DCCI diagnosis step: run ``dcci_diff`` on the paired collections and keep its evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.atomic import write_json, write_text
+from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.strict_json import load_json_file
+
+
+@dataclass(frozen=True)
+class DcciStep:
+    """What the diagnosis proposes: the exact pattern list, or why nothing."""
+
+    ok: bool
+    patterns: list[str]
+    slower: list[Any] = field(default_factory=list)
+    reason_zh: str | None = None
+
+
+def run_dcci_diff(baseline_root: Path, candidate_root: Path, out: Path, *, warmup: int, disable_all_config: dict[str, Any]) -> DcciStep:
+    """Diff the O0 and disable-all collections; write ``dcci-diff.json`` and its report once.
+
+    A collection pair that fails the contract is not an error of the sweep: the
+    protocol says to stop attribution and propose no repair, so it comes back
+    as ``ok=False`` with the reason.
+    """
+    from sk_analytics.dcci.pipeline import dcci_diff
+    from sk_analytics.dcci.report import render
+
+    if out.is_file():
+        result = load_json_file(out)
+    else:
+        try:
+            result = dcci_diff(baseline_root, candidate_root, warmup=warmup, disable_all_config=disable_all_config)
+        except (InputError, IntegrityError) as exc:
+            reason = f"诊断采集未通过契约或归因检查：{exc.one_line()}"
+            write_json(out.with_name("dcci-diff.refused.json"), {"reason": exc.one_line(), "reason_zh": reason})
+            return DcciStep(False, [], [], reason)
+        write_json(out, result)
+        write_text(out.with_suffix(".md"), render(result, "zh"))
+    repair = result["repair"]
+    return DcciStep(
+        True,
+        list(repair["list"]) if repair.get("proposed") else [],
+        list(result["summary"]["significantly_slower_uids"]),
+        None if repair.get("proposed") else repair.get("reason_zh"),
+    )

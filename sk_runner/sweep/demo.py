@@ -1,0 +1,38 @@
+"""A complete Stage O sweep on the simulated device (the README's main command)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.stage_o.machine import Policy
+from sk_runner.backends.base import Control
+from sk_runner.sweep.session import BackendSpec, SweepSession, create_session
+
+DEMO_SEED_CONFIG: dict[str, Any] = {
+    "static_kernel_compile": True,
+    "super_kernel_optimize": True,
+    "super_kernel_optimize_options": {},
+}
+DEMO_CONTROL = Control(ranks=8, iterations=120, warmup=8)
+DEMO_POLICY = Policy(timeout_s=120.0, risky_timeout_s=15.0)
+"""No risk authorisation and no declared operator adaptation: event_breaker_bypass and
+early_start=1 settle as blocked, as they would for a real user who allowed neither."""
+
+
+def demo_session(
+    folder: Path | None,
+    *,
+    network: str | None = None,
+    seed: int = 2026,
+    control: Control = DEMO_CONTROL,
+    policy: Policy = DEMO_POLICY,
+    noise: float | None = None,
+) -> SweepSession:
+    """Create a fresh demo session (a new folder under the temp dir when none is given)."""
+    root = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / f"sk-tune-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    return create_session(
+        root, dict(DEMO_SEED_CONFIG), seed=seed, backend=BackendSpec("sim", network, noise), control=control, policy=policy,
+    )

@@ -1,0 +1,172 @@
+"""The sweep loop: ask the state machine, execute, record, repeat.
+
+The ledger is the loop's only state, so a sweep killed at any point (Ctrl-C,
+SIGKILL, machine restart) continues with ``--resume``: the frozen matrix and
+the session identity are re-verified, and the action whose outcome was not yet
+recorded is asked for again (trials continue with their missing runs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import UsageError
+from sk_analytics.fingerprint import canonical_json, fingerprint
+from sk_analytics.ledger import read_records
+from sk_analytics.stage_o import machine as m
+from sk_analytics.stage_o.matrix import load_matrix, protocol_candidates
+from sk_analytics.strict_json import load_json_file
+from sk_runner.backends.base import Backend
+from sk_runner.sweep.executor import Executor
+from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
+from sk_runner.sweep.session import SweepSession
+
+Say = Callable[[str], None]
+PROBES_DIR = "PROBES"
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """How the sweep ended: ``base`` or ``stopped``, and where the results are."""
+
+    outcome: str
+    session: Path
+    actions: int
+    handoff: Path
+    report: Path
+    html: Path
+
+
+def probe_candidates(session: SweepSession, backend: Backend, say: Say) -> list[dict[str, Any]]:
+    """Exact-value probes of every protocol candidate (wrapper + runtime), in one folder.
+
+    A value the dispatched task does not list as accepted by the active wrapper
+    is recorded as not ready with that reason.
+    """
+    from sk_runner.probe import probe_values
+
+    seed_config = load_json_file(session.seed_config_path)
+    by_option: dict[str, list[Any]] = {}
+    for cand in protocol_candidates():
+        by_option.setdefault(cand.option, []).append(cand.value)
+    accepted = None
+    if session.task is not None:
+        accepted = {(v["option"], canonical_json(v["value"])) for v in session.task.get("accepted_option_values", [])}
+    records: list[dict[str, Any]] = []
+    for option, values in by_option.items():
+        say(f"  探测 {option}: {len(values)} 个精确取值")
+        result = probe_values(option, values, backend, out_dir=session.root / PROBES_DIR, base_config=seed_config)
+        for probe in result.values:
+            record = probe.to_record()
+            if accepted is not None and (option, canonical_json(probe.value)) not in accepted:
+                record["ready"] = False
+                record["evidence"] = {**record["evidence"], "task": "调度任务未列出该取值为当前封装已接受的取值"}
+            records.append(record)
+    return records
+
+
+def ensure_matrix(session: SweepSession, backend: Backend, say: Say) -> None:
+    """Build the session's matrix from fresh probes unless it exists already."""
+    if (session.root / MATRIX_NAME).is_file():
+        return
+    say("构建选项矩阵：对每个候选精确取值做 ready=true 探测")
+    probes = probe_candidates(session, backend, say)
+    probes_path = session.root / PROBES_DIR / "probes.json"
+    write_json(probes_path, probes)
+    init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path))
+    session.ledger.append(
+        "matrix_built",
+        {"probes": f"{PROBES_DIR}/probes.json", "probes_fingerprint": fingerprint(probes),
+         "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes),
+         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值已探测，{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
+    )
+
+
+def describe(action: m.Action) -> str:
+    """One progress line for an action (Chinese, as the rest of the terminal output)."""
+    if isinstance(action, m.RunTrial):
+        what = {"o0": "O0 正确性 + 5 次干净运行", "trial": "试验：正确性 + 3 次干净运行", "top_up": "补足至 5 次干净运行",
+                "repair": "DCCI 联合修复试验：正确性 + 3 次干净运行"}[action.phase]
+        change = ", ".join(f"{c.pointer.rsplit('/', 1)[1]}={canonical_json(c.value)}" for c in action.changes)
+        return f"[{action.round}] {action.entry_id or 'O0-INCUMBENT'}: {what}" + (f"（{change}）" if change else "")
+    if isinstance(action, m.Gate):
+        return f"[{action.round}] 门禁：对比 {action.baseline_round}"
+    if isinstance(action, m.CheckStability):
+        return f"[{action.round}] 五次运行稳定性复核"
+    if isinstance(action, m.CollectProfile):
+        return f"[DCCI] 诊断采集 {action.side}（{action.role}，配置取自 {action.config_round}，第 {action.attempt} 次）"
+    if isinstance(action, m.DcciDiff):
+        return "[DCCI] dcci-diff：逐 SK / 子节点归因"
+    if isinstance(action, m.ProbeRepair):
+        return "[DCCI] 联合修复列表的同环境精确值探测"
+    if isinstance(action, m.Settle):
+        return f"[{action.entry_id}] → {action.status}：{action.reason_zh}"
+    if isinstance(action, m.Stop):
+        return f"[停止] {action.reason_zh}"
+    if isinstance(action, m.FreezeBase):
+        return f"[BASE] 冻结 Sbest-BASE = {action.round}"
+    if isinstance(action, m.WriteHandoff):
+        return "[交接] 写出 handoff.json 与实验报告"
+    return action.kind
+
+
+def run_sweep(
+    session: SweepSession,
+    *,
+    say: Say = print,
+    lang: str = "zh",
+    max_actions: int | None = None,
+    on_action: Callable[[m.Action], None] | None = None,
+) -> SweepOutcome | None:
+    """Run the session until the hand-off is written (or ``max_actions`` ran: None)."""
+    lock = FileLock(str(session.root / ".sweep.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UsageError(f"{session.root}: another sweep is running on this session") from None
+    try:
+        return _loop(session, say, lang, max_actions, on_action)
+    finally:
+        lock.release()
+
+
+def _loop(
+    session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None
+) -> SweepOutcome | None:
+    backend = session.backend.build()
+    backend.check_ready()
+    ensure_matrix(session, backend, say)
+    executor = Executor(session, backend, say)
+    done = 0
+    started = time.monotonic()
+    while True:
+        matrix = load_matrix(session.root / MATRIX_NAME)
+        action = m.next_action(matrix, read_records(session.root), session.policy)
+        if isinstance(action, m.Finished):
+            from sk_runner.sweep.handoff import write_reports
+
+            paths = write_reports(session.root, lang=lang)  # derived: re-rendered in the asked language
+            handoff = session.root / "handoff.json"
+            say(f"完成（{time.monotonic() - started:.0f} s）：报告 {paths['report']}；HTML {paths['html']}；交接 {handoff}")
+            return SweepOutcome(action.outcome, session.root, done, handoff, paths["report"], paths["html"])
+        if max_actions is not None and done >= max_actions:
+            return None
+        if on_action is not None:
+            on_action(action)
+        if isinstance(action, m.FreezeMatrix):
+            fp = freeze_session_matrix(session.root)
+            say(f"选项矩阵已冻结：{len(matrix['entries'])} 个条目，指纹 {fp[:12]}")
+        else:
+            say(describe(action))
+            kind, data = executor.execute(action)
+            session.ledger.append(kind, data)
+            if kind not in ("entry_settled", "session_stopped") and "summary_zh" in data:
+                say(f"    → {data['summary_zh']}")
+        done += 1

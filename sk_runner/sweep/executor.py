@@ -1,0 +1,276 @@
+"""Carry out one state-machine action and return the ledger record of its outcome.
+
+Each action is delegated to the engine that owns it: trials to
+:func:`sk_runner.trial.run_trial`, gates and stability to
+:mod:`sk_analytics.option_trial`, diagnostic collections to
+:func:`sk_runner.profile.collect_profile`, attribution to
+:mod:`sk_analytics.dcci`, probes to :mod:`sk_runner.probe`. The executor only
+translates between the action, the engine and the ledger record; paths in
+records are relative to the session folder.
+
+Derived files (summaries, stability, BASE identity) are written once: an
+interrupted action that is asked for again reuses a file already written,
+so evidence is never rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import InputError
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.stage_o import machine as m
+from sk_analytics.strict_json import load_json_file
+from sk_runner.backends.base import Backend, Control
+from sk_runner.config import PointerChange, derive_config
+from sk_runner.sweep.session import SweepSession
+from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
+
+Record = tuple[str, dict[str, Any]]
+Say = Callable[[str], None]
+DCCI_DIR = "DCCI"
+
+
+@dataclass
+class Executor:
+    """Executes actions for one session (``say`` prints progress lines)."""
+
+    session: SweepSession
+    backend: Backend
+    say: Say = lambda text: None
+
+    # -- helpers ---------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return self.session.root
+
+    def rel(self, path: Path | str | None) -> str | None:
+        if path is None:
+            return None
+        p = Path(path)
+        try:
+            return p.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return str(p)
+
+    def round_dir(self, round_name: str) -> Path:
+        return round_dir_of(self.root, round_name)
+
+    def config_of(self, round_name: str | None) -> Path:
+        """Execution config of a round (None: the frozen SEED)."""
+        return self.session.seed_config_path if round_name is None else self.round_dir(round_name) / "config.json"
+
+    def clean_dir(self, round_name: str) -> Path:
+        return self.round_dir(round_name) / "CLEAN"
+
+    # -- dispatch --------------------------------------------------------------------
+    def execute(self, action: m.Action) -> Record:
+        handler = getattr(self, f"do_{action.kind}", None)
+        if handler is None:
+            raise InputError(None, f"the sweep cannot execute action {action.kind}")
+        return handler(action)
+
+    # -- trials ----------------------------------------------------------------------
+    def do_RunTrial(self, a: m.RunTrial) -> Record:
+        control = Control(self.session.control.ranks, self.session.control.iterations, self.session.control.warmup, a.timeout_s)
+        spec = TrialSpec(
+            session=self.root,
+            round=a.round,
+            base_config=self.config_of(a.base_round),
+            backend=self.backend,
+            changes=tuple(PointerChange(c.pointer, c.value) for c in a.changes),
+            joint_dcci=a.joint_dcci,
+            incumbent=a.phase == "o0",
+            runs=a.runs if a.phase != "top_up" else self.session.policy.min_trial_runs,
+            top_up_to=a.runs if a.phase == "top_up" else None,
+            control=control,
+            seed=self.session.seed,
+            rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
+        )
+
+        def progress(event: Progress) -> None:
+            if event.stage in ("clean", "correctness", "probe"):
+                self.say(f"    {a.round} {event.message} ({event.elapsed_s:.1f} s)")
+
+        result = run_trial(spec, progress)
+        failure = None
+        if result.status != "ok":
+            failure = {"stage": result.outcome, "reason_zh": _failure_zh(result.outcome, result.message),
+                       "message": result.message, "scene": self.rel(result.scene_dir)}
+        return "trial_result", {
+            "round": a.round, "entry_id": a.entry_id, "phase": a.phase, "ok": result.status == "ok",
+            "runs_added": len(result.new_runs), "runs_total": len(result.runs_completed),
+            "clean_dir": self.rel(self.clean_dir(a.round)), "config_path": self.rel(result.config_path),
+            "config_sha256": result.config_sha256, "trial_fingerprint": result.trial_fingerprint,
+            "base_round": a.base_round, "changes": [{"pointer": c.pointer, "value": c.value} for c in a.changes],
+            "failure": failure,
+            "summary_zh": f"{a.round}（{a.phase}）{'完成' if failure is None else '失败'}：{len(result.runs_completed)} 次干净运行"
+            + ("" if failure is None else f"；{failure['reason_zh']}"),
+        }
+
+    def _frame(self, round_name: str) -> Any:
+        from sk_analytics.ingest.timings import read_candidate
+
+        c = self.session.control
+        return read_candidate(self.clean_dir(round_name), expected_ranks=c.ranks, warmup=c.warmup, root=self.root)
+
+    def do_Gate(self, a: m.Gate) -> Record:
+        from sk_analytics.option_trial.api import evaluate_option_trial
+
+        path = self.round_dir(a.round) / "option-trial-summary.json"
+        if path.is_file():
+            summary = load_json_file(path)
+        else:
+            summary = evaluate_option_trial(
+                self._frame(a.baseline_round), {a.round: self._frame(a.round)}, warmup=self.session.control.warmup,
+                baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
+                candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""}, expected_ranks=None,
+            )
+            write_json(path, summary)
+        cand = summary["candidates"][a.round]
+        ev = cand["option_trial_evaluation"]
+        stats = cand.get("statistics") or {}
+        data = {
+            "round": a.round, "baseline_round": a.baseline_round, "entry_id": a.entry_id,
+            "accepted": bool(ev["accepted"]), "checks": ev["checks"],
+            "mean_improvement_pct": ev.get("mean_improvement_pct"),
+            "median_run_improvement_pct": ev.get("median_run_improvement_pct"),
+            "p90_regression_pct": ev.get("p90_regression_pct"), "stddev_regression_pct": ev.get("stddev_regression_pct"),
+            "verdict": stats.get("verdict"), "ci_pct": stats.get("ci_pct"),
+            "baseline_mean_ms": summary["baseline"]["worst_rank_mean_ms"], "candidate_mean_ms": cand["worst_rank_mean_ms"],
+            "baseline_median_run_ms": summary["baseline"]["median_run_worst_rank_mean_ms"],
+            "candidate_median_run_ms": cand["median_run_worst_rank_mean_ms"],
+            "baseline_run_metrics": summary["baseline"]["run_worst_rank_means_ms"],
+            "candidate_run_metrics": cand["run_worst_rank_means_ms"],
+            "summary_path": self.rel(path),
+        }
+        data["summary_zh"] = (f"{a.round} 对比 {a.baseline_round}：均值改善 {_pct(data['mean_improvement_pct'])}，"
+                              f"门禁{'通过' if data['accepted'] else '未通过'}（统计判断 {data['verdict']}）")
+        return "gate_result", data
+
+    def do_CheckStability(self, a: m.CheckStability) -> Record:
+        from sk_analytics.option_trial.api import stability
+
+        path = self.round_dir(a.round) / "stability.json"
+        if path.is_file():
+            result = load_json_file(path)
+        else:
+            result = stability(self._frame(a.round), self.session.control.warmup, path=self.rel(self.clean_dir(a.round)) or "",
+                               expected_ranks=None)
+            write_json(path, result)
+        st = result["baseline_stability"]
+        return "stability_result", {
+            "round": a.round, "entry_id": a.entry_id, "stable": bool(st["stable"]), "spread_pct": st.get("spread_pct"),
+            "run_metrics": st.get("run_worst_rank_means_ms"), "mean_ms": st.get("mean_ms"), "path": self.rel(path),
+            "summary_zh": f"{a.round} 稳定性：spread {_pct(st.get('spread_pct'))}，{'稳定' if st['stable'] else '不稳定'}",
+        }
+
+    # -- DCCI diagnosis -----------------------------------------------------------------
+    def do_CollectProfile(self, a: m.CollectProfile) -> Record:
+        from sk_runner.profile import ProfileSpec, collect_profile
+
+        c = self.session.control
+        spec = ProfileSpec(
+            session=self.root, round=DCCI_DIR, role=a.role, config=self.config_of(a.config_round), backend=self.backend,
+            control=Control(c.ranks, None, c.warmup, self.session.policy.timeout_s), seed=self.session.seed,
+        )
+        result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
+        return "profile_result", {
+            "entry_id": a.entry_id, "side": a.side, "attempt": a.attempt, "role": a.role, "config_round": a.config_round,
+            "ok": result.ok, "root": self.rel(result.root) if result.root else None,
+            "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
+            "attempts": [self.rel(r.root) for r in result.attempts],
+            "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
+        }
+
+    def do_DcciDiff(self, a: m.DcciDiff) -> Record:
+        from sk_runner.sweep.dcci import run_dcci_diff
+
+        out = self.root / "experiments" / "Sbest" / DCCI_DIR / "dcci-diff.json"
+        result = run_dcci_diff(self.root / a.baseline_root, self.root / a.candidate_root, out,
+                               warmup=self.session.control.warmup,
+                               disable_all_config=load_json_file(self.config_of(a.disable_all_round)))
+        return "dcci_diff_result", {
+            "entry_id": a.entry_id, "ok": result.ok, "path": self.rel(out), "patterns": result.patterns,
+            "slower_sks": result.slower, "reason_zh": result.reason_zh,
+            "summary_zh": f"dcci-diff：{len(result.slower)} 个显著变慢 SK，修复列表 {result.patterns or '无'}",
+        }
+
+    def do_ProbeRepair(self, a: m.ProbeRepair) -> Record:
+        from sk_runner.probe import runtime_check
+
+        options = {c.pointer.rsplit("/", 1)[1]: c.value for c in a.values}
+        verdicts = {name: self.backend.wrapper_check(name, value) for name, value in options.items()}
+        ready = all(v.accepted for v in verdicts.values())
+        runtime: dict[str, Any] | None = None
+        if ready:
+            base = load_json_file(self.config_of(self._disable_all_round(a.entry_id)))
+            changes = [PointerChange(c.pointer, c.value) for c in a.values]
+            config = derive_config(base, changes, joint_dcci=True).config
+            check = runtime_check(options, self.backend, out_dir=self.root / "experiments" / "Sbest" / DCCI_DIR / "PROBE",
+                                  config=config, seed=self.session.seed)
+            runtime = check.to_json()
+            ready = check.status == "accepted"
+        return "probe_result", {
+            "entry_id": a.entry_id, "purpose": "dcci_repair", "ready": ready, "values": options,
+            "evidence": {"wrapper": {k: v.to_json() for k, v in verdicts.items()}, "runtime": runtime},
+            "summary_zh": f"联合修复列表探测 ready={str(ready).lower()}",
+        }
+
+    def _disable_all_round(self, entry_id: str) -> str | None:
+        from sk_analytics.ledger import read_records
+
+        for rec in read_records(self.root):
+            if rec.kind == "trial_result" and rec.data.get("entry_id") == entry_id and rec.data.get("phase") == "trial":
+                return rec.data["round"]
+        return None
+
+    # -- ledger-only and sealing actions ---------------------------------------------------
+    def do_Settle(self, a: m.Settle) -> Record:
+        return "entry_settled", m.settle_record(a)
+
+    def do_Stop(self, a: m.Stop) -> Record:
+        return "session_stopped", {"reason_zh": a.reason_zh, "evidence": dict(a.evidence), "summary_zh": a.reason_zh}
+
+    def do_FreezeBase(self, a: m.FreezeBase) -> Record:
+        from sk_runner.sweep.base import freeze_base
+
+        path, identity = freeze_base(self, a)
+        return "base_frozen", {
+            "round": a.round, "path": self.rel(path), "base_fingerprint": identity["base_fingerprint"],
+            "accepted_entries": list(a.accepted_entries),
+            "option_changes": [{"pointer": c.pointer, "value": c.value} for c in a.option_changes],
+            "summary_zh": f"Sbest-BASE 冻结于 {a.round}（保留 {len(a.accepted_entries)} 个选项条目）",
+        }
+
+    def do_WriteHandoff(self, a: m.WriteHandoff) -> Record:
+        from sk_runner.sweep.handoff import write_outputs
+
+        paths = write_outputs(self.root, outcome=a.outcome)
+        return "handoff_written", {
+            "outcome": a.outcome, **{k: self.rel(v) for k, v in paths.items()},
+            "handoff_fingerprint": fingerprint(load_json_file(paths["handoff"])),
+            "summary_zh": f"交接文件与报告已写出：{self.rel(paths['handoff'])}",
+        }
+
+
+def _pct(value: Any) -> str:
+    return "—" if value is None else f"{float(value):+.3f}%"
+
+
+_FAILURE_ZH = {
+    "crash": "进程崩溃或设备错误",
+    "timeout": "超时/挂起，进程组已被终止",
+    "wrong_output": "正确性校验失败（输出错误）",
+    "bad_logs": "日志缺失或无法解析",
+    "invalid_value": "运行时报告该取值无效并回退默认值",
+}
+
+
+def _failure_zh(outcome: str, message: str) -> str:
+    return f"{_FAILURE_ZH.get(outcome, outcome)}（{message}）"
+

@@ -1,0 +1,151 @@
+"""A sweep session on disk: identity (session.json), frozen SEED config, backend.
+
+``session.json`` is written once when the session is created and its
+fingerprint is the first ledger record (``session_started``); a resumed sweep
+refuses a session whose identity or SEED config changed since.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import InputError, IntegrityError, UsageError
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ledger import Ledger, read_records
+from sk_analytics.stage_o.machine import Policy
+from sk_analytics.strict_json import load_json_file
+from sk_runner.backends.base import Backend, Control
+
+SESSION_SCHEMA = "sk-tune-sweep-session-v1"
+SESSION_FILE = "session.json"
+SEED_CONFIG_FILE = "seed-config.json"
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which workload runs the trials: the simulator (with a network) or a command."""
+
+    name: str = "sim"
+    network: str | None = None
+    noise: float | None = None
+    command: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "network": self.network, "noise": self.noise, "command": list(self.command)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BackendSpec:
+        return cls(data["name"], data.get("network"), data.get("noise"), tuple(data.get("command") or ()))
+
+    def build(self) -> Backend:
+        """The runner backend object (imported lazily: npu needs torch_npu)."""
+        if self.name == "sim":
+            from sk_runner.backends.sim import SimBackend
+
+            extra = ["--noise", repr(self.noise)] if self.noise is not None else []
+            return SimBackend(self.network, extra)
+        if self.name == "command":
+            from sk_runner.backends.command import CommandBackend
+
+            return CommandBackend(list(self.command))
+        if self.name == "npu":
+            from sk_runner.backends.npu import NpuBackend
+
+            return NpuBackend(list(self.command))
+        raise UsageError(f"unknown backend {self.name!r} (expected sim, command or npu)")
+
+
+@dataclass(frozen=True)
+class SweepSession:
+    """The loaded identity of one Stage O session."""
+
+    root: Path
+    seed: int
+    backend: BackendSpec
+    control: Control
+    policy: Policy
+    task: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seed_config_path(self) -> Path:
+        return self.root / SEED_CONFIG_FILE
+
+    @property
+    def ledger(self) -> Ledger:
+        return Ledger(self.root)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "schema_version": SESSION_SCHEMA,
+            "seed": self.seed,
+            "seed_config": SEED_CONFIG_FILE,
+            "seed_config_fingerprint": fingerprint(load_json_file(self.seed_config_path)),
+            "backend": self.backend.to_json(),
+            "control": self.control.to_json(),
+            "policy": self.policy.to_json(),
+            "task": self.task,
+            **self.extra,
+        }
+
+
+def create_session(
+    root: Path,
+    seed_config: dict[str, Any],
+    *,
+    seed: int,
+    backend: BackendSpec,
+    control: Control,
+    policy: Policy,
+    task: dict[str, Any] | None = None,
+) -> SweepSession:
+    """Create a new session folder: SEED config, session.json, first ledger record."""
+    root = Path(root)
+    if (root / SESSION_FILE).exists() or (root / "ledger.jsonl").exists():
+        raise UsageError(f"{root} already holds a session; resume it with --resume or choose a new --session")
+    if root.exists() and any(root.iterdir()):
+        raise UsageError(f"{root} is not empty; a new session needs an empty or new folder")
+    root.mkdir(parents=True, exist_ok=True)
+    write_json(root / SEED_CONFIG_FILE, seed_config)
+    session = SweepSession(root, seed, backend, control, policy, task)
+    identity = {**session.identity(), "created_ns": time.time_ns()}
+    write_json(root / SESSION_FILE, identity)
+    session.ledger.append(
+        "session_started",
+        {"session_fingerprint": fingerprint(identity), "seed_config_fingerprint": identity["seed_config_fingerprint"],
+         "policy": identity["policy"], "summary_zh": f"Stage O 会话开始（SEED 配置指纹 {identity['seed_config_fingerprint'][:12]}）"},
+    )
+    return session
+
+
+def load_session(root: Path) -> SweepSession:
+    """Load a session and re-verify its identity against the ledger."""
+    root = Path(root)
+    path = root / SESSION_FILE
+    if not path.is_file():
+        raise InputError(path, "not a sweep session (session.json missing)", expected="a folder created by sk-run sweep")
+    data = load_json_file(path)
+    if not isinstance(data, dict) or data.get("schema_version") != SESSION_SCHEMA:
+        raise InputError(path, "unknown session format", expected=SESSION_SCHEMA)
+    records = read_records(root)
+    if not records or records[0].kind != "session_started":
+        raise IntegrityError(f"{root}: ledger does not start with session_started")
+    if records[0].data["session_fingerprint"] != fingerprint(data):
+        raise IntegrityError(f"{path}: session identity changed since the session started (fingerprint mismatch)")
+    session = SweepSession(
+        root,
+        int(data["seed"]),
+        BackendSpec.from_json(data["backend"]),
+        Control(**data["control"]),
+        Policy.from_json(data["policy"]),
+        data.get("task"),
+        {k: v for k, v in data.items() if k in ("demo",)},
+    )
+    seed_fp = fingerprint(load_json_file(session.seed_config_path))
+    if seed_fp != data["seed_config_fingerprint"]:
+        raise IntegrityError(f"{session.seed_config_path}: frozen SEED config changed since the session started")
+    return session
