@@ -51,6 +51,7 @@ class RuntimeCheck:
     stdout_path: Path
     stderr_path: Path
     process: ProcessResult | None
+    contract_env: dict[str, str] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
     option_lines: list[str] = field(default_factory=list)
     invalid_lines: list[str] = field(default_factory=list)
@@ -62,6 +63,7 @@ class RuntimeCheck:
             "attempt_dir": str(self.attempt_dir),
             "argv": self.argv,
             "config_path": str(self.config_path),
+            "contract_env": self.contract_env,
             "process": None if self.process is None else self.process.to_json(),
             "super_kernel_logs": self.logs,
             "option_lines": self.option_lines,
@@ -203,7 +205,7 @@ def runtime_check(
     result = run_process(argv, cwd=run_dir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
     logs = sorted(run_dir.rglob("super_kernel.log"))
     check = RuntimeCheck("accepted", "", attempt, argv, config_path, stdout_path, stderr_path, result,
-                         [p.relative_to(attempt).as_posix() for p in logs])
+                         {**request.contract_env(), **METADATA_ENV}, [p.relative_to(attempt).as_posix() for p in logs])
     if not result.ok:
         how = "timed out" if result.timed_out else f"exit {result.exit_code}" if result.signal is None else result.signal_name
         check.status, check.reason = "process_failed", f"probe process failed ({how})"

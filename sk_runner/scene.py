@@ -35,11 +35,31 @@ STDERR_TAIL_CHARS = 4000
 
 #: outcome -> (category, Chinese judgement, Chinese next step)
 JUDGEMENTS: dict[str, tuple[str, str, str]] = {
-    "crash": ("execution", "进程非零退出或被信号终止（崩溃/设备错误），本次试验失败。", "查看 stderr 与 plog 中的设备错误码，确认是否由该选项值引起。"),
-    "timeout": ("hang", "进程在超时时间内未结束，疑似挂死；已先 TERM 再 KILL 整个进程组。", "在隔离进程中缩短迭代数复现，确认挂死与该选项值的关系。"),
-    "wrong_output": ("correctness", "输出校验失败（correctness.json 中 passed 不为 true），结果不可信。", "对比参考输出与实际输出的差异，确认该选项是否需要算子侧适配。"),
-    "bad_logs": ("artifacts", "进程正常结束，但 rank 日志或正确性结果缺失/无法解析，无法作为干净样本。", "检查工作负载是否按约定在 run 目录写入 log_<rank>.log 与 correctness.json。"),
-    "invalid_value": ("option_value", "运行时判定该选项值非法并回退为默认值（super_kernel.log），实际未生效。", "改用 probe 结果为 ready=true 的精确值，或将该候选记为 blocked。"),
+    "crash": (
+        "execution",
+        "进程非零退出或被信号终止（崩溃/设备错误），本次试验失败。",
+        "查看 stderr 与 plog 中的设备错误码，确认是否由该选项值引起。",
+    ),
+    "timeout": (
+        "hang",
+        "进程在超时时间内未结束，疑似挂死；已先 TERM 再 KILL 整个进程组。",
+        "在隔离进程中缩短迭代数复现，确认挂死与该选项值的关系。",
+    ),
+    "wrong_output": (
+        "correctness",
+        "输出校验失败（correctness.json 中 passed 不为 true），结果不可信。",
+        "对比参考输出与实际输出的差异，确认该选项是否需要算子侧适配。",
+    ),
+    "bad_logs": (
+        "artifacts",
+        "进程正常结束，但 rank 日志或正确性结果缺失/无法解析，无法作为干净样本。",
+        "检查工作负载是否按约定在 run 目录写入 log_<rank>.log 与 correctness.json。",
+    ),
+    "invalid_value": (
+        "option_value",
+        "运行时判定该选项值非法并回退为默认值（super_kernel.log），实际未生效。",
+        "改用 probe 结果为 ready=true 的精确值，或将该候选记为 blocked。",
+    ),
 }
 
 STAGE_ZH = {"probe": "精确值探测", "correctness": "正确性运行", "clean": "干净性能运行"}

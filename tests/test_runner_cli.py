@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from runner_fake import write_fake
 
+from sk_analytics.cli._base import run_cli
 from sk_runner.cli import cli
 from sk_runner.process import process_alive
-from sk_analytics.cli._base import run_cli
 
 SET = "--set=/super_kernel_optimize_options/auto_op_parallel=1"
 

@@ -7,8 +7,8 @@ import pytest
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_runner.backends.wrapper_rules import registry_verdict
 from sk_runner.config import (
-    derive_config,
     debug_violations,
+    derive_config,
     parse_set,
     refuse_dirty_env,
     scrub_env,

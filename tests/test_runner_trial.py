@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from runner_fake import write_fake
 
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.tables import scan_table
@@ -18,7 +19,6 @@ from sk_runner.backends.command import CommandBackend
 from sk_runner.config import parse_set
 from sk_runner.process import group_alive, process_alive
 from sk_runner.trial import TrialSpec, derive_seed, run_trial
-from runner_fake import write_fake
 
 CONTROL = Control(ranks=2, iterations=None, warmup=2, timeout_s=30.0)
 

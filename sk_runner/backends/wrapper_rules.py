@@ -59,7 +59,7 @@ def _shape_problem(kind: str, value: Any) -> str | None:
         return None
     if kind == "map":
         text = value if isinstance(value, str) else None
-        if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, (str, list)) for k, v in value.items()):
+        if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str | list) for k, v in value.items()):
             text = ":".join(f"{k}={v if isinstance(v, str) else ','.join(map(str, v))}" for k, v in value.items())
         if text is None:
             return f"{value!r} is not a k=v1,v2:k2=v3 map"
