@@ -97,3 +97,11 @@ def test_killing_sk_run_keeps_finished_runs_and_resume_completes(tmp_path: Path)
     assert (rd / "run-1/meta.json").read_bytes() == meta1
     leftovers = list((tmp_path / "session/experiments/Sbest/O1/INCOMPLETE").iterdir())
     assert [p.name.split("-")[0] + "-" + p.name.split("-")[1] for p in leftovers] == ["run-2"]
+
+
+def test_npu_backend_without_torch_npu_is_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _clean_env(monkeypatch)
+    monkeypatch.setitem(sys.modules, "torch_npu", None)
+    code = run_cli(cli, "sk-run", ["probe", "--option", "auto_op_parallel", "--value", "1", "--backend", "npu",
+                                   "--out", str(tmp_path / "p"), "--", sys.executable, "infer.py"])
+    assert code == 3 and "torch_npu" in capsys.readouterr().err

@@ -98,7 +98,6 @@ def test_validate_option_through_the_wrapper(fake_torch: types.SimpleNamespace) 
 
 
 def test_npu_backend_readiness(fake_torch: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(npu.importlib.util, "find_spec", lambda name: object())
     backend = npu.NpuBackend([sys.executable, "infer.py", "--config", "{config}"])
     backend.check_ready()
     fake_torch.torch.npu.devices = 0

@@ -210,3 +210,25 @@ def test_incumbent_copy_runs_five_with_empty_diff(tmp_path: Path) -> None:
     assert not (rd / "probe.json").exists()
     roles = scan_table(tmp_path / "session/data", "runs").collect()["role"].unique().to_list()
     assert roles == ["baseline"]
+
+
+def test_joint_dcci_trial_probes_both_options_and_diff_has_two_pointers(tmp_path: Path) -> None:
+    before = '/super_kernel_optimize_options/dcci_before_kernel_start=["MatMulV3.*"]'
+    after = '/super_kernel_optimize_options/dcci_after_kernel_end=["MatMulV3.*"]'
+    res = run_trial(_spec(tmp_path, before, after, joint_dcci=True))
+    assert res.status == "ok"
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    assert sorted(op["path"] for op in json.loads((rd / "config.diff.json").read_text())) == [
+        "/super_kernel_optimize_options/dcci_after_kernel_end", "/super_kernel_optimize_options/dcci_before_kernel_start"]
+    probe = json.loads((rd / "probe.json").read_text())
+    assert probe["options"] == {"dcci_before_kernel_start": ["MatMulV3.*"], "dcci_after_kernel_end": ["MatMulV3.*"]}
+    assert len(probe["runtime"]["option_lines"]) == 2
+
+
+def test_missing_workload_executable_is_a_recorded_blocker(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", backend=CommandBackend([str(tmp_path / "no-such-tool")]))
+    with pytest.raises(EnvironmentBlocker, match="not found"):
+        run_trial(spec)
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    assert json.loads((rd / "environment-blockers.jsonl").read_text())["stage"] == "environment"
+    assert sorted(p.name for p in rd.iterdir()) == ["environment-blockers.jsonl"]

@@ -20,7 +20,6 @@ The exact-value probe asks the installed wrapper
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 import time
@@ -175,8 +174,6 @@ class NpuBackend(CommandBackend):
 
     def check_ready(self) -> None:
         super().check_ready()
-        if importlib.util.find_spec("torch_npu") is None:
-            raise EnvironmentBlocker("torch_npu is not installed in this Python: the npu backend needs it")
         torch = require_torch_npu()
         try:
             count = int(torch.npu.device_count())
