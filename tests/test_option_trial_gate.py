@@ -159,3 +159,19 @@ def test_strict_gate_needs_interval_above_zero(tmp_path: Path) -> None:
     assert strict["selection"]["protocol_accepted_candidates"] == ["O1"]
     win = trial(tmp_path / "w", uniform_runs(STABLE_BASE), uniform_runs(["90", "90.5", "89.5"]), gate="strict")
     assert win["candidates"]["O1"]["gate"]["accepted"] is True and win["selection"]["recommended"] == "O1"
+
+
+def test_units_fast_and_exact_paths_agree() -> None:
+    import polars as pl
+
+    from sk_analytics.option_trial.stats import with_units
+
+    texts = ["12.5", "0.125", "3", "7.", ".5", "99999.999"]
+    frame = pl.DataFrame({"value_text": texts}).with_columns(pl.col("value_text").cast(pl.Float64).alias("value_ms"))
+    fast = with_units(frame.lazy(), 3, max_ms=99999.999).collect()
+    exact = with_units(frame.lazy(), 3).collect()
+    assert fast["units"].to_list() == exact["units"].to_list() == [12500, 125, 3000, 7000, 500, 99999999]
+    assert exact["frac_digits"].to_list() == [1, 3, 0, 0, 1, 3]
+    # beyond the float-exact bound only the text path is right
+    huge = pl.DataFrame({"value_text": ["123456789012.3456789"]}).with_columns(pl.col("value_text").cast(pl.Float64).alias("value_ms"))
+    assert with_units(huge.lazy(), 7, max_ms=1.3e11).collect()["units"].item() == 1234567890123456789

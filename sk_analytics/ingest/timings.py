@@ -16,6 +16,7 @@ after warm-up).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -26,6 +27,12 @@ from sk_analytics.schema import TIMINGS
 
 TIMING_PATTERN = r"Inference time \((decode|prefill)\): ([0-9.]+) ms"
 """The timing-line pattern of the existing Stage O tooling (kept verbatim)."""
+
+_MARKER = "Inference time ("
+_DECODE_PREFIX = "Inference time (decode): "
+_PREFILL_PREFIX = "Inference time (prefill): "
+_SUFFIX = " ms"
+"""A whole match is PREFIX + number + SUFFIX, so the number is a plain slice."""
 
 _VALUE_SHAPE = r"^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$"
 """What ``[0-9.]+`` must also be to be a decimal number (``1.2.3`` is not)."""
@@ -58,54 +65,87 @@ def _read_text(path: Path) -> str:
         raise InputError(path, f"cannot read rank log: {exc.strerror or exc}") from exc
 
 
-def timings_from_text(text: str, *, rank: int, run_index: int | None, source_file: str) -> pl.DataFrame:
-    """Timing rows of one log's text, conformed to ``TIMINGS``.
+@dataclass(frozen=True)
+class RankLog:
+    """Identity of one rank log inside a parse: where its rows come from."""
+
+    path: Path
+    rank: int
+    run_index: int | None
+    source_file: str
+    run: str
+
+
+def _rank_log(path: Path, root: Path | None) -> RankLog:
+    return RankLog(path, rank_of(path), run_index_of(path.parent), relative_source(path, root), path.parent.name)
+
+
+def _lines(log: RankLog, file_id: int) -> pl.DataFrame:
+    """One row per line of the log (1-based ``line``), tagged with ``file_id``."""
+    return pl.DataFrame(
+        {"text": _read_text(log.path).split("\n")},
+    ).with_row_index("line", offset=1).with_columns(pl.lit(file_id, dtype=pl.Int32).alias("file_id"))
+
+
+def _extract(lines: pl.LazyFrame) -> pl.DataFrame:
+    """Timing matches of many logs at once: file_id, line, phase, value_text.
 
     Several matches on one line are all kept (the legacy tool used
-    ``findall`` over the file). A match whose number is not a decimal
-    (``1.2.3``) raises :class:`InputError` naming the line.
+    ``findall`` over the file).
     """
-    lines = pl.DataFrame({"text": text.split("\n")}).with_row_index("line", offset=1)
-    hits = (
-        lines.lazy()
-        .filter(pl.col("text").str.contains("Inference time (", literal=True))
-        .with_columns(pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"))
+    hit = pl.col("hit")
+    is_decode = hit.str.starts_with(_DECODE_PREFIX)
+    start = pl.when(is_decode).then(len(_DECODE_PREFIX)).otherwise(len(_PREFILL_PREFIX))
+    return (
+        lines.filter(pl.col("text").str.contains(_MARKER, literal=True))
+        .select("file_id", "line", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"))
         .explode("hit")
         .drop_nulls("hit")
-        .with_columns(pl.col("hit").str.extract_groups(TIMING_PATTERN).alias("g"))
         .select(
+            "file_id",
             pl.col("line").cast(pl.Int32),
-            pl.col("g").struct.field("1").alias("phase"),
-            pl.col("g").struct.field("2").alias("value_text"),
+            pl.when(is_decode).then(pl.lit("decode")).otherwise(pl.lit("prefill")).alias("phase"),
+            hit.str.slice(start, hit.str.len_bytes() - start - len(_SUFFIX)).alias("value_text"),
         )
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int32).over("file_id", "phase").alias("sample_index"))
         .collect()
     )
+
+
+def _parse_logs(logs: list[RankLog]) -> pl.DataFrame:
+    """``timings`` rows (plus ``run`` and ``file_id``) of several rank logs,
+    parsed in one vectorized pass. A match whose number is not a decimal
+    (``1.2.3``) raises :class:`InputError` naming the file and line."""
+    lines = pl.concat([_lines(log, i) for i, log in enumerate(logs)], how="vertical", rechunk=False)
+    hits = _extract(lines.lazy())
     bad = hits.filter(~pl.col("value_text").str.contains(_VALUE_SHAPE))
     if bad.height:
         first = bad.row(0, named=True)
         raise InputError(
-            source_file,
+            logs[first["file_id"]].path,
             f"timing value {first['value_text']!r} is not a decimal number",
             line=first["line"],
             expected="digits with at most one '.'",
         )
-    frame = hits.with_columns(
-        pl.lit(run_index, dtype=pl.Int32).alias("run_index"),
-        pl.lit(rank, dtype=pl.Int32).alias("rank"),
-        pl.int_range(pl.len(), dtype=pl.Int32).over("phase").alias("sample_index"),
-        pl.col("value_text").cast(pl.Float64).alias("value_ms"),
-        pl.lit(source_file).alias("source_file"),
+    meta = pl.DataFrame(
+        {
+            "file_id": list(range(len(logs))),
+            "run_index": [log.run_index for log in logs],
+            "rank": [log.rank for log in logs],
+            "source_file": [log.source_file for log in logs],
+            "run": [log.run for log in logs],
+        },
+        schema={"file_id": pl.Int32, "run_index": pl.Int32, "rank": pl.Int32, "source_file": pl.Utf8, "run": pl.Utf8},
     )
-    return TIMINGS.conform(frame)
+    frame = hits.join(meta, on="file_id", how="left").with_columns(pl.col("value_text").cast(pl.Float64).alias("value_ms"))
+    return frame.select(*TIMINGS.column_names, "run", "file_id")
 
 
 def parse_rank_log(path: Path, *, root: Path | None = None) -> ParseResult:
     """Parse one ``log_<rank>.log`` into ``timings`` rows (rank from the file
     name, run_index from a ``run-<k>`` parent folder)."""
     path = Path(path)
-    rank = rank_of(path)
-    source = relative_source(path, root)
-    frame = timings_from_text(_read_text(path), rank=rank, run_index=run_index_of(path.parent), source_file=source)
+    frame = TIMINGS.conform(_parse_logs([_rank_log(path, root)]))
     warnings = [] if frame.height else [f"{display_path(path)}: no timing lines"]
     return ParseResult(TIMINGS, frame, path, warnings)
 
@@ -125,6 +165,8 @@ def read_candidate(
     malformed value, a rank with no decode sample left after ``warmup``.
     """
     folder = Path(folder)
+    if warmup < 0:
+        raise InputError(folder, f"warm-up {warmup} is negative", expected="--warmup >= 0")
     if not folder.is_dir():
         raise InputError(folder, "not a folder", expected="a candidate folder holding run-*/log_<rank>.log")
     runs = sorted(
@@ -133,24 +175,29 @@ def read_candidate(
     )
     if not runs:
         raise InputError(folder, "no run-* folders found", expected="run-1/log_0.log ...")
-    frames: list[pl.DataFrame] = []
+    logs: list[RankLog] = []
     for run in runs:
-        logs = sorted((p for p in run.glob("log_*.log") if RANK_LOG.match(p.name)), key=rank_of)
-        if len(logs) != expected_ranks:
-            raise InputError(run, f"found {len(logs)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
-        for log in logs:
-            parsed = parse_rank_log(log, root=root).frame
-            decode = parsed.filter(pl.col("phase") == "decode").height
-            if decode <= max(warmup, 0):
-                raise InputError(
-                    log,
-                    f"no decode samples remain after warmup={warmup} ({decode} decode samples)",
-                    expected=f"more than {warmup} decode samples per rank",
-                )
-            frames.append(parsed.with_columns(pl.lit(run.name).alias("run")))
-    frame = pl.concat(frames, how="vertical")
-    check_candidate(frame, label=str(folder), expected_ranks=expected_ranks, warmup=warmup)
-    return frame
+        paths = sorted((p for p in run.glob("log_*.log") if RANK_LOG.match(p.name)), key=rank_of)
+        if len(paths) != expected_ranks:
+            raise InputError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
+        logs += [_rank_log(p, root) for p in paths]
+    frame = _parse_logs(logs)
+    decode = frame.filter(pl.col("phase") == "decode").group_by("file_id").len()
+    counts = pl.DataFrame({"file_id": list(range(len(logs)))}, schema={"file_id": pl.Int32})
+    starved = (
+        counts.join(decode, on="file_id", how="left")
+        .with_columns(pl.col("len").fill_null(0))
+        .filter(pl.col("len") <= warmup)
+        .sort("file_id")
+    )
+    if starved.height:
+        file_id, n = starved.row(0)
+        raise InputError(
+            logs[file_id].path,
+            f"no decode samples remain after warmup={warmup} ({n} decode samples)",
+            expected=f"more than {warmup} decode samples per rank",
+        )
+    return frame.drop("file_id")
 
 
 def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, warmup: int) -> None:
@@ -167,15 +214,12 @@ def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, war
     if wrong.height:
         row = wrong.row(0, named=True)
         raise InputError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
-    decode_left = (
-        frame.filter(pl.col("phase") == "decode")
-        .group_by("run", "rank", "source_file")
-        .agg(pl.len().alias("n"))
-    )
-    all_ranks = frame.select("run", "rank", "source_file").unique()
     starved = (
-        all_ranks.join(decode_left, on=["run", "rank", "source_file"], how="left")
-        .with_columns(pl.col("n").fill_null(0))
+        frame.group_by("run", "rank")
+        .agg(
+            (pl.col("phase") == "decode").sum().alias("n"),
+            pl.col("source_file").first(),
+        )
         .filter(pl.col("n") <= warmup)
         .sort("run", "rank")
     )

@@ -15,7 +15,7 @@ over samples. Definitions (formats.md §1, identical to the legacy
   ``x[lo] + (x[lo + 1] - x[lo]) * (pos - lo)``;
 * ``mean_ms`` and ``stddev_ms`` (population) are computed from **exact
   integer sums**: each value's decimal text becomes an Int128 count of
-  ``10**-scale`` ms, sums and centred sums of squares are exact, so the result
+  ``10**-scale`` ms, sums and sums of squares are exact, so the result
   does not depend on sample order (equal samples give bit-equal statistics)
   and floats are rounded only at the end.
 
@@ -38,8 +38,8 @@ DECIMAL_CONTEXT = decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN)
 """The context of every decimal run metric (Python's default, pinned)."""
 
 _INT128_SAFE = 2**62
-"""``count * max centred units`` must stay below this so that Int128 sums of
-squares (``< count**2 * max**2``) cannot overflow."""
+"""``count * max units`` must stay below this so that ``count * sum of
+squares`` (``<= count**2 * max**2``) cannot overflow Int128."""
 
 STAT_KEYS = ("count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "min_ms", "max_ms")
 """Keys of one statistics record in the summary JSON, in legacy order."""
@@ -54,78 +54,89 @@ class Samples:
     scale: int
 
 
+def _frac_digits() -> pl.Expr:
+    """Number of decimals of ``value_text`` (0 without a '.')."""
+    dot = pl.col("value_text").str.find(".", literal=True)
+    return (pl.col("value_text").str.len_bytes().cast(pl.Int32) - dot.cast(pl.Int32) - 1).fill_null(0)
+
+
+_FLOAT_EXACT_UNITS = 2**50
+"""Below this many units, ``round(value_ms * 10**scale)`` is the exact integer
+(two float roundings err by < |units| * 2**-52 < 0.25 units)."""
+
+
 def decimal_scale(frame: pl.DataFrame | pl.LazyFrame) -> int:
     """Largest number of decimals in ``value_text`` (the scale of the units)."""
-    digits = (
-        frame.lazy()
-        .select(pl.col("value_text").str.extract(r"\.([0-9]*)$", 1).str.len_chars().fill_null(0).max())
-        .collect()
-        .item()
-    )
-    return int(digits or 0)
+    return int(frame.lazy().select(_frac_digits().max()).collect().item() or 0)
 
 
-def with_units(frame: pl.LazyFrame, scale: int) -> pl.LazyFrame:
-    """Add ``frac_digits`` and ``units`` (exact Int128 value * 10**scale)."""
-    frac = pl.col("value_text").str.extract(r"\.([0-9]*)$", 1).fill_null("")
-    whole = pl.col("value_text").str.extract(r"^([0-9]*)", 1).fill_null("")
-    return frame.with_columns(
-        frac.str.len_chars().cast(pl.Int32).alias("frac_digits"),
-        (pl.lit("0") + whole + frac.str.pad_end(scale, "0")).cast(pl.Int128).alias("units"),
-    )
+def with_units(frame: pl.LazyFrame, scale: int, *, max_ms: float | None = None) -> pl.LazyFrame:
+    """Add ``frac_digits`` and ``units`` (exact value * 10**scale).
+
+    Fast path (every realistic log): units from the float view, exact by the
+    bound of :data:`_FLOAT_EXACT_UNITS`. Otherwise the digits of the text
+    (without its '.') are scaled by ``10**(scale - frac_digits)`` in Int128.
+    """
+    frame = frame.with_columns(_frac_digits().alias("frac_digits"))
+    if max_ms is not None and max_ms * 10**scale < _FLOAT_EXACT_UNITS and scale <= 15:
+        return frame.with_columns((pl.col("value_ms") * float(10**scale)).round().cast(pl.Int128).alias("units"))
+    powers = {k: 10 ** (scale - k) for k in range(scale + 1)}
+    digits = pl.concat_str(pl.lit("0"), pl.col("value_text").str.replace(".", "", literal=True)).cast(pl.Int128)
+    return frame.with_columns((digits * pl.col("frac_digits").replace_strict(powers, return_dtype=pl.Int128)).alias("units"))
 
 
 def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int) -> Samples:
     """Decode samples after warm-up and prefill samples, both with exact units."""
     lazy = frame.lazy()
-    scale = decimal_scale(lazy)
-    lazy = with_units(lazy, scale)
+    scale, max_ms = lazy.select(_frac_digits().max(), pl.col("value_ms").max()).collect().row(0)
+    scale = int(scale or 0)
+    lazy = with_units(lazy, scale, max_ms=max_ms)
     decode = lazy.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup))
     prefill = lazy.filter(pl.col("phase") == "prefill")
     decode_frame, prefill_frame = pl.collect_all([decode, prefill])
     return Samples(decode_frame, prefill_frame, scale)
 
 
+def _order_stat(q: float, method: str) -> pl.Expr:
+    return pl.col("value_ms").quantile(q, interpolation=method)  # type: ignore[arg-type]
+
+
 def _stat_exprs() -> list[pl.Expr]:
-    """Aggregations of one group of samples (exact sums + order statistics)."""
+    """Aggregations of one group of samples (exact sums + order statistics).
+
+    P50/P90 take the order statistics around their position with the native
+    ``lower``/``higher`` quantiles (selection, no full sort) and combine them
+    with the legacy float formulas, so results are bit-identical to them.
+    """
     n = pl.len()
-    ordered = pl.col("value_ms").sort()
     pos = (n - 1).cast(pl.Float64) * 0.9
-    lo = pos.floor().cast(pl.Int64)
-    hi = pl.min_horizontal(lo + 1, (n - 1).cast(pl.Int64))
-    mid = (n // 2).cast(pl.Int64)
-    centred = pl.col("units") - pl.col("units").min()
+    p90_lo, p90_hi = _order_stat(0.9, "lower"), _order_stat(0.9, "higher")
+    units = pl.col("units")
     return [
         n.cast(pl.Int64).alias("count"),
-        pl.col("units").min().alias("min_units"),
-        centred.sum().alias("centred_sum"),
-        (centred * centred).sum().alias("centred_sumsq"),
-        centred.max().alias("centred_max"),
+        units.sum().alias("sum_units"),
+        (units * units).sum().alias("sumsq_units"),
+        units.max().alias("max_units"),
         pl.col("frac_digits").max().alias("frac_digits"),
-        pl.when(n % 2 == 1)
-        .then(ordered.get(mid))
-        .otherwise((ordered.get(mid - 1) + ordered.get(mid)) / 2)
-        .alias("p50_ms"),
-        (ordered.get(lo) + (ordered.get(hi) - ordered.get(lo)) * (pos - lo)).alias("p90_ms"),
+        ((_order_stat(0.5, "lower") + _order_stat(0.5, "higher")) / 2).alias("p50_ms"),
+        (p90_lo + (p90_hi - p90_lo) * (pos - pos.floor())).alias("p90_ms"),
         pl.col("value_ms").min().alias("min_ms"),
         pl.col("value_ms").max().alias("max_ms"),
     ]
 
 
 def _finish(aggregated: pl.LazyFrame, scale: int) -> pl.LazyFrame:
-    """Exact sums -> ``sum_units``, ``mean_ms``, ``stddev_ms``.
+    """Exact sums -> ``mean_ms``, ``stddev_ms``.
 
-    Variance is ``(n * S2 - S1**2) / n**2`` on centred units (exact Int128);
-    the float rounding happens once per step at the very end.
+    Variance is ``(n * S2 - S1**2) / n**2`` in exact Int128; the float
+    rounding happens only in the last steps.
     """
     unit = float(10**scale)
     n128 = pl.col("count").cast(pl.Int128)
-    sum_units = pl.col("centred_sum") + n128 * pl.col("min_units")
-    numerator = n128 * pl.col("centred_sumsq") - pl.col("centred_sum") * pl.col("centred_sum")
+    numerator = n128 * pl.col("sumsq_units") - pl.col("sum_units") * pl.col("sum_units")
     n_float = pl.col("count").cast(pl.Float64)
     return aggregated.with_columns(
-        sum_units.alias("sum_units"),
-        (sum_units.cast(pl.Float64) / (n_float * unit)).alias("mean_ms"),
+        (pl.col("sum_units").cast(pl.Float64) / (n_float * unit)).alias("mean_ms"),
         (numerator.cast(pl.Float64).sqrt() / (n_float * unit)).alias("stddev_ms"),
     )
 
@@ -143,7 +154,7 @@ def group_stats(samples: pl.DataFrame, by: list[str], scale: int) -> pl.DataFram
     else:
         aggregated = lazy.select(_stat_exprs()) if samples.height else lazy.head(1).select(_stat_exprs()).head(0)
     frame = _finish(aggregated, scale).collect()
-    unsafe = frame.filter(pl.col("count").cast(pl.Int128) * pl.col("centred_max") >= _INT128_SAFE)
+    unsafe = frame.filter(pl.col("count").cast(pl.Int128) * pl.col("max_units") >= _INT128_SAFE)
     if unsafe.height:
         raise InputError(None, "timing values carry too many digits for exact statistics", expected="at most ~15 significant digits")
     return frame
