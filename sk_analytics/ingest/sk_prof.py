@@ -1,0 +1,366 @@
+"""SK time profiling traces -> the ``sk_events`` table (formats.md §3).
+
+Accepts ``sk_prof_device_<id>.json`` and the legacy ``sk_event_dev_device_<id>.json``
+(``args.modelRI`` integer instead of ``args.modelId``): a JSON array of
+Chrome-trace complete events ending with ``{}`` (``[{}]`` when empty), or the
+object form ``{"traceEvents": [...]}``. A truncated array (killed process)
+keeps every complete record and reports where it stopped.
+
+Why not ``json.load``: names are written unescaped (a ``"`` or ``\\`` in a
+name breaks strict JSON) and the files reach millions of events. The text is
+therefore read in chunks and cut into records by the separator ``}`` ``,``
+``{`` (JSON whitespace allowed between them); each record is then parsed with
+vectorized Polars regexes, one pattern per field, so key order does not
+matter. A name ends at the first ``"`` followed by ``,"<known key>":`` or
+``}``. Only a name containing ``},{`` or such a key sequence itself cannot be
+told apart; it makes that record bad (an error, never a silent mis-parse).
+
+``ts``/``dur`` are µs with 6 decimals on the device clock; they are converted
+from their text, without floats, to integer ns (``ts_ns``, ``dur_ns``), the
+sub-ns digits rounded half up. Strings repeated on every row (names, derived
+names, canonical ops, model ids) are computed once per distinct value and
+joined back, which keeps memory well under three times the file size.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from sk_analytics.canonical import canonical_op_expr
+from sk_analytics.errors import InputError
+from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.schema import SK_EVENTS
+
+FILE_NAME = re.compile(r"^(?:sk_prof_device|sk_event_dev_device)_([0-9]+)\.json$")
+"""Current and legacy trace file names; the number is the device id."""
+
+CHUNK_BYTES = 16 << 20
+"""Bytes read per chunk; records are re-assembled across chunk borders."""
+
+MAX_WHOLE_US_DIGITS = 15
+"""Integer µs digits accepted in ts/dur (10^15 µs ≈ 31 years; ×1000 fits Int64)."""
+
+_WS = "[ \t\r\n]*"
+_SEPARATOR = rf"\}}({_WS},{_WS})\{{"
+_SPLIT_MARK = "\x1e"
+_KEYS = "ph|name|pid|tid|ts|dur|args|cat|id|modelId|modelRI|skId|nodeId"
+_NUMBER = r'"?([0-9]+)(?:\.([0-9]+))?"?'
+_NAME_END = rf'("{_WS}(?:,{_WS}"(?:{_KEYS})"{_WS}:|\}}))'
+_QUICK_NAME = rf'"name"{_WS}:{_WS}"([^"]*)"'
+_NAME_FIELD = rf'"name"{_WS}:{_WS}"([\s\S]*?){_NAME_END}'
+_STRIP = " \t\r\n,"
+"""Stripped from both ends of a record text: whitespace and the separator's comma."""
+HEAD_CHARS = 4096
+"""Characters read before the file head (``[`` or ``{"traceEvents": [``) is matched."""
+_RAW = ["ph", "name", "lane", "core", "ts_whole", "ts_frac", "dur_whole", "dur_frac", "model_id", "model_ri",
+        "sk_id", "node_id"]
+"""Text columns both parsing tiers produce for every record."""
+_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ph": (rf'"ph"{_WS}:{_WS}"([^"]*)"', ("ph",)),
+    "lane": (rf'"pid"{_WS}:{_WS}"([^"]*)"', ("lane",)),
+    "core": (rf'"tid"{_WS}:{_WS}"?([0-9]+)"?', ("core",)),
+    "ts": (rf'"ts"{_WS}:{_WS}{_NUMBER}', ("ts_whole", "ts_frac")),
+    "dur": (rf'"dur"{_WS}:{_WS}{_NUMBER}', ("dur_whole", "dur_frac")),
+    "model_id": (rf'"modelId"{_WS}:{_WS}"([^"]*)"', ("model_id",)),
+    "model_ri": (rf'"modelRI"{_WS}:{_WS}"?([0-9]+)"?', ("model_ri",)),
+    "sk_id": (rf'"skId"{_WS}:{_WS}"?([0-9]+)"?', ("sk_id",)),
+    "node_id": (rf'"nodeId"{_WS}:{_WS}"?([0-9]+)"?', ("node_id",)),
+}
+"""Generic tier: one pattern per field (any key order, any JSON whitespace)."""
+_SP = " ?"
+_COMPACT = (
+    rf'\A\{{{_SP}"(?:name":{_SP}"(?P<name_a>[^"]*)",{_SP}"ph":{_SP}"(?P<ph_a>[^"]*)"'
+    rf'|ph":{_SP}"(?P<ph_b>[^"]*)",{_SP}"name":{_SP}"(?P<name_b>[^"]*)"),{_SP}'
+    rf'"pid":{_SP}"(?P<lane>[^"]*)",{_SP}"tid":{_SP}(?P<core>[0-9]+),{_SP}'
+    rf'"ts":{_SP}(?P<ts_whole>[0-9]+)(?:\.(?P<ts_frac>[0-9]+))?,{_SP}'
+    rf'"dur":{_SP}(?P<dur_whole>[0-9]+)(?:\.(?P<dur_frac>[0-9]+))?,{_SP}'
+    rf'"args":{_SP}\{{{_SP}"model(?:Id":{_SP}"(?P<model_id>[^"]*)"|RI":{_SP}(?P<model_ri>[0-9]+)),{_SP}'
+    rf'"skId":{_SP}(?P<sk_id>[0-9]+)(?:,{_SP}"nodeId":{_SP}(?P<node_id>[0-9]+))?{_SP}\}}{_SP}\}}\z'
+)
+"""Fast tier: the runtime's layout (name/ph first, then pid, tid, ts, dur, args),
+at most one space after ``:``/``,``. A one-pass regex, several times faster than
+the generic tier; records it does not match go to the generic tier."""
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_SCALAR = rf'(?:{_STRING}|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)'
+_MEMBER = rf"{_STRING}{_WS}:{_WS}{_SCALAR}"
+_OBJECT = rf"\{{{_WS}(?:{_MEMBER}(?:{_WS},{_WS}{_MEMBER})*)?{_WS}\}}"
+
+
+def _record_shape(name: str) -> str:
+    """One JSON object of scalar members and one-level objects; the name value is
+    matched by ``name`` (it is not escaped, so it is not a JSON string)."""
+    member = rf'(?:"name"{_WS}:{_WS}"{name}"|{_STRING}{_WS}:{_WS}(?:{_SCALAR}|{_OBJECT}))'
+    return rf"\A\{{{_WS}{member}(?:{_WS},{_WS}{member})*{_WS}\}}\z"
+
+
+_SHAPE = _record_shape('[^"]*')
+_NAME = r"\A\[([0-9]+)/([0-9]+)\]( ?)([\s\S]*)\z"
+_EMPTY = rf"\A\{{{_WS}\}}\z"
+_HEAD = re.compile(rf'\A\ufeff?{_WS}(?:\[|\{{[\s\S]*?"traceEvents"{_WS}:{_WS}\[){_WS}')
+_TAIL_ARRAY = re.compile(rf"{_WS}\]{_WS}\Z")
+_TAIL_OBJECT = re.compile(rf"{_WS}\]{_WS}\}}{_WS}\Z")
+
+
+def device_id_of(path: Path) -> int:
+    """Device id from ``sk_prof_device_<id>.json`` / ``sk_event_dev_device_<id>.json``."""
+    match = FILE_NAME.match(path.name)
+    if match is None:
+        raise InputError(path, "not an SK time profiling file name",
+                         expected="sk_prof_device_<id>.json or sk_event_dev_device_<id>.json")
+    return int(match.group(1))
+
+
+def parse_sk_prof(path: Path, *, root: Path | None = None) -> ParseResult:
+    """Parse one SK time profiling trace into ``sk_events`` rows (device clock)."""
+    device_id = device_id_of(path)
+    warnings: list[str] = []
+    parts = [_parse_batch(path, batch, warnings) for batch in _batches(path)]
+    events = pl.concat(parts, how="vertical")  # _batches always yields the end-of-file batch
+    frame = _finish(events, device_id, relative_source(path, root))
+    return ParseResult(SK_EVENTS, SK_EVENTS.conform(frame), path, warnings)
+
+
+@dataclass
+class _Batch:
+    """Record texts of one chunk: ``record`` index, 1-based ``line`` of its start, ``text``."""
+
+    records: pl.DataFrame
+    at_eof: bool
+    closed: bool
+    """At the end of the file: whether the array (or object) was closed."""
+
+
+def _batches(path: Path) -> Iterator[_Batch]:
+    """Read the file in chunks and cut each into record texts; the last, possibly
+    cut, record of a chunk is carried into the next one."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    carry, line, record, first = "", 1, 0, True
+    try:
+        with open(path, "rb") as fh:
+            while True:
+                raw = fh.read(CHUNK_BYTES)
+                at_eof = not raw
+                try:
+                    text = carry + decoder.decode(raw, final=at_eof)
+                except UnicodeDecodeError as exc:
+                    raise InputError(path, f"not UTF-8 text ({exc.reason})", expected="a UTF-8 JSON trace") from exc
+                if first:
+                    if not at_eof and len(text) < HEAD_CHARS:
+                        carry = text
+                        continue
+                    body = _strip_head(path, text)
+                    line += text.count("\n", 0, len(text) - len(body))
+                    text, first = body, False
+                closed = True
+                if at_eof:
+                    text, closed = _strip_tail(text)
+                pieces, carry, carry_line = _split(text, line, keep_last=not at_eof)
+                pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
+                record += pieces.height
+                line = carry_line
+                yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed)
+                if at_eof:
+                    return
+    except OSError as exc:
+        raise InputError(path, f"cannot read SK time profiling file: {exc.strerror or exc}") from exc
+
+
+def _split(text: str, line: int, *, keep_last: bool) -> tuple[pl.DataFrame, str, int]:
+    """Stripped record texts with the line they start on, plus the carried tail
+    (when ``keep_last``) and its line. Fast path: one record per line (the
+    runtime's layout); otherwise records are cut at the ``},{`` separators."""
+    cut = text.rfind("\n") + 1 if keep_last else len(text)
+    lines = pl.Series("text", [text[:cut]]).str.split("\n").explode().str.strip_chars(_STRIP)
+    if cut and lines[-1] == "":
+        lines = lines.head(lines.len() - 1)  # after the last newline
+    one_per_line = (lines == "") | (
+        lines.str.starts_with("{") & lines.str.ends_with("}") & ~lines.str.contains(_SEPARATOR)
+    )
+    if one_per_line.all():
+        frame = pl.DataFrame({"line": pl.int_range(line, line + lines.len(), eager=True, dtype=pl.Int64), "text": lines})
+        return frame, text[cut:], line + lines.len()
+    segments = (
+        pl.Series("text", [text], dtype=pl.Utf8)
+        .str.replace_all(_SEPARATOR, "}${1}" + _SPLIT_MARK + "{")
+        .str.split(_SPLIT_MARK)
+        .explode()
+    )
+    newlines = segments.str.count_matches("\n").cast(pl.Int64)
+    starts = line + newlines.cum_sum().shift(1, fill_value=0)
+    frame = pl.DataFrame({"line": starts, "text": segments.str.strip_chars(_STRIP)})
+    if not keep_last:
+        return frame, "", line + int(newlines.sum())
+    return frame.head(frame.height - 1), segments[-1], int(starts[-1])
+
+
+def _strip_head(path: Path, text: str) -> str:
+    if text.strip(" \t\r\n\ufeff") == "":
+        return ""  # an empty file: reported as truncated before any record
+    head = _HEAD.match(text)
+    if head is None:
+        raise InputError(path, "does not start a trace event array", line=1,
+                         expected='a JSON array "[...]" or an object {"traceEvents": [...]}')
+    return text[head.end():]
+
+
+def _strip_tail(text: str) -> tuple[str, bool]:
+    """``text`` without the array/object close; whether the close was there."""
+    for pattern in (_TAIL_OBJECT, _TAIL_ARRAY):
+        match = pattern.search(text[-4096:])
+        if match is not None:
+            return text[: len(text) - len(text[-4096:]) + match.start()], True
+    return text, False
+
+
+def _parse_batch(path: Path, batch: _Batch, warnings: list[str]) -> pl.DataFrame:
+    """Typed event rows of a batch (``{}`` records dropped); InputError on a bad record."""
+    groups = pl.col("text").str.extract_groups(_COMPACT)
+    records = batch.records.with_columns(groups.alias("g")).with_columns(
+        pl.col("g").struct.field("lane").is_not_null().alias("fast")
+    )
+    fast = records.filter(pl.col("fast")).select(
+        "record", "line", "text",
+        pl.coalesce(_group("ph_a"), _group("ph_b")).alias("ph"),
+        pl.coalesce(_group("name_a"), _group("name_b")).alias("name"),
+        *[_group(c) for c in _RAW[2:]],
+        pl.lit(True).alias("shaped"), pl.lit(False).alias("empty"),
+    )
+    fields = pl.concat([fast, _generic_fields(records.filter(~pl.col("fast")).select("record", "line", "text"))])
+    fields = fields.sort("record").with_columns(_typed_columns()).with_columns(_problem().alias("problem"))
+    if batch.at_eof and not batch.closed:
+        fields = _truncate(path, fields, warnings)
+    bad = fields.filter(pl.col("problem").is_not_null())
+    if bad.height:
+        row = bad.row(0, named=True)
+        raise InputError(path, f"bad trace event: {row['problem']}", line=row["line"], record=row["record"],
+                         expected='{"ph":"X","name":"[i/n]…","pid":"AIC|AIV","tid":n,"ts":µs,"dur":µs,"args":{…}}')
+    return fields.filter(~pl.col("empty")).select(
+        "record", "lane", "core", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id",
+        pl.col("name").cast(pl.Categorical),
+    )
+
+
+def _group(name: str) -> pl.Expr:
+    return pl.col("g").struct.field(name)
+
+
+def _generic_fields(records: pl.DataFrame) -> pl.DataFrame:
+    """The generic tier: one pattern per field, record shape checked separately."""
+    extracted = records.with_columns(
+        pl.col("text").str.contains(_EMPTY).alias("empty"),
+        pl.col("text").str.contains(_SHAPE).alias("shaped"),
+        pl.col("text").str.extract(_QUICK_NAME, 1).alias("name"),
+        *[pl.col("text").str.extract_groups(pattern).alias(f) for f, (pattern, _) in _FIELDS.items()],
+    ).with_columns(
+        pl.col(f).struct.field(str(i + 1)).alias(column)
+        for f, (_, columns) in _FIELDS.items() for i, column in enumerate(columns)
+    )
+    odd = ~pl.col("shaped") & ~pl.col("empty")
+    if extracted.select(odd.any()).item():  # a name with quotes (or a bad record): the slower, exact patterns
+        extracted = extracted.with_columns(
+            pl.when(odd).then(pl.col("text").str.extract(_NAME_FIELD, 1)).otherwise(pl.col("name")).alias("name"),
+            # the record with that name emptied must have the strict shape (the name cannot hide structure)
+            pl.when(odd)
+            .then(pl.col("text").str.replace(_NAME_FIELD, '"name":"${2}').str.contains(_SHAPE))
+            .otherwise(pl.col("shaped"))
+            .alias("shaped"),
+        )
+    return extracted.select("record", "line", "text", *_RAW, "shaped", "empty")
+
+
+def _us_to_ns(field: str) -> pl.Expr:
+    """Integer ns of a ``<int>[.<frac>]`` µs text, sub-ns digits rounded half up; null when too large."""
+    whole = pl.col(f"{field}_whole")
+    frac = pl.col(f"{field}_frac").fill_null("").str.pad_end(4, "0")
+    ns = (
+        whole.cast(pl.Int64, strict=False) * 1000
+        + frac.str.slice(0, 3).cast(pl.Int64, strict=False)
+        + (frac.str.slice(3, 1) >= "5").cast(pl.Int64)
+    )
+    return pl.when(whole.str.len_chars() <= MAX_WHOLE_US_DIGITS).then(ns)
+
+
+def _int(field: str) -> pl.Expr:
+    return pl.col(field).cast(pl.Int64, strict=False)
+
+
+def _typed_columns() -> list[pl.Expr]:
+    return [
+        pl.col("ph").alias("ph_text"),
+        _int("core").alias("core"),
+        _us_to_ns("ts").alias("ts_ns"),
+        _us_to_ns("dur").alias("dur_ns"),
+        pl.coalesce("model_id", "model_ri").alias("model_id"),
+        _int("sk_id").alias("sk_id"),
+        _int("node_id").alias("node_id"),
+    ]
+
+
+def _problem() -> pl.Expr:
+    """First thing wrong with a record (null when it is a good event or ``{}``)."""
+    name_ok = pl.col("name").str.contains(_NAME)
+    checks: list[tuple[pl.Expr, str]] = [
+        (~pl.col("shaped"), "not one JSON object of scalar members and an args object"),
+        (pl.col("ph_text").is_null(), 'no "ph"'),
+        (pl.col("ph_text") != "X", 'ph is not "X"'),
+        (pl.col("name").is_null(), 'no "name"'),
+        (~name_ok, "name lacks the [blockIdx/blockNum] prefix"),
+        (pl.col("lane").is_null() | ~pl.col("lane").is_in(["AIC", "AIV"]), 'pid is not "AIC" or "AIV"'),
+        (pl.col("core").is_null(), 'no integer "tid"'),
+        (pl.col("ts_ns").is_null(), 'no "ts" number of at most 15 integer digits'),
+        (pl.col("dur_ns").is_null(), 'no "dur" number of at most 15 integer digits'),
+        (pl.col("model_id").is_null(), 'no args "modelId" (or legacy "modelRI")'),
+        (pl.col("sk_id").is_null(), 'no integer args "skId"'),
+    ]
+    expr = pl.lit(None, dtype=pl.Utf8)
+    for condition, message in reversed(checks):
+        expr = pl.when(condition.fill_null(True)).then(pl.lit(message)).otherwise(expr)
+    return pl.when(pl.col("empty")).then(pl.lit(None, dtype=pl.Utf8)).otherwise(expr)
+
+
+def _truncate(path: Path, fields: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Unclosed array (killed writer): drop a bad last record and say where it stopped."""
+    if fields.height == 0:
+        warnings.append(f"{path}: truncated before the first record (no trace events)")
+        return fields
+    last = fields.row(fields.height - 1, named=True)
+    if last["problem"] is not None:
+        warnings.append(
+            f"{path}: truncated in record {last['record']} (line {last['line']}); "
+            f"kept the {last['record']} complete records before it"
+        )
+        return fields.head(fields.height - 1)
+    warnings.append(f"{path}: truncated after record {last['record']} (array not closed); kept every record")
+    return fields
+
+
+def _finish(events: pl.DataFrame, device_id: int, source_file: str) -> pl.DataFrame:
+    """Add the columns derived from the name, computed once per distinct name and
+    joined back (the string data is then shared, not repeated per row), and the constants."""
+    names = events.select(pl.col("name").unique()).with_columns(pl.col("name").cast(pl.Utf8).alias("name_text"))
+    parts = pl.col("name_text").str.extract_groups(_NAME)
+    names = names.with_columns(
+        parts.struct.field("1").cast(pl.Int32).alias("block_idx"),
+        parts.struct.field("2").cast(pl.Int32).alias("block_num"),
+        parts.struct.field("4").alias("func_name"),
+    ).with_columns(canonical_op_expr(pl.col("func_name")).alias("canonical_op_all"))
+    return (
+        events.lazy()
+        .join(names.lazy(), on="name", how="left", maintain_order="left")
+        .with_columns(
+            pl.col("name_text").alias("name"),
+            pl.lit(device_id, dtype=pl.Int32).alias("device_id"),
+            pl.col("core").cast(pl.Int32),
+            pl.col("node_id").is_null().alias("is_span"),
+            pl.when(pl.col("node_id").is_not_null()).then(pl.col("canonical_op_all")).alias("canonical_op"),
+            pl.lit(source_file).alias("source_file"),
+        )
+        .select(SK_EVENTS.column_names)
+        .collect()
+    )

@@ -1,0 +1,180 @@
+"""sk_prof_device_<id>.json / sk_event_dev_device_<id>.json -> sk_events (formats.md §3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sk_analytics.ingest.sk_prof as sk_prof
+from sk_analytics.errors import InputError
+from sk_analytics.ingest.sk_prof import parse_sk_prof
+from sk_analytics.schema import SK_EVENTS
+from sk_runner.sk_samples import SkProfVariant, sk_prof_events, write_sk_prof
+
+COLUMNS = ["lane", "core", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id", "block_idx", "block_num",
+           "is_span", "name", "func_name"]
+VARIANTS = [
+    SkProfVariant(),
+    SkProfVariant(one_line=True),
+    SkProfVariant(object_form=True),
+    SkProfVariant(object_form=True, one_line=True),
+    SkProfVariant(legacy=True),
+    SkProfVariant(terminator=False),
+]
+
+
+def _expected(events: pl.DataFrame, variant: SkProfVariant) -> pl.DataFrame:
+    expected = events.select(COLUMNS)
+    if variant.legacy:  # modelRI is the integer rtsModelId only
+        expected = expected.with_columns(pl.col("model_id").str.replace("_.*", ""))
+    return expected
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=repr)
+def test_every_variant_parses_to_the_logical_events(tmp_path: Path, variant: SkProfVariant) -> None:
+    events = sk_prof_events(40, seed=3)
+    path = write_sk_prof(tmp_path / "sk_meta" / "77" / variant.file_name(5), events, variant)
+    result = parse_sk_prof(path, root=tmp_path)
+    assert result.warnings == []
+    assert result.frame.schema == SK_EVENTS.schema
+    assert result.frame.select(COLUMNS).equals(_expected(events, variant))
+    assert result.frame.get_column("record").to_list() == list(range(40))
+    assert result.frame.get_column("device_id").unique().to_list() == [5]
+    assert result.frame.get_column("source_file").unique().to_list() == [f"sk_meta/77/{variant.file_name(5)}"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=repr)
+def test_chunk_borders_do_not_change_the_result(tmp_path: Path, variant: SkProfVariant, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = sk_prof_events(30, seed=4)
+    path = write_sk_prof(tmp_path / variant.file_name(0), events, variant)
+    whole = parse_sk_prof(path).frame
+    monkeypatch.setattr(sk_prof, "CHUNK_BYTES", 97)
+    monkeypatch.setattr(sk_prof, "HEAD_CHARS", 40)
+    assert parse_sk_prof(path).frame.equals(whole)
+
+
+def _write(tmp_path: Path, text: str, name: str = "sk_prof_device_0.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+CHILD = '{"ph":"X","name":"[2/48]Add_1","pid":"AIV","tid":30,"ts":12.345678,"dur":0.000499,"args":{"modelId":"3_1","skId":4,"nodeId":7}}'
+SPAN = '{ "name" : "[0/48] sk_4_none_start_Add_1_end_Add_1", "ph":"X", "pid":"AIC", "tid":"2", "ts":7, "dur":1.0005, "args":{"skId":4, "modelId":"3_1"} }'
+
+
+def test_hand_written_records_and_exact_ns(tmp_path: Path) -> None:
+    path = _write(tmp_path, f"[\n{CHILD},\n\n{SPAN},\n{{}}\n]")
+    frame = parse_sk_prof(path).frame
+    assert frame.select("record", "lane", "core", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id",
+                        "block_idx", "block_num", "is_span", "func_name", "canonical_op").rows() == [
+        # 12.345678 us = 12345.678 ns -> 12346; 0.000499 us = 0.499 ns -> 0
+        (0, "AIV", 30, 12346, 0, "3_1", 4, 7, 2, 48, False, "Add_1", "Add"),
+        # 7 us -> 7000 ns; 1.0005 us = 1000.5 ns -> 1001 (half up); key order and spaces free
+        (1, "AIC", 2, 7000, 1001, "3_1", 4, None, 0, 48, True, "sk_4_none_start_Add_1_end_Add_1", None),
+    ]
+
+
+@pytest.mark.parametrize("text", ["[{}]", "[{}]\n", "[]", '{"traceEvents": [{}]}', "[\n{}\n]"])
+def test_empty_traces(tmp_path: Path, text: str) -> None:
+    result = parse_sk_prof(_write(tmp_path, text))
+    assert result.rows == 0
+    assert result.warnings == []
+
+
+def test_empty_file_is_a_truncated_trace(tmp_path: Path) -> None:
+    result = parse_sk_prof(_write(tmp_path, ""))
+    assert result.rows == 0
+    assert result.warnings == [f"{tmp_path / 'sk_prof_device_0.json'}: truncated before the first record (no trace events)"]
+
+
+def test_truncated_inside_a_record_keeps_the_complete_ones(tmp_path: Path) -> None:
+    events = sk_prof_events(12, seed=1)
+    full = write_sk_prof(tmp_path / "full" / "sk_prof_device_1.json", events).read_text()
+    lines = full.split("\n")
+    cut = "\n".join(lines[:8]) + "\n" + lines[8][:37]  # line 9 holds record 7
+    path = _write(tmp_path, cut, "sk_prof_device_1.json")
+    result = parse_sk_prof(path)
+    assert result.frame.select(COLUMNS).equals(events.head(7).select(COLUMNS))
+    assert result.warnings == [f"{path}: truncated in record 7 (line 9); kept the 7 complete records before it"]
+
+
+def test_truncated_after_a_complete_record(tmp_path: Path) -> None:
+    events = sk_prof_events(5, seed=1)
+    full = write_sk_prof(tmp_path / "full" / "sk_prof_device_1.json", events).read_text()
+    path = _write(tmp_path, full[: full.index("\n", full.index('"[', 600)) + 1], "sk_prof_device_1.json")
+    result = parse_sk_prof(path)
+    assert result.rows == 4
+    assert result.warnings == [f"{path}: truncated after record 3 (array not closed); kept every record"]
+
+
+BAD = [
+    (CHILD.replace('"ph":"X"', '"ph":"B"'), 'ph is not "X"'),
+    (CHILD.replace('"skId":4,', ""), 'no integer args "skId"'),
+    (CHILD.replace('"modelId":"3_1",', ""), 'no args "modelId" (or legacy "modelRI")'),
+    (CHILD.replace('"AIV"', '"GPU"'), 'pid is not "AIC" or "AIV"'),
+    (CHILD.replace("[2/48]", ""), "name lacks the [blockIdx/blockNum] prefix"),
+    (CHILD.replace('"ts":12.345678', '"ts":1234567890123456.5'), 'no "ts" number of at most 15 integer digits'),
+    (CHILD.replace('"dur":0.000499', '"dur":-1'), 'no "dur" number of at most 15 integer digits'),
+    (CHILD.replace('"tid":30', '"tid":"x"'), 'no integer "tid"'),
+    (CHILD + " x", "not one JSON object of scalar members and an args object"),
+]
+
+
+@pytest.mark.parametrize(("record", "problem"), BAD)
+def test_bad_record_names_file_line_and_record(tmp_path: Path, record: str, problem: str) -> None:
+    path = _write(tmp_path, f"[\n{CHILD},\n{record},\n{{}}\n]\n")
+    with pytest.raises(InputError) as info:
+        parse_sk_prof(path)
+    assert info.value.location is not None
+    assert (info.value.location.line, info.value.location.record) == (3, 1)
+    assert f"{path}:3 (record 1): bad trace event: {problem}" in str(info.value)
+
+
+def test_junk_between_records_is_reported_with_the_record_it_follows(tmp_path: Path) -> None:
+    path = _write(tmp_path, f"[\n{CHILD},\n[1, 2],\n{{}}\n]\n")
+    with pytest.raises(InputError, match=r"sk_prof_device_0.json:2 \(record 0\): bad trace event: not one JSON object"):
+        parse_sk_prof(path)
+
+
+def test_bad_names_head_and_encoding(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="sk_prof_device_<id>.json or sk_event_dev_device_<id>.json"):
+        parse_sk_prof(_write(tmp_path, "[{}]", "trace.json"))
+    with pytest.raises(InputError, match=r":1: does not start a trace event array"):
+        parse_sk_prof(_write(tmp_path, '"hello"'))
+    path = tmp_path / "sk_prof_device_2.json"
+    path.write_bytes(b'[\n{"name":"[0/1]\xff"}]')
+    with pytest.raises(InputError, match="not UTF-8"):
+        parse_sk_prof(path)
+    with pytest.raises(InputError, match="cannot read"):
+        parse_sk_prof(tmp_path / "missing" / "sk_prof_device_2.json")
+
+
+_VALID = "[\n" + ",\n".join([CHILD, SPAN, CHILD.replace('"nodeId":7', '"nodeId":8'), "{}"]) + "\n]\n"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cut=st.integers(0, len(_VALID)),
+    edits=st.lists(st.tuples(st.integers(0, len(_VALID)), st.text(max_size=3)), max_size=3),
+)
+def test_corrupted_input_parses_or_raises_input_error(tmp_path: Path, cut: int, edits: list[tuple[int, str]]) -> None:
+    text = _VALID
+    for position, insert in edits:
+        text = text[:position] + insert + text[position + 1 :]
+    path = _write(tmp_path, text[:cut])
+    try:
+        result = parse_sk_prof(path)
+    except InputError as exc:
+        assert str(path) in str(exc)
+        return
+    assert result.frame.schema == SK_EVENTS.schema
+    assert result.rows <= 3
+    if not edits:  # pure truncation keeps exactly the complete records
+        ends = (2 + len(CHILD), 4 + len(CHILD) + len(SPAN), 6 + 2 * len(CHILD) + len(SPAN))  # "[\n" and ",\n"
+        complete = sum(1 for end in ends if end <= cut)
+        assert result.rows == complete
