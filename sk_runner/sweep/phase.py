@@ -1,0 +1,212 @@
+"""Phase entry (protocol §2): validate the phase manifest and the dispatched stage-O task, emit the plan.
+
+Accepted input only: a ``superkernel-phase-manifest-v1`` manifest whose four
+fields are present and whose every runtime tool resolves to one of our
+commands, and a stage-O task carrying a frozen Sbest-SEED (config plus its
+fingerprint), the option values the active wrapper already accepts, and clean
+artifacts bound to S0. Any missing piece is a one-line error naming the file
+and the field. Entering the same task twice continues the same session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ledger import read_records
+from sk_analytics.stage_o.machine import Policy
+from sk_analytics.stage_o.options import BY_NAME, is_debug_option
+from sk_analytics.strict_json import load_config_file, load_json_file
+from sk_runner.backends.base import Control
+from sk_runner.sweep.handoff import HANDOFF_SCHEMA
+from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
+
+PHASE_SCHEMA = "superkernel-phase-manifest-v1"
+TASK_SCHEMA = "superkernel-stage-o-task-v1"
+PHASE = "stage_o_option_tuning"
+AGENT_ID = "sk-stage-o-option-tuning"
+
+#: Runtime tool names of existing Stage O flows -> (our CLI, sub-command).
+RUNTIME_TOOLS: dict[str, tuple[str, str]] = {
+    "analyze_performance": ("sk-analyze", "option-trial"),
+    "option_trial": ("sk-analyze", "option-trial"),
+    "stability": ("sk-analyze", "stability"),
+    "artifact_contract": ("sk-analyze", "contract"),
+    "contract": ("sk-analyze", "contract"),
+    "dcci_diff": ("sk-analyze", "dcci-diff"),
+    "ledger": ("sk-analyze", "ledger"),
+    "ingest": ("sk-analyze", "ingest"),
+    "trial": ("sk-run", "trial"),
+    "probe": ("sk-run", "probe"),
+    "option_probe": ("sk-run", "probe"),
+    "profile": ("sk-run", "profile"),
+    "matrix": ("sk-run", "matrix"),
+    "sweep": ("sk-run", "sweep"),
+}
+
+
+def _field(data: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path, what: str) -> Any:
+    if key not in data:
+        raise InputError(path, f"{what} has no '{key}'", record=key)
+    value = data[key]
+    if not isinstance(value, kind):
+        raise InputError(path, f"{what} field '{key}' has the wrong type ({type(value).__name__})", record=key)
+    return value
+
+
+def resolve_tool(name: str) -> tuple[str, str] | None:
+    """Our command for a runtime tool name, if its module is installed."""
+    from sk_analytics.cli import COMMANDS as ANALYZE
+    from sk_analytics.cli._base import _module_exists
+    from sk_runner.cli import COMMANDS as RUN
+
+    key = name.strip().lower().replace("-", "_")
+    parts = key.split()
+    if len(parts) == 2 and parts[0] in ("sk_analyze", "sk_run"):
+        target = ("sk-analyze" if parts[0] == "sk_analyze" else "sk-run", parts[1].replace("_", "-"))
+    else:
+        target = RUNTIME_TOOLS.get(key)
+    if target is None:
+        return None
+    table = ANALYZE if target[0] == "sk-analyze" else RUN
+    module = table.get(target[1], "").split(":")[0]
+    return target if module and _module_exists(module) else None
+
+
+def validate_phase_manifest(path: Path) -> dict[str, Any]:
+    """The manifest, or an error naming the missing/invalid field or unresolvable tool."""
+    data = load_json_file(path)
+    if not isinstance(data, dict):
+        raise InputError(path, "phase manifest must be a JSON object")
+    if data.get("schema_version") != PHASE_SCHEMA:
+        raise InputError(path, f"schema_version is {data.get('schema_version')!r}", record="schema_version", expected=PHASE_SCHEMA)
+    if _field(data, "phase", str, path, "phase manifest") != PHASE:
+        raise InputError(path, f"phase is {data['phase']!r}", record="phase", expected=PHASE)
+    if _field(data, "agent_id", str, path, "phase manifest") != AGENT_ID:
+        raise InputError(path, f"agent_id is {data['agent_id']!r}", record="agent_id", expected=AGENT_ID)
+    if not _field(data, "skill", str, path, "phase manifest").strip():
+        raise InputError(path, "skill is empty", record="skill")
+    tools = _field(data, "runtime_tools", list, path, "phase manifest")
+    if not tools or not all(isinstance(t, str) and t.strip() for t in tools):
+        raise InputError(path, "runtime_tools must be a non-empty list of tool names", record="runtime_tools")
+    missing = [t for t in tools if resolve_tool(t) is None]
+    if missing:
+        raise InputError(path, f"runtime tool(s) {missing} do not resolve to an installed sk-analyze/sk-run command",
+                         record="runtime_tools", expected=f"names among {sorted(RUNTIME_TOOLS)}")
+    return data
+
+
+@dataclasses.dataclass(frozen=True)
+class StageOTask:
+    """A validated dispatched task."""
+
+    path: Path
+    data: dict[str, Any]
+    manifest: dict[str, Any]
+    seed_config: dict[str, Any]
+    backend: BackendSpec
+    control: Control
+    policy: Policy
+    seed: int
+    session: Path | None
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.data)
+
+
+def _relative(base: Path, value: str) -> Path:
+    p = Path(value)
+    return p if p.is_absolute() else base / p
+
+
+def validate_task(path: Path) -> StageOTask:
+    """Validate the dispatched task and everything it points at."""
+    path = Path(path)
+    data = load_json_file(path)
+    if not isinstance(data, dict):
+        raise InputError(path, "task must be a JSON object")
+    if data.get("schema_version") != TASK_SCHEMA:
+        raise InputError(path, f"schema_version is {data.get('schema_version')!r}", record="schema_version", expected=TASK_SCHEMA)
+    if _field(data, "agent_id", str, path, "task") != AGENT_ID:
+        raise InputError(path, f"agent_id is {data['agent_id']!r}: not a stage-O task", record="agent_id", expected=AGENT_ID)
+    here = path.parent
+    manifest = validate_phase_manifest(_relative(here, _field(data, "phase_manifest", str, path, "task")))
+    seed = _field(data, "seed", dict, path, "task")
+    if seed.get("name") != "Sbest-SEED" or seed.get("frozen") is not True:
+        raise InputError(path, "seed must be the frozen Sbest-SEED", record="seed", expected='{"name": "Sbest-SEED", "frozen": true, ...}')
+    config_path = _relative(here, _field(seed, "config", str, path, "seed"))
+    seed_config = load_config_file(config_path)
+    if not isinstance(seed_config, dict):
+        raise InputError(config_path, "SEED config must be a JSON object")
+    if fingerprint(seed_config) != _field(seed, "config_fingerprint", str, path, "seed"):
+        raise IntegrityError(f"{config_path}: SEED config does not match seed.config_fingerprint of {path} (the SEED is not frozen)")
+    accepted = _field(data, "accepted_option_values", list, path, "task")
+    for i, item in enumerate(accepted):
+        if not isinstance(item, dict) or set(item) != {"option", "value"} or item["option"] not in BY_NAME:
+            raise InputError(path, "accepted option value must be {option, value} with a registered option", record=f"accepted_option_values/{i}")
+        if is_debug_option(item["option"]):
+            raise InputError(path, f"debug option {item['option']} never enters Stage O", record=f"accepted_option_values/{i}")
+    clean = _field(data, "clean_artifacts", dict, path, "task")
+    if clean.get("bound_to") != "S0":
+        raise InputError(path, "clean artifacts are not bound to S0", record="clean_artifacts/bound_to", expected='"S0"')
+    clean_path = _relative(here, _field(clean, "path", str, path, "clean_artifacts"))
+    if not clean_path.is_dir() or not any(clean_path.glob("run-*/log_*.log")):
+        raise InputError(clean_path, "S0 clean artifacts not found", record="clean_artifacts/path", expected="a folder with run-*/log_<rank>.log")
+    workload = _field(data, "workload", dict, path, "task")
+    backend = BackendSpec(str(workload.get("backend", "sim")), workload.get("network"), workload.get("noise"),
+                          tuple(workload.get("command") or ()))
+    if backend.name not in ("sim", "command", "npu"):
+        raise InputError(path, f"unknown backend {backend.name!r}", record="workload/backend", expected="sim, command or npu")
+    if backend.name != "sim" and not backend.command:
+        raise InputError(path, f"backend {backend.name} needs a workload command", record="workload/command")
+    try:
+        control = Control(int(workload.get("ranks", 8)), workload.get("iterations"), int(workload.get("warmup", 8)))
+        policy = Policy.from_json(data.get("policy") or {})
+    except (TypeError, ValueError) as exc:
+        raise InputError(path, f"workload/policy invalid: {exc}", record="policy") from exc
+    session = data.get("session")
+    return StageOTask(path, data, manifest, seed_config, backend, control, policy, int(workload.get("seed", 0)),
+                      _relative(here, session) if isinstance(session, str) else None)
+
+
+def plan(task: StageOTask, session: Path) -> dict[str, Any]:
+    """The entry output of formats.md §8."""
+    root = str(session.resolve())
+    return {
+        "phase": PHASE,
+        "agent_id": AGENT_ID,
+        "task_fingerprint": task.fingerprint,
+        "phase_manifest": task.manifest,
+        "commands": [
+            {"argv": ["sk-run", "sweep", "--resume", root]},
+            {"argv": ["sk-analyze", "ledger", "verify", root]},
+            {"argv": ["sk-analyze", "ledger", "show", root]},
+        ],
+        "handoff": {"schema_version": HANDOFF_SCHEMA, "session_path": root, "step_id": PHASE, "seal_after_agent_result": True},
+    }
+
+
+def enter_phase(task_path: Path, session_dir: Path | None) -> tuple[SweepSession, dict[str, Any]]:
+    """Validate, create (or re-open) the session, record the entry, return the plan."""
+    task = validate_task(task_path)
+    root = session_dir or task.session
+    if root is None:
+        raise InputError(task_path, "no session folder: give --session or the task's 'session'", record="session")
+    record = {"task_fingerprint": task.fingerprint, "path": str(task.path.resolve()),
+              "accepted_option_values": task.data["accepted_option_values"], "clean_artifacts": task.data["clean_artifacts"],
+              "phase_manifest": task.manifest}
+    if (root / SESSION_FILE).is_file():
+        session = load_session(root)
+        if (session.task or {}).get("task_fingerprint") != task.fingerprint:
+            raise IntegrityError(f"{root}: the session belongs to another task; use a new --session")
+        return session, plan(task, root)
+    session = create_session(root, task.seed_config, seed=task.seed, backend=task.backend, control=task.control,
+                             policy=task.policy, task=record)
+    entry = plan(task, root)
+    if not any(r.kind == "phase_entry" for r in read_records(root)):
+        session.ledger.append("phase_entry", {**entry, "summary_zh": f"阶段入口校验通过（任务指纹 {task.fingerprint[:12]}）"})
+    return session, entry

@@ -1,0 +1,104 @@
+"""End-to-end sweeps on the simulated device, checked against the simulator's ground truth."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sk_analytics.cli import cli as analyze_cli
+from sk_analytics.cli._base import run_cli
+from sk_analytics.ledger import read_records, verify
+from sk_analytics.strict_json import load_json_file
+from sk_runner.sim.network import load_network
+from sk_runner.sim.truth import ground_truth
+from sk_runner.sweep.driver import run_sweep
+from sweep_helpers import base_identity, settled_statuses, small_session
+
+pytestmark = pytest.mark.slow
+
+ORDINARY = [
+    "auto-op-parallel-1",        # truth: about -3.7 % (helps)
+    "aggressive-task1-value0",   # truth: crash
+    "aggressive-task0-value3",   # truth: hang
+    "aggressive-event1-task0-value0",  # not authorised
+    "early-start-1",             # no declared operator adaptation
+    "split-mode-3",              # truth: neutral (+0.1 %)
+    "stream-fusion-0",           # truth: about +10 % (hurts)
+]
+
+
+def _effect(truth: dict, option: str, value: object) -> dict:
+    return next(e for e in truth["option_effects"] if e["option"] == option and e["value"] == value)
+
+
+def test_ordinary_entries_follow_ground_truth(tmp_path: Path) -> None:
+    truth = ground_truth(load_network(None))
+    assert _effect(truth, "auto_op_parallel", 1)["sign"] == -1
+    assert _effect(truth, "split_mode", 3)["sign"] == 0
+    assert _effect(truth, "stream_fusion", 0)["sign"] == 1
+    assert _effect(truth, "aggressive_opt_strategies", {"task_breaker_bypass": 1, "value_breaker_bypass": 0})["outcome"] == "crash"
+    assert _effect(truth, "aggressive_opt_strategies", {"task_breaker_bypass": 0, "value_breaker_bypass": 3})["outcome"] == "hang"
+
+    root = tmp_path / "s"
+    session = small_session(root, ORDINARY)
+    lines: list[str] = []
+    outcome = run_sweep(session, say=lines.append)
+    assert outcome is not None and outcome.outcome == "base"
+
+    assert settled_statuses(root) == {
+        "auto-op-parallel-1": "accepted",
+        "aggressive-task1-value0": "failed",
+        "aggressive-task0-value3": "failed",
+        "aggressive-event1-task0-value0": "blocked",
+        "early-start-1": "blocked",
+        "split-mode-3": "rejected",
+        "stream-fusion-0": "rejected",
+    }
+    handoff = load_json_file(root / "handoff.json")
+    assert handoff["base"]["round"] == "O1"
+    assert handoff["option_maps_kept"] == {"/super_kernel_optimize_options/auto_op_parallel": 1}
+    assert base_identity(root)["options"] == {"auto_op_parallel": 1}
+    assert len(handoff["failure_scenes"]) == 2
+    for scene in handoff["failure_scenes"]:
+        assert (root / scene).is_dir()
+    entries = {e["id"]: e for e in handoff["entries"]}
+    assert "超时" in entries["aggressive-task0-value3"]["reason_zh"]
+    assert "授权" in entries["aggressive-event1-task0-value0"]["reason_zh"]
+    # rejected trials were compared with the accepted incumbent O1, the failed ones never changed it
+    gates = {r.data["round"]: r.data["baseline_round"] for r in read_records(root) if r.kind == "gate_result"}
+    assert gates == {"O1": "O0-INCUMBENT", "O4": "O1", "O5": "O1"}
+    base = load_json_file(root / "BASE" / "sbest-base.json")
+    assert len(base["run_fingerprints"]) == 5 and base["config"]["super_kernel_optimize_options"] == {"auto_op_parallel": 1}
+
+    report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    header = "| 阶段/候选 | 测量口径 | 基线耗时 ms | 实验耗时 ms | 耗时差 ms | 改善率 | 运行数 | 门禁/状态 | 证据 |"
+    assert header in report and "## O0-INCUMBENT 逐次运行" in report and "## DCCI（数据缓存控制）家族" in report
+    html = (root / "report.html").read_text(encoding="utf-8")
+    assert html.count("<svg") == 1 and "<table>" in html
+    assert verify(root).ok
+    assert run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(root)]) == 0
+    assert any("门禁" in line for line in lines)
+
+
+def test_o0_unstable_stops_and_reports(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    session = small_session(root, ["auto-op-parallel-1"], noise=40.0)
+    outcome = run_sweep(session, say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "stopped"
+    handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
+    assert handoff["base"] is None and "不稳定" in handoff["stop"]["reason_zh"]
+    assert handoff["entries"][0]["status"] == "skipped"
+
+
+def test_english_report_and_resume_of_finished_session(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    run_sweep(small_session(root, ["split-mode-3"]), say=lambda _: None)
+    records = len(read_records(root))
+    from sk_runner.sweep.session import load_session
+
+    outcome = run_sweep(load_session(root), say=lambda _: None, lang="en")
+    assert outcome is not None and len(read_records(root)) == records  # nothing re-run, nothing appended
+    report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    assert "| Stage/candidate | Measure | Baseline ms |" in report
