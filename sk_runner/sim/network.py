@@ -248,6 +248,7 @@ class Graph:
     member_op: list[str]  # op name, or the event kind for event members
     member_variant: list[str]
     member_symbol: list[str]  # kernel funcName ("" for events)
+    member_breaker: list[str]  # "paired" / "unpaired" for breaker event members, else ""
     member_kernel_type: list[str]
     member_blocks: np.ndarray
     member_base_us: np.ndarray
@@ -300,6 +301,7 @@ def expand(network: Network, value_breaker_bypass: int = 0) -> Graph:
         member_op=[m.op if m.op is not None else str(m.event) for _, _, m in members],
         member_variant=[m.variant for _, _, m in members],
         member_symbol=[network.symbol(m.op, m.variant) if m.op is not None else "" for _, _, m in members],
+        member_breaker=[m.breaker or "" for _, _, m in members],
         member_kernel_type=[op.kernel_type if op is not None else "" for op in ops],
         member_blocks=np.array([op.blocks if op is not None else 0 for op in ops], dtype=np.int64),
         member_base_us=np.array([op.base_us * m.scale if op is not None else 0.0 for (_, _, m), op in zip(members, ops)]),

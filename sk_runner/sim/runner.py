@@ -34,6 +34,8 @@ SK_PROF_OVERHEAD = 1.03
 FAILING_AFTER_SAMPLES = 3
 """Decode samples a crashing / faulting / hanging process still logs."""
 SK_PROF_MAX_KB = 5120
+COMPILE_NS = 1_500_000_000
+"""Host time between process start and the first prefill (graph compile)."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,8 @@ def load_options(request: SimRequest) -> EffectiveOptions:
     return resolve(optimize, debug)
 
 
-def write_probe_meta(request: SimRequest, ids: ProcessIds, model: StepModel, sk_prof_kb: int | None, full_cores: list[int]) -> Path:
-    """``sk_meta/<pid>/model_<id>_<n>/super_kernel.log`` (phase markers + option lines)."""
+def write_super_kernel_log(request: SimRequest, ids: ProcessIds, model: StepModel, sk_prof_kb: int | None, full_cores: list[int]) -> Path:
+    """Only ``sk_meta/<pid>/model_<id>_<n>/super_kernel.log`` (phase markers + option lines [+ buffer-full lines])."""
     folder = request.run_dir / "sk_meta" / str(ids.pid) / ids.model_dir
     graph = model.graph
     text = super_kernel_log(
@@ -102,12 +104,42 @@ def write_probe_meta(request: SimRequest, ids: ProcessIds, model: StepModel, sk_
         model.options,
         rts_model_id=ids.rts_model_id,
         sk_count=int(graph.launch_is_sk.sum()),
-        scope_count=len({(s, int(l)) for s, l, sk in zip(graph.launch_scope, graph.launch_layer, graph.launch_is_sk) if sk}),
+        scope_count=int((graph.launch_is_sk & (graph.launch_split_part == 0)).sum()),
         sk_prof_kb=sk_prof_kb,
         full_cores=full_cores,
     )
     write_text(folder / "super_kernel.log", text)
     return folder
+
+
+def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
+                  seed: int, params: NoiseParams, sk_prof_kb: int | None) -> None:
+    """Profiling artifacts of the profiled rank (device 0): profiler output, sk_prof, SK metadata."""
+    from sk_runner.sim.naming import name_graph
+    from sk_runner.sim.profiler import write_profiler_output
+    from sk_runner.sim.skmeta import write_sk_meta
+    from sk_runner.sim.skprof import sk_prof_trace
+    from sk_runner.sim.timeline import build_timeline
+
+    rng = np.random.default_rng([seed, 1])
+    names = name_graph(model.graph, ids)
+    host_base_ns = ids.started_ns + COMPILE_NS + int(prefill_ms * 1e6)
+    full_cores: list[int] = []
+    if request.profiler_on or sk_prof_kb is not None:
+        timeline = build_timeline(model, decode_ms, 0, decode_ms.size, rng, params)
+        if sk_prof_kb is not None:
+            device_base_ps = int(round((host_base_ns / 1000.0 - ids.device_clock_offset_us) * 1e6))
+            trace = sk_prof_trace(model, names, timeline, kb=sk_prof_kb, model_id=ids.model_id, device_base_ps=device_base_ps, rng=rng, params=params)
+            write_text(request.run_dir / "sk_meta" / str(ids.pid) / "sk_prof_device_0.json", trace.text)
+            full_cores = trace.full_cores
+            if full_cores:
+                print(f"[WARNING] [sk time profiling] device 0: buffer full on {len(full_cores)} cores, see super_kernel.log", file=sys.stderr)
+        if request.profiler_on:
+            write_profiler_output(request.run_dir, ids, model, names, timeline, decode_ms, host_base_ns)
+    if request.save_meta:
+        write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=full_cores)
+    elif sk_prof_kb is not None:
+        write_super_kernel_log(request, ids, model, sk_prof_kb, full_cores)
 
 
 def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
@@ -138,7 +170,7 @@ def run(request: SimRequest) -> int:
         print(f"[WARNING] SK option {line.text()}", file=sys.stderr)
 
     if request.probe_only:
-        folder = write_probe_meta(request, ids, model, sk_prof_kb, [])
+        folder = write_super_kernel_log(request, ids, model, sk_prof_kb, [])
         print(f"[INFO] probe only: options written to {folder / 'super_kernel.log'}")
         return 0
 
@@ -158,7 +190,10 @@ def run(request: SimRequest) -> int:
         n = min(FAILING_AFTER_SAMPLES, request.iterations)
         logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms[:, :n], [])
         if request.save_meta:
-            write_probe_meta(request, ids, model, sk_prof_kb, [])
+            from sk_runner.sim.naming import name_graph
+            from sk_runner.sim.skmeta import write_sk_meta
+
+            write_sk_meta(request.run_dir, model, name_graph(model.graph, ids), ids, sk_prof_kb=sk_prof_kb, full_cores=[])
         if outcome.kind == "hang":
             print(f"[INFO] decode step {n} waiting for cross-core event ...", flush=True)
             while True:  # the process stops making progress until it is killed
@@ -166,8 +201,8 @@ def run(request: SimRequest) -> int:
         print(f"[ERROR] RUNTIME {outcome.detail}", file=sys.stderr, flush=True)
         return EXIT_CRASH if outcome.kind == "crash" else EXIT_DEVICE_FAULT
 
-    if request.save_meta:
-        write_probe_meta(request, ids, model, sk_prof_kb, [])
+    if request.profiler_on or sk_prof_kb is not None or request.save_meta:
+        write_profile(request, ids, model, decode_ms[0], float(prefill_ms[0]), seed, params, sk_prof_kb)
 
     footer = [f"decode steps: {request.iterations}, mean {decode_ms.mean():.3f} ms", "finished"]
     logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms, footer)
