@@ -49,8 +49,8 @@ STAT_KEYS = ("count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "min_ms", "max
 class Samples:
     """Post-warm-up decode and all prefill samples of one candidate, with units."""
 
-    decode: pl.DataFrame
-    prefill: pl.DataFrame
+    decode: pl.LazyFrame
+    prefill: pl.LazyFrame
     scale: int
 
 
@@ -93,8 +93,7 @@ def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int) -> Samples:
     lazy = with_units(lazy, scale, max_ms=max_ms)
     decode = lazy.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup))
     prefill = lazy.filter(pl.col("phase") == "prefill")
-    decode_frame, prefill_frame = pl.collect_all([decode, prefill])
-    return Samples(decode_frame, prefill_frame, scale)
+    return Samples(decode, prefill, scale)
 
 
 def _order_stat(q: float, method: str) -> pl.Expr:
@@ -141,23 +140,29 @@ def _finish(aggregated: pl.LazyFrame, scale: int) -> pl.LazyFrame:
     )
 
 
-def group_stats(samples: pl.DataFrame, by: list[str], scale: int) -> pl.DataFrame:
+def stats_query(samples: pl.LazyFrame, by: list[str], scale: int) -> pl.LazyFrame:
     """Statistics per group ``by`` (all samples as one group when ``by`` is
-    empty; an empty frame when there is no sample).
+    empty; no row when there is no sample), as a lazy query."""
+    if not by:
+        samples = samples.with_columns(pl.lit(0).alias("_all"))
+    aggregated = samples.group_by(by or ["_all"]).agg(_stat_exprs())
+    if not by:
+        aggregated = aggregated.drop("_all")
+    return _finish(aggregated, scale)
+
+
+def collect_stats(queries: list[pl.LazyFrame]) -> list[pl.DataFrame]:
+    """Run several :func:`stats_query` at once (Polars shares and parallelises
+    the scans).
 
     Raises :class:`InputError` when values carry so many digits that exact
     Int128 sums could overflow (far beyond any real timing log).
     """
-    lazy = samples.lazy()
-    if by:
-        aggregated = lazy.group_by(by).agg(_stat_exprs())
-    else:
-        aggregated = lazy.select(_stat_exprs()) if samples.height else lazy.head(1).select(_stat_exprs()).head(0)
-    frame = _finish(aggregated, scale).collect()
-    unsafe = frame.filter(pl.col("count").cast(pl.Int128) * pl.col("max_units") >= _INT128_SAFE)
-    if unsafe.height:
-        raise InputError(None, "timing values carry too many digits for exact statistics", expected="at most ~15 significant digits")
-    return frame
+    frames = pl.collect_all(queries)
+    for frame in frames:
+        if frame.filter(pl.col("count").cast(pl.Int128) * pl.col("max_units") >= _INT128_SAFE).height:
+            raise InputError(None, "timing values carry too many digits for exact statistics", expected="at most ~15 significant digits")
+    return frames
 
 
 def exact_mean_text(sum_units: int, count: int, frac_digits: int, scale: int) -> str:

@@ -20,9 +20,10 @@ import polars as pl
 
 from sk_analytics.option_trial.stats import (
     Samples,
+    collect_stats,
     exact_mean_text,
-    group_stats,
     split_samples,
+    stats_query,
     stat_record,
 )
 
@@ -71,11 +72,17 @@ def summarize(frame: pl.DataFrame, *, warmup: int, path: str) -> tuple[dict[str,
     samples: Samples = split_samples(frame, warmup)
     order = run_order(frame)
     scale = samples.scale
-    rank_stats = group_stats(samples.decode, ["run", "rank"], scale).join(order, on="run").sort("run_pos", "rank")
-    run_decode = _records_by_run(group_stats(samples.decode, ["run"], scale))
-    run_prefill = _records_by_run(group_stats(samples.prefill, ["run"], scale))
-    pooled_decode = group_stats(samples.decode, [], scale)
-    pooled_prefill = group_stats(samples.prefill, [], scale)
+    rank_stats, run_decode_stats, run_prefill_stats, pooled_decode, pooled_prefill = collect_stats(
+        [
+            stats_query(samples.decode, ["run", "rank"], scale).join(order.lazy(), on="run").sort("run_pos", "rank"),
+            stats_query(samples.decode, ["run"], scale),
+            stats_query(samples.prefill, ["run"], scale),
+            stats_query(samples.decode, [], scale),
+            stats_query(samples.prefill, [], scale),
+        ]
+    )
+    run_decode = _records_by_run(run_decode_stats)
+    run_prefill = _records_by_run(run_prefill_stats)
 
     worst = worst_ranks(rank_stats)
     metrics = [
