@@ -6,13 +6,16 @@ import polars as pl
 import pytest
 
 from dcci_frames import launch, sk_events
-from sk_analytics.dcci.occurrences import derive
+from sk_analytics.dcci.occurrences import child_timings, occurrence_completeness, sk_occurrences
 
 
 def _derive(rows: list[dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    frames = derive(sk_events(rows).lazy())
-    occ, ch = pl.collect_all([frames.occurrences, frames.children])
-    return occ.sort("sk_id", "occurrence"), ch.sort("sk_id", "occurrence", "node_id")
+    """(occurrences with the full ``complete`` flag, child timings), sorted."""
+    events = sk_events(rows)
+    occ = sk_occurrences(events)
+    ch = child_timings(events.lazy(), occ).collect()
+    occ = occ.join(occurrence_completeness(occ, ch), on=["process", "device_id", "model_id", "sk_id", "occurrence"])
+    return occ.sort("process", "sk_id", "occurrence"), ch.sort("process", "sk_id", "occurrence", "node_id")
 
 
 def _two_launches() -> list[dict]:
@@ -70,8 +73,33 @@ def test_missing_lane_marks_only_that_occurrence_incomplete() -> None:
     assert ch["complete"].to_list() == [True, False]
 
 
-def test_missing_child_on_one_core_is_incomplete() -> None:
+def test_missing_child_event_on_one_core_is_incomplete() -> None:
     rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50), (1, 50, 40)])
-    rows = [r for r in rows if not (r["core"] == 1 and r.get("node_id") == 1)]
+    rows += launch(t0=1_000, sk_dur=100, children=[(0, 0, 50), (1, 50, 40)])
+    rows = [r for r in rows if not (r["ts_ns"] >= 1_000 and r["core"] == 1 and r.get("node_id") == 1)]
+    occ, ch = _derive(rows)
+    assert occ["complete"].to_list() == [True, False]
+    assert ch.filter(pl.col("node_id") == 1)["complete"].to_list() == [True, False]
+
+
+def test_missing_child_unit_is_incomplete() -> None:
+    rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50), (1, 50, 40)])
+    rows += launch(t0=1_000, sk_dur=100, children=[(0, 0, 50)])
     occ, _ = _derive(rows)
-    assert occ["complete"].to_list() == [False]
+    assert occ["complete"].to_list() == [True, False]
+
+
+def test_child_events_before_any_occurrence_or_of_other_sks_are_dropped() -> None:
+    rows = launch(t0=1_000, sk_dur=100, children=[(0, 0, 50)], sk_id=1)
+    rows.append(dict(node_id=0, ts_ns=10, dur_ns=5, sk_id=1, core=0))  # before the first launch of SK 1
+    rows.append(dict(node_id=0, ts_ns=1_010, dur_ns=5, sk_id=9, core=0))  # an SK without span events
+    _, ch = _derive(rows)
+    assert ch.select("sk_id", "occurrence", "node_id", "events").rows() == [(1, 0, 0, 2)]
+
+
+def test_child_timings_of_a_subset_of_sks() -> None:
+    rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50)], sk_id=1) + launch(t0=0, sk_dur=100, children=[(0, 0, 60)], sk_id=2)
+    events = sk_events(rows)
+    occ = sk_occurrences(events)
+    ch = child_timings(events, occ.filter(pl.col("sk_id") == 2)).collect()
+    assert ch.select("sk_id", "max_lane_us").rows() == [(2, 0.06)]

@@ -33,7 +33,7 @@ from sk_analytics.dcci.classify import (
     mann_whitney,
     side_by_side,
 )
-from sk_analytics.dcci.occurrences import SK_KEYS, OccurrenceFrames, derive
+from sk_analytics.dcci.occurrences import EVENT_COLUMNS, SK_KEYS, child_timings, occurrence_completeness, sk_occurrences
 from sk_analytics.dcci.repair import DISABLE, AFTER, BEFORE, changed_pointers, choose_pattern, repair_config, symbol_inventory, union_tokens
 
 SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
@@ -56,29 +56,29 @@ class SideInput:
 
 @dataclass(frozen=True)
 class _Side:
-    """Derived per-side frames."""
+    """Derived per-side frames: the needed event columns (read once) and the SK occurrences."""
 
     name: str
     data: SideInput
-    frames: OccurrenceFrames
+    events: pl.DataFrame
     occurrences: pl.DataFrame
 
 
 def _side(name: str, data: SideInput) -> _Side:
-    frames = derive(data.events)
-    return _Side(name, data, frames, frames.occurrences.collect())
+    events = data.events.select(EVENT_COLUMNS).collect()
+    return _Side(name, data, events, sk_occurrences(events))
 
 
 def _sk_samples(sides: list[_Side], alignment: Alignment, warmup: int) -> pl.DataFrame:
-    """Post-warm-up SK occurrences of uniquely mapped, aligned SKs (uid, side, process, wall, complete)."""
+    """Post-warm-up SK occurrences of uniquely mapped SKs (uid, side, SK_KEYS, occurrence, wall, lane sum)."""
     frames = []
     for side in sides:
         usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_not_null())
         frames.append(
             side.occurrences.filter(pl.col("occurrence") >= warmup)
             .join(usable.select(*SK_KEYS, "uid"), on=list(SK_KEYS), how="inner")
-            .select("uid", pl.lit(side.name).alias("side"), "process", "occurrence",
-                    pl.col("wall_us").alias("value_us"), "lane_sum_us", "complete")
+            .select("uid", pl.lit(side.name).alias("side"), *SK_KEYS, "occurrence",
+                    pl.col("wall_us").alias("value_us"), "lane_sum_us")
         )
     return pl.concat(frames, how="vertical")
 
@@ -158,8 +158,21 @@ def _buffer_full_pairs(sides: list[_Side]) -> set[tuple[str, str]]:
 
 def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl.DataFrame, slower: list[int],
                         warmup: int) -> tuple[pl.DataFrame, dict[int, list[str]]]:
-    """Child decomposition rows of attributable slower SKs, and each slower SK's blockers."""
-    samples = sk_samples.filter(pl.col("uid").is_in(slower))
+    """Child decomposition rows of attributable slower SKs, and each slower SK's blockers.
+
+    Child events are aggregated only for the slower SKs (all their occurrences,
+    so that completeness compares every launch with the fullest one).
+    """
+    timings: dict[str, pl.DataFrame] = {}
+    completeness = []
+    for side in sides:
+        usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_in(slower))
+        occ = side.occurrences.join(usable.select(*SK_KEYS), on=list(SK_KEYS), how="semi")
+        timings[side.name] = child_timings(side.events, occ).collect()
+        completeness.append(occurrence_completeness(occ, timings[side.name]).with_columns(side=pl.lit(side.name)))
+    samples = sk_samples.filter(pl.col("uid").is_in(slower)).join(
+        pl.concat(completeness), on=["side", *SK_KEYS, "occurrence"], how="left"
+    )
     truncated = {(s.name, p) for s in sides for p in s.data.truncated_processes}
     blockers = ch.attribution_blockers(samples, _buffer_full_pairs(sides), truncated)
     blocked = {row["uid"]: row["blockers"] for row in blockers.to_dicts()}
@@ -169,7 +182,7 @@ def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl
         usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_in(clear))
         positions = alignment.children.filter(pl.col("side") == side.name).drop("side")
         child_frames.append(
-            ch.child_samples(side.frames.children, usable, positions, warmup).with_columns(side=pl.lit(side.name))
+            ch.child_samples(timings[side.name].lazy(), usable, positions, warmup).with_columns(side=pl.lit(side.name))
         )
     child_samples = pl.concat(pl.collect_all(child_frames), how="vertical")
     for row in ch.unmapped_nodes(child_samples).to_dicts():

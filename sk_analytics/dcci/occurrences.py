@@ -1,106 +1,183 @@
 """SK occurrences and child-per-occurrence timings from ``sk_events`` (formats.md §3).
 
 * An occurrence is one launch of an SK: consecutive launches of the same
-  (process, device, modelId, skId) are separate occurrences. Events of one
-  launch overlap in time, launches of the same SK do not, so an occurrence
-  starts at an event that begins after every earlier event of that SK ended
-  (the file order is by poll and core, never trusted).
+  (process, device, modelId, skId) are separate occurrences. The span events
+  of one launch (one per participating core) overlap in time, launches of the
+  same SK do not, so an occurrence starts at a span event that begins after
+  every earlier span event of that SK ended. File order is never trusted.
 * Occurrence wall time = envelope (earliest start to latest end) of the SK
   span events over all cores; the sum of span durations is kept only as a
   lane-workload diagnostic.
-* Child wall span = envelope over cores of the child's events in that
-  occurrence; max-lane = its longest single-core duration.
-* An occurrence is *complete* when every (child or span, lane) unit that the SK
-  shows in any occurrence has all its ``[i/n]`` blocks; a full per-core buffer
-  or a truncated file leaves later occurrences incomplete.
+* A child event belongs to the latest occurrence of its SK that started at or
+  before it. Child wall span = envelope over cores of the child's events in
+  that occurrence; max-lane = its longest single-core duration.
+* Completeness: a (span or child) unit of an occurrence is complete when it
+  has as many core events as the most any occurrence of that SK has for that
+  unit; a full per-core buffer or a truncated file leaves later occurrences
+  short.
 
-Everything is one lazy pipeline: a single sort, window expressions and group-bys.
+Hot path (millions of child events): only the span events are sorted; child
+events are assigned with one binary search over the sorted occurrence starts
+(a composite integer key = SK ordinal and start time), then aggregated with a
+single hash group-by. No Python loop touches rows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 import polars as pl
 
+from sk_analytics.errors import InputError
+
 SK_KEYS: Final = ("process", "device_id", "model_id", "sk_id")
 """Identity of one launched SK inside one process (never compared across processes)."""
 
-_SPAN_NODE: Final = -1
+EVENT_COLUMNS: Final = (*SK_KEYS, "ts_ns", "dur_ns", "node_id", "is_span")
+"""The sk_events columns this module reads."""
+
+_TIME_BITS_LIMIT: Final = 62
 
 
-@dataclass(frozen=True)
-class OccurrenceFrames:
-    """Lazy results of :func:`derive`: one row per SK occurrence / per child per occurrence."""
-
-    occurrences: pl.LazyFrame
-    children: pl.LazyFrame
+def _key_hash() -> pl.Expr:
+    return pl.struct(list(SK_KEYS)).hash(seed=0).alias("_sk")
 
 
-def tag_occurrences(events: pl.LazyFrame) -> pl.LazyFrame:
-    """Add ``end_ns``, ``unit`` (node id, -1 for the span) and the 0-based ``occurrence`` per SK."""
+def sk_occurrences(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """One row per SK occurrence from the span events: SK_KEYS, occurrence (0-based),
+    start_ns, end_ns, wall_us, events, lane_sum_us, span_complete.
+
+    The SK keys are folded into one 64-bit hash for the sort and the windows
+    (two integer sort keys instead of four mixed ones).
+    """
     keys = list(SK_KEYS)
-    end = pl.col("ts_ns") + pl.col("dur_ns")
-    return (
-        events.select(*keys, "ts_ns", "dur_ns", "node_id", "lane", "block_idx", "block_num", "is_span")
-        .sort([*keys, "ts_ns"])
-        .with_columns(end.alias("end_ns"), pl.col("node_id").fill_null(_SPAN_NODE).alias("unit"))
+    spans = (
+        events.lazy()
+        .filter(pl.col("is_span"))
+        .select(*keys, "ts_ns", "dur_ns", _key_hash())
+        .sort(["_sk", "ts_ns"])
+        .with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
         .with_columns(
-            (pl.col("ts_ns") > pl.col("end_ns").cum_max().shift(1).over(keys))
+            (pl.col("ts_ns") > pl.col("end_ns").cum_max().shift(1).over("_sk"))
             .fill_null(True)
             .cum_sum()
-            .over(keys)
+            .over("_sk")
             .cast(pl.Int32)
             .sub(1)
             .alias("occurrence")
         )
     )
-
-
-def _completeness(tagged: pl.LazyFrame) -> pl.LazyFrame:
-    """Per occurrence and unit: ``unit_complete``; per occurrence: ``complete``."""
-    keys = list(SK_KEYS)
-    units = tagged.group_by([*keys, "occurrence", "unit", "lane"]).agg(
-        (pl.col("block_idx").n_unique() >= pl.col("block_num").max()).alias("_full")
+    return (
+        spans.group_by("_sk", "occurrence")
+        .agg(
+            pl.col(keys).first(),
+            pl.col("ts_ns").min().alias("start_ns"),
+            pl.col("end_ns").max(),
+            pl.len().cast(pl.Int32).alias("events"),
+            (pl.col("dur_ns").sum() / 1000.0).alias("lane_sum_us"),
+        )
+        .with_columns(
+            ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("wall_us"),
+            (pl.col("events") == pl.col("events").max().over("_sk")).alias("span_complete"),
+        )
+        .select(*keys, "occurrence", "start_ns", "end_ns", "wall_us", "events", "lane_sum_us", "span_complete")
+        .sort([*keys, "occurrence"])
+        .collect()
     )
-    expected = units.group_by(keys).agg(pl.struct("unit", "lane").n_unique().alias("_expected"))
-    per_occurrence = (
-        units.group_by([*keys, "occurrence"])
-        .agg(pl.col("_full").sum().alias("_full_units"))
-        .join(expected, on=keys, how="left")
-        .select(*keys, "occurrence", (pl.col("_full_units") == pl.col("_expected")).alias("complete"))
-    )
-    return per_occurrence
 
 
-def derive(events: pl.LazyFrame) -> OccurrenceFrames:
-    """SK occurrences and child timings of an ``sk_events`` frame that has a ``process`` column.
+def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame) -> pl.LazyFrame:
+    """One row per (SK occurrence, child node): SK_KEYS, occurrence, node_id, start_ns,
+    end_ns, wall_us, max_lane_us, lane_sum_us, events, complete.
 
-    Times stay integer ns for envelopes; durations are reported in µs (Float64).
+    ``occurrences`` is :func:`sk_occurrences` of the same events (or a subset of
+    its SKs: children of other SKs are dropped). Child events that precede every
+    occurrence of their SK are dropped as unattributable.
     """
     keys = list(SK_KEYS)
-    tagged = tag_occurrences(events)
-    complete = _completeness(tagged)
-    envelope = [
-        pl.col("ts_ns").min().alias("start_ns"),
-        pl.col("end_ns").max().alias("end_ns"),
-        pl.len().cast(pl.Int32).alias("events"),
-        (pl.col("dur_ns").sum() / 1000.0).alias("lane_sum_us"),
-    ]
-    wall = ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("wall_us")
-    occurrences = (
-        tagged.filter(pl.col("is_span"))
-        .group_by([*keys, "occurrence"])
-        .agg(envelope)
-        .with_columns(wall)
-        .join(complete, on=[*keys, "occurrence"], how="left")
+    table = occurrences.select(*keys, "occurrence", "start_ns").with_columns(_key_hash())
+    ordinals = table.select("_sk").unique(maintain_order=True).with_row_index("_g")
+    if ordinals.height == 0:
+        return _empty_children()
+    t0 = int(table.get_column("start_ns").min())  # type: ignore[arg-type]
+    span = int(table.get_column("start_ns").max()) - t0 + 1  # type: ignore[operator]
+    bits = max(span.bit_length(), 1)
+    if bits + ordinals.height.bit_length() > _TIME_BITS_LIMIT:
+        raise InputError(None, f"sk_prof time range of {span} ns over {ordinals.height} SKs is too large to index",
+                         expected="a profile window shorter than a few days")
+    composite = (pl.col("_g").cast(pl.Int64) * (1 << bits)) + (pl.col("ts_ns") - t0)
+    starts = (
+        table.join(ordinals, on="_sk")
+        .with_columns(pl.col("start_ns").alias("ts_ns"))
+        .with_columns(composite.alias("_c"))
+        .sort("_c")
+        .with_row_index("_row")
+        .with_columns(pl.col("_row").cast(pl.Int64))
     )
-    children = (
-        tagged.filter(~pl.col("is_span"))
-        .group_by([*keys, "occurrence", "node_id"])
-        .agg(*envelope, (pl.col("dur_ns").max() / 1000.0).alias("max_lane_us"))
-        .with_columns(wall)
-        .join(complete, on=[*keys, "occurrence"], how="left")
+    lookup = starts.select("_row", pl.col("_g").alias("_row_g"), *keys, "occurrence")
+    sk_ids = table.get_column("sk_id").unique()
+    assigned = (
+        events.lazy()
+        .filter(~pl.col("is_span") & pl.col("sk_id").is_in(sk_ids.implode()))
+        .select(_key_hash(), "node_id", "ts_ns", "dur_ns")
+        .join(ordinals.lazy(), on="_sk", how="inner")
+        .with_columns(
+            (pl.lit(starts.get_column("_c")).search_sorted(composite, side="right").cast(pl.Int64) - 1).alias("_row")
+        )
     )
-    return OccurrenceFrames(occurrences=occurrences, children=children)
+    per_child = (
+        assigned.group_by("_row", "_g", "node_id")
+        .agg(
+            pl.col("ts_ns").min().alias("start_ns"),
+            (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"),
+            (pl.col("dur_ns").max() / 1000.0).alias("max_lane_us"),
+            (pl.col("dur_ns").sum() / 1000.0).alias("lane_sum_us"),
+            pl.len().cast(pl.Int32).alias("events"),
+        )
+        .join(lookup.lazy(), on="_row", how="inner")
+        .filter(pl.col("_g") == pl.col("_row_g"))
+    )
+    return per_child.select(
+        *keys,
+        "occurrence",
+        "node_id",
+        "start_ns",
+        "end_ns",
+        ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("wall_us"),
+        "max_lane_us",
+        "lane_sum_us",
+        "events",
+        (pl.col("events") == pl.col("events").max().over([*keys, "node_id"])).alias("complete"),
+    )
+
+
+def _empty_children() -> pl.LazyFrame:
+    return pl.LazyFrame(
+        schema={"process": pl.Utf8, "device_id": pl.Int32, "model_id": pl.Utf8, "sk_id": pl.Int64,
+                "occurrence": pl.Int32, "node_id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                "wall_us": pl.Float64, "max_lane_us": pl.Float64, "lane_sum_us": pl.Float64,
+                "events": pl.Int32, "complete": pl.Boolean}
+    )
+
+
+def occurrence_completeness(occurrences: pl.DataFrame, children: pl.DataFrame) -> pl.DataFrame:
+    """SK_KEYS, occurrence, complete: the span and every child unit have all their core
+    events, and the occurrence has as many child units as the SK's fullest occurrence."""
+    keys = list(SK_KEYS)
+    per_occ = children.group_by([*keys, "occurrence"]).agg(
+        pl.col("complete").all().alias("_children_complete"), pl.len().alias("_units")
+    )
+    return (
+        occurrences.select(*keys, "occurrence", "span_complete")
+        .join(per_occ, on=[*keys, "occurrence"], how="left")
+        .with_columns(pl.col("_units").fill_null(0), pl.col("_children_complete").fill_null(True))
+        .select(
+            *keys,
+            "occurrence",
+            (
+                pl.col("span_complete")
+                & pl.col("_children_complete")
+                & (pl.col("_units") == pl.col("_units").max().over(keys))
+            ).alias("complete"),
+        )
+    )

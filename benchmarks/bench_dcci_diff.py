@@ -1,0 +1,322 @@
+"""Benchmark of ``sk-analyze dcci-diff`` on two profiles of ~2,000,000 child events each.
+
+Prints, measured in the same run (each contender in its own subprocess so that
+its peak RSS is its own):
+
+* ours, end to end: Parquet sk_events -> occurrences -> alignment ->
+  classification (+ MWU/BH) -> child decomposition -> repair (``analyze``);
+* ours, the statistics kernel alone: per-SK wall stats and per-child
+  wall/max-lane stats of *every* SK and child (the like-for-like figure);
+* a straightforward pandas implementation of those statistics;
+* the same statistics as one DuckDB SQL query.
+
+Targets (issue 7): >= 10x faster than pandas, within 1.5x of DuckDB, peak RSS <= 2 GB.
+
+    python benchmarks/bench_dcci_diff.py [--iterations 125] [--sks 50] [--children 8] [--cores 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sk_analytics.schema import SK_EVENTS, SK_STRUCTURE, SYMBOLS
+
+HASH = "5f3c0a9e1b2d4c6f8a7e9d0c1b2a3f4e"
+OPS = ["RmsNorm", "MatMul", "Add", "Gelu", "Cast", "Softmax", "Mul", "Transpose", "Reshape", "Sub", "Neg", "Exp"]
+REGRESSED = {(3, 2), (17, 5), (31, 0)}  # (sk index, child position) slower under disable-all
+SIDES = {"baseline": ("1001", "1_0", 0), "candidate": ("2002", "7_2", 1000)}  # process, modelId, skId offset
+
+
+def _ops(k: int, children: int) -> list[str]:
+    return [OPS[(k + j) % len(OPS)] for j in range(children)]
+
+
+def generate(side: str, *, iterations: int, sks: int, children: int, cores: int, seed: int) -> dict[str, pl.DataFrame]:
+    """Vectorized profile of one side: span + child events, structure and symbols."""
+    process, model_id, offset = SIDES[side]
+    base = np.random.default_rng(0).integers(5_000, 20_000, size=(sks, children)).astype(np.int64)  # same build
+    rng = np.random.default_rng(seed)
+    noise = rng.integers(0, 200, size=(iterations, sks, cores, children)).astype(np.int64)
+    dur = base[None, :, None, :] + noise
+    if side == "candidate":
+        for k, j in REGRESSED:
+            dur[:, k, :, j] += 12_000
+    offs = np.cumsum(dur, axis=3) - dur + 100  # children back to back after a 100 ns prologue
+    sk_len = (dur.sum(axis=3) + 200).max(axis=2)  # (I, S)
+    slot = sk_len.max() + 2_000
+    t0 = (np.arange(iterations)[:, None] * sks + np.arange(sks)[None, :]) * slot + 10**12  # (I, S)
+    child_ts = t0[:, :, None, None] + offs
+    shape = dur.shape
+    sk_idx = np.broadcast_to(np.arange(sks)[None, :, None, None], shape)
+    core_idx = np.broadcast_to(np.arange(cores)[None, None, :, None], shape)
+    node_idx = np.broadcast_to(np.arange(children)[None, None, None, :] + 1, shape)  # [0] is an event member
+    span_shape = (iterations, sks, cores)
+    span_ts = np.broadcast_to(t0[:, :, None], span_shape)
+    span_dur = np.broadcast_to(sk_len[:, :, None], span_shape)
+    n_child, n_span = dur.size, int(np.prod(span_shape))
+    events = pl.DataFrame(
+        {
+            "ts_ns": np.concatenate([span_ts.ravel(), child_ts.ravel()]),
+            "dur_ns": np.concatenate([span_dur.ravel(), dur.ravel()]),
+            "sk_id": np.concatenate([np.broadcast_to(np.arange(sks)[None, :, None], span_shape).ravel(), sk_idx.ravel()]) + offset,
+            "core": np.concatenate([np.broadcast_to(np.arange(cores)[None, None, :], span_shape).ravel(), core_idx.ravel()]),
+            "node_id": np.concatenate([np.full(n_span, -1), node_idx.ravel()]),
+        }
+    ).with_columns(
+        pl.int_range(pl.len()).alias("record"),
+        pl.lit(0).alias("device_id"),
+        pl.when(pl.col("core") < cores // 3).then(pl.lit("AIC")).otherwise(pl.lit("AIV")).alias("lane"),
+        pl.lit(model_id).alias("model_id"),
+        pl.when(pl.col("node_id") >= 0).then(pl.col("node_id")).alias("node_id"),
+        pl.col("core").alias("block_idx"),
+        pl.lit(cores).alias("block_num"),
+        (pl.col("node_id") < 0).alias("is_span"),
+        pl.lit(f"sk_meta/{process}/sk_prof_device_0.json").alias("source_file"),
+    )
+    op_of = pl.DataFrame({"sk_id": np.repeat(np.arange(sks), children) + offset,
+                          "node_id": np.tile(np.arange(children) + 1, sks),
+                          "canonical_op": [op for k in range(sks) for op in _ops(k, children)]})
+    events = events.join(op_of, on=["sk_id", "node_id"], how="left").with_columns(
+        pl.concat_str(pl.lit("static_kernel_"), pl.col("canonical_op"), pl.lit(f"_{HASH}_1_d0")).fill_null("sk_fused").alias("func_name"),
+    ).with_columns(
+        pl.concat_str(pl.lit("["), pl.col("block_idx"), pl.lit(f"/{cores}]"), pl.col("func_name")).alias("name")
+    )
+    events = SK_EVENTS.conform(events.sample(fraction=1.0, shuffle=True, seed=seed))  # file order is not time order
+    members = []
+    for k in range(sks):
+        members.append(dict(scope_id=k + offset, child_index=0, member_kind="event", func_name=None, canonical_op=None))
+        members += [dict(scope_id=k + offset, child_index=j + 1, member_kind="kernel",
+                         func_name=f"static_kernel_{op}_{HASH}_1_d0", canonical_op=op) for j, op in enumerate(_ops(k, children))]
+    structure = pl.DataFrame(members).with_columns(
+        pl.lit(f"model_{model_id}").alias("model_dir"), pl.concat_str(pl.lit("sk_"), pl.col("scope_id")).alias("sk_func_name"),
+        pl.concat_str(pl.lit("layer"), (pl.col("scope_id") - offset) % 5).alias("scope_name"),
+        pl.lit(children + 1).alias("node_count"), pl.col("child_index").alias("node_id"), pl.lit(0).alias("stream_id"),
+        pl.lit(None, dtype=pl.Utf8).alias("member_detail"), pl.lit("AIV_ONLY").alias("kernel_type"),
+        pl.lit(cores).alias("num_blocks"), pl.int_range(1, pl.len() + 1).alias("line"),
+        pl.lit(f"sk_meta/{process}/model_{model_id}/sk_fused_nodes.log").alias("source_file"),
+    )
+    structure = SK_STRUCTURE.conform(structure).with_columns(pl.lit(process).alias("process"))
+    symbols = SYMBOLS.conform(
+        structure.filter(pl.col("member_kind") == "kernel").select(
+            pl.lit("updated").alias("graph"), "model_dir", pl.lit(0).alias("stream_idx"), "node_id",
+            pl.lit("Kernel").alias("node_type"), "func_name", "canonical_op", "kernel_type", "source_file",
+        )
+    ).with_columns(pl.lit(process).alias("process"))
+    return {"events": events, "structure": structure, "symbols": symbols}
+
+
+# ----------------------------------------------------------------------------- contenders
+
+
+def _events(folder: Path, side: str) -> pl.LazyFrame:
+    process = SIDES[side][0]
+    return pl.scan_parquet(folder / side / "events.parquet").with_columns(pl.lit(process).alias("process"))
+
+
+def run_ours(folder: Path, warmup: int) -> dict[str, Any]:
+    from sk_analytics.dcci.analysis import SideInput, analyze
+    from sk_analytics.schema import SK_MARKERS
+
+    sides = {}
+    for side in SIDES:
+        sides[side] = SideInput(
+            root=folder / side,
+            events=_events(folder, side),
+            structure=pl.read_parquet(folder / side / "structure.parquet"),
+            markers=pl.DataFrame(schema={**SK_MARKERS.schema, "process": pl.Utf8}),
+            symbols=pl.read_parquet(folder / side / "symbols.parquet"),
+        )
+    config = {"super_kernel_optimize_options": {"dcci_disable_on_kernel": [".*"]}}
+    result = analyze(sides["baseline"], sides["candidate"], warmup=warmup, disable_all_config=config)
+    return {"slower": result["summary"]["classes"]["significantly_slower"], "repair": result["repair"]["list"],
+            "children_rows": sum(len(c["rows"]) for c in result["children"])}
+
+
+def run_ours_stats(folder: Path, warmup: int) -> dict[str, Any]:
+    """Per-SK and per-child stats of every SK/child with our modules (like-for-like with pandas/DuckDB)."""
+    from sk_analytics.dcci.classify import robust_stats
+    from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
+
+    sk_frames, child_frames = [], []
+    for side in SIDES:
+        events = _events(folder, side).select(EVENT_COLUMNS).collect()
+        occ = sk_occurrences(events)
+        sk_frames.append(occ.lazy().filter(pl.col("occurrence") >= warmup).with_columns(side=pl.lit(side)))
+        child_frames.append(child_timings(events, occ).filter(pl.col("occurrence") >= warmup).with_columns(side=pl.lit(side)))
+    children = pl.concat(child_frames)
+    sk = robust_stats(pl.concat(sk_frames), ["side", "sk_id"], "wall_us")
+    wall = robust_stats(children, ["side", "sk_id", "node_id"], "wall_us")
+    lane = robust_stats(children, ["side", "sk_id", "node_id"], "max_lane_us")
+    sk, wall, lane = pl.collect_all([sk, wall, lane])
+    return {"sk_rows": sk.height, "child_rows": wall.height + lane.height}
+
+
+def run_pandas(folder: Path, warmup: int) -> dict[str, Any]:
+    import pandas as pd
+
+    cols = ["device_id", "model_id", "sk_id", "ts_ns", "dur_ns", "node_id", "is_span"]
+    keys = ["device_id", "model_id", "sk_id"]
+    sk_out, child_out = [], []
+    for side in SIDES:
+        df = pd.read_parquet(folder / side / "events.parquet", columns=cols)
+        df["end_ns"] = df["ts_ns"] + df["dur_ns"]
+        df = df.sort_values([*keys, "ts_ns"], kind="stable")
+        prev_end = df.groupby(keys)["end_ns"].cummax().groupby([df[k] for k in keys]).shift(1)
+        new = (df["ts_ns"] > prev_end) | prev_end.isna()
+        df["occurrence"] = new.astype("int64").groupby([df[k] for k in keys]).cumsum() - 1
+        df = df[df["occurrence"] >= warmup]
+        span = df[df["is_span"]].groupby([*keys, "occurrence"]).agg(start=("ts_ns", "min"), end=("end_ns", "max"))
+        span["wall_us"] = (span["end"] - span["start"]) / 1000.0
+        span["side"] = side
+        sk_out.append(span.reset_index())
+        child = df[~df["is_span"]].groupby([*keys, "occurrence", "node_id"]).agg(
+            start=("ts_ns", "min"), end=("end_ns", "max"), max_lane=("dur_ns", "max"))
+        child["wall_us"] = (child["end"] - child["start"]) / 1000.0
+        child["max_lane_us"] = child["max_lane"] / 1000.0
+        child["side"] = side
+        child_out.append(child.reset_index())
+
+    def stats(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
+        g = frame.groupby(by)[value]
+        med = g.transform("median")
+        out = g.agg(count="count", p50_us="median", p90_us=lambda s: s.quantile(0.9), min_us="min", max_us="max")
+        out["mad_us"] = (frame[value] - med).abs().groupby([frame[b] for b in by]).median()
+        return out
+
+    sks = stats(pd.concat(sk_out), ["side", "sk_id"], "wall_us")
+    children = pd.concat(child_out)
+    wall = stats(children, ["side", "sk_id", "node_id"], "wall_us")
+    lane = stats(children, ["side", "sk_id", "node_id"], "max_lane_us")
+    return {"sk_rows": len(sks), "child_rows": len(wall) + len(lane)}
+
+
+DUCKDB_SQL = """
+WITH spans AS (
+  SELECT side, device_id, model_id, sk_id, ts_ns, ts_ns + dur_ns AS end_ns FROM events WHERE is_span
+), running AS (
+  SELECT *, max(end_ns) OVER (PARTITION BY side, device_id, model_id, sk_id ORDER BY ts_ns ROWS UNBOUNDED PRECEDING) AS run_end
+  FROM spans
+), flagged AS (
+  SELECT *, CASE WHEN ts_ns > coalesce(lag(run_end) OVER (PARTITION BY side, device_id, model_id, sk_id ORDER BY ts_ns), -1)
+                 THEN 1 ELSE 0 END AS new
+  FROM running
+), tagged AS (
+  SELECT *, sum(new) OVER (PARTITION BY side, device_id, model_id, sk_id ORDER BY ts_ns ROWS UNBOUNDED PRECEDING) - 1 AS occurrence
+  FROM flagged
+), occ AS (
+  SELECT side, device_id, model_id, sk_id, occurrence, min(ts_ns) AS start_ns, (max(end_ns) - min(ts_ns)) / 1000.0 AS wall_us
+  FROM tagged GROUP BY ALL
+), child_events AS (
+  SELECT c.side, c.device_id, c.model_id, c.sk_id, c.node_id, c.ts_ns, c.dur_ns, o.occurrence
+  FROM (SELECT * FROM events WHERE NOT is_span) c
+  ASOF JOIN occ o ON c.side = o.side AND c.device_id = o.device_id AND c.model_id = o.model_id
+                 AND c.sk_id = o.sk_id AND c.ts_ns >= o.start_ns
+), child AS (
+  SELECT side, sk_id, node_id, occurrence, (max(ts_ns + dur_ns) - min(ts_ns)) / 1000.0 AS wall_us,
+         max(dur_ns) / 1000.0 AS max_lane_us
+  FROM child_events WHERE occurrence >= $warmup GROUP BY side, device_id, model_id, sk_id, node_id, occurrence
+)
+SELECT 'sk' AS level, side, sk_id, NULL AS node_id, count(*) AS n, median(wall_us) AS p50, quantile_cont(wall_us, 0.9) AS p90,
+       mad(wall_us) AS mad, min(wall_us) AS mn, max(wall_us) AS mx, NULL AS lane_p50, NULL AS lane_p90, NULL AS lane_mad
+FROM occ WHERE occurrence >= $warmup GROUP BY side, sk_id
+UNION ALL
+SELECT 'child', side, sk_id, node_id, count(*), median(wall_us), quantile_cont(wall_us, 0.9), mad(wall_us), min(wall_us),
+       max(wall_us), median(max_lane_us), quantile_cont(max_lane_us, 0.9), mad(max_lane_us)
+FROM child GROUP BY side, sk_id, node_id
+"""
+
+
+def run_duckdb(folder: Path, warmup: int) -> dict[str, Any]:
+    import duckdb
+
+    con = duckdb.connect()
+    parts = " UNION ALL ".join(
+        f"SELECT '{side}' AS side, * FROM read_parquet('{folder / side / 'events.parquet'}')" for side in SIDES
+    )
+    con.execute(f"CREATE VIEW events AS {parts}")
+    rows = con.execute(DUCKDB_SQL, {"warmup": warmup}).fetchall()
+    return {"sk_rows": sum(r[0] == "sk" for r in rows), "child_rows": 2 * sum(r[0] == "child" for r in rows)}
+
+
+CONTENDERS = {"ours": run_ours, "ours_stats": run_ours_stats, "pandas": run_pandas, "duckdb": run_duckdb}
+
+
+PRELOAD = {
+    "ours": ("sk_analytics.dcci.analysis", "scipy.stats"),
+    "ours_stats": ("sk_analytics.dcci.occurrences", "sk_analytics.dcci.classify"),
+    "pandas": ("pandas",),
+    "duckdb": ("duckdb",),
+}
+"""Modules imported before the clock starts: import time is constant, not data-dependent."""
+
+
+def _child(name: str, folder: Path, warmup: int) -> None:
+    import importlib
+
+    for module in PRELOAD[name]:
+        importlib.import_module(module)
+    start = time.perf_counter()
+    result = CONTENDERS[name](folder, warmup)
+    elapsed = time.perf_counter() - start
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"name": name, "seconds": elapsed, "peak_mb": peak_kb / 1024, "result": result}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=125)
+    parser.add_argument("--sks", type=int, default=50)
+    parser.add_argument("--children", type=int, default=8)
+    parser.add_argument("--cores", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per contender (best time reported)")
+    parser.add_argument("--child", nargs=2, metavar=("NAME", "DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], Path(args.child[1]), args.warmup)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-dcci-") as tmp:
+        folder = Path(tmp)
+        start = time.perf_counter()
+        for i, side in enumerate(SIDES):
+            parts = generate(side, iterations=args.iterations, sks=args.sks, children=args.children, cores=args.cores, seed=i + 1)
+            (folder / side).mkdir()
+            for name, frame in parts.items():
+                frame.write_parquet(folder / side / f"{name}.parquet")
+            if i == 0:
+                n_child = int((~parts["events"]["is_span"]).sum())
+                n_all = parts["events"].height
+        print(f"generated 2 profiles: {n_child:,} child events + {n_all - n_child:,} span events each "
+              f"({args.sks} SKs x {args.children} children x {args.cores} cores x {args.iterations} iterations) "
+              f"in {time.perf_counter() - start:.1f} s")
+        figures: dict[str, dict[str, Any]] = {}
+        for name in CONTENDERS:
+            runs = []
+            for _ in range(args.repeat):
+                out = subprocess.run([sys.executable, __file__, "--warmup", str(args.warmup), "--child", name, str(folder)],
+                                     check=True, capture_output=True, text=True)
+                runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            best = min(runs, key=lambda r: r["seconds"])
+            figures[name] = best
+            print(f"{name:>11}: {best['seconds']:7.2f} s  peak RSS {best['peak_mb']:7.0f} MB  {best['result']}")
+        ours, stats = figures["ours"]["seconds"], figures["ours_stats"]["seconds"]
+        pandas_s, duck_s = figures["pandas"]["seconds"], figures["duckdb"]["seconds"]
+        print(f"pandas / ours end-to-end: {pandas_s / ours:.1f}x   (target >= 10x)")
+        print(f"ours end-to-end / duckdb: {ours / duck_s:.2f}x   (target <= 1.5x)")
+        print(f"ours stats kernel / duckdb (like-for-like): {stats / duck_s:.2f}x; pandas / ours stats: {pandas_s / stats:.1f}x")
+        print(f"peak RSS ours end-to-end: {figures['ours']['peak_mb']:.0f} MB   (target <= 2048 MB)")
+
+
+if __name__ == "__main__":
+    main()
