@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import time
@@ -218,7 +219,7 @@ def render_scene_md(doc: Mapping[str, Any]) -> str:
         "",
         "## 3. 可观察的失败",
         f"- 结果：{obs['outcome']}；{obs['message']}",
-        f"- 退出码：{exit_text}；超时被杀：{'是' if obs.get('timed_out') else '否'}；耗时：{obs.get('duration_s')} 秒",
+        f"- 退出码：{exit_text}；超时被杀：{'是' if obs.get('timed_out') else '否'}；耗时：{_seconds(obs.get('duration_s'))} 秒",
         "",
         "```text",
         obs.get("stderr_tail", "").rstrip()[-2000:],
@@ -241,12 +242,16 @@ def render_scene_md(doc: Mapping[str, Any]) -> str:
         f"- incumbent 配置：`{ctrl['incumbent_config']}`（SHA-256 `{ctrl['incumbent_sha256']}`）",
         "",
         "## 8. 后续入口",
-        f"- 重新运行本试验：`{' '.join(follow['rerun_trial'])}`" if follow["rerun_trial"] else "- 重新运行本试验：见 sk-run trial",
-        f"- 单独复现进程：`{' '.join(follow['reproduce_process'])}`",
+        f"- 重新运行本试验：`{shlex.join(follow['rerun_trial'])}`" if follow["rerun_trial"] else "- 重新运行本试验：见 sk-run trial",
+        f"- 单独复现进程：`{shlex.join(follow['reproduce_process'])}`",
         f"- 下一步：{follow['next_step_zh']}",
         "",
     ]
     return "\n".join(lines)
+
+
+def _seconds(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.3f}"
 
 
 def seal_scene(round_dir: Path, record: SceneRecord) -> Path:

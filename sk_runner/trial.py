@@ -26,7 +26,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -537,6 +537,7 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     InputError/UsageError for bad input and EnvironmentBlocker (also recorded
     in ``environment-blockers.jsonl``) when nothing could start.
     """
+    spec = replace(spec, session=Path(spec.session).resolve(), base_config=Path(spec.base_config).resolve())
     trial = _Trial(spec, progress)
     trial.validate()
     trial.check_environment()
