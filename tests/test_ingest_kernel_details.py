@@ -145,7 +145,7 @@ def test_start_time_decimal_forms_are_exact(tmp_path: Path, text: str, ns: int) 
 
 
 @pytest.mark.parametrize(
-    "text", ["12.3456", "-1.000", "1e3", "abc", "1.2.3", "9223372036854775.808", "12 .5", ".5"]
+    "text", ["12.3456", "-1.000", "+1.000", ".000", "1e3", "abc", "1.2.3", "9223372036854775.808", "12 .5", ".5"]
 )
 def test_bad_start_time_names_line_and_expectation(tmp_path: Path, text: str) -> None:
     path = write(tmp_path, f'Name,Start Time(us),Duration(us)\nk,1.000,1\nk,"{text}",1\n')

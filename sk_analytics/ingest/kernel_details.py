@@ -99,7 +99,8 @@ def parse_kernel_details(path: Path, *, root: Path | None = None) -> ParseResult
         ((pl.col("type") == SK_TYPE).fill_null(False) | pl.col("name").str.starts_with(SK_NAME_PREFIX)).alias("is_sk"),
         pl.lit(relative_source(path, root)).alias("source_file"),
     )
-    return ParseResult(KERNELS, KERNELS.conform(canonical_op_column(frame, "name")), path, warnings)
+    ops = canonical_op_column(frame.select("name"), "name").select("canonical_op").collect()  # row order kept
+    return ParseResult(KERNELS, KERNELS.conform(frame.with_columns(ops.to_series())), path, warnings)
 
 
 # --------------------------------------------------------------------------- header
@@ -183,8 +184,9 @@ def _read(path: Path, positions: dict[str, int], fields: list[Field], width: int
         raise_if_empty=False,
     )
     frame.columns = list(schema)
-    blank = pl.all_horizontal(pl.col(c).is_null() for c in schema)
-    return frame.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64)).filter(~blank)
+    frame = frame.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64))
+    blank = frame.select(pl.all_horizontal(pl.col(c).is_null() for c in schema)).to_series()
+    return frame.filter(~blank) if blank.any() else frame
 
 
 # --------------------------------------------------------------------------- fast path
@@ -198,8 +200,13 @@ def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int
         return None
     start = pl.col("start_text").str.strip_chars()
     dot = start.str.find(".", literal=True)
-    start_ns = pl.when(dot == start.str.len_chars() - 4).then(start.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
-    text = {f.column: _text_value(pl.col(f.column), f) for f in fields if f.kind in ("text", "shape")}
+    digit_first = (start >= "0") & (start < ":")  # string order: the first character is 0-9
+    start_ns = pl.when(digit_first & (dot == start.str.len_chars() - 4)).then(start.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
+    # N/A and empty cells are already null (null_values); a quoted empty cell ("") is
+    # not, so text columns are rewritten only when one holds an empty string
+    texts = [f for f in fields if f.kind in ("text", "shape")]
+    has_empty = bool(texts) and frame.select(pl.any_horizontal((pl.col(f.column) == "").any() for f in texts)).item()
+    text = {f.column: _text_value(pl.col(f.column), f) if has_empty else _text_value_no_na(pl.col(f.column), f) for f in texts}
     frame = frame.with_columns(start.alias("start_text"), start_ns.alias("start_ns"), **text)
     trusted = [
         pl.col("name").is_not_null(),
@@ -215,8 +222,12 @@ def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int
 
 def _text_value(expr: pl.Expr, field: Field) -> pl.Expr:
     """Text cell: N/A or empty -> null; shapes lose their literal quotes."""
-    value = pl.when(expr.is_in([NA_TEXT, ""])).then(None).otherwise(expr)
-    return value.str.replace_all('"', "", literal=True) if field.kind == "shape" else value
+    return _text_value_no_na(pl.when(expr.is_in([NA_TEXT, ""])).then(None).otherwise(expr), field)
+
+
+def _text_value_no_na(expr: pl.Expr, field: Field) -> pl.Expr:
+    """Text cell already free of N/A and empty cells: shapes lose their literal quotes."""
+    return expr.str.replace_all('"', "", literal=True) if field.kind == "shape" else expr
 
 
 # --------------------------------------------------------------------------- exhaustive path
@@ -252,13 +263,13 @@ def _checked(field: Field) -> tuple[pl.Expr, pl.Expr | None]:
     """Typed value of a text column and the mask of its invalid cells."""
     cell = pl.col(field.column)
     if field.kind == "name":
-        return cell, cell.is_null() | (cell.str.strip_chars() == "")
+        return cell, cell.is_null() | (cell == "")
     if field.kind in ("text", "shape"):
         return _text_value(cell, field), None
     trimmed = cell.str.strip_chars()
-    empty = trimmed.is_null() | trimmed.is_in([NA_TEXT, ""])
     if field.kind == "start":
-        return trimmed, ~empty & _start_ns(trimmed).is_null() | empty
+        return trimmed, _start_ns(trimmed).is_null()
+    empty = trimmed.is_null() | trimmed.is_in([NA_TEXT, ""])
     dtype = pl.Int64 if field.kind == "int" else pl.Float64
     value = pl.when(empty).then(None).otherwise(trimmed).cast(dtype, strict=False)
     bad = ~empty & value.is_null()
@@ -275,7 +286,7 @@ def _start_ns(text: pl.Expr) -> pl.Expr:
     """
     parts = text.str.split_exact(".", 1)
     fraction = parts.struct.field("field_1").fill_null("")
-    well_formed = text.str.contains(r"^\+?[0-9]+(\.[0-9]*)?$") & fraction.str.slice(3).str.contains(r"^0*$")
+    well_formed = text.str.contains(r"^[0-9]+(\.[0-9]*)?$") & fraction.str.slice(3).str.contains(r"^0*$")
     digits = pl.concat_str(parts.struct.field("field_0"), fraction.str.slice(0, 3).str.pad_end(3, "0"))
     return pl.when(well_formed).then(digits.cast(pl.Int64, strict=False))
 
