@@ -56,16 +56,16 @@ class SideInput:
 
 @dataclass(frozen=True)
 class _Side:
-    """Derived per-side frames: the needed event columns (read once) and the SK occurrences."""
+    """Derived per-side frames: the needed event columns (lazy: each pass reads only what it needs) and the SK occurrences."""
 
     name: str
     data: SideInput
-    events: pl.DataFrame
+    events: pl.LazyFrame
     occurrences: pl.DataFrame
 
 
 def _side(name: str, data: SideInput) -> _Side:
-    events = data.events.select(EVENT_COLUMNS).collect()
+    events = data.events.select(EVENT_COLUMNS)
     return _Side(name, data, events, sk_occurrences(events))
 
 
