@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
@@ -61,6 +62,8 @@ TRIAL_SCHEMA = "sk-tune-trial-v1"
 META_SCHEMA = "sk-tune-run-meta-v1"
 ROUND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MIN_TRIAL_RUNS = 3
+LOCK_NAME = ".sk-run.lock"
+"""One sk-run at a time per round (an OS file lock: released even on SIGKILL)."""
 
 
 def round_dir_of(session: Path, round_name: str) -> Path:
@@ -414,12 +417,12 @@ def complete_runs(round_dir: Path) -> list[int]:
 class _Round:
     """One prepared trial round: the steps probe -> correctness -> clean runs."""
 
-    def __init__(self, trial: _Trial) -> None:
+    def __init__(self, trial: _Trial, derived: DerivedConfig, seed: int) -> None:
+        """Prepare (or verify, on resume) the round; call while holding its lock."""
         spec = trial.spec
         self.trial, self.spec = trial, spec
-        self.derived = trial.derive()
-        self.seed = trial.session_seed()
-        self.record, self.config_path = trial.prepare_round(self.derived, self.seed)
+        self.derived, self.seed = derived, seed
+        self.record, self.config_path = trial.prepare_round(derived, seed)
         self.config_sha = sha256_file(self.config_path)
         self.trial_fp: str = self.record["fingerprints"]["trial_fingerprint"]
         self.target = spec.target_runs
@@ -541,8 +544,19 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     trial = _Trial(spec, progress)
     trial.validate()
     trial.check_environment()
-    steps = _Round(trial)
-    return steps.probe() or steps.correctness() or steps.clean_runs()
+    derived = trial.derive()
+    seed = trial.session_seed()
+    trial.dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(trial.dir / LOCK_NAME)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UsageError(f"round {spec.round} is being run by another sk-run process ({trial.dir / LOCK_NAME} is locked)") from None
+    try:
+        steps = _Round(trial, derived, seed)
+        return steps.probe() or steps.correctness() or steps.clean_runs()
+    finally:
+        lock.release()
 
 
 __all__ = ["Progress", "TrialResult", "TrialSpec", "complete_runs", "derive_seed", "round_dir_of", "run_trial"]

@@ -232,3 +232,15 @@ def test_missing_workload_executable_is_a_recorded_blocker(tmp_path: Path) -> No
     rd = tmp_path / "session/experiments/Sbest/O1"
     assert json.loads((rd / "environment-blockers.jsonl").read_text())["stage"] == "environment"
     assert sorted(p.name for p in rd.iterdir()) == ["environment-blockers.jsonl"]
+
+
+def test_a_round_runs_under_one_sk_run_at_a_time(tmp_path: Path) -> None:
+    from filelock import FileLock
+
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    rd.mkdir(parents=True)
+    with FileLock(rd / ".sk-run.lock"):
+        with pytest.raises(UsageError, match="being run by another sk-run"):
+            run_trial(spec)
+    assert run_trial(spec).status == "ok"
