@@ -180,3 +180,27 @@ def test_open_session_and_profile_return_lazy_frames_with_hive_columns(tmp_path:
     assert tables["sk_events"].collect().height == 0
     with pytest.raises(InputError):
         ska.open_session(tmp_path / "missing")
+
+
+def test_sk_prof_traces_of_two_devices_share_a_partition_and_truncation_is_reported(tmp_path: Path) -> None:
+    from sk_runner.sk_samples import SkProfVariant, sk_prof_events, write_sk_prof
+
+    prof = tmp_path / "prof"
+    events = sk_prof_events(12, 1)
+    write_sk_prof(prof / "sk_meta" / "4242" / "sk_prof_device_0.json", events)
+    cut = write_sk_prof(prof / "sk_meta" / "4242" / "sk_event_dev_device_1.json", events, SkProfVariant(legacy=True))
+    text = cut.read_text()
+    cut.write_text(text[: text.index('{"name"', text.index('{"name"', 40) + 1) + 30])  # killed mid-record
+    report = ingest_path(prof, tmp_path / "data")
+    kinds = {f.path: (f.kind, f.table, f.partition["run"]) for f in report.files}
+    assert kinds == {
+        "sk_meta/4242/sk_event_dev_device_1.json": ("sk_prof", "sk_events", "prof"),
+        "sk_meta/4242/sk_prof_device_0.json": ("sk_prof", "sk_events", "prof"),
+    }
+    rows = {f.path: f.rows for f in report.files}
+    assert rows["sk_meta/4242/sk_prof_device_0.json"] == 12
+    assert rows["sk_meta/4242/sk_event_dev_device_1.json"] == 2
+    assert len(report.warnings) == 1 and "sk_event_dev_device_1.json" in report.warnings[0]
+    assert [p.relative_to(tmp_path / "data").as_posix() for p in report.written] == ["sk_events/round=prof/role=profile/run=prof/part-0.parquet"]
+    events_back = pl.read_parquet(report.written[0])
+    assert sorted(events_back["device_id"].unique().to_list()) == [0, 1]
