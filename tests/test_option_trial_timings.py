@@ -102,3 +102,20 @@ def test_unreadable_log_as_directory(tmp_path: Path) -> None:
     (folder / "run-1" / "log_1.log").mkdir()
     with pytest.raises(InputError, match="log_1.log: cannot read rank log"):
         read_candidate(folder, expected_ranks=2, warmup=1)
+
+
+def test_check_candidate_on_frames(tmp_path: Path) -> None:
+    """The checks Parquet sources and API callers get (no files to look at)."""
+    from sk_analytics.ingest.timings import check_candidate
+
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3"]}, {0: ["1", "2", "3"], 1: ["1", "2", "3"]}])
+    frame = read_candidate(folder, expected_ranks=2, warmup=2)
+    check_candidate(frame, label="c", expected_ranks=2, warmup=2)
+    with pytest.raises(InputError, match=r"c/run-1: found 2 ranks \(expected 3\)"):
+        check_candidate(frame, label="c", expected_ranks=3, warmup=2)
+    with pytest.raises(InputError, match=r"run-1/log_0.log: no decode samples remain after warmup=3 \(3 decode"):
+        check_candidate(frame, label="c", expected_ranks=2, warmup=3)
+    with pytest.raises(InputError, match="no timing samples"):
+        check_candidate(frame.clear(), label="c", expected_ranks=2, warmup=2)
+    with pytest.raises(InputError, match="negative"):
+        check_candidate(frame, label="c", expected_ranks=2, warmup=-1)

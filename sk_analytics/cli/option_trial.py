@@ -61,7 +61,7 @@ def option_trial(
         gate=gate,  # type: ignore[arg-type]
         baseline_path=baseline,
         candidate_paths=dict(pairs),
-        expected_ranks=expected_ranks,
+        expected_ranks=None,  # load_source has checked every source already
     )
     click.echo(render_option_trial(result, lang), nl=False)
     if json_out is not None:
@@ -76,7 +76,7 @@ def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | No
     """Five-run stability of SOURCE (exactly 5 runs, decimal spread <= 5%);
     exit 0 when stable."""
     frame = load_source(source, expected_ranks=expected_ranks, warmup=warmup)
-    result = stability_check(frame, warmup, path=source, expected_ranks=expected_ranks)
+    result = stability_check(frame, warmup, path=source, expected_ranks=None)  # checked by load_source
     click.echo(render_stability(result, lang), nl=False)
     if json_out is not None:
         write_json(json_out, result)

@@ -29,6 +29,8 @@ def _per_run(metrics: list[RunMetric]) -> list[dict[str, Any]]:
 def _summarize_checked(
     frame: pl.DataFrame, *, label: str, warmup: int, expected_ranks: int | None
 ) -> tuple[dict[str, Any], list[RunMetric]]:
+    if warmup < 0:
+        raise UsageError(f"warm-up {warmup} is negative (expected >= 0)")
     if expected_ranks is not None:
         check_candidate(frame, label=label, expected_ranks=expected_ranks, warmup=warmup)
     return summarize(frame, warmup=warmup, path=label)
