@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -97,5 +96,5 @@ def trial(
         click.echo(f"{result.round}: {result.status} ({result.outcome}) — {result.message}")
         click.echo(f"  clean runs: {runs_text} (target {result.runs_target}) in {result.round_dir / 'CLEAN'}")
         if result.scene_dir is not None:
-            click.echo(f"  failure scene: {result.scene_dir}", file=sys.stdout)
+            click.echo(f"  failure scene: {result.scene_dir}")
     return result.exit_code

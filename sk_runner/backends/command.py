@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.backends.base import Control, RunRequest, WrapperVerdict, expand_template, require_template
+from sk_runner.backends.base import (
+    Control,
+    RunRequest,
+    WrapperVerdict,
+    expand_template,
+    require_template,
+)
 from sk_runner.backends.wrapper_rules import registry_verdict
 from sk_runner.fingerprint import environment_record
 
