@@ -1,0 +1,130 @@
+"""Phase entry: the manifest and the dispatched task are validated field by field; the plan is emitted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sk_analytics.cli._base import run_cli
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ledger import read_records
+from sk_runner.cli import cli
+from sk_runner.sweep.phase import resolve_tool, validate_phase_manifest
+
+SEED = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {}}
+MANIFEST = {
+    "schema_version": "superkernel-phase-manifest-v1",
+    "phase": "stage_o_option_tuning",
+    "agent_id": "sk-stage-o-option-tuning",
+    "skill": "superkernel-stage-o",
+    "runtime_tools": ["analyze_performance", "artifact_contract", "dcci_diff", "sk-run trial"],
+}
+
+
+def _write(tmp_path: Path, manifest: dict[str, Any] | None = None, **task_changes: Any) -> Path:
+    (tmp_path / "phase.json").write_text(json.dumps(manifest or MANIFEST), encoding="utf-8")
+    (tmp_path / "seed.json").write_text(json.dumps(SEED), encoding="utf-8")
+    s0 = tmp_path / "S0" / "run-1"
+    s0.mkdir(parents=True, exist_ok=True)
+    (s0 / "log_0.log").write_text("Inference time (decode): 10.0 ms\n", encoding="utf-8")
+    task: dict[str, Any] = {
+        "schema_version": "superkernel-stage-o-task-v1",
+        "agent_id": "sk-stage-o-option-tuning",
+        "phase_manifest": "phase.json",
+        "seed": {"name": "Sbest-SEED", "frozen": True, "config": "seed.json", "config_fingerprint": fingerprint(SEED)},
+        "accepted_option_values": [{"option": "auto_op_parallel", "value": 1}],
+        "clean_artifacts": {"bound_to": "S0", "path": "S0"},
+        "workload": {"backend": "sim", "ranks": 2, "iterations": 30, "warmup": 8, "seed": 3},
+        "policy": {"risky_timeout_s": 5.0},
+        "session": "session",
+    }
+    task.update(task_changes)
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(task), encoding="utf-8")
+    return path
+
+
+def test_plan_only_creates_session_and_prints_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task = _write(tmp_path)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    plan = json.loads(out[out.index("{"):])
+    session = (tmp_path / "session").resolve()
+    assert plan["phase"] == "stage_o_option_tuning" and plan["agent_id"] == "sk-stage-o-option-tuning"
+    assert plan["commands"][0]["argv"] == ["sk-run", "sweep", "--resume", str(session)]
+    assert plan["handoff"] == {"schema_version": "superkernel-stage-o-handoff-v1", "session_path": str(session),
+                               "step_id": "stage_o_option_tuning", "seal_after_agent_result": True}
+    assert plan["task_fingerprint"] == fingerprint(json.loads(task.read_text()))
+    kinds = [r.kind for r in read_records(session)]
+    assert kinds == ["session_started", "phase_entry"]
+    session_json = json.loads((session / "session.json").read_text())
+    assert session_json["task"]["accepted_option_values"] == [{"option": "auto_op_parallel", "value": 1}]
+    assert session_json["policy"]["risky_timeout_s"] == 5.0 and session_json["control"]["ranks"] == 2
+    # entering the same task again re-opens the same session, records nothing new
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    assert [r.kind for r in read_records(session)] == kinds
+
+
+@pytest.mark.parametrize(
+    ("manifest_change", "needle"),
+    [
+        ({"schema_version": "v0"}, "schema_version"),
+        ({"phase": "stage_p"}, "phase is 'stage_p'"),
+        ({"agent_id": "other"}, "agent_id"),
+        ({"skill": " "}, "skill is empty"),
+        ({"runtime_tools": []}, "non-empty list"),
+        ({"runtime_tools": ["analyze_performance", "msprof_magic"]}, "msprof_magic"),
+    ],
+)
+def test_bad_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str], manifest_change: dict[str, Any], needle: str) -> None:
+    task = _write(tmp_path, {**MANIFEST, **manifest_change})
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 2
+    err = capsys.readouterr().err
+    assert "phase.json" in err and needle in err
+    assert not (tmp_path / "session").exists()
+
+
+def test_manifest_missing_field(tmp_path: Path) -> None:
+    (tmp_path / "phase.json").write_text(json.dumps({k: v for k, v in MANIFEST.items() if k != "skill"}))
+    from sk_analytics.errors import InputError
+
+    with pytest.raises(InputError, match="has no 'skill'"):
+        validate_phase_manifest(tmp_path / "phase.json")
+
+
+@pytest.mark.parametrize(
+    ("task_change", "code", "needle"),
+    [
+        ({"agent_id": "sk-stage-p"}, 2, "not a stage-O task"),
+        ({"seed": {"name": "Sbest-SEED", "frozen": False, "config": "seed.json", "config_fingerprint": "0" * 64}}, 2, "frozen Sbest-SEED"),
+        ({"seed": {"name": "Sbest-SEED", "frozen": True, "config": "seed.json", "config_fingerprint": "0" * 64}}, 2, "does not match"),
+        ({"clean_artifacts": {"bound_to": "S1", "path": "S0"}}, 2, "not bound to S0"),
+        ({"clean_artifacts": {"bound_to": "S0", "path": "nowhere"}}, 2, "S0 clean artifacts not found"),
+        ({"accepted_option_values": [{"option": "debug_sync_all", "value": 1}]}, 2, "debug option"),
+        ({"accepted_option_values": [{"option": "bogus", "value": 1}]}, 2, "registered option"),
+        ({"workload": {"backend": "command"}}, 2, "needs a workload command"),
+        ({"session": None}, 2, "no session folder"),
+    ],
+)
+def test_bad_task(tmp_path: Path, capsys: pytest.CaptureFixture[str], task_change: dict[str, Any], code: int, needle: str) -> None:
+    task = _write(tmp_path, **task_change)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == code
+    assert needle in capsys.readouterr().err
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert run_cli(cli, "sk-run", ["sweep"]) == 2
+    assert "exactly one of" in capsys.readouterr().err
+    assert run_cli(cli, "sk-run", ["sweep", "--demo", "--plan-only"]) == 2
+    assert run_cli(cli, "sk-run", ["sweep", "--resume", str(tmp_path)]) == 2
+    assert "session.json missing" in capsys.readouterr().err
+
+
+def test_resolve_tool() -> None:
+    assert resolve_tool("analyze_performance") == ("sk-analyze", "option-trial")
+    assert resolve_tool("sk-analyze dcci-diff") == ("sk-analyze", "dcci-diff")
+    assert resolve_tool("Artifact-Contract") == ("sk-analyze", "contract")
+    assert resolve_tool("nope") is None

@@ -1,0 +1,112 @@
+"""Fault injection: SIGKILL the sweep at random points, resume, and get the same BASE and matrix."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sk_analytics.errors import IntegrityError
+from sk_analytics.ledger import read_records, verify
+from sk_analytics.strict_json import load_json_file
+from sk_runner.sweep.driver import run_sweep
+from sk_runner.sweep.session import load_session
+from sweep_helpers import base_identity, settled_statuses, small_session
+
+pytestmark = pytest.mark.slow
+
+ENTRIES = ["auto-op-parallel-1", "aggressive-task1-value0", "split-mode-3"]
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _runs_per_round(root: Path) -> dict[str, list[str]]:
+    rounds = root / "experiments" / "Sbest"
+    return {
+        d.name: sorted(p.name for p in (d / "CLEAN").glob("run-*") if (p / "meta.json").is_file())
+        for d in sorted(rounds.iterdir()) if (d / "CLEAN").is_dir()
+    }
+
+
+def _outcome(root: Path) -> tuple[dict[str, str], dict, dict[str, list[str]]]:
+    return settled_statuses(root), base_identity(root), _runs_per_round(root)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple, float]:
+    root = tmp_path_factory.mktemp("ref") / "s"
+    started = time.monotonic()
+    run_sweep(small_session(root, ENTRIES, noise=1.0), say=lambda _: None)
+    return _outcome(root), time.monotonic() - started
+
+
+def _kill_sweep_after(root: Path, delay_s: float) -> bool:
+    """Start ``sk-run sweep --resume`` in its own process group and SIGKILL the group after ``delay_s``."""
+    code = "from sk_runner.cli import main; main()"
+    proc = subprocess.Popen([sys.executable, "-c", code, "sweep", "--resume", str(root), "--quiet"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.wait(timeout=delay_s)
+        return False  # finished before the kill
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return True
+
+
+@pytest.mark.parametrize("seed", [11, 23, 37])
+def test_kill_and_resume_reaches_same_result(seed: int, tmp_path: Path, reference: tuple[tuple, float]) -> None:
+    expected, duration = reference
+    rng = random.Random(seed)
+    root = tmp_path / "s"
+    small_session(root, ENTRIES, noise=1.0)
+    kills = 0
+    for _ in range(2):  # up to two kills at random points, then an uninterrupted resume
+        kills += _kill_sweep_after(root, rng.uniform(1.0, max(2.0, duration * 0.8)))
+    assert verify(root).ok  # a killed sweep never leaves a broken ledger
+    outcome = run_sweep(load_session(root), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    assert _outcome(root) == expected
+    assert verify(root).ok
+    kinds = [r.kind for r in read_records(root)]
+    assert kinds.count("base_frozen") == 1 and kinds.count("matrix_frozen") == 1
+    # every finished trial recorded exactly once per phase; scenes are kept, never overwritten
+    trial_keys = [(r.data["round"], r.data["phase"]) for r in read_records(root) if r.kind == "trial_result"]
+    assert len(trial_keys) == len(set(trial_keys))
+    scenes = list((root / "experiments" / "Sbest").glob("*/FAILURE_SCENES/attempt-*"))
+    assert scenes and all((s / "scene.json").is_file() for s in scenes)
+    assert kills >= 1
+
+
+def test_tampered_ledger_or_matrix_refuses_resume(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    run_sweep(small_session(root, ["split-mode-3"]), say=lambda _: None)
+    ledger = root / "ledger.jsonl"
+
+    edited = tmp_path / "edited"
+    shutil.copytree(root, edited)
+    lines = (edited / "ledger.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[5] = lines[5].replace('"ok": true', '"ok": false', 1) if '"ok": true' in lines[5] else lines[5].replace("O0", "O9", 1)
+    (edited / "ledger.jsonl").write_text("".join(lines), encoding="utf-8")
+    assert not verify(edited).ok
+    with pytest.raises(IntegrityError):
+        load_session(edited)
+
+    matrix_edit = tmp_path / "matrix"
+    shutil.copytree(root, matrix_edit)
+    text = (matrix_edit / "matrix.json").read_text(encoding="utf-8").replace('"risk": "low"', '"risk": "medium"', 1)
+    (matrix_edit / "matrix.json").write_text(text, encoding="utf-8")
+    with pytest.raises(IntegrityError, match="edited after freezing"):
+        run_sweep(load_session(matrix_edit), say=lambda _: None)
+
+    truncated = tmp_path / "truncated"
+    shutil.copytree(root, truncated)
+    (truncated / "ledger.jsonl").write_text("".join(ledger.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
+    assert [p.code for p in verify(truncated).problems] == ["head"]
+    assert load_json_file(root / "handoff.json")["outcome"] == "base"
