@@ -95,7 +95,11 @@ def _kernel_node(model: StepModel, names: GraphNames, m: int, task_id: int) -> d
         "nodeType": "KERNEL" if graph.member_is_kernel[m] else NODE_TYPES[graph.member_op[m]],
         "scopeName": graph.launch_scope[launch] if graph.launch_is_sk[launch] else "",
     }
-    if graph.member_is_kernel[m]:
+    if graph.member_kernel_type[m] == "COMMUNICATION":  # an HCCL task: no kernel symbol
+        node["nodeType"] = "HCCL"
+        params = {"opName": names.sk_name[launch], "opType": graph.member_op[m]}
+        node["taskInfo"] = [{"taskId": task_id, "streamId": stream_id, "taskType": "HCCL", "hcclParams": params}]
+    elif graph.member_is_kernel[m]:
         kt = graph.member_kernel_type[m]
         params = {"funcName": graph.member_symbol[m], "numBlocks": int(graph.member_blocks[m]), "kernelType": kt,
                   "taskRatio": list(TASK_RATIO.get(kt, (0, 0)))}
