@@ -1,11 +1,12 @@
-"""``sk-run demo``: generate a small sample session, ingest it, print a summary.
+"""``sk-run demo``: the README's main command — a complete Stage O sweep on the simulated device.
 
-Interim main job of the quick start (``make demo``): three clean runs of two
-ranks (rank logs in the real format) and one profile (a kernel_details.csv
-with SuperKernel rows) are written under ``--session`` (default
-``./demo-session``), ingested into ``<session>/data`` exactly as the runner
-does after each run, and summarised from the Parquet tables. A later issue
-replaces this with the simulated Stage O sweep.
+By default this runs ``sk-run sweep --demo`` into ``--session`` (default
+``./demo-session``; a folder written by an earlier demo is replaced, any other
+non-empty folder is refused) and prints where the report is. ``--samples``
+keeps the earlier quick sample: three clean runs of two ranks (rank logs in
+the real format) and one profile (a kernel_details.csv with SuperKernel rows),
+ingested into ``<session>/data`` exactly as the runner does after each run and
+summarised from the Parquet tables.
 """
 
 from __future__ import annotations
@@ -85,9 +86,20 @@ def summary(session: Path) -> str:
 @click.command("demo")
 @click.option("--session", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-session"), show_default=True, help="Folder to write the sample session into.")
 @click.option("--seed", type=int, default=7, show_default=True, help="Seed of the generated samples.")
-def demo(session: Path, seed: int) -> int:
-    """Generate a small sample session (rank logs, kernel_details.csv), ingest it
-    into Parquet and print a summary."""
+@click.option("--samples", is_flag=True, help="Only generate, ingest and summarise a small sample session (no sweep).")
+@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language of the sweep.")
+def demo(session: Path, seed: int, samples: bool, lang: str) -> int:
+    """Run a complete Stage O sweep on the simulated device (default network) and
+    print where the report is; --samples: the small ingest-only sample session."""
+    if not samples:
+        from sk_runner.sweep.cli import run_and_print
+        from sk_runner.sweep.demo import demo_session
+
+        prepare(session)
+        shutil.rmtree(session)  # the sweep session needs a new, empty folder; mark it as a demo again below
+        sweep_session = demo_session(session, seed=seed)
+        write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
+        return run_and_print(sweep_session, lang)
     prepare(session)
     runs, profile = generate(session, seed)
     data = session / "data"

@@ -26,7 +26,7 @@ def _worst_rank_means(session: Path) -> dict[str, float]:
 
 def test_demo_generates_ingests_and_summarises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     session = tmp_path / "demo"
-    assert run_cli(cli, "sk-run", ["demo", "--session", str(session)]) == 0
+    assert run_cli(cli, "sk-run", ["demo", "--samples", "--session", str(session)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"sample session: {session} ({RUNS * RANKS + 1} artifacts ingested into {session / 'data'})\n")
     for run, mean in _worst_rank_means(session).items():
@@ -37,12 +37,12 @@ def test_demo_generates_ingests_and_summarises(tmp_path: Path, capsys: pytest.Ca
         "kernels/round=O0-INCUMBENT/role=profile/run=profile/part-0.parquet",
         *[f"timings/round=O0-INCUMBENT/role=baseline/run=run-{k}/part-0.parquet" for k in range(1, RUNS + 1)],
     ]
-    assert run_cli(cli, "sk-run", ["demo", "--session", str(session)]) == 0  # a demo folder is replaced
+    assert run_cli(cli, "sk-run", ["demo", "--samples", "--session", str(session)]) == 0  # a demo folder is replaced
     assert capsys.readouterr().out == out
 
 
 def test_demo_refuses_a_folder_it_did_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "evidence.txt").write_text("keep me")
-    assert run_cli(cli, "sk-run", ["demo", "--session", str(tmp_path)]) == 2
+    assert run_cli(cli, "sk-run", ["demo", "--samples", "--session", str(tmp_path)]) == 2
     assert "is not a demo session" in capsys.readouterr().err
     assert (tmp_path / "evidence.txt").read_text() == "keep me"

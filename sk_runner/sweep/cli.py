@@ -13,7 +13,8 @@ from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import SweepSession, load_session
 
 
-def _run(session: SweepSession, lang: str, quiet: bool) -> int:
+def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) -> int:
+    """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped)."""
     say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=False))
     click.echo(f"会话：{session.root}")
     outcome = run_sweep(session, say=say, lang=lang)
@@ -46,12 +47,12 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     if resume is not None:
         if session_dir is not None:
             raise UsageError("--resume takes the session folder itself; --session is for new sessions")
-        return _run(load_session(resume), lang, quiet)
+        return run_and_print(load_session(resume), lang, quiet)
     if demo:
         from sk_runner.sweep.demo import DEMO_CONTROL, demo_session
 
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
-        return _run(demo_session(session_dir, network=network, seed=seed, control=control), lang, quiet)
+        return run_and_print(demo_session(session_dir, network=network, seed=seed, control=control), lang, quiet)
     from sk_runner.sweep.phase import enter_phase
 
     assert task is not None
@@ -59,4 +60,4 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     click.echo(json.dumps(plan, ensure_ascii=False, indent=2))
     if plan_only:
         return EXIT_OK
-    return _run(session, lang, quiet)
+    return run_and_print(session, lang, quiet)
