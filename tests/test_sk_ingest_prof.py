@@ -178,3 +178,36 @@ def test_corrupted_input_parses_or_raises_input_error(tmp_path: Path, cut: int, 
         ends = (2 + len(CHILD), 4 + len(CHILD) + len(SPAN), 6 + 2 * len(CHILD) + len(SPAN))  # "[\n" and ",\n"
         complete = sum(1 for end in ends if end <= cut)
         assert result.rows == complete
+
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "sk"
+SK3 = "sk_3_layer0_start_static_kernel_RmsNorm_5f3c0a9e1b2d4c6f8a7e9d0c1b2a3f4e_9_d0_end_MatMulV2_ND_FP16_1"
+
+
+def test_fixture_trace_hand_checked() -> None:
+    result = parse_sk_prof(FIXTURES / "sk_meta" / "4242" / "sk_prof_device_0.json", root=FIXTURES)
+    assert result.warnings == []
+    assert result.frame.select("record", "device_id", "lane", "core", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id",
+                               "block_idx", "block_num", "is_span", "func_name", "canonical_op", "source_file").rows() == [
+        (0, 0, "AIV", 27, 1001001, 12250, "3_1", 3, None, 0, 2, True, SK3, None, "sk_meta/4242/sk_prof_device_0.json"),
+        (1, 0, "AIV", 27, 1001100, 4000, "3_1", 3, 0, 0, 2, False,
+         "static_kernel_RmsNorm_5f3c0a9e1b2d4c6f8a7e9d0c1b2a3f4e_9_d0", "RmsNorm", "sk_meta/4242/sk_prof_device_0.json"),
+        (2, 0, "AIC", 3, 1006000, 7123, "3_1", 3, 2, 1, 2, False, "MatMulV2_ND_FP16_1", "MatMulV2",
+         "sk_meta/4242/sk_prof_device_0.json"),
+    ]
+
+
+def test_fixture_legacy_one_line_trace() -> None:
+    frame = parse_sk_prof(FIXTURES / "legacy" / "sk_event_dev_device_1.json").frame
+    assert frame.select("device_id", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id", "block_idx", "block_num",
+                        "is_span", "canonical_op").rows() == [
+        (1, 5500, 1000, "7", 9, 0, 3, 8, False, "Add"),
+        (1, 5000, 3000, "7", 9, None, 3, 8, True, None),
+    ]
+
+
+def test_fixture_killed_trace() -> None:
+    path = FIXTURES / "killed" / "sk_prof_device_2.json"
+    result = parse_sk_prof(path)
+    assert result.frame.select("ts_ns", "dur_ns", "canonical_op").rows() == [(10000, 1000, "Add"), (11000, 2000, "Mul")]
+    assert result.warnings == [f"{path}: truncated in record 2 (line 4); kept the 2 complete records before it"]
