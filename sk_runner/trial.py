@@ -546,6 +546,8 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     trial.check_environment()
     derived = trial.derive()
     seed = trial.session_seed()
+    if spec.top_up_to is not None and not (trial.dir / "trial.json").is_file():
+        raise UsageError(f"--top-up-to: round {spec.round} holds no trial to top up (run it first)")
     trial.dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(trial.dir / LOCK_NAME)
     try:

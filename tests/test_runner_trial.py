@@ -39,6 +39,8 @@ def _tree_hashes(folder: Path) -> dict[str, str]:
 
 def test_three_run_trial_then_top_up_to_five(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    with pytest.raises(UsageError, match="no trial to top up"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", top_up_to=5))
     res = run_trial(spec)
     assert (res.status, res.exit_code, res.runs_completed, res.new_runs) == ("ok", 0, [1, 2, 3], [1, 2, 3])
     rd = tmp_path / "session/experiments/Sbest/O1"
