@@ -214,3 +214,13 @@ def test_symbols_are_stable_and_realistic() -> None:
     assert re.fullmatch(r"static_kernel_RmsNorm_[0-9a-f]{32}_\d+_d0", sym)
     assert a.symbol("RmsNorm", "q_norm") != sym
     assert np.unique([a.symbol(op, "") for op in a.ops]).size == len(a.ops)
+
+
+def test_truth_child_index_counts_events_kernel_position_does_not() -> None:
+    truth = ground_truth(load_network("dcci-unrepairable"))["dcci"]
+    shared = [c for c in truth["regressed_children"] if c["sk"]["scope_name"] == "shared_expert" and c["sk"]["occurrence"] == 0]
+    # shared_expert = [EventWait, DynamicQuant, MatMulV3, SwiGlu, MatMulV3, EventNotify]
+    assert [(c["canonical_op"], c["child_index"], c["kernel_position"]) for c in shared] == [
+        ("DynamicQuant", 1, 0), ("MatMulV3", 2, 1), ("SwiGlu", 3, 2), ("MatMulV3", 4, 3)]
+    for c in truth["regressed_children"]:
+        assert c["sk"]["child_ops"][c["kernel_position"]] == c["canonical_op"]

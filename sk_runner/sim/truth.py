@@ -85,13 +85,15 @@ def dcci_truth(network: Network) -> dict[str, Any]:
         if not regressed:
             continue
         first, count = int(graph.launch_first[launch]), int(graph.launch_count[launch])
-        for i in range(first, first + count):
+        kernels = [i for i in range(first, first + count) if graph.member_is_kernel[i]]
+        for position, i in enumerate(kernels):
             c0, c1 = float(base.child_us[i]), float(dis.child_us[i])
-            if graph.member_is_kernel[i] and c1 - c0 >= MIN_DELTA_US and _pct(c1, c0) >= CHILD_REGRESSION_PCT:
+            if c1 - c0 >= MIN_DELTA_US and _pct(c1, c0) >= CHILD_REGRESSION_PCT:
                 children.append(
                     {
                         "sk": {k: ident[k] for k in ("scope_name", "child_ops", "occurrence")},
                         "child_index": int(graph.member_child[i]),
+                        "kernel_position": position,
                         "canonical_op": graph.member_op[i],
                         "symbol": graph.member_symbol[i],
                         "o0_us": round(c0, 3),
