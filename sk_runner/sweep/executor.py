@@ -197,7 +197,8 @@ class Executor:
         return "dcci_diff_result", {
             "entry_id": a.entry_id, "ok": result.ok, "path": self.rel(out), "patterns": result.patterns,
             "slower_sks": result.slower, "reason_zh": result.reason_zh,
-            "summary_zh": f"dcci-diff：{len(result.slower)} 个显著变慢 SK，修复列表 {result.patterns or '无'}",
+            "summary_zh": (f"dcci-diff：{len(result.slower)} 个显著变慢 SK，修复列表 {result.patterns or '无'}" if result.ok
+                           else f"dcci-diff 拒绝分析：{result.reason_zh}"),
         }
 
     def do_ProbeRepair(self, a: m.ProbeRepair) -> Record:
