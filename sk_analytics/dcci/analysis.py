@@ -122,7 +122,7 @@ def _sk_json(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _child_json(row: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: row[k] for k in ("position", "canonical_op", "func_name", "significant")}
+    out: dict[str, Any] = {k: row[k] for k in ("position", "child_index", "canonical_op", "func_name", "significant")}
     for prefix, name in (("wall_", "wall"), ("exec_", "max_lane")):
         out[name] = {
             "baseline": _stats_json(row, prefix + "base_"),

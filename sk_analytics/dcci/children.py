@@ -98,8 +98,9 @@ def decompose(samples: pl.DataFrame) -> pl.DataFrame:
     """Per (uid, position): wall and max-lane stats per side, their classes and ``significant``.
 
     ``samples`` is the concatenation of both sides' :func:`child_samples`
-    (with a ``side`` column) for attributable SKs only. The op token is the
-    candidate build's (the repair patterns target the candidate's symbols).
+    (with a ``side`` column) for attributable SKs only. The op token, symbol and
+    ``child_index`` (task-list index ``[i]`` = sk_prof nodeId) are the candidate
+    build's (the repair patterns target the candidate's symbols).
     """
     lazy = samples.lazy().filter(pl.col("position").is_not_null())
     keys = ["uid", "position"]
@@ -113,7 +114,7 @@ def decompose(samples: pl.DataFrame) -> pl.DataFrame:
     ops = (
         lazy.sort("side", descending=True)  # candidate rows first
         .group_by(keys)
-        .agg(pl.col("canonical_op").first(), pl.col("func_name").first())
+        .agg(pl.col("canonical_op").first(), pl.col("func_name").first(), pl.col("node_id").first().alias("child_index"))
     )
     significant = (pl.col("wall_class") == SLOWER) | (pl.col("exec_class") == SLOWER)
     return (

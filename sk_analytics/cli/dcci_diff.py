@@ -1,0 +1,40 @@
+"""``sk-analyze dcci-diff``: diagnose a repeatable disable-all DCCI regression (protocol §6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("dcci-diff")
+@click.option("--baseline", "baseline", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="O0 diagnostic profile root (with its collection manifest).")
+@click.option("--candidate", "candidate", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="disable-all diagnostic profile root (with its collection manifest).")
+@click.option("--warmup", default=8, show_default=True, type=click.IntRange(min=0),
+              help="Occurrences of every SK dropped as warm-up.")
+@click.option("--json-out", "json_out", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="Decision JSON (written atomically).")
+@click.option("--report-md", "report_md", type=click.Path(path_type=Path, dir_okay=False),
+              help="Markdown report (written atomically).")
+@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
+def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, report_md: Path | None, lang: str) -> int:
+    """Align SKs structurally, classify each, decompose slower ones into children and
+    propose the one joint repair (exit 0: repair proposed, 1: no repair, 2: bad input)."""
+    from sk_analytics.atomic import write_json, write_text
+    from sk_analytics.dcci.pipeline import dcci_diff as run
+    from sk_analytics.dcci.report import render
+
+    result = run(baseline, candidate, warmup=warmup)
+    write_json(json_out, result)
+    if report_md is not None:
+        write_text(report_md, render(result, lang))
+    repair = result["repair"]
+    classes = result["summary"]["classes"]
+    click.echo(
+        f"dcci-diff: {result['summary']['sks']} SKs "
+        + ", ".join(f"{k}={v}" for k, v in classes.items())
+        + f"; repair: {'proposed ' + str(repair['list']) if repair['proposed'] else 'none (' + repair['reason'] + ')'}"
+    )
+    return 0 if repair["proposed"] else 1

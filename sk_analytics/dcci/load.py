@@ -1,0 +1,101 @@
+"""Read one diagnostic collection root into a :class:`SideInput` (the I/O edge of dcci-diff).
+
+Layout (formats.md §3-§4)::
+
+    ROOT/sk_meta/<pid>/sk_prof_device_<id>.json            (legacy sk_event_dev_device_<id>.json)
+    ROOT/sk_meta/<pid>/model_<id>_<n>/sk_fused_nodes.log
+    ROOT/sk_meta/<pid>/model_<id>_<n>/super_kernel.log
+    ROOT/sk_meta/<pid>/model_<id>_<n>/sk_graph_{origin,updated}.json
+
+Every ``<pid>`` folder is one process: launches are mapped to SK metadata only
+inside their own process. The foundation parsers do the parsing; this module
+only finds the files, tags each frame with its process and concatenates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sk_analytics.dcci.analysis import SideInput
+from sk_analytics.errors import InputError
+from sk_analytics.ingest.base import ParseResult
+from sk_analytics.ingest.fused_nodes import parse_fused_nodes
+from sk_analytics.ingest.graph_dump import parse_graph_dump
+from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME
+from sk_analytics.ingest.sk_prof import parse_sk_prof
+from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
+from sk_analytics.schema import SK_EVENTS, SK_MARKERS, SK_STRUCTURE, SYMBOLS, Table
+
+SK_META = "sk_meta"
+TRUNCATION_WORD = "truncated"
+"""sk_prof parser warnings that report a truncated trace contain this word."""
+
+
+def _processes(root: Path) -> list[Path]:
+    meta = root / SK_META
+    folders = sorted(p for p in meta.iterdir() if p.is_dir()) if meta.is_dir() else []
+    if not folders:
+        raise InputError(root, f"no {SK_META}/<pid>/ folder", expected="SK metadata and sk_prof of the profile process")
+    return folders
+
+
+def _parse_all(
+    files: Iterable[Path], parser: Callable[..., ParseResult], table: Table, process: str, root: Path,
+    warnings: list[str],
+) -> list[pl.DataFrame]:
+    frames = []
+    for path in files:
+        result = parser(path, root=root)
+        warnings.extend(result.warnings)
+        frames.append(result.frame.with_columns(pl.lit(process, dtype=pl.Utf8).alias("process")))
+    return frames
+
+
+def _concat(frames: list[pl.DataFrame], table: Table) -> pl.DataFrame:
+    if frames:
+        return pl.concat(frames, how="vertical")
+    return pl.DataFrame(schema={**table.schema, "process": pl.Utf8})
+
+
+def load_side(root: Path, identity: dict[str, Any] | None = None) -> SideInput:
+    """Parse every process of a collection root; raise InputError when a required artifact is missing."""
+    warnings: list[str] = []
+    events: list[pl.DataFrame] = []
+    structure: list[pl.DataFrame] = []
+    markers: list[pl.DataFrame] = []
+    symbols: list[pl.DataFrame] = []
+    truncated: set[str] = set()
+    for folder in _processes(root):
+        process = folder.name
+        prof_files = sorted(p for p in folder.iterdir() if p.is_file() and SK_PROF_NAME.match(p.name))
+        before = len(warnings)
+        events += _parse_all(prof_files, parse_sk_prof, SK_EVENTS, process, root, warnings)
+        if any(TRUNCATION_WORD in w for w in warnings[before:]):
+            truncated.add(process)
+        models = sorted(p for p in folder.glob("model_*") if p.is_dir())
+        fused = [m / "sk_fused_nodes.log" for m in models if (m / "sk_fused_nodes.log").is_file()]
+        structure += _parse_all(fused, parse_fused_nodes, SK_STRUCTURE, process, root, warnings)
+        logs = [m / "super_kernel.log" for m in models if (m / "super_kernel.log").is_file()]
+        markers += _parse_all(logs, parse_super_kernel_log, SK_MARKERS, process, root, warnings)
+        graphs = [m / f"sk_graph_{g}.json" for m in models for g in ("origin", "updated") if (m / f"sk_graph_{g}.json").is_file()]
+        symbols += _parse_all(graphs, parse_graph_dump, SYMBOLS, process, root, warnings)
+        if prof_files and not fused:
+            raise InputError(folder, "sk_prof present but no model_*/sk_fused_nodes.log in this process",
+                             expected="the SK metadata written by the same profile process")
+    if not events:
+        raise InputError(root, f"no sk_prof_device_<id>.json under {SK_META}/<pid>/",
+                         expected="a profile collected with ASCEND_PROF_SK_ON=<KB>")
+    return SideInput(
+        root=root,
+        events=_concat(events, SK_EVENTS).lazy(),
+        structure=_concat(structure, SK_STRUCTURE),
+        markers=_concat(markers, SK_MARKERS),
+        symbols=_concat(symbols, SYMBOLS),
+        truncated_processes=frozenset(truncated),
+        warnings=tuple(warnings),
+        identity=dict(identity or {}),
+    )
