@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from jsonpointer import JsonPointer
 
 from sk_analytics.atomic import write_json
 from sk_analytics.fingerprint import fingerprint, sha256_file
+from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.stage_o.options import options_root
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
@@ -158,22 +158,8 @@ def _attempt_dir(out_dir: Path, options: Mapping[str, Any]) -> Path:
             n += 1
 
 
-#: The two option-line shapes of super_kernel.log (formats.md §4), with or without a logger prefix.
-_OPTION_LINE = re.compile(r"OptionName: (?P<name>[^,]+), set value(?P<invalid> is invalid)?")
-
-
 def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tuple[list[str], list[str]]:
-    """(set lines, invalid-and-defaulted lines) for ``options`` in the super_kernel.log files.
-
-    Uses the product's super_kernel.log parser (``sk_analytics.ingest.super_kernel_log``)
-    when installed; until then a scan for the two option-line shapes.
-    """
-    try:
-        from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
-    except ImportError:
-        lines = [line.strip() for path in logs for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
-        hits = [(m, line) for line in lines if (m := _OPTION_LINE.search(line)) and m["name"].strip() in options]
-        return [line for m, line in hits if not m["invalid"]], [line for m, line in hits if m["invalid"]]
+    """(set lines, invalid-and-defaulted lines) for ``options`` in the super_kernel.log files."""
     frames = [parse_super_kernel_log(path, root=root).frame for path in logs]
     markers = pl.concat(frames).filter(pl.col("option_name").is_in(list(options)))
     set_lines = markers.filter(pl.col("kind") == "option_set")["text"].to_list()
