@@ -163,3 +163,13 @@ def test_structure_only_on_one_side_is_unaligned() -> None:
     extra = _by_occurrence(result)[("extra:Cast", 0)]
     assert (extra["class"], extra["reason"]) == ("insufficient_evidence", "only_in_candidate")
     assert extra["baseline"]["count"] == 0 and extra["candidate"]["count"] == 8
+
+
+def test_launches_without_metadata_are_listed_and_nothing_is_guessed() -> None:
+    cp = profile(process="200", model_id="7_2", sks=SKS_CAND, occurrences=10, child_ns=slow_second_matmul, variant=1)
+    cp["structure"] = cp["structure"].clear()
+    result = run(cand_parts=cp)
+    assert {(s["class"], s["reason"]) for s in result["sks"]} == {("insufficient_evidence", "only_in_baseline")}
+    assert sorted(u["sk_id"] for u in result["unmapped_launches"]) == [11, 12, 13]
+    assert {u["map_status"] for u in result["unmapped_launches"]} == {"no_metadata"}
+    assert result["repair"]["reason"] == "no_significantly_slower_sk"
