@@ -22,10 +22,16 @@ from sk_analytics.strict_json import load_config_file
 from sk_runner.sim import logs
 from sk_runner.sim.identity import ProcessIds, new_process_ids
 from sk_runner.sim.model import StepModel, compile_model
+from sk_runner.sim.naming import name_graph
 from sk_runner.sim.network import load_network
 from sk_runner.sim.noise import NoiseParams, step_multipliers
 from sk_runner.sim.options import EffectiveOptions, find_options, resolve
+from sk_runner.sim.profiler import write_profiler_output
+from sk_runner.sim.skmeta import write_sk_meta
+from sk_runner.sim.skprof import sk_prof_trace
 from sk_runner.sim.superlog import super_kernel_log
+from sk_runner.sim.timeline import build_timeline
+from sk_runner.sim.truth import write_ground_truth
 
 EXIT_CRASH = 1
 EXIT_DEVICE_FAULT = 134
@@ -115,12 +121,6 @@ def write_super_kernel_log(request: SimRequest, ids: ProcessIds, model: StepMode
 def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
                   seed: int, params: NoiseParams, sk_prof_kb: int | None) -> None:
     """Profiling artifacts of the profiled rank (device 0): profiler output, sk_prof, SK metadata."""
-    from sk_runner.sim.naming import name_graph
-    from sk_runner.sim.profiler import write_profiler_output
-    from sk_runner.sim.skmeta import write_sk_meta
-    from sk_runner.sim.skprof import sk_prof_trace
-    from sk_runner.sim.timeline import build_timeline
-
     rng = np.random.default_rng([seed, 1])
     names = name_graph(model.graph, ids)
     host_base_ns = ids.started_ns + COMPILE_NS + int(prefill_ms * 1e6)
@@ -182,7 +182,8 @@ def run(request: SimRequest) -> int:
     if sk_prof_kb is not None:
         overhead[0] *= SK_PROF_OVERHEAD
     decode_ms = model.step_us / 1000.0 * mult * overhead[:, None]
-    prefill_ms = model.step_us / 1000.0 * network.timing.prefill_factor * mult[:, 0] / mult[:, 0].mean() * overhead
+    # prefill: the first sample's process/rank noise without the warm-up ramp
+    prefill_ms = model.step_us / 1000.0 * network.timing.prefill_factor * mult[:, 0] / (1.0 + params.warmup_amplitude) * overhead
     header = _header(request, model, seed)
     outcome = model.outcome
 
@@ -190,9 +191,6 @@ def run(request: SimRequest) -> int:
         n = min(FAILING_AFTER_SAMPLES, request.iterations)
         logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms[:, :n], [])
         if request.save_meta:
-            from sk_runner.sim.naming import name_graph
-            from sk_runner.sim.skmeta import write_sk_meta
-
             write_sk_meta(request.run_dir, model, name_graph(model.graph, ids), ids, sk_prof_kb=sk_prof_kb, full_cores=[])
         if outcome.kind == "hang":
             print(f"[INFO] decode step {n} waiting for cross-core event ...", flush=True)
@@ -210,7 +208,5 @@ def run(request: SimRequest) -> int:
     logs.write_correctness(request.run_dir, result)
     print(f"Correctness check: {'PASS' if result.passed else 'FAIL'}")
     if request.ground_truth is not None:
-        from sk_runner.sim.truth import write_ground_truth
-
         write_ground_truth(request.ground_truth, network)
     return 0
