@@ -259,9 +259,8 @@ class _Collector:
             extra_env={"SK_RUN_ITERATIONS": str(iterations), "SK_RUN_WARMUP": str(control.warmup), **self.switches},
         )
         argv = spec.backend.argv(request)
-        base = {"attempt": n, "root": str(root), "iterations": iterations, "argv": argv}
         session = begin(spec.role, root, session_path)
-        base["session_fingerprint"] = session["session_fingerprint"]
+        base = AttemptRecord(n, str(root), iterations, "running", "", "", session["session_fingerprint"], argv=argv)
         self.progress(f"{spec.role} attempt {n}: {iterations} iterations into {root}")
         env = {**scrub_env(self.env), **request.contract_env()}
         try:
@@ -270,13 +269,13 @@ class _Collector:
                 stderr_path=stem.with_name(f"attempt-{n}.stderr.log"), timeout_s=control.timeout_s,
             )
         except EnvironmentBlocker as exc:
-            self.record(AttemptRecord(**base, status="blocked", reason=exc.one_line(),
-                                      reason_zh=f"采集进程无法启动：{exc.one_line()}"))
+            self.record(replace(base, status="blocked", reason=exc.one_line(),
+                                reason_zh=f"采集进程无法启动：{exc.one_line()}"))
             raise
-        base["producer"] = result.to_json()
+        base = replace(base, producer=result.to_json())
         failure = _producer_failure(result)
         if failure is not None:
-            return AttemptRecord(**base, status="blocked", reason=failure[0], reason_zh=failure[1])
+            return replace(base, status="blocked", reason=failure[0], reason_zh=failure[1])
         try:
             manifest = finalize(
                 session_path, source_revision=self.revision, config=self.config, control=self.control_record(),
@@ -285,27 +284,26 @@ class _Collector:
                 require_sk_prof=spec.sk_prof_required,
             )
         except (ContractInputError, ContractIntegrityError) as exc:
-            return AttemptRecord(**base, status="blocked", reason=exc.one_line(),
-                                 reason_zh=f"采集不满足产物契约（规则 {exc.rule}），不得用于分析：{exc.one_line()}")
-        base["manifest_fingerprint"] = manifest["manifest_fingerprint"]
+            return replace(base, status="blocked", reason=exc.one_line(),
+                           reason_zh=f"采集不满足产物契约（规则 {exc.rule}），不得用于分析：{exc.one_line()}")
+        base = replace(base, manifest_fingerprint=manifest["manifest_fingerprint"])
         try:
             full = buffer_full_lines(manifest, root)
         except InputError as exc:
-            return AttemptRecord(**base, status="blocked", reason=f"super_kernel.log unreadable: {exc.one_line()}",
-                                 reason_zh=f"super_kernel.log 无法解析：{exc.one_line()}")
+            return replace(base, status="blocked", reason=f"super_kernel.log unreadable: {exc.one_line()}",
+                           reason_zh=f"super_kernel.log 无法解析：{exc.one_line()}")
         if full:
-            return AttemptRecord(
-                **base, status="child_incomplete", buffer_full=full,
+            return replace(
+                base, status="child_incomplete", buffer_full=full,
                 reason=f"sk_prof buffer full ({', '.join(full)}): child trace incomplete",
                 reason_zh="super_kernel.log 报告 sk_prof 缓冲区已满（buffer is full），子节点时间不完整，需缩短采集窗口重采",
             )
-        return AttemptRecord(**base, status="complete", reason="collection complete and sealed",
-                             reason_zh="采集完成，清单已封存并通过校验")
+        return replace(base, status="complete", reason="collection complete and sealed",
+                       reason_zh="采集完成，清单已封存并通过校验")
 
     def record(self, attempt: AttemptRecord) -> None:
+        # attempt numbers are allocated by an exclusive mkdir, so this name is new
         target = self.spec.diag_dir / f"attempt-{attempt.attempt}.json"
-        if target.exists():
-            raise ContractIntegrityError("manifest-once", target, "attempt record exists and is never replaced")
         write_json(target, {"role": self.spec.role, "round": self.spec.round, **attempt.to_json()})
         self.progress(f"{self.spec.role} attempt {attempt.attempt}: {attempt.status} — {attempt.reason}")
 

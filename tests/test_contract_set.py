@@ -67,7 +67,8 @@ def test_two_differences_instead_of_one(tmp_path: Path) -> None:
     config = disable_all(BASE_CONFIG)
     config["super_kernel_optimize_options"]["early_start"] = 1
     roots = _pair(tmp_path, config=config)
-    with pytest.raises(ContractInputError, match="rule declared-change-only: .* at /super_kernel_optimize_options/early_start") as err:
+    expected = "rule declared-change-only: .* at /super_kernel_optimize_options/early_start"
+    with pytest.raises(ContractInputError, match=expected) as err:
         validate_set(roots, [DCCI_POINTER])
     assert err.value.rule == "declared-change-only"
 
@@ -133,7 +134,8 @@ def test_four_roles_share_the_candidate_config(tmp_path: Path) -> None:
     other["super_kernel_optimize_options"]["dcci_disable_on_kernel"] = ["Matmul.*"]
     roots["candidate_verify"] = make_collection(tmp_path, "candidate_verify", config=other, pid=1005,
                                                 files=meta_only, name="verify2")
-    with pytest.raises(ContractInputError, match="rule declared-change-only: config of candidate_verify differs from candidate_profile"):
+    expected = "rule declared-change-only: config of candidate_verify differs from candidate_profile"
+    with pytest.raises(ContractInputError, match=expected):
         validate_set(roots, [DCCI_POINTER])
 
 

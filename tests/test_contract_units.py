@@ -98,7 +98,8 @@ def test_records_sorted_and_unique() -> None:
 
 def test_no_file_in_two_roles() -> None:
     files = {**BASIC, "other": [_rec("p/kernel_details.csv")]}
-    with pytest.raises(ContractInputError, match="rule one-role-per-file: p/kernel_details.csv is listed under kernel_details and other"):
+    expected = "rule one-role-per-file: p/kernel_details.csv is listed under kernel_details and other"
+    with pytest.raises(ContractInputError, match=expected):
         check_manifest(_manifest(files), "m.json")
     files = {**BASIC, "other": [_rec("p/trace_view.json")], "trace_view": [_rec("q/trace_view.json")]}
     with pytest.raises(ContractInputError, match="rule one-role-per-file"):

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sk_runner.cli import cli
-from sk_analytics.cli._base import run_cli
 from test_profile_runner import CONFIG, PRODUCER, WORKLOAD
+
+from sk_analytics.cli._base import run_cli
+from sk_runner.cli import cli
 
 
 def _args(tmp_path: Path, mode: str) -> list[str]:
