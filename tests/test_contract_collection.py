@@ -226,6 +226,13 @@ def test_symlinked_folder_added_after_finalize(tmp_path: Path) -> None:
         load_manifest(root)
 
 
+def test_hard_link_to_outside_file_refused(tmp_path: Path) -> None:
+    root = make_collection(tmp_path, "baseline_profile", config=BASE_CONFIG)
+    os.link(root / "log_0.log", tmp_path / "elsewhere.log")
+    with pytest.raises(ContractInputError, match=r"rule no-symlinks: log_0.log is a hard link \(2 names"):
+        load_manifest(root)
+
+
 def test_producer_outside_session_window(tmp_path: Path) -> None:
     root = tmp_path / "root"
     record = begin("baseline_profile", root, tmp_path / "s.json")

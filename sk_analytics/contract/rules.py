@@ -28,7 +28,7 @@ RULES: dict[str, str] = {
     "sorted-unique": "file records are sorted by path and unique",
     "one-role-per-file": "no file is listed under two roles",
     "created-in-window": "every artifact was created and last modified inside [started_ns, finalized_ns]",
-    "no-symlinks": "no symbolic links inside the capture root",
+    "no-symlinks": "no symbolic or hard links (or other special files) inside the capture root",
     "producer-in-window": "the producer ran inside the session window",
     "workload-fields": "the workload names model, input, batch, rank, mode, warmup, iterations, runtime",
     "workload-alias-conflict": "two aliases of one workload field carry different values",

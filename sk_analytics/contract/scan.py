@@ -1,8 +1,8 @@
 """Reading a capture root from disk: every regular file with its sha256, size and times.
 
 This is the only module of the contract that walks a root. Symbolic links
-(to files or folders) and other non-regular entries are refused: a link
-would let a root "contain" evidence that lives, and changes, elsewhere.
+(to files or folders), hard links and other non-regular entries are refused:
+a link would let a root "contain" evidence that lives, and changes, elsewhere.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def list_files(root: Path) -> list[str]:
         with os.scandir(folder) as entries:
             for entry in entries:
                 rel = f"{prefix}{entry.name}"
-                mode = entry.stat(follow_symlinks=False).st_mode
+                st = entry.stat(follow_symlinks=False)
+                mode = st.st_mode
                 if stat.S_ISLNK(mode):
                     raise ContractInputError(
                         "no-symlinks", root, f"{rel} is a symbolic link", expected="regular files only"
@@ -58,6 +59,11 @@ def list_files(root: Path) -> list[str]:
                 if stat.S_ISDIR(mode):
                     stack.append((Path(entry.path), f"{rel}/"))
                 elif stat.S_ISREG(mode):
+                    if st.st_nlink > 1:
+                        raise ContractInputError(
+                            "no-symlinks", root, f"{rel} is a hard link ({st.st_nlink} names share its content)",
+                            expected="files owned by this root alone",
+                        )
                     if not (prefix == "" and entry.name in RESERVED_NAMES):
                         found.append(rel)
                 else:
