@@ -247,13 +247,14 @@ class _Collector:
 
     def attempt(self, iterations: int) -> AttemptRecord:
         spec = self.spec
+        control = replace(spec.control, iterations=iterations)
+        # an incomplete workload identity fails here, before any root exists
+        workload = profile_workload(spec.backend.workload(control), spec.workload, control)
         n, root = _new_root(spec.diag_dir)
         stem = spec.diag_dir / f"attempt-{n}"
         session_path = stem.with_name(f"attempt-{n}.session.json")
         config_path = stem.with_name(f"attempt-{n}.config.json")
         write_json(config_path, self.config)
-        control = replace(spec.control, iterations=iterations)
-        workload = profile_workload(spec.backend.workload(control), spec.workload, control)
         request = RunRequest(
             config_path=config_path, run_dir=root, seed=spec.seed, control=control,
             extra_env={"SK_RUN_ITERATIONS": str(iterations), "SK_RUN_WARMUP": str(control.warmup), **self.switches},

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sk_analytics.contract import MANIFEST_NAME, MARKER_NAME, load_manifest, load_session
+from sk_analytics.contract import MANIFEST_NAME, MARKER_NAME, ContractInputError, load_manifest, load_session
 from sk_analytics.errors import UsageError
 from sk_runner.backends import make_backend
 from sk_runner.backends.base import Control
@@ -182,6 +182,12 @@ def test_profile_workload_merges_and_refuses_contradictions() -> None:
     assert merged["model"] == "moe" and merged["rank"] == 8 and merged["seed"] == 7
     with pytest.raises(UsageError, match="--workload says iterations=50 but the collection runs iterations=20"):
         profile_workload(backend, {"iters": 50}, control)
+
+
+def test_incomplete_workload_fails_before_any_root(setup: tuple[Path, Path, Path]) -> None:
+    with pytest.raises(ContractInputError, match="rule workload-fields: workload lacks model"):
+        collect_profile(_spec(setup, "ok", workload={"input": "p", "batch": 1, "mode": "decode", "runtime": "r"}))
+    assert not (setup[0] / "experiments" / "Sbest" / "DCCI" / "diag" / "candidate_profile").exists()
 
 
 def test_bad_requests(setup: tuple[Path, Path, Path]) -> None:
