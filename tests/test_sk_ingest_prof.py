@@ -53,7 +53,7 @@ def test_chunk_borders_do_not_change_the_result(tmp_path: Path, variant: SkProfV
     path = write_sk_prof(tmp_path / variant.file_name(0), events, variant)
     whole = parse_sk_prof(path).frame
     monkeypatch.setattr(sk_prof, "CHUNK_BYTES", 97)
-    monkeypatch.setattr(sk_prof, "HEAD_CHARS", 40)
+    monkeypatch.setattr(sk_prof, "HEAD_BYTES", 40)
     assert parse_sk_prof(path).frame.equals(whole)
 
 

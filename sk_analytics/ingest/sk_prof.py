@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,9 @@ FILE_NAME = re.compile(r"^(?:sk_prof_device|sk_event_dev_device)_([0-9]+)\.json$
 CHUNK_BYTES = 16 << 20
 """Bytes read per chunk; records are re-assembled across chunk borders."""
 
+PARALLEL_BATCHES = 2
+"""Batches parsed at the same time (each holds one chunk of record texts)."""
+
 MAX_WHOLE_US_DIGITS = 15
 """Integer µs digits accepted in ts/dur (10^15 µs ≈ 31 years; ×1000 fits Int64)."""
 
@@ -56,8 +61,8 @@ _QUICK_NAME = rf'"name"{_WS}:{_WS}"([^"]*)"'
 _NAME_FIELD = rf'"name"{_WS}:{_WS}"([\s\S]*?){_NAME_END}'
 _STRIP = " \t\r\n,"
 """Stripped from both ends of a record text: whitespace and the separator's comma."""
-HEAD_CHARS = 4096
-"""Characters read before the file head (``[`` or ``{"traceEvents": [``) is matched."""
+HEAD_BYTES = 4096
+"""Bytes read before the file head (``[`` or ``{"traceEvents": [``) is matched."""
 _RAW = ["ph", "name", "lane", "core", "ts_whole", "ts_frac", "dur_whole", "dur_frac", "model_id", "model_ri",
         "sk_id", "node_id"]
 """Text columns both parsing tiers produce for every record."""
@@ -102,9 +107,10 @@ def _record_shape(name: str) -> str:
 _SHAPE = _record_shape('[^"]*')
 _NAME = r"\A\[([0-9]+)/([0-9]+)\]( ?)([\s\S]*)\z"
 _EMPTY = rf"\A\{{{_WS}\}}\z"
-_HEAD = re.compile(rf'\A\ufeff?{_WS}(?:\[|\{{[\s\S]*?"traceEvents"{_WS}:{_WS}\[){_WS}')
-_TAIL_ARRAY = re.compile(rf"{_WS}\]{_WS}\Z")
-_TAIL_OBJECT = re.compile(rf"{_WS}\]{_WS}\}}{_WS}\Z")
+_BWS = rb"[ \t\r\n]*"
+_HEAD = re.compile(rb"\A(?:\xef\xbb\xbf)?" + _BWS + rb'(?:\[|\{[\s\S]*?"traceEvents"' + _BWS + b":" + _BWS + rb"\[)" + _BWS)
+_TAIL_ARRAY = re.compile(_BWS + rb"\]" + _BWS + rb"\Z")
+_TAIL_OBJECT = re.compile(_BWS + rb"\]" + _BWS + rb"\}" + _BWS + rb"\Z")
 
 
 def device_id_of(path: Path) -> int:
@@ -120,7 +126,17 @@ def parse_sk_prof(path: Path, *, root: Path | None = None) -> ParseResult:
     """Parse one SK time profiling trace into ``sk_events`` rows (device clock)."""
     device_id = device_id_of(path)
     warnings: list[str] = []
-    parts = [_parse_batch(path, batch, warnings) for batch in _batches(path)]
+    parts: list[pl.DataFrame] = []
+    # Polars releases the GIL: parse batch k while batch k+1 is read and cut. At most
+    # PARALLEL_BATCHES are in flight, so memory stays bounded; results keep file order,
+    # so the first bad record raised is the first in the file.
+    with ThreadPoolExecutor(max_workers=PARALLEL_BATCHES) as pool:
+        pending: deque[Future[pl.DataFrame]] = deque()
+        for batch in _batches(path):
+            pending.append(pool.submit(_parse_batch, path, batch, warnings))
+            if len(pending) >= PARALLEL_BATCHES:
+                parts.append(pending.popleft().result())
+        parts.extend(future.result() for future in pending)
     events = pl.concat(parts, how="vertical")  # _batches always yields the end-of-file batch
     frame = _finish(events, device_id, relative_source(path, root))
     return ParseResult(SK_EVENTS, SK_EVENTS.conform(frame), path, warnings)
@@ -137,33 +153,28 @@ class _Batch:
 
 
 def _batches(path: Path) -> Iterator[_Batch]:
-    """Read the file in chunks and cut each into record texts; the last, possibly
-    cut, record of a chunk is carried into the next one."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    carry, line, record, first = "", 1, 0, True
+    """Read the file in chunks of bytes and cut each into record texts; the last,
+    possibly cut, record of a chunk is carried into the next one."""
+    carry, line, record, first = b"", 1, 0, True
     try:
         with open(path, "rb") as fh:
             while True:
                 raw = fh.read(CHUNK_BYTES)
                 at_eof = not raw
-                try:
-                    text = carry + decoder.decode(raw, final=at_eof)
-                except UnicodeDecodeError as exc:
-                    raise InputError(path, f"not UTF-8 text ({exc.reason})", expected="a UTF-8 JSON trace") from exc
+                data = carry + raw
                 if first:
-                    if not at_eof and len(text) < HEAD_CHARS:
-                        carry = text
+                    if not at_eof and len(data) < HEAD_BYTES:
+                        carry = data
                         continue
-                    body = _strip_head(path, text)
-                    line += text.count("\n", 0, len(text) - len(body))
-                    text, first = body, False
+                    body = _head_end(path, data)
+                    line += data.count(b"\n", 0, body)
+                    data, first = data[body:], False
                 closed = True
                 if at_eof:
-                    text, closed = _strip_tail(text)
-                pieces, carry, carry_line = _split(text, line, keep_last=not at_eof)
+                    data, closed = _strip_tail(data)
+                pieces, carry, line = _split(path, data, line, keep_last=not at_eof)
                 pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
                 record += pieces.height
-                line = carry_line
                 yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed)
                 if at_eof:
                     return
@@ -171,20 +182,20 @@ def _batches(path: Path) -> Iterator[_Batch]:
         raise InputError(path, f"cannot read SK time profiling file: {exc.strerror or exc}") from exc
 
 
-def _split(text: str, line: int, *, keep_last: bool) -> tuple[pl.DataFrame, str, int]:
-    """Stripped record texts with the line they start on, plus the carried tail
-    (when ``keep_last``) and its line. Fast path: one record per line (the
-    runtime's layout); otherwise records are cut at the ``},{`` separators."""
-    cut = text.rfind("\n") + 1 if keep_last else len(text)
-    lines = pl.Series("text", [text[:cut]]).str.split("\n").explode().str.strip_chars(_STRIP)
-    if cut and lines[-1] == "":
-        lines = lines.head(lines.len() - 1)  # after the last newline
+def _split(path: Path, data: bytes, line: int, *, keep_last: bool) -> tuple[pl.DataFrame, bytes, int]:
+    """Stripped record texts with the line they start on, the carried tail (when
+    ``keep_last``) and the line it starts on. Fast path: one record per line (the
+    runtime's layout), lines cut by Polars' CSV reader; otherwise the text is cut
+    at the ``},{`` separators."""
+    cut = data.rfind(b"\n") + 1 if keep_last else len(data)
+    lines = _lines(path, data[:cut], line)
     one_per_line = (lines == "") | (
         lines.str.starts_with("{") & lines.str.ends_with("}") & ~lines.str.contains(_SEPARATOR)
     )
     if one_per_line.all():
         frame = pl.DataFrame({"line": pl.int_range(line, line + lines.len(), eager=True, dtype=pl.Int64), "text": lines})
-        return frame, text[cut:], line + lines.len()
+        return frame, data[cut:], line + lines.len()
+    text, rest = _decode(path, data, line, final=not keep_last)
     segments = (
         pl.Series("text", [text], dtype=pl.Utf8)
         .str.replace_all(_SEPARATOR, "}${1}" + _SPLIT_MARK + "{")
@@ -195,27 +206,57 @@ def _split(text: str, line: int, *, keep_last: bool) -> tuple[pl.DataFrame, str,
     starts = line + newlines.cum_sum().shift(1, fill_value=0)
     frame = pl.DataFrame({"line": starts, "text": segments.str.strip_chars(_STRIP)})
     if not keep_last:
-        return frame, "", line + int(newlines.sum())
-    return frame.head(frame.height - 1), segments[-1], int(starts[-1])
+        return frame, b"", line + int(newlines.sum())
+    return frame.head(frame.height - 1), segments[-1].encode() + rest, int(starts[-1])
 
 
-def _strip_head(path: Path, text: str) -> str:
-    if text.strip(" \t\r\n\ufeff") == "":
-        return ""  # an empty file: reported as truncated before any record
-    head = _HEAD.match(text)
+def _lines(path: Path, body: bytes, line: int) -> pl.Series:
+    """The lines of ``body`` (whitespace and separator commas stripped)."""
+    expected = body.count(b"\n") + (0 if not body or body.endswith(b"\n") else 1)
+    try:
+        lines = pl.read_csv(
+            body, has_header=False, separator="\x1f", quote_char=None, schema={"text": pl.Utf8},
+            raise_if_empty=False, truncate_ragged_lines=False,
+        ).get_column("text")
+    except pl.exceptions.PolarsError:
+        lines = None  # not UTF-8 (reported below) or a unit separator inside a line
+    if lines is None or lines.len() != expected:
+        text, _ = _decode(path, body, line, final=True)
+        lines = pl.Series("text", text.split("\n")[:expected], dtype=pl.Utf8)
+    return lines.fill_null("").str.strip_chars(_STRIP)
+
+
+def _decode(path: Path, data: bytes, line: int, *, final: bool) -> tuple[str, bytes]:
+    """UTF-8 text of ``data`` and the bytes of a character cut at its end (kept for the next chunk)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        text = decoder.decode(data, final=final)
+    except UnicodeDecodeError as exc:
+        bad = line + data.count(b"\n", 0, exc.start)
+        raise InputError(path, f"not UTF-8 text ({exc.reason})", line=bad, expected="a UTF-8 JSON trace") from exc
+    rest = decoder.getstate()[0]
+    return text, rest
+
+
+def _head_end(path: Path, data: bytes) -> int:
+    """Byte offset of the first record (after ``[`` or the object form's ``{"traceEvents": [``)."""
+    if data.strip(b" \t\r\n") in (b"", b"\xef\xbb\xbf"):
+        return len(data)  # an empty file: reported as truncated before any record
+    head = _HEAD.match(data)
     if head is None:
         raise InputError(path, "does not start a trace event array", line=1,
                          expected='a JSON array "[...]" or an object {"traceEvents": [...]}')
-    return text[head.end():]
+    return head.end()
 
 
-def _strip_tail(text: str) -> tuple[str, bool]:
-    """``text`` without the array/object close; whether the close was there."""
+def _strip_tail(data: bytes) -> tuple[bytes, bool]:
+    """``data`` without the array/object close; whether the close was there."""
+    tail = data[-4096:]
     for pattern in (_TAIL_OBJECT, _TAIL_ARRAY):
-        match = pattern.search(text[-4096:])
+        match = pattern.search(tail)
         if match is not None:
-            return text[: len(text) - len(text[-4096:]) + match.start()], True
-    return text, False
+            return data[: len(data) - len(tail) + match.start()], True
+    return data, False
 
 
 def _parse_batch(path: Path, batch: _Batch, warnings: list[str]) -> pl.DataFrame:
