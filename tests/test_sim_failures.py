@@ -112,3 +112,16 @@ def test_sk_run_group_exposes_sim(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=CLEAN_ENV, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r" / "log_0.log").read_text().count("Inference time (decode)") == 9
+
+
+def test_a_crashing_profile_leaves_a_truncated_sk_prof(tmp_path: Path) -> None:
+    from sk_analytics.ingest.sk_prof import parse_sk_prof
+
+    env = {"ASCEND_PROF_SK_ON": "1024", "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1"}
+    proc = _sim(tmp_path, {"aggressive_opt_strategies": {"task_breaker_bypass": 1}}, env=env)
+    assert proc.returncode == 1
+    trace = next((tmp_path / "run" / "sk_meta").glob("*/sk_prof_device_0.json"))
+    assert not trace.read_text().rstrip().endswith("]")
+    result = parse_sk_prof(trace)
+    assert result.rows > 1000 and len(result.warnings) == 1 and "truncated in record" in result.warnings[0]
+    assert next((tmp_path / "run" / "sk_meta").glob("*/model_*/sk_fused_nodes.log")).exists()  # metadata is written at compile time

@@ -118,17 +118,22 @@ def write_super_kernel_log(request: SimRequest, ids: ProcessIds, model: StepMode
     return folder
 
 
+def clock_bases(ids: ProcessIds, prefill_ms: float) -> tuple[int, int]:
+    """(host epoch ns, device clock ps) of the first decode step: after compile and prefill."""
+    host_base_ns = ids.started_ns + COMPILE_NS + int(prefill_ms * 1e6)
+    return host_base_ns, int(round((host_base_ns / 1000.0 - ids.device_clock_offset_us) * 1e6))
+
+
 def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
                   seed: int, params: NoiseParams, sk_prof_kb: int | None) -> None:
     """Profiling artifacts of the profiled rank (device 0): profiler output, sk_prof, SK metadata."""
     rng = np.random.default_rng([seed, 1])
     names = name_graph(model.graph, ids)
-    host_base_ns = ids.started_ns + COMPILE_NS + int(prefill_ms * 1e6)
+    host_base_ns, device_base_ps = clock_bases(ids, prefill_ms)
     full_cores: list[int] = []
     if request.profiler_on or sk_prof_kb is not None:
         timeline = build_timeline(model, decode_ms, 0, decode_ms.size, rng, params)
         if sk_prof_kb is not None:
-            device_base_ps = int(round((host_base_ns / 1000.0 - ids.device_clock_offset_us) * 1e6))
             trace = sk_prof_trace(model, names, timeline, kb=sk_prof_kb, model_id=ids.model_id, device_base_ps=device_base_ps, rng=rng, params=params)
             write_text(request.run_dir / "sk_meta" / str(ids.pid) / "sk_prof_device_0.json", trace.text)
             full_cores = trace.full_cores
@@ -140,6 +145,21 @@ def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode
         write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=full_cores)
     elif sk_prof_kb is not None:
         write_super_kernel_log(request, ids, model, sk_prof_kb, full_cores)
+
+
+def write_partial_sk_prof(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
+                          seed: int, params: NoiseParams, sk_prof_kb: int, *, cut_mid_record: bool) -> None:
+    """What a dying process leaves of sk_prof: the array is never closed, and a crash
+    cuts the last record in the middle (a hanging process has flushed whole records)."""
+    rng = np.random.default_rng([seed, 1])
+    _, device_base_ps = clock_bases(ids, prefill_ms)
+    timeline = build_timeline(model, decode_ms, 0, decode_ms.size, rng, params)
+    trace = sk_prof_trace(model, name_graph(model.graph, ids), timeline, kb=sk_prof_kb, model_id=ids.model_id,
+                          device_base_ps=device_base_ps, rng=rng, params=params)
+    text = trace.text.removesuffix("\n{}\n]\n")
+    if cut_mid_record:
+        text = text[: text.rfind("\n") + 1 + (len(text) - text.rfind("\n")) // 2]
+    write_text(request.run_dir / "sk_meta" / str(ids.pid) / "sk_prof_device_0.json", text)
 
 
 def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
@@ -192,6 +212,9 @@ def run(request: SimRequest) -> int:
         logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms[:, :n], [])
         if request.save_meta:
             write_sk_meta(request.run_dir, model, name_graph(model.graph, ids), ids, sk_prof_kb=sk_prof_kb, full_cores=[])
+        if sk_prof_kb is not None:
+            write_partial_sk_prof(request, ids, model, decode_ms[0, :n], float(prefill_ms[0]), seed, params, sk_prof_kb,
+                                  cut_mid_record=outcome.kind != "hang")
         if outcome.kind == "hang":
             print(f"[INFO] decode step {n} waiting for cross-core event ...", flush=True)
             while True:  # the process stops making progress until it is killed
