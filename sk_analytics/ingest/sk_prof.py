@@ -7,19 +7,23 @@ object form ``{"traceEvents": [...]}``. A truncated array (killed process)
 keeps every complete record and reports where it stopped.
 
 Why not ``json.load``: names are written unescaped (a ``"`` or ``\\`` in a
-name breaks strict JSON) and the files reach millions of events. The text is
-therefore read in chunks and cut into records by the separator ``}`` ``,``
-``{`` (JSON whitespace allowed between them); each record is then parsed with
-vectorized Polars regexes, one pattern per field, so key order does not
-matter. A name ends at the first ``"`` followed by ``,"<known key>":`` or
-``}``. Only a name containing ``},{`` or such a key sequence itself cannot be
-told apart; it makes that record bad (an error, never a silent mis-parse).
+name breaks strict JSON) and the files reach millions of events. The bytes are
+read in chunks (a record cut by a chunk border is carried into the next one)
+and cut into lines by Polars' CSV reader; when every line holds one record
+(the runtime's layout) a line is a record, otherwise the text is cut at the
+``}`` ``,`` ``{`` separators (JSON whitespace allowed between them). Records
+in the runtime's key order are parsed by one one-pass regex; any other record
+goes to an order-free tier (one pattern per field plus a whole-record shape
+check). A name ends at the first ``"`` followed by ``,"<known key>":`` or
+``}``, and the record with that name removed must still be one JSON object;
+a name containing ``},{`` cannot be told apart from two records and makes the
+file an error, never a silent mis-parse.
 
 ``ts``/``dur`` are µs with 6 decimals on the device clock; they are converted
 from their text, without floats, to integer ns (``ts_ns``, ``dur_ns``), the
-sub-ns digits rounded half up. Strings repeated on every row (names, derived
-names, canonical ops, model ids) are computed once per distinct value and
-joined back, which keeps memory well under three times the file size.
+sub-ns digits rounded half up. Strings repeated on every row (names, func names,
+canonical ops) are computed once per distinct name and joined back, which
+keeps memory well under three times the file size.
 """
 
 from __future__ import annotations
@@ -132,10 +136,15 @@ def parse_sk_prof(path: Path, *, root: Path | None = None) -> ParseResult:
     # so the first bad record raised is the first in the file.
     with ThreadPoolExecutor(max_workers=PARALLEL_BATCHES) as pool:
         pending: deque[Future[pl.DataFrame]] = deque()
-        for batch in _batches(path):
-            pending.append(pool.submit(_parse_batch, path, batch, warnings))
-            if len(pending) >= PARALLEL_BATCHES:
-                parts.append(pending.popleft().result())
+        try:
+            for batch in _batches(path):
+                pending.append(pool.submit(_parse_batch, path, batch, warnings))
+                if len(pending) >= PARALLEL_BATCHES:
+                    parts.append(pending.popleft().result())
+        except InputError:
+            for future in pending:  # a bad record before the unreadable chunk is reported first
+                future.result()
+            raise
         parts.extend(future.result() for future in pending)
     events = pl.concat(parts, how="vertical")  # _batches always yields the end-of-file batch
     frame = _finish(events, device_id, relative_source(path, root))
