@@ -77,7 +77,8 @@ def with_units(frame: pl.LazyFrame, scale: int, *, max_ms: float | None = None) 
     bound of :data:`_FLOAT_EXACT_UNITS`. Otherwise the digits of the text
     (without its '.') are scaled by ``10**(scale - frac_digits)`` in Int128.
     """
-    frame = frame.with_columns(_frac_digits().alias("frac_digits"))
+    if "frac_digits" not in frame.collect_schema().names():
+        frame = frame.with_columns(_frac_digits().alias("frac_digits"))
     if max_ms is not None and max_ms * 10**scale < _FLOAT_EXACT_UNITS and scale <= 15:
         return frame.with_columns((pl.col("value_ms") * float(10**scale)).round().cast(pl.Int128).alias("units"))
     powers = {k: 10 ** (scale - k) for k in range(scale + 1)}
@@ -87,10 +88,10 @@ def with_units(frame: pl.LazyFrame, scale: int, *, max_ms: float | None = None) 
 
 def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int) -> Samples:
     """Decode samples after warm-up and prefill samples, both with exact units."""
-    lazy = frame.lazy()
-    scale, max_ms = lazy.select(_frac_digits().max(), pl.col("value_ms").max()).collect().row(0)
-    scale = int(scale or 0)
-    lazy = with_units(lazy, scale, max_ms=max_ms)
+    with_digits = frame.lazy().with_columns(_frac_digits().alias("frac_digits")).collect()
+    scale = int(with_digits["frac_digits"].max() or 0)  # type: ignore[arg-type]
+    max_ms = with_digits["value_ms"].max()
+    lazy = with_units(with_digits.lazy(), scale, max_ms=max_ms)  # type: ignore[arg-type]
     decode = lazy.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup))
     prefill = lazy.filter(pl.col("phase") == "prefill")
     return Samples(decode, prefill, scale)
