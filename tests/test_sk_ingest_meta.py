@@ -275,3 +275,13 @@ def test_corrupted_metadata_parses_or_raises_input_error(tmp_path: Path, cut: in
         assert exc.location is not None and (exc.line is not None or exc.location.record is not None)
         return
     assert result.frame.schema == result.table.schema
+
+
+def test_crlf_logs(tmp_path: Path) -> None:
+    fused = _fused(tmp_path, fused_nodes_text(_sks(), prefix=True).replace("\n", "\r\n"))
+    frame = parse_fused_nodes(fused).frame
+    assert frame.get_column("member_detail").to_list()[-1] == "MemoryWait(addr:0x10, value:0x1)"
+    assert frame.get_column("line").to_list() == [2, 3, 4, 6, 7, 8, 9]
+    log = tmp_path / "super_kernel.log"
+    log.write_text(super_kernel_log_text([OptionLine("split_mode", "2")]).replace("\n", "\r\n"))
+    assert parse_super_kernel_log(log).frame.filter(pl.col("kind") == "option_set").get_column("value_text").to_list() == ["2"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -211,3 +212,19 @@ def test_fixture_killed_trace() -> None:
     result = parse_sk_prof(path)
     assert result.frame.select("ts_ns", "dur_ns", "canonical_op").rows() == [(10000, 1000, "Add"), (11000, 2000, "Mul")]
     assert result.warnings == [f"{path}: truncated in record 2 (line 4); kept the 2 complete records before it"]
+
+
+def test_pretty_printed_crlf_and_bom_traces(tmp_path: Path) -> None:
+    events = sk_prof_events(7, seed=2, funcs=["Add_1", "Mul_2"])
+    compact = write_sk_prof(tmp_path / "c" / "sk_prof_device_0.json", events).read_text()
+    records = [json.loads(line.rstrip(",")) for line in compact.splitlines()[1:-1]]
+    pretty = _write(tmp_path, "\ufeff" + json.dumps(records, indent=2).replace("\n", "\r\n"))
+    assert parse_sk_prof(pretty).frame.select(COLUMNS).equals(events.select(COLUMNS))
+    records[3]["ph"] = "E"
+    text = json.dumps(records, indent=2)
+    bad = _write(tmp_path, text)
+    with pytest.raises(InputError, match='ph is not "X"') as info:
+        parse_sk_prof(bad)
+    assert info.value.location is not None
+    record_starts = [n for n, line in enumerate(text.splitlines(), start=1) if line == "  {"]
+    assert (info.value.line, info.value.location.record) == (record_starts[3], 3)
