@@ -87,3 +87,9 @@ def test_runs_needed_formula() -> None:
     # normal approximation: 2 * (1.96 + 0.84)^2 * (sd/effect)^2 = 62.7 -> t quantiles add a run or two
     assert 63 <= n <= 66
     assert runs_needed(0.0, sd) is None and runs_needed(effect, 0.0) == 2
+
+
+def test_zero_run_metric_has_no_log_statistics() -> None:
+    st = trial_statistics([0.0, 1.0], [1.0, 1.0, 1.0])
+    assert st["verdict"] == "inconclusive" and st["ci_pct"] is None and st["ci_excludes_zero"] is False
+    assert st["improvement_pct"] is None and st["runs_needed_per_side"] is None

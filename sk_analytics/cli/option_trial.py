@@ -5,7 +5,9 @@ Exit codes: 0 accepted / stable, 1 not accepted / not stable, 2 bad input.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -17,10 +19,13 @@ from sk_analytics.option_trial.api import stability as stability_check
 from sk_analytics.option_trial.report import LANGS, render_option_trial, render_stability
 from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 SOURCE_HELP = "a folder of run-*/log_<rank>.log, or parquet:DATA_DIR#round=R[,role=X]"
 
 
-def _common(func):  # type: ignore[no-untyped-def]
+def _common(func: F) -> F:
+    """Options shared by both commands."""
     func = click.option("--lang", type=click.Choice(LANGS), default="zh", show_default=True, help="Table language.")(func)
     func = click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary JSON here (atomic).")(func)
     func = click.option("--expected-ranks", type=click.IntRange(min=1), default=DEFAULT_EXPECTED_RANKS, show_default=True, help="Rank logs per run.")(func)

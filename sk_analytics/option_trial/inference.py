@@ -131,11 +131,38 @@ def verdict(interval: dict[str, Any] | None, margin_pct: float) -> str:
     return "inconclusive"
 
 
+def _undefined(nb: int, nc: int) -> dict[str, Any]:
+    """The statistics block when log run metrics do not exist."""
+    return {
+        "method": "undefined: a run metric is <= 0 ms",
+        "confidence": CONFIDENCE,
+        "run_count": {"baseline": nb, "candidate": nc},
+        "improvement_pct": None,
+        "ci_pct": None,
+        "welch": None,
+        "bootstrap_ci_pct": None,
+        "bootstrap": None,
+        "methods_agree": None,
+        "ci_excludes_zero": False,
+        "noise": {"baseline_run_cv_pct": None, "candidate_run_cv_pct": None, "neutral_margin_pct": None},
+        "verdict": "inconclusive",
+        "verdict_zh": VERDICT_ZH["inconclusive"],
+        "false_win_risk": {"p_value_one_sided": None, "null_run_checks_pass_rate": None},
+        "runs_needed_per_side": None,
+    }
+
+
 VERDICT_ZH = {"win": "确有提升", "loss": "确有退化", "neutral": "无实质差异", "inconclusive": "证据不足"}
 
 
 def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict[str, Any]:
-    """Every figure beside the gate for one candidate (JSON-ready)."""
+    """Every figure beside the gate for one candidate (JSON-ready).
+
+    A run metric <= 0 ms has no logarithm: every figure is then null and the
+    verdict ``inconclusive``.
+    """
+    if min(*base_ms, *cand_ms) <= 0:
+        return _undefined(len(base_ms), len(cand_ms))
     base = np.log(np.asarray(base_ms, dtype=float))
     cand = np.log(np.asarray(cand_ms, dtype=float))
     welch = welch_interval(base, cand)
