@@ -269,8 +269,19 @@ def _child(name: str, folder: Path, warmup: int) -> None:
     start = time.perf_counter()
     result = CONTENDERS[name](folder, warmup)
     elapsed = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"name": name, "seconds": elapsed, "peak_mb": peak_kb / 1024, "result": result}))
+    print(json.dumps({"name": name, "seconds": elapsed, "peak_mb": _peak_kb() / 1024, "result": result}))
+
+
+def _peak_kb() -> int:
+    """This process's own peak RSS: VmHWM of its address space (ru_maxrss would also count the
+    parent's RSS before exec on Linux, i.e. the generated data)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def main() -> None:
@@ -280,7 +291,7 @@ def main() -> None:
     parser.add_argument("--children", type=int, default=8)
     parser.add_argument("--cores", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=1, help="runs per contender (best time reported)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per contender, round robin (best time reported)")
     parser.add_argument("--child", nargs=2, metavar=("NAME", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -300,15 +311,14 @@ def main() -> None:
         print(f"generated 2 profiles: {n_child:,} child events + {n_all - n_child:,} span events each "
               f"({args.sks} SKs x {args.children} children x {args.cores} cores x {args.iterations} iterations) "
               f"in {time.perf_counter() - start:.1f} s")
-        figures: dict[str, dict[str, Any]] = {}
-        for name in CONTENDERS:
-            runs = []
-            for _ in range(args.repeat):
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONTENDERS}
+        for _ in range(args.repeat):  # round robin: every contender sees the same machine load
+            for name in CONTENDERS:
                 out = subprocess.run([sys.executable, __file__, "--warmup", str(args.warmup), "--child", name, str(folder)],
                                      check=True, capture_output=True, text=True)
-                runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            best = min(runs, key=lambda r: r["seconds"])
-            figures[name] = best
+                runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        figures = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
+        for name, best in figures.items():
             print(f"{name:>11}: {best['seconds']:7.2f} s  peak RSS {best['peak_mb']:7.0f} MB  {best['result']}")
         ours, stats = figures["ours"]["seconds"], figures["ours_stats"]["seconds"]
         pandas_s, duck_s = figures["pandas"]["seconds"], figures["duckdb"]["seconds"]

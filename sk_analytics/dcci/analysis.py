@@ -33,11 +33,10 @@ from sk_analytics.dcci.classify import (
     mann_whitney,
     side_by_side,
 )
-from sk_analytics.dcci.occurrences import EVENT_COLUMNS, SK_KEYS, child_timings, occurrence_completeness, sk_occurrences
+from sk_analytics.dcci.occurrences import EVENT_COLUMNS, SK_KEYS, child_timings, occurrence_completeness, sk_occurrences_plan
 from sk_analytics.dcci.repair import DISABLE, AFTER, BEFORE, changed_pointers, choose_pattern, repair_config, symbol_inventory, union_tokens
 
 SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
-SIDE_NAMES: Final = ("baseline", "candidate")
 
 
 @dataclass(frozen=True)
@@ -64,9 +63,12 @@ class _Side:
     occurrences: pl.DataFrame
 
 
-def _side(name: str, data: SideInput) -> _Side:
-    events = data.events.select(EVENT_COLUMNS)
-    return _Side(name, data, events, sk_occurrences(events))
+def _sides(baseline: SideInput, candidate: SideInput) -> list[_Side]:
+    """Both sides' occurrences, computed in one ``collect_all`` (Polars runs the two scans together)."""
+    inputs = {"baseline": baseline, "candidate": candidate}
+    events = {name: data.events.select(EVENT_COLUMNS) for name, data in inputs.items()}
+    occurrences = pl.collect_all([sk_occurrences_plan(e) for e in events.values()])
+    return [_Side(name, inputs[name], events[name], occ) for name, occ in zip(inputs, occurrences)]
 
 
 def _sk_samples(sides: list[_Side], alignment: Alignment, warmup: int) -> pl.DataFrame:
@@ -163,13 +165,15 @@ def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl
     Child events are aggregated only for the slower SKs (all their occurrences,
     so that completeness compares every launch with the fullest one).
     """
-    timings: dict[str, pl.DataFrame] = {}
-    completeness = []
+    occurrences = {}
     for side in sides:
         usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_in(slower))
-        occ = side.occurrences.join(usable.select(*SK_KEYS), on=list(SK_KEYS), how="semi")
-        timings[side.name] = child_timings(side.events, occ).collect()
-        completeness.append(occurrence_completeness(occ, timings[side.name]).with_columns(side=pl.lit(side.name)))
+        occurrences[side.name] = side.occurrences.join(usable.select(*SK_KEYS), on=list(SK_KEYS), how="semi")
+    collected = pl.collect_all([child_timings(side.events, occurrences[side.name]) for side in sides])
+    timings = {side.name: frame for side, frame in zip(sides, collected)}
+    completeness = [
+        occurrence_completeness(occurrences[name], frame).with_columns(side=pl.lit(name)) for name, frame in timings.items()
+    ]
     samples = sk_samples.filter(pl.col("uid").is_in(slower)).join(
         pl.concat(completeness), on=["side", *SK_KEYS, "occurrence"], how="left"
     )
@@ -231,7 +235,7 @@ def _repair(children_rows: pl.DataFrame, order: list[int], blocked: dict[int, li
 def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_all_config: dict[str, Any],
             contract: dict[str, Any] | None = None) -> dict[str, Any]:
     """The DCCI diff JSON of two parsed diagnostic collections (see docs/dcci-diff.md)."""
-    sides = [_side("baseline", baseline), _side("candidate", candidate)]
+    sides = _sides(baseline, candidate)
     structures = [
         map_side(s.data.structure, s.occurrences.select(*SK_KEYS).unique()) for s in sides
     ]

@@ -43,9 +43,8 @@ def _key_hash() -> pl.Expr:
     return pl.struct(list(SK_KEYS)).hash(seed=0).alias("_sk")
 
 
-def sk_occurrences(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """One row per SK occurrence from the span events: SK_KEYS, occurrence (0-based),
-    start_ns, end_ns, wall_us, events, lane_sum_us, span_complete.
+def sk_occurrences_plan(events: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
+    """Lazy plan of :func:`sk_occurrences` (collect several sides together with ``pl.collect_all``).
 
     The SK keys are folded into one 64-bit hash for the sort and the windows
     (two integer sort keys instead of four mixed ones).
@@ -82,8 +81,13 @@ def sk_occurrences(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
         )
         .select(*keys, "occurrence", "start_ns", "end_ns", "wall_us", "events", "lane_sum_us", "span_complete")
         .sort([*keys, "occurrence"])
-        .collect()
     )
+
+
+def sk_occurrences(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """One row per SK occurrence from the span events: SK_KEYS, occurrence (0-based),
+    start_ns, end_ns, wall_us, events, lane_sum_us, span_complete."""
+    return sk_occurrences_plan(events).collect()
 
 
 def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame) -> pl.LazyFrame:
