@@ -78,8 +78,10 @@ def test_insufficient_evidence_reasons() -> None:
             "tail_ok": ([100.0, 100.0, 102.0], [200.0, 200.0, 200.0]),  # tail 2 <= 3
             "cand_tail": ([100.0] * 4, [200.0, 200.0, 150.0]),
             "absent": ([100.0] * 4, []),
+            "zero": ([100.0] * 4, [0.0] * 4),
         }
     )
+    assert (got["zero"]["class"], got["zero"]["reason"], got["zero"]["noise_band_pct"]) == (INSUFFICIENT, "zero_p50", None)
     assert (got["two"]["class"], got["two"]["reason"]) == (INSUFFICIENT, "fewer_than_3_occurrences_baseline")
     assert (got["tail"]["class"], got["tail"]["reason"]) == (INSUFFICIENT, "three_sample_tail_baseline")
     assert got["tail_ok"]["class"] == SLOWER

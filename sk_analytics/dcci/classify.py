@@ -115,7 +115,7 @@ def classify(compared: pl.LazyFrame, prefix: str = "") -> pl.LazyFrame:
     return (
         compared.with_columns(
             reason.alias(prefix + "reason"),
-            pl.when(b50 > 0).then(band).otherwise(None).alias(prefix + "noise_band_pct"),
+            pl.when((b50 > 0) & (c50 > 0)).then(band).otherwise(None).alias(prefix + "noise_band_pct"),
             delta.alias(prefix + "delta_p50_us"),
             pl.when(b50 > 0).then(delta_pct).otherwise(None).alias(prefix + "delta_p50_pct"),
             (c("cand_p90_us") - c("base_p90_us")).alias(prefix + "delta_p90_us"),
