@@ -26,9 +26,10 @@ def small_session(
     policy: Policy = FAST_POLICY,
     seed: int = 7,
     control: Control = SMALL,
+    backend: BackendSpec | None = None,
 ) -> SweepSession:
     """A session whose matrix holds only ``entries`` (probe evidence: every value ready)."""
-    session = create_session(root, dict(DEMO_SEED_CONFIG), seed=seed, backend=BackendSpec("sim", network, noise),
+    session = create_session(root, dict(DEMO_SEED_CONFIG), seed=seed, backend=backend or BackendSpec("sim", network, noise),
                              control=control, policy=policy)
     probes = [{"option": c.option, "value": c.value, "ready": True, "evidence": {"test": "exact value accepted"}}
               for c in protocol_candidates()]

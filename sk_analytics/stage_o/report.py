@@ -58,6 +58,7 @@ TEXT: dict[str, dict[str, str]] = {
         "yes": "是", "no": "否", "none": "无", "incumbent_changed": "成为新基线", "incumbent_kept": "保留原基线",
         "stop_reason": "停止原因",
         "to_diagnosis": "可重复回退 → 诊断",
+        "slower_cols": "显著变慢 SK（结构标识）|图中出现序号|Δ P50 µs|Δ P50 %|类别",
         "next": "下一步",
     },
     "en": {
@@ -92,6 +93,7 @@ TEXT: dict[str, dict[str, str]] = {
         "yes": "yes", "no": "no", "none": "none", "incumbent_changed": "new incumbent", "incumbent_kept": "incumbent kept",
         "stop_reason": "Stop reason",
         "to_diagnosis": "repeatable regression → diagnosis",
+        "slower_cols": "Significantly slower SK (structure)|Graph occurrence|Δ P50 µs|Δ P50 %|Class",
         "next": "Next steps",
     },
 }
@@ -367,8 +369,8 @@ def _dcci_section(view: SessionView, lang: str) -> list[str]:
         sks = view.dcci_diff.get("sks") or []
         slower = [s for s in sks if s.get("class") == "significantly_slower"]
         if slower:
-            lines += _table("SK|scope|Δ P50 µs|Δ P50 %|class",
-                            [[s.get("structure_key") or s.get("uid"), s.get("scope_name"), _num(s.get("delta_p50_us"), 2),
+            lines += _table(t["slower_cols"],
+                            [[s.get("structure_key") or s.get("uid"), s.get("occurrence_index"), _num(s.get("delta_p50_us"), 2),
                               _pct(s.get("delta_p50_pct")), s.get("class_zh") if lang == "zh" else s.get("class")] for s in slower])
         rep = view.dcci_diff.get("repair") or {}
         if rep.get("proposed"):
