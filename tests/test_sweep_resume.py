@@ -110,3 +110,14 @@ def test_tampered_ledger_or_matrix_refuses_resume(tmp_path: Path) -> None:
     (truncated / "ledger.jsonl").write_text("".join(ledger.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
     assert [p.code for p in verify(truncated).problems] == ["head"]
     assert load_json_file(root / "handoff.json")["outcome"] == "base"
+
+
+def test_resume_reverifies_the_incumbent(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    session = small_session(root, ["split-mode-3"])
+    assert run_sweep(session, say=lambda _: None, max_actions=3) is None  # freeze, O0 runs, O0 stability
+    assert [r.kind for r in read_records(root)][-1] == "stability_result"
+    log = root / "experiments/Sbest/O0-INCUMBENT/CLEAN/run-2/log_1.log"
+    log.write_text(log.read_text(encoding="utf-8").replace("Inference time (decode): 1", "Inference time (decode): 2", 1), encoding="utf-8")
+    with pytest.raises(IntegrityError, match="run-2/log_1.log: rank log changed"):
+        run_sweep(load_session(root), say=lambda _: None)

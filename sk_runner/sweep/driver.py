@@ -21,12 +21,13 @@ from sk_analytics.errors import UsageError
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
-from sk_analytics.stage_o.matrix import load_matrix, protocol_candidates
+from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_candidates
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
 from sk_runner.sweep.session import SweepSession
+from sk_runner.sweep.verify import verify_incumbent
 
 Say = Callable[[str], None]
 PROBES_DIR = "PROBES"
@@ -144,6 +145,11 @@ def _loop(
     backend.check_ready()
     ensure_matrix(session, backend, say)
     executor = Executor(session, backend, say)
+    state = m.fold(read_records(session.root))
+    if state.matrix_fingerprint is not None:
+        check_frozen(load_matrix(session.root / MATRIX_NAME), session.root / MATRIX_NAME, expected=state.matrix_fingerprint)
+    if state.last(None, "stability_result", round=m.O0) is not None and state.base is None:
+        verify_incumbent(session.root, state.incumbent, session.policy.incumbent_runs)  # resume: the baseline still holds
     done = 0
     started = time.monotonic()
     while True:
