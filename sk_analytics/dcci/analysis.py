@@ -55,20 +55,21 @@ class SideInput:
 
 @dataclass(frozen=True)
 class _Side:
-    """Derived per-side frames: the needed event columns (lazy: each pass reads only what it needs) and the SK occurrences."""
+    """Derived per-side frames: the needed event columns (read once) and the SK occurrences."""
 
     name: str
     data: SideInput
-    events: pl.LazyFrame
+    events: pl.DataFrame
     occurrences: pl.DataFrame
 
 
 def _sides(baseline: SideInput, candidate: SideInput) -> list[_Side]:
-    """Both sides' occurrences, computed in one ``collect_all`` (Polars runs the two scans together)."""
+    """Both sides' event columns (read once, in one ``collect_all`` so the two scans run together)
+    and their occurrences."""
     inputs = {"baseline": baseline, "candidate": candidate}
-    events = {name: data.events.select(EVENT_COLUMNS) for name, data in inputs.items()}
-    occurrences = pl.collect_all([sk_occurrences_plan(e) for e in events.values()])
-    return [_Side(name, inputs[name], events[name], occ) for name, occ in zip(inputs, occurrences)]
+    events = pl.collect_all([data.events.select(EVENT_COLUMNS) for data in inputs.values()])
+    occurrences = pl.collect_all([sk_occurrences_plan(e) for e in events])
+    return [_Side(name, inputs[name], e, occ) for name, e, occ in zip(inputs, events, occurrences)]
 
 
 def _sk_samples(sides: list[_Side], alignment: Alignment, warmup: int) -> pl.DataFrame:

@@ -46,15 +46,15 @@ def _key_hash() -> pl.Expr:
 def sk_occurrences_plan(events: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
     """Lazy plan of :func:`sk_occurrences` (collect several sides together with ``pl.collect_all``).
 
-    The SK keys are folded into one 64-bit hash for the sort and the windows
-    (two integer sort keys instead of four mixed ones).
+    The SK keys are folded into one 64-bit hash for the windows; the span
+    events are sorted by start time only.
     """
     keys = list(SK_KEYS)
     spans = (
         events.lazy()
         .filter(pl.col("is_span"))
         .select(*keys, "ts_ns", "dur_ns", _key_hash())
-        .sort(["_sk", "ts_ns"])
+        .sort("ts_ns")  # one integer sort key; the windows below keep this order inside each SK
         .with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
         .with_columns(
             (pl.col("ts_ns") > pl.col("end_ns").cum_max().shift(1).over("_sk"))
