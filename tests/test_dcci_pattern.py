@@ -57,3 +57,38 @@ def test_pattern_without_metachars_matches_only_itself(literal: str) -> None:
     assert matches(literal, literal)
     assert not matches(literal, literal + "x")
     assert not matches(literal, "x" + literal)
+
+
+def _reference(pattern: str, name: str) -> bool:
+    """Direct backtracking reading of the runtime syntax (no regex): atoms with optional '*'."""
+    atoms: list[tuple[str, bool]] = []
+    for c in pattern:
+        if c == "*":
+            atoms[-1] = (atoms[-1][0], True)
+        else:
+            atoms.append((c, False))
+
+    def match(i: int, j: int) -> bool:
+        if i == len(atoms):
+            return j == len(name)
+        atom, star = atoms[i]
+        fits = lambda k: k < len(name) and (atom == "." or name[k] == atom)  # noqa: E731
+        if star:
+            k = j
+            while True:
+                if match(i + 1, k):
+                    return True
+                if not fits(k):
+                    return False
+                k += 1
+        return fits(j) and match(i + 1, j + 1)
+
+    return match(0, 0)
+
+
+@given(
+    st.text(alphabet="ab.*_-", min_size=1, max_size=8).filter(lambda p: pattern_problem(p) is None),
+    st.text(alphabet="ab_-.x", max_size=10),
+)
+def test_translation_agrees_with_a_direct_reading_of_the_syntax(pattern: str, name: str) -> None:
+    assert matches(pattern, name) is _reference(pattern, name)
