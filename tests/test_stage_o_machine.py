@@ -310,6 +310,7 @@ def test_dcci_regression_repair_accepted_as_combination() -> None:
     assert actions[4].config_round == O0 and actions[5].config_round == "O1"
     assert actions[4].role == "baseline_profile" and actions[5].role == "candidate_profile"
     assert actions[6] == DcciDiff("dcci-disable-all", "DCCI/diag/o0-1", "DCCI/diag/disable_all-1", O0, "O1")
+    assert actions[7].disable_all_round == "O1"
     repair = actions[8]
     before, after = f"{ROOT}/dcci_before_kernel_start", f"{ROOT}/dcci_after_kernel_end"
     assert repair.joint_dcci and repair.base_round == "O1"  # diff vs the disable-all config ...

@@ -36,7 +36,7 @@ Ledger record kinds written by the executor (``data`` fields the machine reads):
 runs_added, runs_total, clean_dir, config_path, failure{stage, reason_zh,
 scene}} · ``gate_result`` {round, baseline_round, entry_id, accepted,
 mean_improvement_pct, verdict, baseline_run_metrics, candidate_run_metrics,
-summary_path} · ``stability_result`` {round, entry_id, stable, spread_pct} ·
+summary_path} · ``stability_result`` {round, entry_id, stable, spread_pct, max_spread_pct} ·
 ``profile_result`` {entry_id, side, attempt, ok, root, manifest, reason_zh} ·
 ``dcci_diff_result`` {entry_id, ok, path, patterns, reason_zh} ·
 ``probe_result`` {entry_id, purpose, ready, values, evidence} ·
@@ -80,7 +80,6 @@ class Policy:
     budget_runs: int | None = None
     min_trial_runs: int = 3
     incumbent_runs: int = 5
-    max_spread_pct: float = 5.0
     timeout_s: float = 600.0
     risky_timeout_s: float = 300.0
     max_collect_attempts: int = 2
@@ -205,9 +204,10 @@ class DcciDiff(Action):
 
 @dataclass(frozen=True)
 class ProbeRepair(Action):
-    """Exact-value probe of the final before/after lists in the same environment."""
+    """Exact-value probe of the final before/after lists on the disable-all config, same environment."""
 
     entry_id: str
+    disable_all_round: str
     values: tuple[Change, ...]
 
 
@@ -418,7 +418,7 @@ def _accept_path(
         return Settle(
             eid,
             "failed",
-            f"{label_zh}补足至 {policy.incumbent_runs} 次后稳定性复核未通过（spread {_pct(stab.get('spread_pct'), sign=False)} > {policy.max_spread_pct}%），撤回接受，恢复原基线",
+            f"{label_zh}补足至 {policy.incumbent_runs} 次后稳定性复核未通过（spread {_pct(stab.get('spread_pct'), sign=False)} > {stab.get('max_spread_pct', 5.0)}%），撤回接受，恢复原基线",
             {"round": round_, "stability": dict(stab)},
             state.incumbent,
             **settle,
@@ -524,7 +524,7 @@ def _dcci_diagnosis(
     )
     probe = state.last(eid, "probe_result", purpose="dcci_repair")
     if probe is None:
-        return ProbeRepair(eid, repair)
+        return ProbeRepair(eid, trial["round"], repair)
     if not probe["ready"]:
         return Settle(
             eid, "rejected",
@@ -575,7 +575,7 @@ def next_action(matrix: Mapping[str, Any], ledger_records: Iterable[Any], policy
         return CheckStability(O0, None)
     if not o0_stab["stable"]:
         return Stop(
-            f"O0-INCUMBENT 五次干净运行不稳定（spread {_pct(o0_stab.get('spread_pct'), sign=False)} > {policy.max_spread_pct}%），先排查环境噪声再开始 Stage O",
+            f"O0-INCUMBENT 五次干净运行不稳定（spread {_pct(o0_stab.get('spread_pct'), sign=False)} > {o0_stab.get('max_spread_pct', 5.0)}%），先排查环境噪声再开始 Stage O",
             {"round": O0, "stability": dict(o0_stab)},
         )
     for entry in matrix["entries"]:

@@ -165,6 +165,7 @@ class Executor:
         st = result["baseline_stability"]
         return "stability_result", {
             "round": a.round, "entry_id": a.entry_id, "stable": bool(st["stable"]), "spread_pct": st.get("spread_pct"),
+            "max_spread_pct": st.get("max_spread_pct"),
             "run_metrics": st.get("run_worst_rank_means_ms"), "mean_ms": st.get("mean_ms"), "path": self.rel(path),
             "summary_zh": f"{a.round} 稳定性：spread {_pct(st.get('spread_pct'))}，{'稳定' if st['stable'] else '不稳定'}",
         }
@@ -209,7 +210,7 @@ class Executor:
         ready = all(v.accepted for v in verdicts.values())
         runtime: dict[str, Any] | None = None
         if ready:
-            base = load_json_file(self.config_of(self._disable_all_round(a.entry_id)))
+            base = load_json_file(self.config_of(a.disable_all_round))
             changes = [PointerChange(c.pointer, c.value) for c in a.values]
             config = derive_config(base, changes, joint_dcci=True).config
             check = runtime_check(options, self.backend, out_dir=self.root / "experiments" / "Sbest" / DCCI_DIR / "PROBE",
@@ -221,14 +222,6 @@ class Executor:
             "evidence": {"wrapper": {k: v.to_json() for k, v in verdicts.items()}, "runtime": runtime},
             "summary_zh": f"联合修复列表探测 ready={str(ready).lower()}",
         }
-
-    def _disable_all_round(self, entry_id: str) -> str | None:
-        from sk_analytics.ledger import read_records
-
-        for rec in read_records(self.root):
-            if rec.kind == "trial_result" and rec.data.get("entry_id") == entry_id and rec.data.get("phase") == "trial":
-                return rec.data["round"]
-        return None
 
     # -- ledger-only and sealing actions ---------------------------------------------------
     def do_Settle(self, a: m.Settle) -> Record:

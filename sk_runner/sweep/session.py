@@ -8,7 +8,7 @@ refuses a session whose identity or SEED config changed since.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,6 @@ class SweepSession:
     control: Control
     policy: Policy
     task: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def seed_config_path(self) -> Path:
@@ -89,7 +88,6 @@ class SweepSession:
             "control": self.control.to_json(),
             "policy": self.policy.to_json(),
             "task": self.task,
-            **self.extra,
         }
 
 
@@ -143,7 +141,6 @@ def load_session(root: Path) -> SweepSession:
         Control(**data["control"]),
         Policy.from_json(data["policy"]),
         data.get("task"),
-        {k: v for k, v in data.items() if k in ("demo",)},
     )
     seed_fp = fingerprint(load_json_file(session.seed_config_path))
     if seed_fp != data["seed_config_fingerprint"]:
