@@ -79,8 +79,9 @@ def test_kill_and_resume_reaches_same_result(seed: int, tmp_path: Path, referenc
     # every finished trial recorded exactly once per phase; scenes are kept, never overwritten
     trial_keys = [(r.data["round"], r.data["phase"]) for r in read_records(root) if r.kind == "trial_result"]
     assert len(trial_keys) == len(set(trial_keys))
-    scenes = list((root / "experiments" / "Sbest").glob("*/FAILURE_SCENES/attempt-*"))
-    assert scenes and all((s / "scene.json").is_file() for s in scenes)
+    # the scenes the ledger cites are sealed (a kill during sealing leaves an unsealed attempt beside them, never a rewrite)
+    cited = load_json_file(root / "handoff.json")["failure_scenes"]
+    assert cited and all((root / s / "scene.json").is_file() for s in cited)
     assert kills >= 1
 
 
