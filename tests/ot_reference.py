@@ -74,29 +74,41 @@ def exact_mean_text(texts: list[str]) -> str:
 
 
 def summarize(data: Data, warmup: int) -> dict[str, Any]:
-    run_means: list[float] = []
-    run_exact: list[str] = []
-    worst_ranks: list[int] = []
+    """The summary numbers of one side: per run (worst rank, pooled decode and
+    prefill stats of the run) and over runs, as formats.md §1 defines them."""
+    runs: list[dict[str, Any]] = []
     pooled: list[str] = []
     prefill: list[str] = []
     for ranks in data.values():
         best: tuple[float, int, str] | None = None
+        run_decode: list[str] = []
+        run_prefill: list[str] = []
         for rank, phases in ranks.items():
             kept = phases["decode"][warmup:]
-            pooled += kept
-            prefill += phases["prefill"]
+            run_decode += kept
+            run_prefill += phases["prefill"]
             mean = stats(kept)["mean_ms"]
             if best is None or mean > best[0]:
                 best = (mean, rank, exact_mean_text(kept))
         assert best is not None
-        run_means.append(best[0])
-        worst_ranks.append(best[1])
-        run_exact.append(best[2])
+        runs.append(
+            {
+                "worst_rank": best[1],
+                "mean_ms": best[0],
+                "mean_exact_ms": best[2],
+                "decode": stats(run_decode),
+                "prefill": stats(run_prefill) if run_prefill else None,
+            }
+        )
+        pooled += run_decode
+        prefill += run_prefill
+    run_means = [run["mean_ms"] for run in runs]
     return {
         "run_count": len(data),
-        "worst_ranks": worst_ranks,
+        "runs": runs,
+        "worst_ranks": [run["worst_rank"] for run in runs],
         "run_worst_rank_means_ms": run_means,
-        "run_worst_rank_means_exact_ms": run_exact,
+        "run_worst_rank_means_exact_ms": [run["mean_exact_ms"] for run in runs],
         "worst_rank_mean_ms": statistics.mean(run_means),
         "median_run_worst_rank_mean_ms": statistics.median(run_means),
         "decode": stats(pooled),

@@ -65,16 +65,24 @@ def assert_stats_equal(ours: dict, theirs: dict) -> None:
     assert ours["stddev_ms"] == pytest.approx(theirs["stddev_ms"], rel=1e-13, abs=1e-13)
 
 
+def assert_optional_stats_equal(ours: dict | None, theirs: dict | None) -> None:
+    if theirs is None:
+        assert ours is None
+    else:
+        assert ours is not None
+        assert_stats_equal(ours, theirs)
+
+
 def assert_summary_equal(ours: dict, theirs: dict) -> None:
     assert ours["run_count"] == theirs["run_count"]
     assert [r["worst_rank"] for r in ours["runs"]] == theirs["worst_ranks"]
     for key in ("run_worst_rank_means_ms", "run_worst_rank_means_exact_ms", "worst_rank_mean_ms", "median_run_worst_rank_mean_ms"):
         assert ours[key] == theirs[key], key
     assert_stats_equal(ours["decode"], theirs["decode"])
-    if theirs["prefill"] is None:
-        assert ours["prefill"] is None
-    else:
-        assert_stats_equal(ours["prefill"], theirs["prefill"])
+    assert_optional_stats_equal(ours["prefill"], theirs["prefill"])
+    for run, ref_run in zip(ours["runs"], theirs["runs"], strict=True):
+        assert_stats_equal(run["decode"], ref_run["decode"])
+        assert_optional_stats_equal(run["prefill"], ref_run["prefill"])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -77,11 +77,19 @@ def _rank_log(path: Path, root: Path | None) -> RankLog:
     return RankLog(path, rank_of(path), run_index_of(path.parent), relative_source(path, root), path.parent.name)
 
 
-def _lines(log: RankLog, file_id: int) -> pl.DataFrame:
-    """One row per line of the log (1-based ``line``), tagged with ``file_id``."""
-    return pl.DataFrame(
-        {"text": _read_text(log.path).split("\n")},
-    ).with_row_index("line", offset=1).with_columns(pl.lit(file_id, dtype=pl.Int32).alias("file_id"))
+def _lines(logs: list[RankLog]) -> pl.LazyFrame:
+    """One row per line of every log: ``file_id`` (index in ``logs``), 1-based
+    ``line`` and ``text``; the split into lines happens in Polars."""
+    files = pl.DataFrame(
+        {"file_id": list(range(len(logs))), "text": [_read_text(log.path) for log in logs]},
+        schema={"file_id": pl.Int32, "text": pl.Utf8},
+    )
+    return (
+        files.lazy()
+        .with_columns(pl.col("text").str.split("\n"))
+        .explode("text")
+        .with_columns((pl.int_range(pl.len(), dtype=pl.Int32).over("file_id") + 1).alias("line"))
+    )
 
 
 def _extract(lines: pl.LazyFrame) -> pl.DataFrame:
@@ -114,8 +122,7 @@ def _parse_logs(logs: list[RankLog]) -> pl.DataFrame:
     """``timings`` rows (plus ``run`` and ``file_id``) of several rank logs,
     parsed in one vectorized pass. A match whose number is not a decimal
     (``1.2.3``) raises :class:`InputError` naming the file and line."""
-    lines = pl.concat([_lines(log, i) for i, log in enumerate(logs)], how="vertical", rechunk=False)
-    hits = _extract(lines.lazy()).with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
+    hits = _extract(_lines(logs)).with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
     bad = hits.filter(pl.col("value_ms").is_null())
     if bad.height:
         first = bad.row(0, named=True)
@@ -176,7 +183,7 @@ def read_candidate(
             raise InputError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
         logs += [_rank_log(p, root) for p in paths]
     frame = _parse_logs(logs)
-    decode = frame.filter(pl.col("phase") == "decode").group_by("file_id").len()
+    decode = frame.lazy().filter(pl.col("phase") == "decode").group_by("file_id").len().collect()
     counts = pl.DataFrame({"file_id": list(range(len(logs)))}, schema={"file_id": pl.Int32})
     starved = (
         counts.join(decode, on="file_id", how="left")
