@@ -124,7 +124,12 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
         events.lazy()
         .filter(~pl.col("is_span") & pl.col("sk_id").is_in(sk_ids.implode()))
         .select(_key_hash(), "node_id", "ts_ns", "dur_ns")
-        .join(ordinals.lazy(), on="_sk", how="inner")
+        .with_columns(
+            pl.col("_sk")
+            .replace_strict(ordinals.get_column("_sk"), ordinals.get_column("_g"), default=None, return_dtype=pl.UInt32)
+            .alias("_g")
+        )
+        .filter(pl.col("_g").is_not_null())
         .with_columns(
             (pl.lit(starts.get_column("_c")).search_sorted(composite, side="right").cast(pl.Int64) - 1).alias("_row")
         )
