@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ot_logs import write_candidate, write_rank_log
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.timings import parse_rank_log, read_candidate
 from sk_analytics.schema import TIMINGS
+
+TIMING = re.compile(r"Inference time \((decode|prefill)\): ([0-9.]+) ms")
+VALID = re.compile(r"^(?:[0-9]+\.?[0-9]*|\.[0-9]+)$")
 
 
 def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tmp_path: Path) -> None:
@@ -119,3 +126,32 @@ def test_check_candidate_on_frames(tmp_path: Path) -> None:
         check_candidate(frame.clear(), label="c", expected_ranks=2, warmup=2)
     with pytest.raises(InputError, match="negative"):
         check_candidate(frame, label="c", expected_ranks=2, warmup=-1)
+
+
+_FRAGMENTS = st.sampled_from(
+    [
+        "Inference time (decode): ", "Inference time (prefill): ", "Inference time (", " ms", "ms", ".", "1", "25.5",
+        "0", "x", " ", "\r", "decode", "): ", "\xff", "中文", "Inference time (decode): 3.25 ms",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(_FRAGMENTS, max_size=6).map("".join), max_size=12))
+def test_parser_on_random_lines_matches_findall_or_names_the_line(tmp_path: Path, lines: list[str]) -> None:
+    """Random mixes of pattern pieces: either exactly the legacy ``findall``
+    matches per line, or an InputError naming this file and the bad line."""
+    log = tmp_path / "run-1" / "log_0.log"
+    log.parent.mkdir(exist_ok=True)
+    log.write_bytes("\n".join(lines).encode("utf-8", errors="surrogatepass"))
+    expected = [(i + 1, phase, value) for i, text in enumerate(lines) for phase, value in TIMING.findall(text)]
+    bad = [(line, value) for line, _, value in expected if not VALID.match(value)]
+    try:
+        frame = parse_rank_log(log).frame
+    except InputError as exc:
+        assert bad, f"unexpected error {exc}"
+        assert exc.line == bad[0][0] and "log_0.log" in str(exc)
+        return
+    assert not bad
+    assert frame.select("line", "phase", "value_text").rows() == expected
+    assert frame["value_ms"].to_list() == [float(v) for _, _, v in expected]
