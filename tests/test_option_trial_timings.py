@@ -155,3 +155,10 @@ def test_parser_on_random_lines_matches_findall_or_names_the_line(tmp_path: Path
     assert not bad
     assert frame.select("line", "phase", "value_text").rows() == expected
     assert frame["value_ms"].to_list() == [float(v) for _, _, v in expected]
+
+
+def test_two_logs_of_one_rank(tmp_path: Path) -> None:
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2"], 1: ["1", "2"]}])
+    (folder / "run-1" / "log_1.log").rename(folder / "run-1" / "log_00.log")
+    with pytest.raises(InputError, match="rank 0 has more than one log"):
+        read_candidate(folder, expected_ranks=2, warmup=1)

@@ -181,6 +181,10 @@ def read_candidate(
         paths = sorted((p for p in run.glob("log_*.log") if RANK_LOG.match(p.name)), key=rank_of)
         if len(paths) != expected_ranks:
             raise InputError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
+        ranks = [rank_of(p) for p in paths]
+        if len(set(ranks)) != len(ranks):
+            duplicate = next(p for p, r in zip(paths, ranks) if ranks.count(r) > 1)
+            raise InputError(duplicate, f"rank {rank_of(duplicate)} has more than one log", expected="one log_<rank>.log per rank")
         logs += [_rank_log(p, root) for p in paths]
     frame = _parse_logs(logs)
     decode = frame.lazy().filter(pl.col("phase") == "decode").group_by("file_id").len().collect()
