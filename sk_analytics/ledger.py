@@ -192,6 +192,11 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
     ledger = resolve_ledger_path(path)
     if not ledger.exists():
         raise InputError(ledger, "ledger file not found", expected="a session folder or its ledger.jsonl")
+    return _check(ledger)[1]
+
+
+def _check(ledger: Path) -> tuple[_Scan, VerifyReport]:
+    """One read of the ledger: its records and the verification report."""
     scan = _scan(ledger)
     head, head_problem = _read_head(ledger)
     report = VerifyReport(
@@ -203,12 +208,12 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
     )
     if head_problem is not None:
         report.problems.append(head_problem)
-        return report
+        return scan, report
     last = scan.records[-1] if scan.records else None
     if head is None:
         if last is not None:
             report.problems.append(Problem(None, "head", f"head file {head_path(ledger).name} missing for a non-empty ledger"))
-        return report
+        return scan, report
     if last is None:
         report.problems.append(Problem(None, "head", f"head anchors seq {head['seq']} but the ledger has no records (records deleted)"))
     elif last.seq == head["seq"]:
@@ -220,7 +225,7 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
         report.problems.append(
             Problem(None, "head", f"head anchors seq {head['seq']} but the last record has seq {last.seq} (records deleted or truncated)")
         )
-    return report
+    return scan, report
 
 
 def raw_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
@@ -234,12 +239,12 @@ def read_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
     ledger = resolve_ledger_path(path)
     if not ledger.exists():
         return []
-    report = verify(ledger)
+    scan, report = _check(ledger)
     if not report.ok:
         first = report.problems[0]
         where = f"{ledger}:{first.line}" if first.line else str(ledger)
         raise IntegrityError(f"{where}: ledger failed verification ({len(report.problems)} problem(s)): {first.message}")
-    return _scan(ledger).records
+    return scan.records
 
 
 # --------------------------------------------------------------------------- writing
@@ -267,11 +272,13 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             recovered = self._recover_torn_tail()
-            report = verify(self.path) if self.path.exists() else None
-            if report is not None and not report.ok:
-                first = report.problems[0]
-                raise IntegrityError(f"{self.path}: refusing to append to a ledger that fails verification: {first.message}")
-            records = _scan(self.path).records if report is not None else []
+            records: list[LedgerRecord] = []
+            if self.path.exists():
+                scan, report = _check(self.path)
+                if not report.ok:
+                    first = report.problems[0]
+                    raise IntegrityError(f"{self.path}: refusing to append to a ledger that fails verification: {first.message}")
+                records = scan.records
             last = records[-1] if records else None
             payload = dict(data)
             if recovered is not None:
