@@ -485,7 +485,7 @@ def _inline(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
 
 
-def markdown_to_html(markdown: str, figures: Mapping[str, str], title: str) -> str:
+def markdown_to_html(markdown: str, figures: Mapping[str, str], title: str, lang: str = "zh") -> str:
     """HTML of the report's Markdown subset (headings, lists, tables, quotes, paragraphs) plus figures."""
     out: list[str] = []
     lines = markdown.splitlines()
@@ -528,7 +528,7 @@ def markdown_to_html(markdown: str, figures: Mapping[str, str], title: str) -> s
              "table{border-collapse:collapse;margin:0.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}"
              "th{background:#f3f3f3}code{background:#f6f6f6;padding:0 3px;word-break:break-all}"
              "blockquote{border-left:4px solid #c62828;margin:0;padding:0.3em 1em;background:#fff5f5}")
-    return (f'<!DOCTYPE html><html lang="zh"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+    return (f'<!DOCTYPE html><html lang="{html.escape(lang)}"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{style}</style></head><body>" + "\n".join(out) + "</body></html>\n")
 
 
@@ -538,4 +538,4 @@ def render_reports(view: SessionView, lang: str = "zh") -> tuple[str, str]:
     t = TEXT[lang]
     markdown = render_markdown(view, lang)
     figures = {"run-metrics": svg_run_metrics(view, t["fig_runs"]), "sk-deltas": svg_sk_deltas(view.dcci_diff, t["fig_sk"])}
-    return markdown, markdown_to_html(markdown, figures, t["title"])
+    return markdown, markdown_to_html(markdown, figures, t["title"], lang)
