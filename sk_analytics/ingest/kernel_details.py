@@ -304,17 +304,14 @@ def _raise_bad_cell(path: Path, raw: pl.DataFrame, flags: dict[str, object], fie
 
 
 def _first_line(text: str) -> str:
+    """First line of a (multi-line) reader message, for a one-line error."""
     stripped = text.strip()
     return stripped.splitlines()[0] if stripped else "unreadable"
 
 
-def _text(path: Path) -> str:
-    return path.read_bytes().decode("utf-8-sig", errors="replace")
-
-
 def _line_of_row(path: Path, row: int) -> int:
     """1-based physical line where data row ``row`` starts (quoted line breaks counted)."""
-    reader = csv.reader(io.StringIO(_text(path), newline=""))
+    reader = csv.reader(io.StringIO(path.read_bytes().decode("utf-8-sig", errors="replace"), newline=""))
     line = 1
     for number, _ in enumerate(reader):
         if number == row:
@@ -345,7 +342,7 @@ def _first_bad_line(path: Path, width: int) -> tuple[int, str | None]:
                 return start, f"{len(record)} fields, the header has {width}"
             start = reader.line_num + 1
     except csv.Error as exc:
-        return start, f"bad quoting: {exc}"
+        return start, f"CSV error: {exc}"
     return _bisect_polars(lines), None
 
 
