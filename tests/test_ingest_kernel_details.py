@@ -296,3 +296,18 @@ def test_real_level0_and_level1_details() -> None:
     assert advisor["start_ns"][0] == 1736413971558972912
     assert advisor["input_data_types"][0] == "DT_BF16;DT_BF16"
     assert pl.Series(advisor["model_id"]).unique().to_list() == [4294967295]
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason=f"real samples absent ({REAL} not beside the checkout)")
+def test_ingest_of_the_whole_real_folder(tmp_path: Path) -> None:
+    from sk_analytics.ingest import ingest_path
+
+    report = ingest_path(REAL, tmp_path / "data")
+    assert sorted((f.path, f.rows) for f in report.files) == [
+        ("msinsight-level0-rank0/kernel_details.csv", 191),
+        ("msinsight-level1-rank0/kernel_details.csv", 191),
+        ("msprof-analyze-advisor-small/kernel_details.csv", 29),
+    ]  # step_trace_time.csv / op_statistic.csv are not SK artifacts: ignored
+    assert report.warnings == []
+    kernels = pl.read_parquet(report.written[0])
+    assert kernels.height == 411 and kernels["start_ns"].null_count() == 0
