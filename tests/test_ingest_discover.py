@@ -204,3 +204,34 @@ def test_sk_prof_traces_of_two_devices_share_a_partition_and_truncation_is_repor
     assert [p.relative_to(tmp_path / "data").as_posix() for p in report.written] == ["sk_events/round=prof/role=profile/run=prof/part-0.parquet"]
     events_back = pl.read_parquet(report.written[0])
     assert sorted(events_back["device_id"].unique().to_list()) == [0, 1]
+
+
+def test_every_artifact_kind_of_an_sk_meta_folder_is_ingested(tmp_path: Path) -> None:
+    from sk_runner.sk_samples import (
+        FusedMember, FusedSk, GraphDump, GraphNode, OptionLine, fused_nodes_text, sk_prof_events,
+        super_kernel_log_text, write_sk_prof,
+    )  # fmt: skip
+
+    model = tmp_path / "prof" / "sk_meta" / "4242" / "model_1_0"
+    sk = FusedSk("sk_3_layer0_start_A_end_B", 3, [FusedMember(10, 1, "A_1"), FusedMember(11, 1), FusedMember(12, 1, "B_2")])
+    model.mkdir(parents=True)
+    (model / "sk_fused_nodes.log").write_text(fused_nodes_text([sk]))
+    (model / "super_kernel.log").write_text(
+        super_kernel_log_text([OptionLine("split_mode", "9", ("1", "4"), "4")], buffer_full=[(0, 5)])
+    )
+    dump = GraphDump([[GraphNode(10, "KERNEL", "A_1"), GraphNode(11, "EVENT"), GraphNode(12, "KERNEL", "B_2")]])
+    dump.write(model / "sk_graph_origin.json")
+    dump.write(model / "sk_graph_updated.json")
+    write_sk_prof(model.parent / "sk_prof_device_0.json", sk_prof_events(6, 2))
+    report = ingest_path(tmp_path / "prof", tmp_path / "data")
+    assert {(f.kind, f.table) for f in report.files} == {
+        ("fused_nodes", "sk_structure"), ("super_kernel_log", "sk_markers"),
+        ("graph_dump", "symbols"), ("sk_prof", "sk_events"),
+    }  # fmt: skip
+    assert report.rows_by_table()["sk_structure"] == 3
+    assert report.rows_by_table()["symbols"] == 4  # two kernels in each of the two dumps
+    assert report.rows_by_table()["sk_events"] == 6
+    assert any("buffer full on device 0 core(s) 5" in w for w in report.warnings)
+    assert any("option split_mode value 9 is outside" in w for w in report.warnings)
+    assert sorted(p.parent.parent.parent.parent.name for p in report.written) == ["sk_events", "sk_markers", "sk_structure", "symbols"]
+    assert {p.parent.name for p in report.written} == {"run=prof"}

@@ -46,12 +46,11 @@ class IngestReport:
     out_dir: Path
     files: list[FileRead] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    """Artifacts whose parser is not part of this build (with the reason)."""
 
     @property
     def warnings(self) -> list[str]:
-        return [w for f in self.files for w in f.warnings] + self.skipped
+        """Every parser warning (truncation, buffer-full, ignored records), in file order."""
+        return [w for f in self.files for w in f.warnings]
 
     def rows_by_table(self) -> dict[str, int]:
         totals: dict[str, int] = {}
@@ -122,13 +121,7 @@ def _ingest(artifacts: list[Artifact], root: Path, out: Path, partition_of: Call
     for artifact in artifacts:
         partition = partition_of(artifact)
         _check_partition(partition)
-        try:
-            result = parse_artifact(artifact, root)
-        except ModuleNotFoundError as exc:
-            if exc.name != artifact.kind.parser.split(":")[0]:
-                raise
-            report.skipped.append(f"{relative_source(artifact.path, root)}: skipped, no {artifact.kind.name} parser in this build")
-            continue
+        result = parse_artifact(artifact, root)
         report.files.append(
             FileRead(relative_source(artifact.path, root), artifact.kind.name, result.table.name, result.rows, partition, tuple(result.warnings))
         )
