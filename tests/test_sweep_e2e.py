@@ -102,3 +102,19 @@ def test_english_report_and_resume_of_finished_session(tmp_path: Path) -> None:
     assert outcome is not None and len(read_records(root)) == records  # nothing re-run, nothing appended
     report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     assert "| Stage/candidate | Measure | Baseline ms |" in report
+
+
+def test_demo_command_runs_a_complete_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sk_runner.cli import cli
+
+    session = tmp_path / "demo"
+    assert run_cli(cli, "sk-run", ["sweep", "--demo", "--session", str(session), "--ranks", "2", "--iterations", "30"]) == 0
+    out = capsys.readouterr().out
+    assert f"报告：{session / 'EXPERIMENT_REPORT.md'}" in out and f"HTML：{session / 'report.html'}" in out
+    assert "[O0-INCUMBENT] O0-INCUMBENT: O0 正确性 + 5 次干净运行" in out and "clean run 3 of 5" in out
+    statuses = settled_statuses(session)
+    assert len(statuses) == 15 and "pending" not in statuses.values()
+    assert statuses["aggressive-task1-value0"] == "failed" and statuses["aggressive-task0-value3"] == "failed"
+    assert statuses["aggressive-event1-task0-value0"] == "blocked" and statuses["early-start-1"] == "blocked"
+    assert statuses["stream-fusion-0"] == "rejected"  # about 10 % slower in the ground truth
+    assert verify(session).ok
