@@ -34,7 +34,8 @@ from sk_analytics.dcci.classify import (
     side_by_side,
 )
 from sk_analytics.dcci.occurrences import EVENT_COLUMNS, SK_KEYS, child_timings, occurrence_completeness, sk_occurrences_plan
-from sk_analytics.dcci.repair import DISABLE, AFTER, BEFORE, changed_pointers, choose_pattern, repair_config, symbol_inventory, union_tokens
+from sk_analytics.dcci.repair import AFTER, BEFORE, DISABLE, changed_pointers, choose_pattern, repair_config, symbol_inventory, union_tokens
+from sk_analytics.ingest.super_kernel_log import buffer_full_cores, is_child_trace_complete
 
 SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
 
@@ -135,28 +136,36 @@ def _child_json(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _side_json(side: _Side) -> dict[str, Any]:
+def _markers_by_process(side: _Side) -> dict[str, pl.DataFrame]:
     markers = side.data.markers
-    full = markers.filter(pl.col("kind") == "buffer_full") if markers.height else markers
+    return {key[0]: frame for key, frame in markers.partition_by("process", as_dict=True).items()} if markers.height else {}
+
+
+def _side_json(side: _Side) -> dict[str, Any]:
+    full = [
+        {"process": process, **row}
+        for process, markers in sorted(_markers_by_process(side).items())
+        for row in buffer_full_cores(markers).to_dicts()
+    ]
     return {
         "path": str(side.data.root),
         **side.data.identity,
         "processes": sorted(side.occurrences.get_column("process").unique().to_list()),
         "sk_occurrences": side.occurrences.height,
         "truncated_sk_prof_processes": sorted(side.data.truncated_processes),
-        "buffer_full": full.select("process", "device", "core").unique().sort("process", "device", "core").to_dicts() if full.height else [],
+        "buffer_full": full,
         "warnings": list(side.data.warnings),
     }
 
 
 def _buffer_full_pairs(sides: list[_Side]) -> set[tuple[str, str]]:
-    pairs: set[tuple[str, str]] = set()
-    for side in sides:
-        markers = side.data.markers
-        if markers.height:
-            procs = markers.filter(pl.col("kind") == "buffer_full").get_column("process").unique().to_list()
-            pairs |= {(side.name, p) for p in procs}
-    return pairs
+    """(side, process) whose sk_prof trace is child-incomplete (buffer-full line in its super_kernel.log)."""
+    return {
+        (side.name, process)
+        for side in sides
+        for process, markers in _markers_by_process(side).items()
+        if not is_child_trace_complete(markers)
+    }
 
 
 def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl.DataFrame, slower: list[int],
