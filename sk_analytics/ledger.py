@@ -34,6 +34,7 @@ from filelock import FileLock
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint, sha256_bytes
+from sk_analytics.strict_json import loads_strict
 
 HEAD_SCHEMA = "sk-tune-ledger-head-v1"
 GENESIS = "0" * 64
@@ -151,9 +152,11 @@ def _scan(path: Path) -> _Scan:
 
 def _parse_line(line: bytes, number: int) -> tuple[LedgerRecord | None, Problem | None]:
     try:
-        obj = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, Problem(number, "not_json", f"not a JSON record ({exc.__class__.__name__}); line truncated or edited")
+        obj = loads_strict(line.decode("utf-8"), f"line {number}")  # duplicate keys would hide an edit from the hash
+    except UnicodeDecodeError as exc:
+        return None, Problem(number, "not_json", f"not UTF-8 ({exc.reason}); line truncated or edited")
+    except InputError as exc:
+        return None, Problem(number, "not_json", f"not a strict JSON record ({exc.message}); line truncated or edited")
     if not isinstance(obj, dict) or set(obj) != RECORD_KEYS:
         keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         return None, Problem(number, "bad_record", f"record keys {keys}, expected {sorted(RECORD_KEYS)}")

@@ -132,6 +132,17 @@ def test_missing_or_malformed_head_detected(tmp_path: Path) -> None:
     assert _codes(path) == {"head"}
 
 
+def test_duplicate_key_edit_detected(tmp_path: Path) -> None:
+    path = _make(tmp_path)
+    lines = _lines(path)
+    original = json.loads(lines[1])["data"]
+    forged = json.dumps({"i": 99})
+    lines[1] = lines[1].replace('"data": ', f'"data": {forged}, "data": ', 1)  # shows 99, parses to the original
+    assert json.loads(lines[1])["data"] == original
+    path.write_text("".join(lines), encoding="utf-8")
+    assert [(p.line, p.code) for p in verify(path).problems][0] == (2, "not_json")
+
+
 def test_inserted_foreign_line_detected(tmp_path: Path) -> None:
     path = _make(tmp_path)
     lines = _lines(path)
