@@ -177,8 +177,8 @@ def _read_head(path: Path) -> tuple[dict[str, Any] | None, Problem | None]:
     if not hp.exists():
         return None, None
     try:
-        head = json.loads(hp.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        head = loads_strict(hp.read_text(encoding="utf-8"), hp)
+    except (OSError, UnicodeDecodeError, InputError) as exc:
         return None, Problem(None, "head", f"head file {hp.name} unreadable: {exc}")
     if not (
         isinstance(head, dict)
