@@ -107,6 +107,7 @@ class Executor:
             "clean_dir": self.rel(self.clean_dir(a.round)), "config_path": self.rel(result.config_path),
             "config_sha256": result.config_sha256, "trial_fingerprint": result.trial_fingerprint,
             "base_round": a.base_round, "changes": [{"pointer": c.pointer, "value": c.value} for c in a.changes],
+            "timeout_s": a.timeout_s, "isolated_risky": a.isolated, "joint_dcci": a.joint_dcci,
             "failure": failure,
             "summary_zh": f"{a.round}（{a.phase}）{'完成' if failure is None else '失败'}：{len(result.runs_completed)} 次干净运行"
             + ("" if failure is None else f"；{failure['reason_zh']}"),
