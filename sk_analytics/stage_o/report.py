@@ -283,25 +283,26 @@ def _gate_rows(gate: Mapping[str, Any], t: Mapping[str, str]) -> list[list[str]]
 
 def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> list[str]:
     t = TEXT[lang]
+    sep = "；" if lang == "zh" else "; "
     eid = entry["id"]
     status, reason, evidence = _settled_status(view, eid)
     trial = _trial_round(view, eid, "trial")
     lines = [f"### {trial.name if trial else '—'} · {eid}", ""]
     lines += [
-        f"- {t['option']}: `{entry['option']}`；{t['value']}: {_code(entry['value'])}；{t['original']}: {_code(entry['original'])}",
-        f"- {t['pointer']}: `{entry['pointer']}`；{t['risk']}: {entry['risk']}",
+        f"- {t['option']}: `{entry['option']}`{sep}{t['value']}: {_code(entry['value'])}{sep}{t['original']}: {_code(entry['original'])}",
+        f"- {t['pointer']}: `{entry['pointer']}`{sep}{t['risk']}: {entry['risk']}",
         f"- {t['status']}: **{status}** — {reason}",
     ]
     for info in (trial, _trial_round(view, eid, "repair")):
         if info is None:
             continue
         last = info.trials[-1]
-        lines.append(f"- {info.name}（{info.phase}）{t['base_round']}: {last.get('base_round') or 'SEED'}；config: `{last.get('config_path')}`")
+        lines.append(f"- {info.name} ({info.phase}) {t['base_round']}: {last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
         if info.gate:
             g = info.gate
             lines += ["", *_table(t["gate_cols"], _gate_rows(g, t))]
-            lines.append(f"- {t['stats']}: verdict={g.get('verdict')}，95% CI={g.get('ci_pct')}")
-            lines.append(f"- {t['runs_base']}: {[round(x, 4) for x in g.get('baseline_run_metrics') or []]}；"
+            lines.append(f"- {t['stats']}: verdict={g.get("verdict")}{sep}95% CI={_ci(g.get('ci_pct'))}")
+            lines.append(f"- {t['runs_base']}: {[round(x, 4) for x in g.get('baseline_run_metrics') or []]}{sep}"
                          f"{t['runs_cand']}: {[round(x, 4) for x in g.get('candidate_run_metrics') or []]}")
             lines.append(f"- {t['evidence']}: `{g.get('summary_path')}`")
         for tr in info.trials:
@@ -310,6 +311,10 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
     if evidence.get("probe_evidence") is not None:
         lines.append(f"- probe: {_code(evidence['probe_evidence'].get('evidence'))[:200]}")
     return lines + [""]
+
+
+def _ci(interval: Sequence[float] | None) -> str:
+    return "—" if not interval else "[" + ", ".join(f"{float(x):+.3f}%" for x in interval) + "]"
 
 
 def _spread(values: Sequence[float]) -> float | None:
