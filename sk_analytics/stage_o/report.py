@@ -301,7 +301,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
         if info.gate:
             g = info.gate
             lines += ["", *_table(t["gate_cols"], _gate_rows(g, t))]
-            lines.append(f"- {t['stats']}: verdict={g.get("verdict")}{sep}95% CI={_ci(g.get('ci_pct'))}")
+            lines.append(f"- {t['stats']}: verdict={g.get('verdict')}{sep}95% CI={_ci(g.get('ci_pct'))}")
             lines.append(f"- {t['runs_base']}: {[round(x, 4) for x in g.get('baseline_run_metrics') or []]}{sep}"
                          f"{t['runs_cand']}: {[round(x, 4) for x in g.get('candidate_run_metrics') or []]}")
             lines.append(f"- {t['evidence']}: `{g.get('summary_path')}`")
