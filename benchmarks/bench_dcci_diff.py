@@ -322,11 +322,17 @@ def main() -> None:
             print(f"{name:>11}: {best['seconds']:7.2f} s  peak RSS {best['peak_mb']:7.0f} MB  {best['result']}")
         ours, stats = figures["ours"]["seconds"], figures["ours_stats"]["seconds"]
         pandas_s, duck_s = figures["pandas"]["seconds"], figures["duckdb"]["seconds"]
-        print(f"pandas / ours end-to-end: {pandas_s / ours:.1f}x   (target >= 10x)")
-        print(f"ours end-to-end / duckdb: {ours / duck_s:.2f}x   (target <= 1.5x)")
-        print(f"ours stats kernel / duckdb (like-for-like): {stats / duck_s:.2f}x; pandas / ours stats: {pandas_s / stats:.1f}x")
-        print(f"peak RSS ours end-to-end: {figures['ours']['peak_mb']:.0f} MB   (target <= 2048 MB)")
-
+        peak = figures["ours"]["peak_mb"]
+        print(f"pandas / ours end-to-end: {pandas_s / ours:.1f}x; ours end-to-end / duckdb: {ours / duck_s:.2f}x")
+        print(f"like-for-like stats kernel: pandas / ours {pandas_s / stats:.1f}x; ours / duckdb {stats / duck_s:.2f}x")
+        checks = [
+            (pandas_s / ours >= 10.0, ">= 10x faster than pandas (end to end)"),
+            (ours / duck_s <= 1.5, "within 1.5x of DuckDB (end to end)"),
+            (stats / duck_s <= 1.5, "within 1.5x of DuckDB (like-for-like statistics)"),
+            (peak <= 2048.0, f"peak RSS <= 2 GB ({peak:.0f} MB)"),
+        ]
+        for ok, text in checks:
+            print(f"  [{'ok' if ok else 'MISS'}] {text}")
 
 if __name__ == "__main__":
     main()
