@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dcci_frames import launch, sk_events
 from sk_analytics.dcci.occurrences import child_timings, occurrence_completeness, sk_occurrences
@@ -103,3 +105,35 @@ def test_child_timings_of_a_subset_of_sks() -> None:
     occ = sk_occurrences(events)
     ch = child_timings(events, occ.filter(pl.col("sk_id") == 2)).collect()
     assert ch.select("sk_id", "max_lane_us").rows() == [(2, 0.06)]
+
+
+def test_children_late_in_the_last_launch_stay_with_their_sk() -> None:
+    # starts span 0..1000 (1001 ns): a child 1100 ns after t0 must not spill into the next SK's key band
+    rows = (
+        launch(t0=0, sk_dur=500, children=[(0, 0, 50)], sk_id=1)
+        + launch(t0=1_000, sk_dur=500, children=[(0, 100, 50)], sk_id=1)
+        + launch(t0=0, sk_dur=300, children=[(0, 0, 50)], sk_id=2)
+    )
+    _, ch = _derive(rows)
+    assert ch.select("sk_id", "occurrence", "start_ns").rows() == [(1, 0, 0), (1, 1, 1_100), (2, 0, 0)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 50), st.integers(1, 30), st.integers(0, 40)), min_size=1, max_size=12))
+def test_child_assignment_matches_a_naive_reference(spec: list[tuple[int, int, int, int]]) -> None:
+    """Random launches (sk, slot, span length, child offset): every child lands in the latest
+    launch of its SK that started at or before it, whatever the other SKs do."""
+    rows, expected = [], {}
+    slots: dict[int, set[int]] = {}
+    for sk, slot, length, child_off in spec:
+        if slot in slots.setdefault(sk, set()):
+            continue
+        slots[sk].add(slot)
+        t0 = slot * 100  # launches of one SK never overlap (length <= 30 < 100)
+        rows += launch(t0=t0, sk_dur=length, children=[(0, min(child_off, length), 1)], sk_id=sk, cores=(0,))
+    for sk, starts in slots.items():
+        for k, slot in enumerate(sorted(starts)):
+            expected[(sk, k)] = slot * 100
+    _, ch = _derive(rows)
+    got = {(r["sk_id"], r["occurrence"]): r["start_ns"] - (r["start_ns"] % 100) for r in ch.to_dicts()}
+    assert got == expected

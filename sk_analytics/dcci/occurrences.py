@@ -103,13 +103,16 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
     ordinals = table.select("_sk").unique(maintain_order=True).with_row_index("_g")
     if ordinals.height == 0:
         return _empty_children()
+    # Key band of one SK: [t0, latest occurrence end]. A child offset is clamped into the band
+    # (-1 below it: before every launch, unattributable), so it can never reach another SK's band.
     t0 = int(table.get_column("start_ns").min())  # type: ignore[arg-type]
-    span = int(table.get_column("start_ns").max()) - t0 + 1  # type: ignore[operator]
+    span = int(occurrences.get_column("end_ns").max()) - t0 + 1  # type: ignore[operator]
     bits = max(span.bit_length(), 1)
     if bits + ordinals.height.bit_length() > _TIME_BITS_LIMIT:
         raise InputError(None, f"sk_prof time range of {span} ns over {ordinals.height} SKs is too large to index",
                          expected="a profile window shorter than a few days")
-    composite = (pl.col("_g").cast(pl.Int64) * (1 << bits)) + (pl.col("ts_ns") - t0)
+    offset = (pl.col("ts_ns") - t0).clip(-1, (1 << bits) - 1)
+    composite = (pl.col("_g").cast(pl.Int64) * (1 << bits)) + offset
     starts = (
         table.join(ordinals, on="_sk")
         .with_columns(pl.col("start_ns").alias("ts_ns"))
