@@ -37,7 +37,7 @@ TEXT: Final[dict[str, dict[str, str]]] = {
         "lane_note": "时长求和（lane sum）仅作为调度/通道负载诊断，不参与判定。",
         "scope": "作用域", "ops": "子核算子序列", "occ": "发生序号", "cls": "分类", "reason": "原因",
         "base": "基线", "cand": "候选", "band": "噪声带 %", "delta": "ΔP50 µs", "delta_pct": "ΔP50 %",
-        "pos": "位置", "op": "算子", "wall": "墙钟跨度", "exec": "最长单核", "sig": "显著",
+        "pos": "位置 [任务序号]", "op": "算子", "wall": "墙钟跨度", "exec": "最长单核", "sig": "显著",
         "token": "算子 token", "pattern": "模式", "status": "校验", "matched": "匹配符号",
     },
     "en": {
@@ -61,7 +61,7 @@ TEXT: Final[dict[str, dict[str, str]]] = {
         "lane_note": "Duration sums (lane sum) are scheduling/lane-workload diagnostics only and never decide a class.",
         "scope": "scope", "ops": "child ops", "occ": "occ", "cls": "class", "reason": "reason",
         "base": "base", "cand": "cand", "band": "band %", "delta": "ΔP50 µs", "delta_pct": "ΔP50 %",
-        "pos": "pos", "op": "op", "wall": "wall span", "exec": "max-lane", "sig": "significant",
+        "pos": "pos [task index]", "op": "op", "wall": "wall span", "exec": "max-lane", "sig": "significant",
         "token": "op token", "pattern": "pattern", "status": "verified", "matched": "matched symbols",
     },
 }
@@ -143,7 +143,7 @@ def _child_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list
         for r in entry["rows"]:
             w, e = r["wall"], r["max_lane"]
             rows.append([
-                str(r["position"]), r["canonical_op"] or "—",
+                f"{r['position']} [{r['child_index']}]", r["canonical_op"] or "—",
                 _stats(w["baseline"]), _stats(w["candidate"]), _num(w["delta_p50_us"]), _class(w, lang),
                 _stats(e["baseline"]), _stats(e["candidate"]), _num(e["delta_p50_us"]), _class(e, lang),
                 "✔" if r["significant"] else "",
@@ -164,7 +164,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines = [f"# {t['title']}", "", f"> {t['note']}", ""]
     lines += _collections(result, t)
     lines += [f"## {t['summary']}", ""]
-    lines += [f"- {t['classes']}: " + ", ".join(f"{k}={v}" for k, v in summary["classes"].items())]
+    lines += [f"- {t['classes']}: " + ", ".join(f"{CLASS_ZH[k] if lang == 'zh' else k}={v}" for k, v in summary["classes"].items())]
     lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
     lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else repair['reason']}", ""]
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
