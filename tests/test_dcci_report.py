@@ -18,6 +18,8 @@ def test_chinese_report_has_every_protocol_section() -> None:
     slower_section = text.split("## 显著变慢 SK\n")[1].split("## ")[0]
     assert slower_section.count("显著变慢") == 1 and "RmsNorm → MatMul → Add" in slower_section
     assert "| MatMul | static_kernel_MatMul_.* | verified | static_kernel_MatMul_" in text
+    assert "| 1 [2] | MatMul |" in text  # position among kernels, task-list index after the event member
+    assert "- 分类计数: 显著变慢=1, 显著变快=0, 无显著差异=2, 证据不足=0" in text
     diff = json.loads(text.split("```json\n")[2].split("```")[0])
     assert [op["path"] for op in diff] == ["/super_kernel_optimize_options/dcci_before_kernel_start",
                                            "/super_kernel_optimize_options/dcci_after_kernel_end"]
