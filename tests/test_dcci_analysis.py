@@ -173,3 +173,16 @@ def test_launches_without_metadata_are_listed_and_nothing_is_guessed() -> None:
     assert sorted(u["sk_id"] for u in result["unmapped_launches"]) == [11, 12, 13]
     assert {u["map_status"] for u in result["unmapped_launches"]} == {"no_metadata"}
     assert result["repair"]["reason"] == "no_significantly_slower_sk"
+
+
+def test_legacy_model_ri_maps_to_the_one_model_folder_of_its_rts_id() -> None:
+    cp = profile(process="200", model_id="7_2", sks=SKS_CAND, occurrences=10, child_ns=slow_second_matmul, variant=1)
+    cp["events"] = cp["events"].with_columns(pl.lit("7").alias("model_id"))  # legacy args.modelRI
+    result = run(cand_parts=cp)
+    assert result["summary"]["classes"]["significantly_slower"] == 1 and result["repair"]["proposed"]
+    # a second folder of the same rtsModelId makes the legacy id ambiguous: unmapped, never guessed
+    other = cp["structure"].with_columns(pl.lit("model_7_3").alias("model_dir"))
+    cp["structure"] = pl.concat([cp["structure"], other])
+    result = run(cand_parts=cp)
+    assert {u["map_status"] for u in result["unmapped_launches"]} == {"no_metadata"}
+    assert {s["class"] for s in result["sks"]} == {"insufficient_evidence"}

@@ -60,9 +60,28 @@ class Alignment:
     """side, process, model_dir, scope_id, node_id, position, func_name, canonical_op."""
 
 
-def model_dir_of(model_id: pl.Expr) -> pl.Expr:
-    """The metadata folder of an sk_prof modelId (``<rtsModelId>_<callCount>`` -> ``model_<id>_<n>``)."""
-    return pl.concat_str(pl.lit("model_"), model_id)
+def model_dirs(launched: pl.DataFrame, structure: pl.DataFrame) -> pl.DataFrame:
+    """process, model_id -> model_dir: the metadata folder of each launched modelId in its process.
+
+    ``args.modelId`` ``<rtsModelId>_<callCount>`` names ``model_<rtsModelId>_<callCount>/``.
+    A legacy trace carries only ``args.modelRI`` (the rtsModelId): it maps to the one folder
+    ``model_<rtsModelId>_<n>/`` of that process; with several such folders it stays unmapped
+    (null) rather than guessed.
+    """
+    models = launched.select("process", "model_id").unique()
+    dirs = structure.select("process", "model_dir").unique().with_columns(
+        pl.col("model_dir").str.strip_prefix("model_").alias("_full"),
+        pl.col("model_dir").str.extract(r"^model_([0-9]+)_[0-9]+$", 1).alias("_rts"),
+    )
+    exact = models.join(dirs.select("process", "_full", "model_dir"), left_on=["process", "model_id"],
+                        right_on=["process", "_full"], how="inner")
+    legacy = (
+        models.filter(~pl.col("model_id").str.contains("_"))
+        .join(dirs.select("process", "_rts", "model_dir"), left_on=["process", "model_id"], right_on=["process", "_rts"])
+        .filter(pl.len().over("process", "model_id") == 1)
+    )
+    found = pl.concat([exact, legacy.join(exact, on=["process", "model_id"], how="anti")], how="vertical")
+    return models.join(found, on=["process", "model_id"], how="left")
 
 
 def child_positions(structure: pl.DataFrame) -> pl.DataFrame:
@@ -98,8 +117,10 @@ def map_side(structure: pl.DataFrame, launched: pl.DataFrame) -> SideStructure:
         )
         .rename({"scope_id": "sk_id"})
     )
-    launched = launched.select(*SK_KEYS).unique().with_columns(
-        model_dir_of(pl.col("model_id")).alias("model_dir"), pl.lit(True).alias("_launched")
+    launched = (
+        launched.select(*SK_KEYS).unique()
+        .join(model_dirs(launched, structure), on=["process", "model_id"], how="left")
+        .with_columns(pl.lit(True).alias("_launched"))
     )
     joined = ident.join(launched, on=[*GRAPH_KEYS, "sk_id"], how="full", coalesce=True)
     status = (

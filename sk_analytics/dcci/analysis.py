@@ -257,7 +257,7 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
     repair = _repair(children_rows, slower, blocked, candidate.symbols, disable_all_config)
     flagged = sks.get_column("class").is_in([SLOWER, FASTER])
     counts = {c: int((sks.get_column("class") == c).sum()) for c in (SLOWER, FASTER, NEUTRAL, INSUFFICIENT)}
-    unmapped = alignment.sk_map.filter(~pl.col("map_status").is_in(["ok", "no_events"]))
+    unmapped = alignment.sk_map.filter(~pl.col("map_status").is_in(["ok", "no_events"]) & pl.col("device_id").is_not_null())
     return {
         "schema_version": SCHEMA_VERSION,
         "warmup": warmup,
