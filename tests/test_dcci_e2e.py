@@ -94,7 +94,7 @@ def check_against_truth(result: dict[str, Any], truth: dict[str, Any]) -> None:
                                           "/super_kernel_optimize_options/dcci_before_kernel_start"]
 
 
-@pytest.mark.parametrize(("network", "seeds"), [("moe-decode", (11, 12)), ("moe-decode", (21, 5)), ("dcci-neutral", (3, 4))])
+@pytest.mark.parametrize(("network", "seeds"), [("moe-decode", (11, 12)), ("moe-decode", (21, 5)), ("dcci-neutral", (3, 4)), ("dcci-gain", (5, 6))])
 def test_finds_exactly_the_regressed_sks_children_and_symbols(tmp_path: Path, network: str, seeds: tuple[int, int]) -> None:
     base, cand, truth = pair(tmp_path, network, seeds)
     result = dcci_diff(base, cand, warmup=WARMUP)
