@@ -147,3 +147,18 @@ def test_task_sweep_probes_every_candidate_and_blocks_unaccepted_values(tmp_path
     assert blocked == set(settled) - {"split-mode-3"}
     assert "ready=false" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
     assert [r.kind for r in read_records(session)][:4] == ["session_started", "phase_entry", "matrix_built", "matrix_frozen"]
+
+
+def test_second_sweep_on_a_session_is_refused(tmp_path: Path) -> None:
+    from filelock import FileLock
+
+    from sk_analytics.errors import UsageError
+    from sk_runner.sweep.driver import run_sweep
+    from sk_runner.sweep.session import load_session
+
+    task = _write(tmp_path)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    session = load_session(tmp_path / "session")
+    with FileLock(str(session.root / ".sweep.lock")):
+        with pytest.raises(UsageError, match="another sweep is running"):
+            run_sweep(session, say=lambda _: None)
