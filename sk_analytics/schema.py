@@ -204,4 +204,43 @@ SYMBOLS = Table(
     partition_by=("round", "role", "run"),
 )
 
-TABLES: dict[str, Table] = {t.name: t for t in (TIMINGS, RUNS, KERNELS, SK_EVENTS, SK_STRUCTURE, SK_MARKERS, SYMBOLS)}
+_SK_LAUNCH = (
+    Column("process", pl.Utf8, "`sk_meta/<pid>` folder of the trace (launches map to metadata only inside it)", nullable=False),
+    Column("device_id", pl.Int32, "device id of the trace", nullable=False),
+    Column("model_id", pl.Utf8, "`args.modelId` (or legacy `modelRI`)", nullable=False),
+    Column("sk_id", pl.Int64, "`args.skId` (= scope id in that process; unstable across processes)", nullable=False),
+    Column("occurrence", pl.Int32, "0-based launch index of this SK in its process (derived, dcci-diff)", nullable=False),
+    Column("start_ns", pl.Int64, "earliest start over cores, device clock ns", nullable=False),
+    Column("end_ns", pl.Int64, "latest end over cores, device clock ns", nullable=False),
+    Column("wall_us", pl.Float64, "envelope end - start in µs (the timing that is compared)", nullable=False),
+)
+
+SK_OCCURRENCES = Table(
+    "sk_occurrences",
+    "Derived by dcci-diff: one row per SK launch, from its span events (envelope over cores).",
+    (
+        *_SK_LAUNCH,
+        Column("events", pl.Int32, "span events (one per participating core)", nullable=False),
+        Column("lane_sum_us", pl.Float64, "sum of span durations: lane-workload diagnostic only", nullable=False),
+        Column("span_complete", pl.Boolean, "as many core events as the SK's fullest launch", nullable=False),
+    ),
+    partition_by=("round", "role", "run"),
+)
+
+SK_CHILDREN = Table(
+    "sk_children",
+    "Derived by dcci-diff: one row per child node per SK launch (envelope and max-lane over cores).",
+    (
+        *_SK_LAUNCH,
+        Column("node_id", pl.Int64, "`args.nodeId` = child index `[i]` in the SK task list", nullable=False),
+        Column("max_lane_us", pl.Float64, "longest single-core duration of the child in this launch", nullable=False),
+        Column("lane_sum_us", pl.Float64, "sum of the child's core durations: diagnostic only", nullable=False),
+        Column("events", pl.Int32, "core events of the child in this launch", nullable=False),
+        Column("complete", pl.Boolean, "as many core events as the child has in the SK's fullest launch", nullable=False),
+    ),
+    partition_by=("round", "role", "run"),
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t for t in (TIMINGS, RUNS, KERNELS, SK_EVENTS, SK_STRUCTURE, SK_MARKERS, SYMBOLS, SK_OCCURRENCES, SK_CHILDREN)
+}

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from sk_analytics.cli import cli
@@ -22,6 +23,7 @@ from sk_analytics.contract import BASELINE_PROFILE, CANDIDATE_PROFILE, ProducerI
 from sk_analytics.dcci.pattern import matches
 from sk_analytics.dcci.pipeline import dcci_diff
 from sk_analytics.errors import InputError, SkTuneError
+from sk_analytics.tables import scan_table
 from sk_runner.sim.runner import SimRequest, run
 
 O0 = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {"auto_op_parallel": 0}}
@@ -107,9 +109,17 @@ def test_finds_exactly_the_regressed_sks_children_and_symbols(tmp_path: Path, ne
 def test_cli_writes_json_and_chinese_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, cand, truth = pair(tmp_path, "dcci-unrepairable", (7, 8))
     out, report = tmp_path / "out" / "dcci.json", tmp_path / "out" / "dcci.md"
+    tables = tmp_path / "out" / "data"
     code = run_cli(cli, "sk-analyze", ["dcci-diff", "--baseline", str(base), "--candidate", str(cand),
-                                       "--warmup", str(WARMUP), "--json-out", str(out), "--report-md", str(report)])
+                                       "--warmup", str(WARMUP), "--json-out", str(out), "--report-md", str(report),
+                                       "--tables-out", str(tables)])
     result = json.loads(out.read_text(encoding="utf-8"))
+    occ = scan_table(tables, "sk_occurrences").collect()
+    children = scan_table(tables, "sk_children").collect()
+    for role in ("baseline", "candidate"):
+        assert occ.filter(pl.col("role") == role).height == result[role]["sk_occurrences"]
+        assert children.filter(pl.col("role") == role).height > occ.filter(pl.col("role") == role).height
+    assert set(occ["round"]) == {"dcci-diff"} and occ["wall_us"].min() > 0
     assert code == 0 and "repair: proposed" in capsys.readouterr().out
     check_against_truth(result, truth)
     assert result["contract"]["change_set"]["allowed_json_pointers"] == ["/super_kernel_optimize_options/dcci_disable_on_kernel"]

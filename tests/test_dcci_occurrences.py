@@ -137,3 +137,15 @@ def test_child_assignment_matches_a_naive_reference(spec: list[tuple[int, int, i
     _, ch = _derive(rows)
     got = {(r["sk_id"], r["occurrence"]): r["start_ns"] - (r["start_ns"] % 100) for r in ch.to_dicts()}
     assert got == expected
+
+
+def test_derived_frames_have_exactly_the_schema_table_columns_and_dtypes() -> None:
+    from sk_analytics.schema import SK_CHILDREN, SK_OCCURRENCES
+
+    rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50)]) + launch(t0=1_000, sk_dur=100, children=[(0, 0, 50)])
+    events = sk_events(rows)
+    occ = sk_occurrences(events)
+    ch = child_timings(events, occ).collect()
+    assert occ.schema == SK_OCCURRENCES.schema
+    assert ch.schema == SK_CHILDREN.schema
+    assert child_timings(events, occ.clear()).collect().schema == SK_CHILDREN.schema

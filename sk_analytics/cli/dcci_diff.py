@@ -19,15 +19,21 @@ import click
 @click.option("--report-md", "report_md", type=click.Path(path_type=Path, dir_okay=False),
               help="Markdown report (written atomically).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
-def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, report_md: Path | None, lang: str) -> int:
+@click.option("--tables-out", "tables_out", type=click.Path(path_type=Path, file_okay=False),
+              help="Also write the derived sk_occurrences/sk_children Parquet tables of both sides here.")
+def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, report_md: Path | None, lang: str,
+              tables_out: Path | None) -> int:
     """Align SKs structurally, classify each, decompose slower ones into children and
     propose the one joint repair (exit 0: repair proposed, 1: no repair, 2: bad input)."""
     from sk_analytics.atomic import write_json, write_text
-    from sk_analytics.dcci.pipeline import dcci_diff as run
+    from sk_analytics.dcci.pipeline import analyze_pair, load_pair, write_derived_tables
     from sk_analytics.dcci.report import render
 
-    result = run(baseline, candidate, warmup=warmup)
+    pair = load_pair(baseline, candidate)
+    result = analyze_pair(pair, warmup=warmup)
     write_json(json_out, result)
+    if tables_out is not None:
+        write_derived_tables(pair, tables_out)
     if report_md is not None:
         write_text(report_md, render(result, lang))
     repair = result["repair"]

@@ -29,6 +29,7 @@ from typing import Final
 import polars as pl
 
 from sk_analytics.errors import InputError
+from sk_analytics.schema import SK_CHILDREN, SK_OCCURRENCES
 
 SK_KEYS: Final = ("process", "device_id", "model_id", "sk_id")
 """Identity of one launched SK inside one process (never compared across processes)."""
@@ -79,20 +80,18 @@ def sk_occurrences_plan(events: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
             ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("wall_us"),
             (pl.col("events") == pl.col("events").max().over("_sk")).alias("span_complete"),
         )
-        .select(*keys, "occurrence", "start_ns", "end_ns", "wall_us", "events", "lane_sum_us", "span_complete")
+        .select(SK_OCCURRENCES.column_names)
         .sort([*keys, "occurrence"])
     )
 
 
 def sk_occurrences(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """One row per SK occurrence from the span events: SK_KEYS, occurrence (0-based),
-    start_ns, end_ns, wall_us, events, lane_sum_us, span_complete."""
+    """One row per SK occurrence from the span events: the ``sk_occurrences`` table (schema.SK_OCCURRENCES)."""
     return sk_occurrences_plan(events).collect()
 
 
 def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame) -> pl.LazyFrame:
-    """One row per (SK occurrence, child node): SK_KEYS, occurrence, node_id, start_ns,
-    end_ns, wall_us, max_lane_us, lane_sum_us, events, complete.
+    """One row per (SK occurrence, child node): the ``sk_children`` table (schema.SK_CHILDREN).
 
     ``occurrences`` is :func:`sk_occurrences` of the same events (or a subset of
     its SKs: children of other SKs are dropped). Child events that precede every
@@ -149,27 +148,14 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
         .join(lookup.lazy(), on="_row", how="inner")
         .filter(pl.col("_g") == pl.col("_row_g"))
     )
-    return per_child.select(
-        *keys,
-        "occurrence",
-        "node_id",
-        "start_ns",
-        "end_ns",
+    return per_child.with_columns(
         ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("wall_us"),
-        "max_lane_us",
-        "lane_sum_us",
-        "events",
         (pl.col("events") == pl.col("events").max().over([*keys, "node_id"])).alias("complete"),
-    )
+    ).select(SK_CHILDREN.column_names)
 
 
 def _empty_children() -> pl.LazyFrame:
-    return pl.LazyFrame(
-        schema={"process": pl.Utf8, "device_id": pl.Int32, "model_id": pl.Utf8, "sk_id": pl.Int64,
-                "occurrence": pl.Int32, "node_id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
-                "wall_us": pl.Float64, "max_lane_us": pl.Float64, "lane_sum_us": pl.Float64,
-                "events": pl.Int32, "complete": pl.Boolean}
-    )
+    return pl.LazyFrame(schema=SK_CHILDREN.schema)
 
 
 def occurrence_completeness(occurrences: pl.DataFrame, children: pl.DataFrame) -> pl.DataFrame:

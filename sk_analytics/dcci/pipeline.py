@@ -8,15 +8,19 @@ differ only at the declared DCCI pointer. Then both roots are parsed and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from sk_analytics.contract import BASELINE_PROFILE, CANDIDATE_PROFILE, MANIFEST_NAME, validate_set
-from sk_analytics.dcci.analysis import analyze
+from sk_analytics.dcci.analysis import SideInput, analyze
 from sk_analytics.dcci.load import load_side
+from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.schema import SK_CHILDREN, SK_OCCURRENCES
 from sk_analytics.strict_json import load_json_file
+from sk_analytics.tables import write_table
 
 DCCI_POINTER: Final = "/super_kernel_optimize_options/dcci_disable_on_kernel"
 """The one declared difference between the O0 and the disable-all diagnostic profiles."""
@@ -26,20 +30,22 @@ def _identity(contract: dict[str, Any], role: str) -> dict[str, Any]:
     return {"role": role, **contract["roles"][role]}
 
 
-def dcci_diff(
-    baseline_root: Path,
-    candidate_root: Path,
-    *,
-    warmup: int,
-    disable_all_config: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The DCCI diff JSON (docs/dcci-diff.md) of two validated collection roots.
+@dataclass(frozen=True)
+class CollectionPair:
+    """A validated O0 / disable-all pair, parsed, with the config the repair diff is proven against."""
+
+    contract: dict[str, Any]
+    baseline: SideInput
+    candidate: SideInput
+    disable_all_config: dict[str, Any]
+
+
+def load_pair(baseline_root: Path, candidate_root: Path, *, disable_all_config: dict[str, Any] | None = None) -> CollectionPair:
+    """Validate the manifest set (refusing anything but the declared DCCI difference) and parse both roots.
 
     ``disable_all_config`` defaults to the candidate manifest's exact config;
-    when given it must be that config (the repair diff is proven against it).
+    when given it must be that config.
     """
-    if warmup < 0:
-        raise InputError(None, f"warmup {warmup} is negative", expected="an integer >= 0")
     contract = validate_set(
         {BASELINE_PROFILE: baseline_root, CANDIDATE_PROFILE: candidate_root},
         allowed_changes=(DCCI_POINTER,),
@@ -52,6 +58,44 @@ def dcci_diff(
     if fingerprint(disable_all_config) != expected:
         raise InputError(candidate_root, "the disable-all config is not the candidate profile's config",
                          expected=f"config_fingerprint {expected}")
-    baseline = load_side(Path(baseline_root), _identity(contract, BASELINE_PROFILE))
-    candidate = load_side(Path(candidate_root), _identity(contract, CANDIDATE_PROFILE))
-    return analyze(baseline, candidate, warmup=warmup, disable_all_config=disable_all_config, contract=contract)
+    return CollectionPair(
+        contract=contract,
+        baseline=load_side(Path(baseline_root), _identity(contract, BASELINE_PROFILE)),
+        candidate=load_side(Path(candidate_root), _identity(contract, CANDIDATE_PROFILE)),
+        disable_all_config=disable_all_config,
+    )
+
+
+def analyze_pair(pair: CollectionPair, *, warmup: int) -> dict[str, Any]:
+    """The DCCI diff JSON of a loaded pair."""
+    if warmup < 0:
+        raise InputError(None, f"warmup {warmup} is negative", expected="an integer >= 0")
+    return analyze(pair.baseline, pair.candidate, warmup=warmup, disable_all_config=pair.disable_all_config,
+                   contract=pair.contract)
+
+
+def dcci_diff(
+    baseline_root: Path,
+    candidate_root: Path,
+    *,
+    warmup: int,
+    disable_all_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The DCCI diff JSON (docs/dcci-diff.md) of two validated collection roots."""
+    if warmup < 0:
+        raise InputError(None, f"warmup {warmup} is negative", expected="an integer >= 0")
+    return analyze_pair(load_pair(baseline_root, candidate_root, disable_all_config=disable_all_config), warmup=warmup)
+
+
+def write_derived_tables(pair: CollectionPair, data_dir: Path) -> list[Path]:
+    """Write both sides' ``sk_occurrences`` and ``sk_children`` (every SK, every child) as Parquet,
+    partitioned ``round=dcci-diff/role=<baseline|candidate>/run=<root folder name>``."""
+    written = []
+    for role, side in (("baseline", pair.baseline), ("candidate", pair.candidate)):
+        events = side.events.select(EVENT_COLUMNS).collect()
+        occurrences = sk_occurrences(events)
+        children = child_timings(events, occurrences)
+        partition = {"round": "dcci-diff", "role": role, "run": side.root.name}
+        written.append(write_table(occurrences, SK_OCCURRENCES, data_dir, partition))
+        written.append(write_table(children, SK_CHILDREN, data_dir, partition))
+    return written
