@@ -7,6 +7,7 @@ differ in exactly the declared config pointer and nothing else (protocol §5.1).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import platform
 import subprocess
@@ -24,18 +25,29 @@ PER_RUN_ENV = frozenset({"SK_RUN_DIR", "SK_RUN_SEED", "SK_RUN_CONFIG"})
 
 
 def source_revision(path: Path) -> dict[str, Any]:
-    """Git revision of the repository holding ``path`` (``{"kind": "none"}`` outside one).
+    """Git revision of the workload source at ``path`` (``{"kind": "none"}`` outside a repository).
 
-    ``dirty`` lists modified tracked files count, so an uncommitted workload is visible.
+    Only the workload's own folder counts: an uncommitted edit there is
+    identified by the SHA-256 of its diff against HEAD (so the same edit gives
+    the same revision, a different one a different revision), while edits
+    elsewhere in the repository do not change the workload's identity.
     """
     folder = path if path.is_dir() else path.parent
     try:
         top = _git(folder, "rev-parse", "--show-toplevel")
         commit = _git(folder, "rev-parse", "HEAD")
-        status = _git(folder, "status", "--porcelain", "--untracked-files=no")
+        status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ".")
+        diff = _git(folder, "diff", "HEAD", "--binary", "--", ".") if status else ""
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return {"kind": "none", "path": str(folder)}
-    return {"kind": "git", "root": top, "commit": commit, "dirty": bool(status), "modified_files": len(status.splitlines())}
+    return {
+        "kind": "git",
+        "root": top,
+        "commit": commit,
+        "dirty": bool(status),
+        "modified_files": len(status.splitlines()),
+        "dirty_sha256": hashlib.sha256(diff.encode()).hexdigest() if status else None,
+    }
 
 
 def _git(folder: Path, *args: str) -> str:

@@ -75,7 +75,7 @@ def shorter_window(iterations: int, warmup: int) -> int | None:
 def revision_text(record: Mapping[str, Any]) -> str:
     """One-string source revision of :func:`sk_runner.fingerprint.source_revision`."""
     if record.get("kind") == "git":
-        dirty = f"+dirty({record['modified_files']} files)" if record.get("dirty") else ""
+        dirty = f"+dirty:{record['dirty_sha256'][:16]}" if record.get("dirty") else ""
         return f"git:{record['commit']}{dirty}"
     return f"unversioned:{record.get('path', '?')}"
 
