@@ -44,9 +44,9 @@ def _processes(root: Path) -> list[Path]:
 
 
 def _parse_all(
-    files: Iterable[Path], parser: Callable[..., ParseResult], table: Table, process: str, root: Path,
-    warnings: list[str],
+    files: Iterable[Path], parser: Callable[..., ParseResult], process: str, root: Path, warnings: list[str]
 ) -> list[pl.DataFrame]:
+    """Parse ``files`` with ``parser``; tag each frame with its process and collect the warnings."""
     frames = []
     for path in files:
         result = parser(path, root=root)
@@ -73,16 +73,16 @@ def load_side(root: Path, identity: dict[str, Any] | None = None) -> SideInput:
         process = folder.name
         prof_files = sorted(p for p in folder.iterdir() if p.is_file() and SK_PROF_NAME.match(p.name))
         before = len(warnings)
-        events += _parse_all(prof_files, parse_sk_prof, SK_EVENTS, process, root, warnings)
+        events += _parse_all(prof_files, parse_sk_prof, process, root, warnings)
         if any(TRUNCATION_WORD in w for w in warnings[before:]):
             truncated.add(process)
         models = sorted(p for p in folder.glob("model_*") if p.is_dir())
         fused = [m / "sk_fused_nodes.log" for m in models if (m / "sk_fused_nodes.log").is_file()]
-        structure += _parse_all(fused, parse_fused_nodes, SK_STRUCTURE, process, root, warnings)
+        structure += _parse_all(fused, parse_fused_nodes, process, root, warnings)
         logs = [m / "super_kernel.log" for m in models if (m / "super_kernel.log").is_file()]
-        markers += _parse_all(logs, parse_super_kernel_log, SK_MARKERS, process, root, warnings)
+        markers += _parse_all(logs, parse_super_kernel_log, process, root, warnings)
         graphs = [m / f"sk_graph_{g}.json" for m in models for g in ("origin", "updated") if (m / f"sk_graph_{g}.json").is_file()]
-        symbols += _parse_all(graphs, parse_graph_dump, SYMBOLS, process, root, warnings)
+        symbols += _parse_all(graphs, parse_graph_dump, process, root, warnings)
         if prof_files and not fused:
             raise InputError(folder, "sk_prof present but no model_*/sk_fused_nodes.log in this process",
                              expected="the SK metadata written by the same profile process")
