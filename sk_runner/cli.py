@@ -21,7 +21,7 @@ COMMANDS = {
 @click.version_option(package_name="sk-tune")
 def cli() -> None:
     """Run Stage O experiments on the simulated device, a real Ascend NPU
-    (``--backend npu``) or any command that follows the {config}/{run_dir} contract."""
+    (--backend npu) or any command that follows the {config}/{run_dir} contract."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -81,3 +81,12 @@ def test_buffer_full_on_the_simulator_recollects_shorter(tmp_path: Path) -> None
     assert markers.filter(pl.col("kind") == "buffer_full").height == 0
     first = load_manifest(result.attempts[0].root)  # the incomplete root stays sealed and separate
     assert first["workload"]["iterations"] == 16
+
+
+def test_relative_session_path_works_from_any_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the producer runs inside the profile root; the config path it receives must
+    # not be relative to the caller's cwd (``sk-run sweep --demo --session demo``)
+    monkeypatch.chdir(tmp_path)
+    result = _collect(Path("."), "baseline_profile", {}, session=Path("rel-session"))
+    assert result.status == "complete", result.reason
+    assert Path(result.root).is_absolute() or (tmp_path / result.root).is_dir()

@@ -40,6 +40,12 @@ class RunRequest:
     control: Control
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # The workload may run in another cwd (a profile runs inside its root),
+        # so the paths it receives must not depend on ours.
+        object.__setattr__(self, "config_path", Path(self.config_path).absolute())
+        object.__setattr__(self, "run_dir", Path(self.run_dir).absolute())
+
     def contract_env(self) -> dict[str, str]:
         """The workload contract's environment variables."""
         return {
