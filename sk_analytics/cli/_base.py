@@ -6,11 +6,13 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import click
 
-from sk_analytics.errors import SkTuneError
+from sk_analytics.atomic import write_text
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, SkTuneError
 
 
 class LazyGroup(click.Group):
@@ -69,3 +71,21 @@ def entry_point(group: click.Group, prog_name: str) -> Callable[[], None]:
         sys.exit(run_cli(group, prog_name))
 
     return main
+
+
+def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check: bool) -> int:
+    """Write a generated document, or with ``check`` exit 1 when ``path`` differs from ``text``.
+
+    Shared by the generators of ``docs/schema.md`` and ``docs/cli.md``: a test runs
+    the check on the committed copy so a document can never drift from its source.
+    """
+    if check:
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if current != text:
+            click.echo(f"{path} is out of date with {source}: run `{regenerate} --out {path}`", err=True)
+            return EXIT_NEGATIVE
+        click.echo(f"{path} is up to date")
+        return EXIT_OK
+    write_text(path, text)
+    click.echo(f"wrote {path}")
+    return EXIT_OK

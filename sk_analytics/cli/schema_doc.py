@@ -11,8 +11,7 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.atomic import write_text
-from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
+from sk_analytics.cli._base import write_or_check
 from sk_analytics.schema import PARTITION_DOC, SCHEMA_VERSION, TABLES, Table
 
 DEFAULT_PATH = Path("docs") / "schema.md"
@@ -72,14 +71,4 @@ def render_schema_markdown(tables: dict[str, Table] = TABLES) -> str:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the file differs from the schema constants.")
 def schema(path: Path, check: bool) -> int:
     """Generate the Parquet schema document from the schema constants."""
-    text = render_schema_markdown()
-    if check:
-        current = path.read_text(encoding="utf-8") if path.is_file() else None
-        if current != text:
-            click.echo(f"{path} is out of date with sk_analytics/schema.py: run `sk-analyze schema --out {path}`", err=True)
-            return EXIT_NEGATIVE
-        click.echo(f"{path} is up to date")
-        return EXIT_OK
-    write_text(path, text)
-    click.echo(f"wrote {path}")
-    return EXIT_OK
+    return write_or_check(path, render_schema_markdown(), source="sk_analytics/schema.py", regenerate="sk-analyze schema", check=check)

@@ -1,0 +1,89 @@
+"""docs/cli.md is generated from the commands' own --help and must not drift from it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from sk_analytics.cli import cli as analyze_cli
+from sk_analytics.cli._base import LazyGroup, run_cli
+from sk_analytics.cli.help_doc import ROOTS, command_contexts, help_doc, render_cli_markdown, resolve
+from sk_runner.cli import cli as run_cli_group
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "cli.md"
+ALL_COMMANDS = [
+    "sk-analyze", "sk-analyze contract", "sk-analyze contract begin", "sk-analyze contract finalize",
+    "sk-analyze contract validate-set", "sk-analyze contract verify", "sk-analyze dcci-diff", "sk-analyze ingest",
+    "sk-analyze ledger", "sk-analyze ledger show", "sk-analyze ledger verify", "sk-analyze option-trial",
+    "sk-analyze schema", "sk-analyze stability",
+    "sk-run", "sk-run demo", "sk-run matrix", "sk-run matrix freeze", "sk-run matrix init", "sk-run probe",
+    "sk-run profile", "sk-run sim", "sk-run sweep", "sk-run trial",
+]
+
+
+def _rendered() -> str:
+    return render_cli_markdown({prog: resolve(target) for prog, target in ROOTS.items()})
+
+
+def test_committed_cli_doc_matches_the_help() -> None:
+    assert DOC.read_text(encoding="utf-8") == _rendered(), "run `python -m sk_analytics.cli.help_doc` and commit docs/cli.md"
+    assert run_cli(help_doc, "help-doc", ["--check", "--out", str(DOC)]) == 0
+
+
+def test_every_command_and_sub_command_is_documented_in_order() -> None:
+    contexts = command_contexts({"sk-analyze": analyze_cli, "sk-run": run_cli_group})
+    assert [ctx.command_path for ctx in contexts] == ALL_COMMANDS
+    text = _rendered()
+    for path in ALL_COMMANDS:
+        assert f"\n## {path}\n\n```text\nUsage: {path} [OPTIONS]" in text, path
+        assert f"[`{path}`](#{path.replace(' ', '-')})" in text
+    assert "| 2 | bad input or usage:" in text and "| 3 | environment" in text and "| 130 | interrupted" in text
+
+
+def test_help_is_verbatim_and_independent_of_the_terminal(tmp_path: Path) -> None:
+    """The block of `sk-run sim` is exactly what `sk-run sim --help` prints in a wide terminal."""
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "120", "SK_RUN_SEED": "7"}
+    out = subprocess.run(
+        [sys.executable, "-c", "from sk_runner.cli import main; main(['sim', '--help'])"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+    )
+    assert out.returncode == 0
+    block = _rendered().split("\n## sk-run sim\n\n```text\n", 1)[1].split("\n```", 1)[0]
+    assert block == out.stdout.rstrip()
+    assert "  -h, --help " in block
+
+
+def test_check_fails_on_drift_and_generation_fixes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "cli.md"
+    copy.write_text(DOC.read_text(encoding="utf-8").replace("--warmup", "--warm-up", 1), encoding="utf-8")
+    assert run_cli(help_doc, "help-doc", ["--check", "--out", str(copy)]) == 1
+    assert "out of date" in capsys.readouterr().err
+    assert run_cli(help_doc, "help-doc", ["--check", "--out", str(tmp_path / "absent.md")]) == 1
+    assert run_cli(help_doc, "help-doc", ["--out", str(copy)]) == 0
+    assert copy.read_text(encoding="utf-8") == DOC.read_text(encoding="utf-8")
+    assert run_cli(help_doc, "help-doc", ["--check", "--out", str(copy)]) == 0
+
+
+def test_a_new_lazy_sub_command_and_hidden_ones() -> None:
+    """A lazily registered command appears with its help; hidden commands and missing modules do not."""
+
+    @click.command("shown")
+    @click.option("--n", type=int, default=3, show_default=True, help="How many.")
+    def shown(n: int) -> int:
+        """Do a visible thing."""
+        return n
+
+    @click.command("secret", hidden=True)
+    def secret() -> None:
+        """Internal."""
+
+    group = LazyGroup("tool", lazy_commands={"ghost": "no_such_module_xyz:cmd"}, commands=[shown, secret], help="A tool.")
+    text = render_cli_markdown({"tool": group})
+    assert "\n## tool shown\n\n```text\nUsage: tool shown [OPTIONS]\n\n  Do a visible thing.\n\nOptions:\n  --n INTEGER  How many.  [default: 3]\n" in text
+    assert "secret" not in text and "ghost" not in text
+    assert "* [`tool`](#tool)\n  * [`tool shown`](#tool-shown)\n" in text
