@@ -36,8 +36,9 @@ from filelock import FileLock, Timeout
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.fingerprint import fingerprint, sha256_file
+from sk_analytics.ingest.base import ParseResult
 from sk_analytics.ingest.collect import ingest_run_dir
-from sk_analytics.ingest.timings import parse_rank_log
+from sk_analytics.ingest.timings import parse_rank_logs
 from sk_analytics.schema import RUNS, TIMINGS
 from sk_analytics.strict_json import load_json_file
 from sk_analytics.tables import write_table
@@ -166,6 +167,8 @@ class RunOutcome:
     message: str
     logs: list[dict[str, Any]] = field(default_factory=list)
     correctness: dict[str, Any] | None = None
+    parsed: dict[Path, ParseResult] = field(default_factory=dict)
+    """The validated rank logs' timings, handed to the ingest so each log is parsed once."""
 
 
 ProgressFn = Callable[[Progress], None]
@@ -320,22 +323,24 @@ class _Trial:
                 return RunOutcome("wrong_output", "correctness.json reports passed=false", correctness=correctness)
         elif need_correctness:
             return RunOutcome("bad_logs", "correctness.json missing")
+        paths = [run_dir / f"log_{rank}.log" for rank in range(self.spec.control.ranks)]
+        missing = next((path for path in paths if not path.is_file()), None)
+        present = paths if missing is None else paths[:paths.index(missing)]
+        try:  # one vectorized parse, root as ingest_run_dir gives it: the ingest reuses it
+            parsed = dict(zip(present, parse_rank_logs(present, root=run_dir)))
+        except InputError as exc:
+            return RunOutcome("bad_logs", f"rank log unparsable: {exc.one_line()}", correctness=correctness)
         logs = []
-        for rank in range(self.spec.control.ranks):
-            path = run_dir / f"log_{rank}.log"
-            if not path.is_file():
-                return RunOutcome("bad_logs", f"rank log log_{rank}.log missing", correctness=correctness)
-            try:
-                frame = parse_rank_log(path, root=self.spec.session).frame
-            except InputError as exc:
-                return RunOutcome("bad_logs", f"rank log unparsable: {exc.one_line()}", correctness=correctness)
-            decode = frame.filter(pl.col("phase") == "decode").height
+        for path, timings in parsed.items():
+            decode = timings.frame.filter(pl.col("phase") == "decode").height
             if decode <= self.spec.control.warmup:
-                return RunOutcome("bad_logs", f"log_{rank}.log has {decode} decode samples, not more than warm-up {self.spec.control.warmup}",
+                return RunOutcome("bad_logs", f"{path.name} has {decode} decode samples, not more than warm-up {self.spec.control.warmup}",
                                   correctness=correctness)
             logs.append({"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
-                         "prefill_samples": frame.height - decode})
-        return RunOutcome("ok", "ok", logs, correctness)
+                         "prefill_samples": timings.frame.height - decode})
+        if missing is not None:
+            return RunOutcome("bad_logs", f"rank log {missing.name} missing", correctness=correctness)
+        return RunOutcome("ok", "ok", logs, correctness, parsed)
 
     def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
         request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
@@ -374,16 +379,17 @@ class _Trial:
         meta["fingerprint"] = fingerprint(meta)
         return meta
 
-    def ingest(self, run_dir: Path, run_name: str, run_index: int, meta: Mapping[str, Any], ok: bool) -> None:
-        """Timings (through the product's run-folder ingest) and the RUNS row into ``<session>/data``.
+    def ingest(self, run_dir: Path, run_name: str, run_index: int, meta: Mapping[str, Any], outcome: RunOutcome) -> None:
+        """Timings (through the product's run-folder ingest, reusing the rank logs
+        :meth:`classify` parsed) and the RUNS row into ``<session>/data``.
 
         A failed run gets an empty timings partition, replacing any left by an
         interrupted earlier attempt of the same run.
         """
         data = self.spec.session / "data"
         part = {"round": self.spec.round, "role": self.spec.role_name, "run": run_name}
-        if ok:
-            ingest_run_dir(run_dir, data, self.spec.round, self.spec.role_name, run_name)
+        if outcome.status == "ok":
+            ingest_run_dir(run_dir, data, self.spec.round, self.spec.role_name, run_name, parsed=outcome.parsed)
         else:
             write_table(pl.DataFrame(schema=TIMINGS.schema), TIMINGS, data, part)
         write_table(self.runs_row(run_index, meta), RUNS, data, part)
@@ -520,12 +526,12 @@ class _Round:
             outcome = trial.classify(proc, run_dir, need_correctness=False)
             meta = trial.meta("clean", run_name, request, argv, proc, outcome, self.config_sha, self.trial_fp)
             if outcome.status != "ok":
-                trial.ingest(run_dir, run_name, k, meta, ok=False)
+                trial.ingest(run_dir, run_name, k, meta, outcome)
                 scene = self.seal("clean", run_name, outcome.status, outcome.message, argv, request.contract_env(), proc,
                                   run_dir, self.config_path, "passed", "correctness")
                 trial.move_aside(run_dir)
                 return self.result("failed", outcome.status, f"{run_name}: {outcome.message}", "passed", scene)
-            trial.ingest(run_dir, run_name, k, meta, ok=True)
+            trial.ingest(run_dir, run_name, k, meta, outcome)
             write_json(run_dir / "meta.json", meta)  # last: the run is complete
             trial.durations.append(time.monotonic() - started)
             self.new.append(k)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -246,3 +247,48 @@ def test_a_round_runs_under_one_sk_run_at_a_time(tmp_path: Path) -> None:
         with pytest.raises(UsageError, match="being run by another sk-run"):
             run_trial(spec)
     assert run_trial(spec).status == "ok"
+
+
+def test_each_rank_log_is_parsed_once_and_ingested_as_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sk_analytics.ingest.timings as timings_mod
+
+    parsed: list[str] = []
+    real = timings_mod._parse_logs
+
+    def counting(logs):  # every rank-log parse of the product goes through _parse_logs
+        parsed.extend(log.path.relative_to(tmp_path / "session/experiments/Sbest/O0").as_posix() for log in logs)
+        return real(logs)
+
+    monkeypatch.setattr(timings_mod, "_parse_logs", counting)
+    res = run_trial(_spec(tmp_path, round="O0", incumbent=True, runs=2))
+    assert res.status == "ok"
+    # correctness is validated (not ingested); each clean run: one parse of both ranks, reused by the ingest
+    assert parsed == ["CORRECTNESS/log_0.log", "CORRECTNESS/log_1.log",
+                      "CLEAN/run-1/log_0.log", "CLEAN/run-1/log_1.log", "CLEAN/run-2/log_0.log", "CLEAN/run-2/log_1.log"]
+    timings = scan_table(tmp_path / "session/data", "timings").collect()
+    assert timings.height == 2 * 2 * 13
+    assert sorted(timings["source_file"].unique().to_list()) == ["log_0.log", "log_1.log"]  # relative to the run folder
+    assert timings.filter((pl.col("run") == "run-2") & (pl.col("rank") == 1) & (pl.col("phase") == "decode"))["sample_index"].to_list() == list(range(12))
+
+
+def _script_backend(tmp_path: Path, body: str) -> CommandBackend:
+    script = tmp_path / "logs_workload.py"
+    script.write_text("import json, os\nrun = os.environ['SK_RUN_DIR']\n" + body
+                      + "json.dump({'passed': True}, open(os.path.join(run, 'correctness.json'), 'w'))\n")
+    return CommandBackend([sys.executable, str(script)])
+
+
+def test_unparsable_rank_log_is_bad_logs_naming_file_and_line(tmp_path: Path) -> None:
+    body = ("for r in range(2):\n"
+            "    text = 'Inference time (decode): 1.5 ms\\n' * 5 + ('Inference time (decode): 1.2.3 ms\\n' if r == 1 else '')\n"
+            "    open(os.path.join(run, f'log_{r}.log'), 'w').write(text)\n")
+    res = run_trial(_spec(tmp_path, round="O0", incumbent=True, backend=_script_backend(tmp_path, body)))
+    assert (res.status, res.outcome) == ("failed", "bad_logs")
+    assert res.message.startswith("rank log unparsable: ") and "log_1.log:6" in res.message and "'1.2.3'" in res.message
+
+
+def test_too_few_decode_samples_is_bad_logs_and_a_missing_later_rank_comes_after(tmp_path: Path) -> None:
+    # rank 0 has 2 decode samples (not more than warm-up 2), rank 1 has no log: rank 0 is reported, in rank order
+    body = "open(os.path.join(run, 'log_0.log'), 'w').write('Inference time (decode): 1.5 ms\\n' * 2)\n"
+    res = run_trial(_spec(tmp_path, round="O0", incumbent=True, backend=_script_backend(tmp_path, body)))
+    assert (res.outcome, res.message) == ("bad_logs", "log_0.log has 2 decode samples, not more than warm-up 2")

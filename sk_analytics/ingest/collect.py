@@ -10,7 +10,7 @@ rank logs of a run, the sk_prof traces of several devices) go into one file.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,15 +97,22 @@ def ingest_path(path: str | Path, out_dir: str | Path, *, round: str | None = No
     return _ingest(artifacts, base, out, lambda a: default_partition(a, root, round=round, role=role))
 
 
-def ingest_run_dir(run_dir: str | Path, data_dir: str | Path, round: str, role: str, run: str) -> IngestReport:
+def ingest_run_dir(
+    run_dir: str | Path, data_dir: str | Path, round: str, role: str, run: str, *, parsed: Mapping[Path, ParseResult] | None = None
+) -> IngestReport:
     """Ingest one run folder into ``data_dir`` under exactly ``round/role/run``
     (what the runner calls after each clean run). A run without artifacts gives
-    an empty report."""
+    an empty report.
+
+    ``parsed`` holds artifacts the caller already parsed (keyed by
+    ``Path(run_dir) / name``, parsed with ``root=run_dir``): they are used as
+    they are instead of being parsed again (the runner validates the rank logs
+    before it ingests them)."""
     folder = Path(run_dir)
     if not folder.is_dir():
         raise InputError(folder, "run folder does not exist")
     partition = {"round": round, "role": role, "run": run}
-    return _ingest(discover(folder), folder, Path(data_dir), lambda _: partition)
+    return _ingest(discover(folder), folder, Path(data_dir), lambda _: partition, parsed)
 
 
 def _check_partition(partition: Partition) -> None:
@@ -115,13 +122,16 @@ def _check_partition(partition: Partition) -> None:
             raise UsageError(f"bad {key} value {value!r}: expected a non-empty folder name without '/'")
 
 
-def _ingest(artifacts: list[Artifact], root: Path, out: Path, partition_of: Callable[[Artifact], Partition]) -> IngestReport:
+def _ingest(
+    artifacts: list[Artifact], root: Path, out: Path, partition_of: Callable[[Artifact], Partition], parsed: Mapping[Path, ParseResult] | None = None
+) -> IngestReport:
     report = IngestReport(root=root, out_dir=out)
+    known = parsed or {}
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[pl.DataFrame]] = {}
     for artifact in artifacts:
         partition = partition_of(artifact)
         _check_partition(partition)
-        result = parse_artifact(artifact, root)
+        result = known[artifact.path] if artifact.path in known else parse_artifact(artifact, root)
         report.files.append(
             FileRead(relative_source(artifact.path, root), artifact.kind.name, result.table.name, result.rows, partition, tuple(result.warnings))
         )

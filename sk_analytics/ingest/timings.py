@@ -16,6 +16,7 @@ after warm-up).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,10 +146,24 @@ def _parse_logs(logs: list[RankLog]) -> pl.DataFrame:
 def parse_rank_log(path: Path, *, root: Path | None = None) -> ParseResult:
     """Parse one ``log_<rank>.log`` into ``timings`` rows (rank from the file
     name, run_index from a ``run-<k>`` parent folder)."""
-    path = Path(path)
-    frame = TIMINGS.conform(_parse_logs([_rank_log(path, root)]))
-    warnings = [] if frame.height else [f"{display_path(path)}: no timing lines"]
-    return ParseResult(TIMINGS, frame, path, warnings)
+    return parse_rank_logs([path], root=root)[0]
+
+
+def parse_rank_logs(paths: Sequence[Path], *, root: Path | None = None) -> list[ParseResult]:
+    """:func:`parse_rank_log` of several logs (results in the order of ``paths``)
+    in one vectorized pass: the runner validates the rank logs of a run this
+    way before it ingests them. The first malformed value raises :class:`InputError`."""
+    logs = [_rank_log(Path(path), root) for path in paths]
+    raw = _parse_logs(logs)
+    frame = TIMINGS.conform(raw).with_columns(raw["file_id"])
+    parts = frame.partition_by("file_id", as_dict=True, include_key=False)
+    empty = frame.clear().drop("file_id")
+    results = []
+    for file_id, log in enumerate(logs):
+        rows = parts.get((file_id,), empty)
+        warnings = [] if rows.height else [f"{display_path(log.path)}: no timing lines"]
+        results.append(ParseResult(TIMINGS, rows, log.path, warnings))
+    return results
 
 
 def read_candidate(
