@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -109,3 +110,184 @@ def test_npu_backend_readiness(fake_torch: types.SimpleNamespace, monkeypatch: p
 def test_write_correctness(tmp_path: Path) -> None:
     npu.write_correctness(False, tmp_path, max_abs_err=0.5)
     assert json.loads((tmp_path / "correctness.json").read_text()) == {"passed": False, "max_abs_err": 0.5}
+
+
+# A stand-in torch_npu with the public profiler API (torch_npu.profiler.profile,
+# tensorboard_trace_handler, _ExperimentalConfig, ProfilerActivity, ProfilerLevel,
+# AiCMetrics). Like the real one, the trace handler runs when the profiler stops
+# and writes <dir>/<host>_<pid>_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv.
+FAKE_TORCH_NPU = r'''
+import os, socket, types
+
+class ProfilerActivity:
+    CPU = "CPU"
+    NPU = "NPU"
+
+class ProfilerLevel:
+    Level0, Level1, Level2 = "Level0", "Level1", "Level2"
+
+class AiCMetrics:
+    AiCoreNone, PipeUtilization = "AiCoreNone", "PipeUtilization"
+
+class _ExperimentalConfig:
+    def __init__(self, profiler_level=ProfilerLevel.Level0, aic_metrics=AiCMetrics.AiCoreNone, l2_cache=False, **kw):
+        self.profiler_level, self.aic_metrics = profiler_level, aic_metrics
+
+def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True):
+    def handler(prof):
+        worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        out = os.path.join(dir_name or ".", f"{worker}_20261129000000000_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "kernel_details.csv"), "w") as fh:
+            fh.write("Step Id,Name,Type,Start Time(us),Duration(us)\n1,SuperKernel_0,SuperKernel,1.0,2.0\n")
+    handler.dir_name = dir_name
+    return handler
+
+class profile:
+    made = []
+    def __init__(self, activities=None, schedule=None, on_trace_ready=None, experimental_config=None, **kw):
+        self.activities, self.on_trace_ready, self.experimental_config = activities, on_trace_ready, experimental_config
+        self.running = False
+        profile.made.append(self)
+    def __enter__(self):
+        self.running = True
+        return self
+    def __exit__(self, *exc):
+        self.running = False
+        self.on_trace_ready(self)
+    def step(self):
+        pass
+
+profiler = types.SimpleNamespace(profile=profile, tensorboard_trace_handler=tensorboard_trace_handler,
+                                 _ExperimentalConfig=_ExperimentalConfig, ProfilerActivity=ProfilerActivity,
+                                 ProfilerLevel=ProfilerLevel, AiCMetrics=AiCMetrics)
+'''
+
+FAKE_TORCH = r'''
+import os
+
+class _Npu:
+    def synchronize(self):
+        pass
+    def device_count(self):
+        return 1
+npu = _Npu()
+def compile(model, **kwargs):
+    if os.environ.get("ASCEND_OP_COMPILE_SAVE_KERNEL_META") == "1":  # the runtime's SK metadata dump
+        meta = os.path.join(os.environ["SK_RUN_DIR"], "sk_meta", str(os.getpid()), "model_1_1")
+        os.makedirs(meta)
+        for name in ("sk_graph_origin.json", "sk_graph_updated.json", "sk_fused_nodes.log", "sk_scope_split.log"):
+            open(os.path.join(meta, name), "w").write(name)
+        open(os.path.join(meta, "super_kernel.log"), "w").write("Begin aclskOptimize\nEnd aclskOptimize\n")
+    return model
+'''
+
+
+@pytest.fixture
+def fake_profiler(fake_torch: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    module = types.ModuleType("torch_npu")
+    exec(FAKE_TORCH_NPU, module.__dict__)  # noqa: S102 - the test's own stand-in source
+    monkeypatch.setitem(sys.modules, "torch_npu", module)
+    monkeypatch.delenv("SK_RUN_PROFILE", raising=False)
+    return module
+
+
+def _kernel_details(run_dir: Path) -> list[Path]:
+    return sorted(run_dir.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+
+
+def test_profile_collection_times_under_the_npu_profiler(fake_profiler: types.ModuleType, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SK_RUN_PROFILE", "1")
+    monkeypatch.setenv("SK_RUN_DIR", str(tmp_path))
+    with npu.TimingLog(rank=0, echo=io.StringIO()) as log:
+        (prof,) = fake_profiler.profile.made
+        assert log.profiler is prof and prof.running
+        log.record("decode", 1.0)
+        assert _kernel_details(tmp_path) == []  # written when the profiler stops
+    assert not prof.running and log.profiler is None
+    assert prof.activities == ["CPU", "NPU"]
+    assert (prof.experimental_config.profiler_level, prof.experimental_config.aic_metrics) == ("Level1", "AiCoreNone")
+    assert prof.on_trace_ready.dir_name == str(tmp_path)
+    (details,) = _kernel_details(tmp_path)
+    assert details.read_text().splitlines()[1] == "1,SuperKernel_0,SuperKernel,1.0,2.0"
+    assert (tmp_path / "log_0.log").read_text() == "Inference time (decode): 1.000 ms\n"
+
+
+@pytest.mark.parametrize("switch", [None, "0", "true"])
+def test_a_clean_run_never_starts_the_profiler(fake_profiler: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               switch: str | None) -> None:
+    if switch is not None:
+        monkeypatch.setenv("SK_RUN_PROFILE", switch)
+    with npu.TimingLog(tmp_path, rank=0, echo=io.StringIO()) as log:
+        log.record("decode", 1.0)
+        assert log.profiler is None
+    with npu.npu_profiler(tmp_path) as prof:
+        assert prof is None
+    assert fake_profiler.profile.made == [] and _kernel_details(tmp_path) == []
+
+
+def test_profiler_without_the_api_is_an_environment_blocker(fake_torch: types.SimpleNamespace, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SK_RUN_PROFILE", "1")  # fake_torch's torch_npu has no profiler
+    with pytest.raises(EnvironmentBlocker, match=r"no torch_npu.profiler.profile, tensorboard_trace_handler, .*cannot profile"):
+        npu.TimingLog(tmp_path, rank=0).__enter__()
+
+
+USER_SCRIPT = r'''
+from sk_runner.backends import npu as sk
+model = sk.compile_model(lambda x: x + 1)
+with sk.TimingLog() as log:
+    log.timed("prefill", model, 1)
+    for _ in range(12):
+        log.timed("decode", model, 1)
+sk.write_correctness(passed=True)
+'''
+
+
+def _user_workload(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """A user script on the npu helper, with the stand-in torch/torch_npu importable in its process."""
+    site = tmp_path / "site"
+    for name, source in (("torch", FAKE_TORCH), ("torch_npu", FAKE_TORCH_NPU)):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text(source)
+    script = tmp_path / "infer.py"
+    script.write_text(USER_SCRIPT)
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_PROF", "SK_RUN"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(repo)])
+    return [sys.executable, str(script)], env
+
+
+def test_npu_trial_clean_runs_write_no_profiler_output(fake_profiler: types.ModuleType, tmp_path: Path) -> None:
+    from sk_runner.backends.base import Control
+    from sk_runner.trial import TrialSpec, run_trial
+
+    argv, env = _user_workload(tmp_path)
+    (tmp_path / "session").mkdir()
+    (tmp_path / "base.json").write_text(json.dumps({"super_kernel_optimize": True, "super_kernel_optimize_options": {}}))
+    result = run_trial(TrialSpec(session=tmp_path / "session", round="O0", base_config=tmp_path / "base.json",
+                                 backend=npu.NpuBackend(argv), incumbent=True, runs=1,
+                                 control=Control(ranks=1, warmup=2, timeout_s=60), env=env, cwd=tmp_path))
+    assert result.status == "ok", result.message
+    round_dir = tmp_path / "session/experiments/Sbest/O0"
+    assert (round_dir / "CLEAN/run-1/log_0.log").read_text().count("Inference time (decode)") == 12
+    assert list(round_dir.rglob("*_ascend_pt")) == []
+
+
+def test_npu_profile_collection_writes_kernel_details_under_its_root(fake_profiler: types.ModuleType, tmp_path: Path) -> None:
+    from sk_runner.backends.base import Control
+    from sk_runner.profile import ProfileSpec, collect_profile
+
+    argv, env = _user_workload(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"super_kernel_optimize": True, "super_kernel_optimize_options": {}}))
+    spec = ProfileSpec(session=tmp_path / "session", round="DIAG", role="candidate_compat", config=config,
+                       backend=npu.NpuBackend(argv), control=Control(ranks=1, iterations=12, warmup=2, timeout_s=60),
+                       workload={"model": "tiny", "input": "p", "batch_size": 1, "mode": "decode", "runtime": "fake"},
+                       env=env, ingest=False)
+    result = collect_profile(spec)
+    assert (result.status, result.reason) == ("complete", "collection complete and sealed")
+    root = Path(result.root or "")
+    (details,) = _kernel_details(root)
+    assert details.read_text().startswith("Step Id,Name,Type")

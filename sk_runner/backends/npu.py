@@ -13,6 +13,12 @@ A user script follows the workload contract with three calls::
         for _ in range(n): log.timed("decode", step)   # device-synchronised timing
     sk.write_correctness(passed=..., max_abs_err=...)
 
+In a diagnostic profile collection (``sk-run profile`` sets ``SK_RUN_PROFILE=1``)
+the ``TimingLog`` block also runs under the torch_npu profiler
+(:func:`npu_profiler`), which writes
+``<run dir>/<host>_<pid>_…_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv``;
+a clean run (no ``SK_RUN_PROFILE``) never starts it.
+
 The exact-value probe asks the installed wrapper
 (``torch.npu.NPUGraph._validate_options(None, "optimize_options", {name: value})``).
 """
@@ -23,7 +29,8 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import IO, Any, TypeVar
@@ -39,6 +46,8 @@ T = TypeVar("T")
 
 #: Keys of an execution config that go into ``torch.compile(options=…)`` (formats §5).
 COMPILE_KEYS = ("static_kernel_compile", "super_kernel_optimize", OPTIONS_KEY, DEBUG_OPTIONS_KEY)
+PROFILE_SWITCH = "SK_RUN_PROFILE"
+"""Set to ``1`` by the runner for a diagnostic profile collection (:func:`sk_runner.profile.profile_env`)."""
 
 
 def require_torch_npu() -> ModuleType:
@@ -84,6 +93,52 @@ def compile_model(model: T, config_path: str | os.PathLike[str] | None = None, *
     return torch.compile(model, backend="npugraph_ex", fullgraph=fullgraph, options=options, **kwargs)
 
 
+def profiling_requested(env: Mapping[str, str] | None = None) -> bool:
+    """Did the runner ask for the profiler (``SK_RUN_PROFILE=1``)? A clean run never does."""
+    return (os.environ if env is None else env).get(PROFILE_SWITCH, "") == "1"
+
+
+def run_dir_from_env(run_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The explicit folder, or ``$SK_RUN_DIR`` of the workload contract."""
+    folder = run_dir if run_dir is not None else os.environ.get("SK_RUN_DIR")
+    if not folder:
+        raise InputError(None, "no run folder given", expected="run_dir or the SK_RUN_DIR variable")
+    return Path(folder)
+
+
+def start_profiler(run_dir: str | os.PathLike[str]) -> Any:
+    """A torch_npu profiler (not yet entered) tracing CPU and NPU into ``run_dir``.
+
+    Level1 with no AI Core metrics: enough for ``kernel_details.csv`` (kernel
+    names and durations) at the lowest cost; the trace is parsed when the
+    profiler stops (``tensorboard_trace_handler``), which writes
+    ``<run_dir>/<worker>_ascend_pt/ASCEND_PROFILER_OUTPUT/``.
+    """
+    require_torch_npu()
+    profiler = getattr(importlib.import_module("torch_npu"), "profiler", None)
+    needed = ("profile", "tensorboard_trace_handler", "_ExperimentalConfig", "ProfilerActivity", "ProfilerLevel", "AiCMetrics")
+    missing = [name for name in needed if not hasattr(profiler, name)]
+    if missing:
+        raise EnvironmentBlocker(f"this torch_npu has no torch_npu.profiler.{', '.join(missing)}: cannot profile")
+    experimental = profiler._ExperimentalConfig(aic_metrics=profiler.AiCMetrics.AiCoreNone, profiler_level=profiler.ProfilerLevel.Level1)
+    return profiler.profile(
+        activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.NPU],
+        on_trace_ready=profiler.tensorboard_trace_handler(str(run_dir)),
+        experimental_config=experimental,
+    )
+
+
+@contextmanager
+def npu_profiler(run_dir: str | os.PathLike[str] | None = None, *, env: Mapping[str, str] | None = None) -> Iterator[Any | None]:
+    """Run the block under :func:`start_profiler` when :func:`profiling_requested`;
+    otherwise do nothing (yields None). Yields the running profiler."""
+    if not profiling_requested(env):
+        yield None
+        return
+    with start_profiler(run_dir_from_env(run_dir)) as prof:
+        yield prof
+
+
 def synchronize() -> None:
     """Wait for the device so a timing covers the work, not only its launch."""
     require_torch_npu().npu.synchronize()
@@ -102,23 +157,28 @@ class TimingLog:
     """Writes the standard timing lines to ``<run_dir>/log_<rank>.log`` (and stdout)."""
 
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, rank: int | None = None, *, echo: IO[str] | None = None) -> None:
-        folder = run_dir if run_dir is not None else os.environ.get("SK_RUN_DIR")
-        if not folder:
-            raise InputError(None, "no run folder given", expected="run_dir or the SK_RUN_DIR variable")
+        folder = run_dir_from_env(run_dir)
         self.rank = rank_from_env() if rank is None else rank
-        self.path = Path(folder) / f"log_{self.rank}.log"
+        self.path = folder / f"log_{self.rank}.log"
         self.echo = echo if echo is not None else sys.stdout
+        self.profiler: Any | None = None
+        """The running torch_npu profiler in a profile collection (``SK_RUN_PROFILE=1``), else None."""
         self._fh: IO[str] | None = None
+        self._stack = ExitStack()
 
     def __enter__(self) -> TimingLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        with ExitStack() as stack:
+            self._fh = stack.enter_context(open(self.path, "a", encoding="utf-8"))
+            self.profiler = stack.enter_context(npu_profiler(self.path.parent))
+            self._stack = stack.pop_all()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Stop the profiler (it writes its output now), then close the log."""
+        stack, self._stack = self._stack, ExitStack()
+        self._fh = self.profiler = None
+        stack.__exit__(exc_type, exc, tb)
 
     def record(self, phase: str, ms: float) -> str:
         """Write one ``Inference time (<phase>): <ms> ms`` line; return it."""
@@ -144,10 +204,7 @@ class TimingLog:
 
 def write_correctness(passed: bool, run_dir: str | os.PathLike[str] | None = None, **details: Any) -> Path:
     """Write ``correctness.json`` (``{"passed": bool, ...}``) into the run folder."""
-    folder = run_dir if run_dir is not None else os.environ.get("SK_RUN_DIR")
-    if not folder:
-        raise InputError(None, "no run folder given", expected="run_dir or the SK_RUN_DIR variable")
-    return write_json(Path(folder) / "correctness.json", {"passed": bool(passed), **details})
+    return write_json(run_dir_from_env(run_dir) / "correctness.json", {"passed": bool(passed), **details})
 
 
 def validate_option(option: str, value: Any) -> WrapperVerdict:
