@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sk_analytics.atomic import atomic_path
@@ -57,9 +58,20 @@ def write_table(
 
 def read_schema_version(path: str | Path) -> str | None:
     """The ``schema_version`` stored in a Parquet file's key/value metadata."""
-    meta = pq.read_schema(path).metadata or {}
-    value = meta.get(b"schema_version")
+    return _schema_version(_read_arrow_schema(path))
+
+
+def _schema_version(schema: pa.Schema) -> str | None:
+    value = (schema.metadata or {}).get(b"schema_version")
     return None if value is None else value.decode()
+
+
+def _read_arrow_schema(path: str | Path) -> pa.Schema:
+    """A Parquet file's schema; a damaged or foreign file is bad input naming the file."""
+    try:
+        return pq.read_schema(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(path, f"not a readable Parquet file ({' '.join(str(exc).split())})", expected="a table written by sk-analyze ingest") from exc
 
 
 def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
@@ -75,9 +87,13 @@ def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
     if not files:
         return pl.LazyFrame(schema={**spec.schema, **hive_schema})
     for path in files:
-        version = read_schema_version(path)
+        schema = _read_arrow_schema(path)
+        version = _schema_version(schema)
         if version != SCHEMA_VERSION:
             raise InputError(path, f"Parquet schema_version is {version!r}", expected=repr(SCHEMA_VERSION))
+        missing = [name for name in spec.schema if name not in schema.names]
+        if missing:
+            raise InputError(path, f"Parquet file lacks column(s) {', '.join(missing)}", expected=f"the {spec.name} table schema")
     return pl.scan_parquet(
         [str(f) for f in files],
         hive_partitioning=True,
