@@ -36,3 +36,26 @@ def test_environment_blocker_exits_3(capsys: pytest.CaptureFixture[str]) -> None
 def test_unknown_option_is_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(_group_raising(InputError(None, "x")), "x", ["boom", "--nope"]) == 2
     assert "--nope" in capsys.readouterr().err
+
+
+def test_usage_error_is_one_line_pointing_at_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(_group_raising(InputError(None, "x")), "x", ["boom", "--nope"]) == 2
+    err = capsys.readouterr().err
+    assert err == "x boom: error: No such option '--nope'. (see x boom --help)\n"
+
+
+def test_bare_group_still_shows_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(_group_raising(InputError(None, "x")), "x", []) == 2
+    assert "Usage: x [OPTIONS] COMMAND" in capsys.readouterr().err
+
+
+def test_unanticipated_unreadable_file_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """chmod 000 / a folder where a file belongs: the OS error, with its file, never a traceback."""
+    code = run_cli(_group_raising(PermissionError(13, "Permission denied", "/data/log_0.log")), "x", ["boom"])
+    assert code == 2
+    assert capsys.readouterr().err == "x: error: /data/log_0.log: Permission denied\n"
+
+
+def test_other_os_errors_are_environment_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(_group_raising(OSError(28, "No space left on device", "/out/part-0.parquet")), "x", ["boom"]) == 3
+    assert capsys.readouterr().err == "x: error: /out/part-0.parquet: No space left on device\n"

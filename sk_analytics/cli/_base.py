@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 import click
 
 from sk_analytics.atomic import write_text
-from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, SkTuneError
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_NEGATIVE, EXIT_OK, SkTuneError
 
 
 class LazyGroup(click.Group):
@@ -46,7 +47,11 @@ def _module_exists(module_name: str) -> bool:
 
 
 def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
-    """Run ``group``; map product errors to one stderr line and their exit code."""
+    """Run ``group``; map product errors to one stderr line and their exit code.
+
+    Usage errors and unreadable files also become one line: a user never sees
+    a usage block or a traceback for something they can fix.
+    """
     try:
         result = group.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except SkTuneError as exc:
@@ -55,15 +60,39 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     except click.exceptions.Abort:
         click.echo(f"{prog_name}: aborted", err=True)
         return 130
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help is the answer
         exc.show()
+        return exc.exit_code
+    except click.ClickException as exc:
+        click.echo(f"{_command_path(exc, prog_name)}: error: {' '.join(exc.format_message().split())}{_help_hint(exc)}", err=True)
         return 2 if exc.exit_code == 1 else exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt:
         click.echo(f"{prog_name}: interrupted", err=True)
         return 130
+    except OSError as exc:  # a file the command could not open/read/write that no parser anticipated
+        code = EXIT_BAD_INPUT if exc.errno in _INPUT_ERRNOS else EXIT_ENVIRONMENT
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
+        return code
     return int(result) if isinstance(result, int) else 0
+
+
+_INPUT_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENAMETOOLONG})
+
+
+def _command_path(exc: click.ClickException, prog_name: str) -> str:
+    ctx = getattr(exc, "ctx", None)
+    return ctx.command_path if ctx is not None else prog_name
+
+
+def _help_hint(exc: click.ClickException) -> str:
+    """Usage errors point at ``--help`` on the same line instead of printing the usage block."""
+    ctx = getattr(exc, "ctx", None)
+    if not isinstance(exc, click.UsageError) or ctx is None:
+        return ""
+    return f" (see {ctx.command_path} --help)"
 
 
 def entry_point(group: click.Group, prog_name: str) -> Callable[[], None]:
