@@ -8,8 +8,22 @@ other memory, so the ledger must be impossible to rewrite unnoticed:
   first) and ``hash`` is the canonical-JSON SHA-256 of the record without it;
 * appends happen under a file lock, are written in one ``write`` and fsynced;
 * after each append the *head* file (``<ledger>.head``) is replaced atomically
-  with the last ``seq``/``hash``, so deleting the last record(s) — which leaves
-  a perfectly valid shorter chain — is still detected.
+  with the last ``seq``/``hash`` and the file's byte length, so deleting the
+  last record(s) — which leaves a perfectly valid shorter chain — is still
+  detected.
+
+Where the full check runs: :func:`verify`, :func:`read_records` (used when a
+session is loaded or resumed and by the sweep before each decision) and
+``sk-analyze ledger`` re-check every record. :meth:`Ledger.append` checks only
+the anchored end of the file — the head's record must sit exactly at the
+head's byte offset with its own hash intact (plus at most one complete,
+correctly chained record after it, the interrupted-append state) — which keeps
+an append O(1) instead of O(records). Anything the fast path cannot confirm
+falls back to the full check, so an append still refuses a truncated or
+shortened ledger, a missing head or a mismatched one. An earlier record edited
+in place without changing its length is not seen by the append itself; the
+chain built on top of it still carries the edit, so the next full check (at
+the latest on resume or ``ledger verify``) reports it.
 
 :func:`verify` reports truncated, edited, reordered, inserted or deleted
 records. A crash between the append and the head update leaves the head one
@@ -27,7 +41,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock
 
@@ -118,19 +132,27 @@ class _Scan:
     records: list[LedgerRecord]
     problems: list[Problem]
     torn_tail: bytes  # bytes after the last newline (an unterminated final line)
+    line_ends: list[int]  # byte offset just past each complete line's newline
 
 
 def _scan(path: Path) -> _Scan:
     """Parse and check every line of the ledger file (chain and sequence)."""
-    raw = path.read_bytes() if path.exists() else b""
+    try:
+        raw = path.read_bytes() if path.exists() else b""
+    except OSError as exc:
+        raise InputError(path, f"cannot read ledger: {exc.strerror or exc}", expected="a readable ledger.jsonl file") from exc
     body, sep, tail = raw.rpartition(b"\n")
     lines = body.split(b"\n") if sep else []
     if not sep:
         tail = raw
     records: list[LedgerRecord] = []
     problems: list[Problem] = []
+    line_ends: list[int] = []
     prev = GENESIS
+    end = 0
     for number, line in enumerate(lines, start=1):
+        end += len(line) + 1
+        line_ends.append(end)
         record, problem = _parse_line(line, number)
         if problem is not None:
             problems.append(problem)
@@ -147,7 +169,7 @@ def _scan(path: Path) -> _Scan:
         prev = record.hash
     if tail:
         problems.append(Problem(len(lines) + 1, "truncated", "final line is not terminated (truncated or torn record)"))
-    return _Scan(records, problems, tail)
+    return _Scan(records, problems, tail, line_ends)
 
 
 def _parse_line(line: bytes, number: int) -> tuple[LedgerRecord | None, Problem | None]:
@@ -185,8 +207,9 @@ def _read_head(path: Path) -> tuple[dict[str, Any] | None, Problem | None]:
         and head.get("schema_version") == HEAD_SCHEMA
         and isinstance(head.get("seq"), int)
         and isinstance(head.get("hash"), str)
+        and (isinstance(head.get("bytes"), int) or "bytes" not in head)
     ):
-        return None, Problem(None, "head", f"head file {hp.name} malformed (expected schema_version {HEAD_SCHEMA}, seq, hash)")
+        return None, Problem(None, "head", f"head file {hp.name} malformed (expected schema_version {HEAD_SCHEMA}, seq, hash, bytes)")
     return head, None
 
 
@@ -227,6 +250,14 @@ def _check(ledger: Path) -> tuple[_Scan, VerifyReport]:
     else:
         report.problems.append(
             Problem(None, "head", f"head anchors seq {head['seq']} but the last record has seq {last.seq} (records deleted or truncated)")
+        )
+    anchored_end = head.get("bytes")
+    if report.ok and anchored_end is not None and scan.line_ends[head["seq"]] != anchored_end:
+        # The chain itself is intact (hashes cover record content, not its spelling): the file was
+        # re-serialized or the head's offset edited. Appends fall back to the full check and re-anchor.
+        report.warnings.append(
+            f"head anchors byte offset {anchored_end} but record seq {head['seq']} ends at byte {scan.line_ends[head['seq']]};"
+            " the next append re-anchors it"
         )
     return scan, report
 
@@ -275,14 +306,7 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             recovered = self._recover_torn_tail()
-            records: list[LedgerRecord] = []
-            if self.path.exists():
-                scan, report = _check(self.path)
-                if not report.ok:
-                    first = report.problems[0]
-                    raise IntegrityError(f"{self.path}: refusing to append to a ledger that fails verification: {first.message}")
-                records = scan.records
-            last = records[-1] if records else None
+            last = self._last_record()
             payload = dict(data)
             if recovered is not None:
                 payload = {**payload, "_recovered_torn_tail": recovered}
@@ -299,10 +323,27 @@ class Ledger:
             try:
                 os.write(fd, line.encode("utf-8"))
                 os.fsync(fd)
+                size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
-            write_json(head_path(self.path), {"schema_version": HEAD_SCHEMA, "seq": record.seq, "hash": record.hash})
+            write_json(head_path(self.path), {"schema_version": HEAD_SCHEMA, "seq": record.seq, "hash": record.hash, "bytes": size})
             return record
+
+    def _last_record(self) -> LedgerRecord | None:
+        """The record to chain onto: confirmed against the head anchor, else by the full check.
+
+        Raises :class:`IntegrityError` when the ledger fails verification.
+        """
+        head, head_problem = _read_head(self.path)
+        if head is not None and head_problem is None and self.path.exists():
+            last = _anchored_tail(self.path, head)
+            if last is not None:
+                return last
+        scan, report = _check(self.path)  # slow path: also yields the precise problem to report
+        if not report.ok:
+            first = report.problems[0]
+            raise IntegrityError(f"{self.path}: refusing to append to a ledger that fails verification: {first.message}")
+        return scan.records[-1] if scan.records else None
 
     def _recover_torn_tail(self) -> dict[str, Any] | None:
         """Move an unterminated final line aside, keeping its bytes.
@@ -313,20 +354,92 @@ class Ledger:
         """
         if not self.path.exists():
             return None
-        raw = self.path.read_bytes()
-        if not raw or raw.endswith(b"\n"):
-            return None
-        keep = raw[: raw.rfind(b"\n") + 1]
-        complete = keep.count(b"\n")
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as fh:
+            if size == 0 or _byte_at(fh, size - 1) == b"\n":
+                return None
+            keep_len, torn = _line_before(fh, size + 1)  # the unterminated tail as if it ended in a newline
         head, _ = _read_head(self.path)
-        anchored = -1 if head is None else head["seq"]
-        if anchored != complete - 1:
+        if head is None:
+            fresh = keep_len == 0
+        elif "bytes" in head:
+            fresh = head["bytes"] == keep_len
+        else:  # head written before byte offsets were anchored
+            with open(self.path, "rb") as fh:
+                fresh = head["seq"] == fh.read(keep_len).count(b"\n") - 1
+        if not fresh:
             return None  # not a fresh torn append: leave it for verify to report
-        torn = raw[len(keep):]
         side = self.path.with_name(f"{self.path.name}.torn-{time.time_ns()}")
         side.write_bytes(torn)
         with open(self.path, "r+b") as fh:
-            fh.truncate(len(keep))
+            fh.truncate(keep_len)
             fh.flush()
             os.fsync(fh.fileno())
         return {"file": side.name, "bytes": len(torn), "sha256": sha256_bytes(torn)}
+
+
+def _byte_at(fh: BinaryIO, offset: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(1)
+
+
+def _line_before(fh: BinaryIO, end: int, chunk: int = 1 << 16) -> tuple[int, bytes]:
+    """The line whose newline is the byte at ``end - 1``: (its start offset, its bytes without the newline).
+
+    Reads backwards in chunks, so finding the last record costs its own length, not the file's.
+    """
+    start = end - 1
+    parts: list[bytes] = []
+    while start > 0:
+        low = max(0, start - chunk)
+        fh.seek(low)
+        buf = fh.read(start - low)
+        cut = buf.rfind(b"\n")
+        if cut >= 0:
+            parts.append(buf[cut + 1 :])
+            start = low + cut + 1
+            break
+        parts.append(buf)
+        start = low
+    return start, b"".join(reversed(parts))
+
+
+def _intact(record: LedgerRecord | None, problem: Problem | None, seq: int, prev: str | None = None) -> bool:
+    """A parsed record with the expected seq (and prev), whose content matches its own hash."""
+    return (
+        problem is None
+        and record is not None
+        and record.seq == seq
+        and (prev is None or record.prev == prev)
+        and record_hash(record.body()) == record.hash
+    )
+
+
+def _anchored_tail(path: Path, head: Mapping[str, Any]) -> LedgerRecord | None:
+    """The last record, confirmed against the head anchor alone (O(record), not O(ledger)).
+
+    The head's record must end exactly at the head's ``bytes`` offset, carry the
+    head's seq and hash and hash to itself; after it the file may hold at most
+    one complete record chained onto it (an append interrupted before the head
+    update). ``None`` when any of that does not hold — the caller then runs the
+    full check, which also names the problem.
+    """
+    anchored_end = head.get("bytes")
+    size = path.stat().st_size
+    if not isinstance(anchored_end, int) or isinstance(anchored_end, bool) or not 0 < anchored_end <= size:
+        return None
+    with open(path, "rb") as fh:
+        if _byte_at(fh, anchored_end - 1) != b"\n":
+            return None
+        _, line = _line_before(fh, anchored_end)
+        anchored, problem = _parse_line(line, head["seq"] + 1)
+        if not _intact(anchored, problem, head["seq"]) or anchored is None or anchored.hash != head["hash"]:
+            return None
+        if size == anchored_end:
+            return anchored
+        fh.seek(anchored_end)
+        rest = fh.read(size - anchored_end)
+    if rest.count(b"\n") != 1 or not rest.endswith(b"\n"):
+        return None
+    record, problem = _parse_line(rest[:-1], head["seq"] + 2)
+    return record if _intact(record, problem, head["seq"] + 1, anchored.hash) else None

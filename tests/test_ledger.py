@@ -229,3 +229,107 @@ def test_cli_verify_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     captured = capsys.readouterr()
     assert "FAIL head" in captured.out and "verification failed" in captured.err
     assert run_cli(cli, "sk-analyze", ["ledger", "show", str(path)]) == 2
+
+
+def _head(path: Path) -> dict:
+    return json.loads(head_path(path).read_text(encoding="utf-8"))
+
+
+def test_head_anchors_the_byte_length(tmp_path: Path) -> None:
+    path = _make(tmp_path, 3)
+    assert _head(path)["bytes"] == path.stat().st_size
+
+
+def test_append_checks_only_the_anchored_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append with a truthful head never re-reads the whole chain (O(1) per append)."""
+    path = _make(tmp_path, 3)
+
+    def full_scan(_path: Path) -> None:
+        raise AssertionError("append ran the full chain check")
+
+    monkeypatch.setattr("sk_analytics.ledger._scan", full_scan)
+    record = Ledger(path).append("event", {"i": 3})
+    assert record.seq == 3
+    monkeypatch.undo()
+    assert verify(path).ok and read_records(path)[-1].prev == read_records(path)[-2].hash
+
+
+def test_same_length_edit_of_earlier_record_caught_at_verify_and_resume(tmp_path: Path) -> None:
+    """The documented trade-off: the append does not see it, every full check still does."""
+    path = _make(tmp_path, 3)
+    lines = _lines(path)
+    lines[0] = lines[0].replace('"i": 0', '"i": 7')
+    path.write_text("".join(lines), encoding="utf-8")
+    Ledger(path).append("event", {"i": 3})
+    assert [(p.line, p.code) for p in verify(path).problems] == [(1, "hash")]
+    with pytest.raises(IntegrityError, match="failed verification"):
+        read_records(path)
+
+
+@pytest.mark.parametrize("tamper", ["delete_middle", "append_two_foreign", "delete_file", "bad_bytes"])
+def test_append_refuses_what_the_fast_path_cannot_confirm(tmp_path: Path, tamper: str) -> None:
+    path = _make(tmp_path, 4)
+    lines = _lines(path)
+    if tamper == "delete_middle":
+        del lines[1]
+        path.write_text("".join(lines), encoding="utf-8")
+    elif tamper == "append_two_foreign":
+        path.write_text("".join(lines + lines[-2:]), encoding="utf-8")
+    elif tamper == "delete_file":
+        path.unlink()
+    else:
+        head_path(path).write_text(json.dumps({**_head(path), "bytes": "12"}), encoding="utf-8")
+    with pytest.raises(IntegrityError, match="refusing to append"):
+        Ledger(path).append("event", {"i": 4})
+
+
+def test_append_after_interrupted_append_with_byte_anchor(tmp_path: Path) -> None:
+    path = _make(tmp_path, 2)
+    old_head = head_path(path).read_text(encoding="utf-8")
+    Ledger(path).append("event", {"i": 2})
+    head_path(path).write_text(old_head, encoding="utf-8")  # crash after the write, before the head update
+    assert verify(path).ok and len(verify(path).warnings) == 1
+    record = Ledger(path).append("event", {"i": 3})
+    assert record.seq == 3 and record.prev == read_records(path)[2].hash
+    assert verify(path).ok and not verify(path).warnings
+
+
+def test_reserialized_ledger_warns_and_append_reanchors(tmp_path: Path) -> None:
+    """Hashes cover content, not spelling: a re-serialized file keeps its chain, the head offset is re-anchored."""
+    path = _make(tmp_path, 2)
+    compact = [json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False) + "\n" for line in _lines(path)]
+    path.write_text("".join(compact), encoding="utf-8")
+    report = verify(path)
+    assert report.ok and len(report.warnings) == 1 and "byte offset" in report.warnings[0]
+    Ledger(path).append("event", {"i": 2})
+    report = verify(path)
+    assert report.ok and not report.warnings and _head(path)["bytes"] == path.stat().st_size
+
+
+def test_legacy_head_without_bytes_still_appends(tmp_path: Path) -> None:
+    path = _make(tmp_path, 2)
+    head = _head(path)
+    del head["bytes"]
+    head_path(path).write_text(json.dumps(head), encoding="utf-8")
+    assert verify(path).ok
+    assert Ledger(path).append("event", {"i": 2}).seq == 2
+    assert _head(path)["bytes"] == path.stat().st_size
+
+
+def test_ledger_that_is_a_folder_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ledger.jsonl").mkdir()
+    assert run_cli(cli, "sk-analyze", ["ledger", "verify", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ledger.jsonl: cannot read ledger" in err
+
+
+def test_show_survives_forged_timestamp_and_non_text_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bodies = [
+        {"seq": 0, "prev": GENESIS, "ts_ns": 10**30, "kind": "event", "data": {"summary_zh": 5}},
+    ]
+    lines = [json.dumps({**b, "hash": fingerprint(b)}) + "\n" for b in bodies]
+    (tmp_path / "ledger.jsonl").write_text("".join(lines), encoding="utf-8")
+    assert run_cli(cli, "sk-analyze", ["ledger", "show", str(tmp_path)]) == 2  # no head: fails verification
+    captured = capsys.readouterr()
+    assert f"ts_ns={10**30}" in captured.out and '{"summary_zh": 5}' in captured.out
+    assert "Traceback" not in captured.err

@@ -57,9 +57,14 @@ def show(session_or_file: str, as_json: bool) -> int:
 
 def format_record(record: LedgerRecord) -> str:
     """One human line: seq, UTC time, kind, the record's summary (Chinese when present)."""
-    when = _dt.datetime.fromtimestamp(record.ts_ns / 1e9, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        when = _dt.datetime.fromtimestamp(record.ts_ns / 1e9, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):  # a forged or damaged ts_ns: show it, do not crash the display
+        when = f"ts_ns={record.ts_ns}"
     data = record.data
-    summary = data.get("summary_zh") or data.get("summary") or json.dumps(data, ensure_ascii=False, sort_keys=True)
+    summary = data.get("summary_zh") or data.get("summary")
+    if not isinstance(summary, str):
+        summary = json.dumps(data, ensure_ascii=False, sort_keys=True)
     if len(summary) > 160:
         summary = summary[:157] + "..."
     return f"{record.seq:>5}  {when}  {record.kind:<22} {summary}"
