@@ -57,16 +57,22 @@ def loads_strict(text: str, source: str | PathLike[str] = "<json>") -> Any:
         raise InputError(src, f"invalid JSON: {exc}", expected="strict JSON without NaN/Infinity") from exc
 
 
+def read_text_file(path: Path) -> str:
+    """A UTF-8 text file's content; missing, unreadable or non-UTF-8 -> :class:`InputError` naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(path, "file not found") from exc
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"cannot read: not UTF-8 text (byte {exc.start})", expected="a UTF-8 text file") from exc
+
+
 def load_json_file(path: str | PathLike[str]) -> Any:
     """Read and strictly parse a UTF-8 JSON file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError(p, "file not found") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(p, f"cannot read: {exc}") from exc
-    return loads_strict(text, p)
+    return loads_strict(read_text_file(p), p)
 
 
 class _StrictYamlLoader(yaml.SafeLoader):
@@ -101,12 +107,7 @@ def load_config_file(path: str | PathLike[str]) -> Any:
     p = Path(path)
     if p.suffix.lower() == ".json":
         return load_json_file(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError(p, "file not found") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(p, f"cannot read: {exc}") from exc
+    text = read_text_file(p)
     try:
         loader = _StrictYamlLoader(text)
         loader.name = str(p)
