@@ -45,10 +45,15 @@ from sk_analytics.fingerprint import sha256_bytes
 
 COMMUNICATION_WORDS: tuple[str, ...] = (
     "hccl", "hcom", "lccl", "allreduce", "all_reduce", "allgather", "all_gather",
-    "reducescatter", "reduce_scatter", "alltoall", "all_to_all", "broadcast",
+    "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
     "sendrecv", "send_recv",
 )
-"""Substrings (ASCII case-insensitive) that mark a communication kernel."""
+"""Substrings (ASCII case-insensitive) that mark a communication kernel.
+
+Not ``broadcast``: the compute ops ``BroadcastTo`` / ``BroadcastGradientArgs``
+(real kernel_details names such as ``aclnnEqTensor_BroadcastToAiCore_BroadcastTo``)
+must be cut at dtype tokens like any kernel; a broadcast collective is still
+caught by ``hccl``/``hcom``/``lccl`` (``HcclBroadcast``, ``hcom_broadcast_``)."""
 
 DTYPE_FORMAT_TOKENS: tuple[str, ...] = (
     # formats

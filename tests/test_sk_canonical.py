@@ -29,6 +29,9 @@ CASES = [
     ("[0/24] [1/2]Add_1", "Add"),  # repeated prefixes with/without space
     ("hcom_allReduce__520_1_1", "hcom_allReduce"),  # communication: tails only
     ("HcclAllReduce_ND_FP16_1", "HcclAllReduce_ND_FP16"),  # communication: never cut at dtype
+    ("HcclBroadcast_ND_FP16_1", "HcclBroadcast_ND_FP16"),  # a broadcast collective is communication
+    ("hcom_broadcast__520_1_1", "hcom_broadcast"),
+    ("BroadcastTo_FP16_ND_1_d0", "BroadcastTo"),  # the compute op BroadcastTo is not communication
     ("Add_0x1f_0x2_high_performance_1", "Add"),  # 0x tokens, high_performance tail
     ("Mul_0x7f_ND", "Mul"),
     (f"FlashAttentionScore_{H32}{H32}_mix_aic", "FlashAttentionScore"),  # 64-hex hash
