@@ -14,7 +14,7 @@ import pytest
 from ot_logs import uniform_runs, write_candidate
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial, stability
-from sk_analytics.option_trial.gate import decimal_spread
+from sk_analytics.option_trial.gate import decimal_spread, evaluate_stability, spread_within_limit
 
 STABLE_BASE = ["100", "102.5", "97.5", "100", "100"]  # spread (102.5-97.5)/100 = 5.00 %
 
@@ -175,3 +175,15 @@ def test_units_fast_and_exact_paths_agree() -> None:
     # beyond the float-exact bound only the text path is right
     huge = pl.DataFrame({"value_text": ["123456789012.3456789"]}).with_columns(pl.col("value_text").cast(pl.Float64).alias("value_ms"))
     assert with_units(huge.lazy(), 7, max_ms=1.3e11).collect()["units"].item() == 1234567890123456789
+
+
+def test_spread_above_five_beyond_float_precision_is_unstable() -> None:
+    """28-digit run means: the spread's float rounds onto 5.0, the decimal comparison must not."""
+    values = ["97.5", "102.500000000000000001", "100", "100", "99.999999999999999999"]
+    assert decimal_spread(values)["spread_pct"] == 5.0  # the JSON float
+    assert spread_within_limit(values) is False
+    assert spread_within_limit(["97.5", "102.5", "100", "100", "100"]) is True  # exactly 5 is stable
+    assert spread_within_limit([]) is False
+    summary = {"run_worst_rank_means_ms": [float(v) for v in values], "run_worst_rank_means_exact_ms": values}
+    st = evaluate_stability(summary)
+    assert st["spread_pct"] == 5.0 and st["checks"]["max_spread_pct"] is False and st["stable"] is False
