@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import test_dcci_analysis as scenario
+from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges, short_name
 from sk_analytics.dcci.report import render
 
 
@@ -47,3 +48,38 @@ def test_report_without_any_sk_rows_still_renders() -> None:
     rows = [line for line in full.splitlines() if line.startswith("| #")]
     assert len(rows) == 3 and all("证据不足 | fewer_than_3_occurrences_baseline" in r for r in rows)
     assert text.split("## 显著变慢 SK\n")[1].startswith("\n无")
+
+
+def test_structure_summary_groups_repeated_structures() -> None:
+    result = scenario.run()
+    zh = render(result)
+    summary = zh.split("## 按 SK 结构汇总")[1].split("## ")[0]
+    rows = [line for line in summary.splitlines() if line.startswith("| ") and "SK 结构" not in line]
+    assert len(rows) == len(group_sks(result["sks"])) == 3  # the scenario has three distinct structures
+    slower = next(sk for sk in result["sks"] if sk["class"] == "significantly_slower")
+    pct = f"{slower['delta_p50_pct']:+.2f}"
+    occ = slower["occurrence_index"]
+    assert rows[0] == f"| {short_name(slower)} | 显著变慢 | 1 ({occ}) | {pct} |"  # largest slowdown first
+    assert f"| significantly_slower | 1 ({occ}) | {pct} |" in render(result, "en")
+
+
+def _sk(structure: str, occ: int, cls: str, pct: float, ops: list[str]) -> dict[str, object]:
+    return {"structure_key": structure, "occurrence_index": occ, "class": cls, "scope_name": "moe", "child_ops": ops,
+            "delta_p50_pct": pct, "delta_p50_us": pct / 2, "noise_band_pct": 3.0}
+
+
+def test_group_sks_per_structure_and_class() -> None:
+    sks = [_sk("g", 2, "significantly_slower", 60.0, ["A", "B", "C", "D"]), _sk("g", 0, "significantly_slower", 58.0, ["A", "B", "C", "D"]),
+           _sk("g", 1, "neutral", 1.0, ["A", "B", "C", "D"]), _sk("e", 0, "significantly_faster", -5.0, ["X"]),
+           {**_sk("u", 0, "insufficient_evidence", 0.0, ["Y"]), "delta_p50_pct": None}]
+    groups = group_sks(sks)
+    assert [(g.structure, g.cls, g.occurrences, g.delta_p50_pct, g.median_pct) for g in groups] == [
+        ("g", "significantly_slower", (0, 2), (58.0, 60.0), 59.0),
+        ("g", "neutral", (1,), (1.0,), 1.0),
+        ("e", "significantly_faster", (0,), (-5.0,), -5.0),
+    ]  # sorted by median ΔP50 %, an SK without a ΔP50 left out
+    assert groups[0].short_name == "moe · A→…→D (4 ops)" and groups[2].short_name == "moe · X"
+    assert short_name({"child_ops": ["A", "B", "C"], "scope_name": None}) == "A→B→C"
+    assert short_name({"child_ops": [], "structure_hash": "abc"}) == "abc"
+    assert occurrence_ranges([7, 0, 1, 2, 5, 6]) == "0–2, 5–7" and occurrence_ranges([]) == "—"
+    assert format_range([1.004, 0.996]) == "+1.00" and format_range([-1.0, 2.5], ".1f") == "-1.0 … 2.5" and format_range([]) == "—"

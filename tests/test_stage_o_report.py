@@ -1,17 +1,24 @@
-"""Report rendering: Markdown subset to HTML, SVG figures, overview rows from hand-made views."""
+"""Report rendering: Markdown subset to HTML, overview rows, grouped SKs and English text from hand-made views."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 from sk_analytics.stage_o.machine import O0, fold
-from sk_analytics.stage_o.report import RoundInfo, SessionView, markdown_to_html, overview_rows, svg_run_metrics, svg_sk_deltas
+from sk_analytics.stage_o.report import (
+    RoundInfo, SessionView, markdown_to_html, overview_rows, render_markdown, render_reports, run_columns,
+)
+from sk_runner.sweep.handoff import next_steps
+
+CJK = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
 
 
 def test_markdown_to_html_tables_lists_figures() -> None:
     md = "\n".join([
         "# 标题", "", "**粗体** 与 `代码`", "", "| a | b\\|c |", "|---|---|", "| 1 | <x> |", "",
-        "- 一", "- 二", "", "> 注意", "<!-- figure:run-metrics -->", "<!-- figure:none -->",
+        "- 一", "- 二", "", "> 注意", "<!-- figure:run-metrics -->", "<!-- figure:none -->", "见 [d.md](x/d.md)",
     ])
     page = markdown_to_html(md, {"run-metrics": "<svg>fig</svg>"}, "t")
     assert "<h1>标题</h1>" in page
@@ -19,12 +26,20 @@ def test_markdown_to_html_tables_lists_figures() -> None:
     assert "<table><thead><tr><th>a</th><th>b|c</th></tr></thead><tbody><tr><td>1</td><td>&lt;x&gt;</td></tr></tbody></table>" in page
     assert "<ul>\n<li>一</li>\n<li>二</li>\n</ul>" in page
     assert "<blockquote>注意</blockquote>" in page and "<svg>fig</svg>" in page
+    assert '<p>见 <a href="x/d.md">d.md</a></p>' in page
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 1
 
 
-def _view(tmp_path: Path) -> SessionView:
-    matrix = {"entries": [{"id": "a", "category": "auto_op_parallel"}, {"id": "b", "category": "experimental"}],
+def _view(tmp_path: Path, *, dcci_diff: dict[str, Any] | None = None) -> SessionView:
+    common = {"original": None, "risk": "low"}
+    matrix = {"entries": [{"id": "a", "category": "auto_op_parallel", "option": "auto_op_parallel", "value": 1,
+                           "pointer": "/super_kernel_optimize_options/auto_op_parallel", **common},
+                          {"id": "b", "category": "experimental", "option": "early_start", "value": 1,
+                           "pointer": "/super_kernel_optimize_options/early_start", **common}],
               "options_root": "/super_kernel_optimize_options"}
+    if dcci_diff is not None:  # a DCCI entry whose diagnosis produced this diff
+        matrix["entries"].append({"id": "d", "category": "dcci", "option": "dcci_disable_on_kernel", "value": [".*"],
+                                  "pointer": "/super_kernel_optimize_options/dcci_disable_on_kernel", **common})
     records = [
         ("trial_result", {"round": O0, "entry_id": None, "phase": "o0", "ok": True, "runs_added": 5, "runs_total": 5}),
         ("stability_result", {"round": O0, "entry_id": None, "stable": True, "spread_pct": 1.0, "mean_ms": 10.0,
@@ -32,8 +47,10 @@ def _view(tmp_path: Path) -> SessionView:
         ("trial_result", {"round": "O1", "entry_id": "a", "phase": "trial", "ok": True, "runs_added": 3, "runs_total": 3}),
         ("gate_result", {"round": "O1", "baseline_round": O0, "entry_id": "a", "accepted": False, "mean_improvement_pct": -2.0,
                          "baseline_mean_ms": 10.0, "candidate_mean_ms": 10.2, "baseline_run_metrics": [10.0] * 5,
-                         "candidate_run_metrics": [10.1, 10.2, 10.3], "summary_path": "O1/summary.json"}),
-        ("entry_settled", {"entry_id": "a", "status": "rejected", "reason_zh": "未通过", "evidence": {}, "incumbent_round": O0}),
+                         "candidate_run_metrics": [10.1, 10.2, 10.3], "summary_path": "O1/summary.json",
+                         "checks": {"mean_improvement": False, "p90_no_material_regression": True}}),
+        ("entry_settled", {"entry_id": "a", "status": "rejected", "reason_zh": "未通过", "evidence": {"round": "O1"},
+                           "incumbent_round": O0}),
         ("entry_settled", {"entry_id": "b", "status": "blocked", "reason_zh": "未授权", "evidence": {"risk": "high"},
                            "incumbent_round": O0}),
     ]
@@ -41,7 +58,7 @@ def _view(tmp_path: Path) -> SessionView:
         O0: RoundInfo(O0, None, "o0", [records[0][1]], stability=records[1][1]),
         "O1": RoundInfo("O1", "a", "trial", [records[2][1]], gate=records[3][1]),
     }
-    return SessionView(tmp_path, matrix, records, fold(records), rounds, None, None)
+    return SessionView(tmp_path, matrix, records, fold(records), rounds, dcci_diff, None)
 
 
 def test_overview_rows_hand_values(tmp_path: Path) -> None:
@@ -50,13 +67,63 @@ def test_overview_rows_hand_values(tmp_path: Path) -> None:
     assert rows[1] == ["O1 a", "worst-rank 均值，对比 O0-INCUMBENT", "10.000", "10.200", "0.2000", "-2.00%", "5 vs 3", "rejected",
                        "O1/summary.json"]
     assert rows[2] == ["— b", "—", "—", "—", "—", "—", "0", "blocked", "risk=high"]
+    en = overview_rows(_view(tmp_path), "en")
+    assert en[0][7] == "stable (spread 1.00%)" and en[1][1] == "worst-rank mean vs O0-INCUMBENT"
 
 
-def test_svg_figures(tmp_path: Path) -> None:
-    svg = svg_run_metrics(_view(tmp_path), "runs")
-    assert svg.count("<circle") == 8 and "#9e9e9e" in svg and "<figcaption>runs</figcaption>" in svg
-    diff = {"sks": [{"uid": 1, "class": "significantly_slower", "delta_p50_pct": 10.0},
-                    {"uid": 2, "class": "neutral", "delta_p50_pct": -5.0}, {"uid": 3, "delta_p50_pct": None}]}
-    bars = svg_sk_deltas(diff, "sk")
-    assert bars.count("<rect") == 2 and 'height="100.0"' in bars and 'height="50.0"' in bars
-    assert svg_sk_deltas(None, "x") == "" and svg_sk_deltas({"sks": []}, "x") == ""
+def test_first_table_has_the_protocol_columns_in_order(tmp_path: Path) -> None:
+    md = render_markdown(_view(tmp_path), "zh")
+    first = next(line for line in md.splitlines() if line.startswith("| "))
+    assert first == "| 阶段/候选 | 测量口径 | 基线耗时 ms | 实验耗时 ms | 耗时差 ms | 改善率 | 运行数 | 门禁/状态 | 证据 |"
+
+
+def test_run_columns_outcomes(tmp_path: Path) -> None:
+    cols = run_columns(_view(tmp_path))
+    assert [(c.round, c.outcome, c.values) for c in cols] == [
+        (O0, "incumbent", (9.9, 10.0, 10.1, 10.0, 10.0)), ("O1", "rejected", (10.1, 10.2, 10.3))]
+
+
+def _sk(uid: int, structure: str, occ: int, cls: str, pct: float) -> dict[str, Any]:
+    return {"uid": uid, "structure_key": structure, "structure_hash": f"h{structure}", "occurrence_index": occ, "class": cls,
+            "scope_name": "moe", "child_ops": ["A", structure], "delta_p50_pct": pct, "delta_p50_us": pct / 10,
+            "noise_band_pct": 3.0}
+
+
+def test_slower_sks_grouped_by_structure(tmp_path: Path) -> None:
+    sks = [_sk(0, "G", 0, "significantly_slower", 50.0), _sk(1, "E", 0, "significantly_slower", 30.0),
+           _sk(2, "G", 1, "significantly_slower", 52.0), _sk(3, "E", 1, "significantly_slower", 31.0),
+           _sk(4, "G", 2, "significantly_slower", 51.0), _sk(5, "N", 0, "neutral", -1.0)]
+    md = render_markdown(_view(tmp_path, dcci_diff={"sks": sks, "repair": {}}), "zh")
+    assert "| moe · A→G | G | 3 | 0–2 | +5.00 … +5.20 | +50.00 … +52.00 |" in md
+    assert "| moe · A→E | E | 2 | 0–1 | +3.00 … +3.10 | +30.00 … +31.00 |" in md
+    assert md.count("| moe · A→") == 2  # one row per slower structure, none for the neutral one
+    html = render_reports(_view(tmp_path, dcci_diff={"sks": sks, "repair": {}}), "zh")[1]
+    assert html.count("<svg") == 2 and html.count("<details>") == 2
+
+
+def test_english_report_has_no_chinese_text(tmp_path: Path) -> None:
+    view = _view(tmp_path)
+    view.next_steps = next_steps(view, "en")
+    md, page = render_reports(view, "en")
+    marked = "(recorded reason, in Chinese) 未授权"
+    assert CJK.findall(md.replace(marked, "")) == []  # Chinese only where marked as the untranslated record
+    assert "auto_op_parallel=1 did not pass the gate (mean improvement -2.000%; failed checks: mean); incumbent restored" in md
+    assert f"- Status: **blocked** — {marked}" in md  # no structured facts (an unknown blocker): the record, marked
+    assert "## Next steps" in md and "First run `sk-analyze ledger verify" in md
+    assert 'lang="en"' in page and "Worst-rank mean of every clean run per round (ms)" in page
+    zh = render_markdown(_view(tmp_path), "zh")
+    assert "- 状态: **rejected** — 未通过" in zh and "- 状态: **blocked** — 未授权" in zh
+
+
+def test_next_steps_of_a_stopped_session_in_both_languages(tmp_path: Path) -> None:
+    view = _view(tmp_path)
+    stop = ("session_stopped", {"reason_zh": "O0-INCUMBENT 五次干净运行不稳定",
+                                "evidence": {"round": O0, "stability": {"stable": False, "spread_pct": 8.0, "max_spread_pct": 5.0}}})
+    view.state = fold([*view.records, stop])
+    zh, en = next_steps(view, "zh"), next_steps(view, "en")
+    assert zh[1] == "Stage O 已停止：O0-INCUMBENT 五次干净运行不稳定" and len(zh) == len(en) == 3
+    assert en[1] == ("Stage O stopped: the five clean O0-INCUMBENT runs are unstable (spread 8.000% > 5.0%); "
+                     "investigate environment noise before starting Stage O")
+    assert en[0] == f"First run `sk-analyze ledger verify {tmp_path}` to confirm the ledger (ledger.jsonl) is complete and unaltered."
+    md = render_markdown(view, "en")
+    assert "**Outcome: session stopped**" in md and "- Stop reason: the five clean O0-INCUMBENT runs are unstable" in md

@@ -15,56 +15,64 @@ from typing import Any, Final
 
 from sk_analytics.dcci.children import BLOCK_ZH
 from sk_analytics.dcci.classify import CLASS_ZH
+from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
+from sk_analytics.markdown import table
 
-TEXT: Final[dict[str, dict[str, str]]] = {
-    "zh": {
-        "title": "DCCI 差异诊断报告（O0 vs disable-all）",
-        "collections": "诊断采集",
-        "role": "角色", "path": "路径", "manifest": "manifest 指纹", "session": "会话指纹", "config": "配置指纹",
-        "processes": "进程", "truncated": "sk_prof 截断", "buffer_full": "buffer full（核）",
-        "set": "采集集合指纹", "warmup": "预热丢弃（每个 SK 的前 N 次发生）",
-        "summary": "结论摘要", "classes": "分类计数", "efd": "期望假发现数（BH 上界，仅参考）",
-        "decision": "修复决策",
-        "all_sks": "全部 SK 对比统计（SK 区间/墙钟时间，单位 µs）",
-        "slower": "显著变慢 SK",
-        "none": "无",
-        "children": "显著变慢 SK 的子核时间分解",
-        "blocked": "子核归因被阻断：",
-        "union": "子核算子并集与符号→模式映射",
-        "options": "选项设置与配置差异（RFC 6902）",
-        "no_repair": "不提出修复。",
-        "note": "相关不等于根因：本报告只给出相关性证据，不能据此断定 DCCI/缓存是根因；只有完整修复相对 O0 的干净 A/B 对比才能下结论。",
-        "lane_note": "时长求和（lane sum）仅作为调度/通道负载诊断，不参与判定。",
-        "scope": "作用域", "ops": "子核算子序列", "occ": "发生序号", "cls": "分类", "reason": "原因",
-        "base": "基线", "cand": "候选", "band": "噪声带 %", "delta": "ΔP50 µs", "delta_pct": "ΔP50 %",
-        "pos": "位置 [任务序号]", "op": "算子", "wall": "墙钟跨度", "exec": "最长单核", "sig": "显著",
-        "token": "算子 token", "pattern": "模式", "status": "校验", "matched": "匹配符号",
-    },
-    "en": {
-        "title": "DCCI diff report (O0 vs disable-all)",
-        "collections": "Diagnostic collections",
-        "role": "role", "path": "path", "manifest": "manifest fingerprint", "session": "session fingerprint",
-        "config": "config fingerprint", "processes": "processes", "truncated": "sk_prof truncated",
-        "buffer_full": "buffer full (cores)", "set": "collection set fingerprint",
-        "warmup": "warm-up dropped (first N occurrences of every SK)",
-        "summary": "Summary", "classes": "class counts", "efd": "expected false discoveries (BH bound, advisory)",
-        "decision": "repair decision",
-        "all_sks": "Full per-SK comparison (SK interval/wall time, µs)",
-        "slower": "Significantly slower SKs",
-        "none": "none",
-        "children": "Child decomposition of significantly slower SKs",
-        "blocked": "child attribution blocked: ",
-        "union": "Child-op union and symbol-to-pattern mapping",
-        "options": "Option settings and config diff (RFC 6902)",
-        "no_repair": "No repair is proposed.",
-        "note": "Correlation is not a root cause: this report shows correlation only and never proves DCCI/cache as the root cause; only the clean A/B of the complete repair against O0 decides.",
-        "lane_note": "Duration sums (lane sum) are scheduling/lane-workload diagnostics only and never decide a class.",
-        "scope": "scope", "ops": "child ops", "occ": "occ", "cls": "class", "reason": "reason",
-        "base": "base", "cand": "cand", "band": "band %", "delta": "ΔP50 µs", "delta_pct": "ΔP50 %",
-        "pos": "pos [task index]", "op": "op", "wall": "wall span", "exec": "max-lane", "sig": "significant",
-        "token": "op token", "pattern": "pattern", "status": "verified", "matched": "matched symbols",
-    },
+# key -> (Chinese, English): each message's two renderings side by side
+_MESSAGES: Final[dict[str, tuple[str, str]]] = {
+    "title": ("DCCI 差异诊断报告（O0 vs disable-all）", "DCCI diff report (O0 vs disable-all)"),
+    "collections": ("诊断采集", "Diagnostic collections"),
+    "role": ("角色", "role"),
+    "path": ("路径", "path"),
+    "manifest": ("manifest 指纹", "manifest fingerprint"),
+    "session": ("会话指纹", "session fingerprint"),
+    "config": ("配置指纹", "config fingerprint"),
+    "processes": ("进程", "processes"),
+    "truncated": ("sk_prof 截断", "sk_prof truncated"),
+    "buffer_full": ("buffer full（核）", "buffer full (cores)"),
+    "set": ("采集集合指纹", "collection set fingerprint"),
+    "warmup": ("预热丢弃（每个 SK 的前 N 次发生）", "warm-up dropped (first N occurrences of every SK)"),
+    "summary": ("结论摘要", "Summary"),
+    "classes": ("分类计数", "class counts"),
+    "efd": ("期望假发现数（BH 上界，仅参考）", "expected false discoveries (BH bound, advisory)"),
+    "decision": ("修复决策", "repair decision"),
+    "all_sks": ("全部 SK 对比统计（SK 区间/墙钟时间，单位 µs）", "Full per-SK comparison (SK interval/wall time, µs)"),
+    "slower": ("显著变慢 SK", "Significantly slower SKs"),
+    "by_structure": ("按 SK 结构汇总（同结构同分类的各次出现合并）", "By SK structure (occurrences of one structure and class merged)"),
+    "structure": ("SK 结构", "SK structure"),
+    "occurrences": ("出现次数（序号）", "occurrences (indices)"),
+    "range_pct": ("ΔP50 % 范围", "ΔP50 % range"),
+    "none": ("无", "none"),
+    "children": ("显著变慢 SK 的子核时间分解", "Child decomposition of significantly slower SKs"),
+    "blocked": ("子核归因被阻断：", "child attribution blocked: "),
+    "union": ("子核算子并集与符号→模式映射", "Child-op union and symbol-to-pattern mapping"),
+    "options": ("选项设置与配置差异（RFC 6902）", "Option settings and config diff (RFC 6902)"),
+    "no_repair": ("不提出修复。", "No repair is proposed."),
+    "note": ("相关不等于根因：本报告只给出相关性证据，不能据此断定 DCCI/缓存是根因；只有完整修复相对 O0 的干净 A/B 对比才能下结论。",
+             "Correlation is not a root cause: this report shows correlation only and never proves DCCI/cache as the root cause; only the clean A/B of the complete repair against O0 decides."),
+    "lane_note": ("时长求和（lane sum）仅作为调度/通道负载诊断，不参与判定。",
+                  "Duration sums (lane sum) are scheduling/lane-workload diagnostics only and never decide a class."),
+    "scope": ("作用域", "scope"),
+    "ops": ("子核算子序列", "child ops"),
+    "occ": ("发生序号", "occ"),
+    "cls": ("分类", "class"),
+    "reason": ("原因", "reason"),
+    "base": ("基线", "base"),
+    "cand": ("候选", "cand"),
+    "band": ("噪声带 %", "band %"),
+    "delta": ("ΔP50 µs", "ΔP50 µs"),
+    "delta_pct": ("ΔP50 %", "ΔP50 %"),
+    "pos": ("位置 [任务序号]", "pos [task index]"),
+    "op": ("算子", "op"),
+    "wall": ("墙钟跨度", "wall span"),
+    "exec": ("最长单核", "max-lane"),
+    "sig": ("显著", "significant"),
+    "token": ("算子 token", "op token"),
+    "pattern": ("模式", "pattern"),
+    "status": ("校验", "verified"),
+    "matched": ("匹配符号", "matched symbols"),
 }
+TEXT: Final[dict[str, dict[str, str]]] = {lang: {k: v[i] for k, v in _MESSAGES.items()} for i, lang in enumerate(("zh", "en"))}
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -77,15 +85,6 @@ def _num(value: Any, digits: int = 3) -> str:
 
 def _p(value: Any) -> str:
     return "—" if value is None else f"{value:.3g}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return lines + [""]
 
 
 def _stats(s: dict[str, Any]) -> str:
@@ -111,7 +110,7 @@ def _collections(result: dict[str, Any], t: dict[str, str]) -> list[str]:
             ", ".join(f"{b['process']}:{b['device']}/{b['core']}" for b in side["buffer_full"]) or t["none"],
         ])
     lines = [f"## {t['collections']}", ""]
-    lines += _table([t["role"], t["path"], t["manifest"], t["session"], t["config"], t["processes"], t["truncated"], t["buffer_full"]], rows)
+    lines += table([t["role"], t["path"], t["manifest"], t["session"], t["config"], t["processes"], t["truncated"], t["buffer_full"]], rows)
     contract = result.get("contract") or {}
     lines += [f"- {t['set']}: `{contract.get('set_fingerprint', '—')}`", f"- {t['warmup']}: {result['warmup']}", ""]
     return lines
@@ -148,12 +147,21 @@ def _child_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list
                 _stats(e["baseline"]), _stats(e["candidate"]), _num(e["delta_p50_us"]), _class(e, lang),
                 "✔" if r["significant"] else "",
             ])
-        lines += _table(
+        lines += table(
             [t["pos"], t["op"], f"{t['wall']} {t['base']}", f"{t['wall']} {t['cand']}", t["delta"], t["cls"],
              f"{t['exec']} {t['base']}", f"{t['exec']} {t['cand']}", t["delta"], t["cls"], t["sig"]],
             rows,
         )
     return lines
+
+
+def _structure_summary(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+    """One row per (SK structure, class): a decode graph repeats each structure once per layer."""
+    rows = [[g.short_name, CLASS_ZH[g.cls] if lang == "zh" else g.cls, f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
+             format_range(g.delta_p50_pct)] for g in group_sks(result["sks"])]
+    if not rows:
+        return []
+    return [f"## {t['by_structure']}", "", *table([t["structure"], t["cls"], t["occurrences"], t["range_pct"]], rows)]
 
 
 def render(result: dict[str, Any], lang: str = "zh") -> str:
@@ -168,15 +176,16 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
     lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else repair['reason']}", ""]
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
+    lines += _structure_summary(result, t, lang)
     lines += [f"## {t['all_sks']}", "", t["lane_note"], ""]
-    lines += _table(header, _sk_rows(result["sks"], lang))
+    lines += table(header, _sk_rows(result["sks"], lang))
     slower = [sk for sk in result["sks"] if sk["class"] == "significantly_slower"]
     lines += [f"## {t['slower']}", ""]
-    lines += _table(header, _sk_rows(slower, lang)) if slower else [t["none"], ""]
+    lines += table(header, _sk_rows(slower, lang)) if slower else [t["none"], ""]
     lines += _child_section(result, t, lang)
     lines += [f"## {t['union']}", ""]
     rows = [[p["token"], p["pattern"] or "—", p["status"], "<br>".join(p["matched_symbols"]) or "—"] for p in repair["patterns"]]
-    lines += _table([t["token"], t["pattern"], t["status"], t["matched"]], rows) if rows else [t["none"], ""]
+    lines += table([t["token"], t["pattern"], t["status"], t["matched"]], rows) if rows else [t["none"], ""]
     lines += [f"## {t['options']}", ""]
     if repair["proposed"]:
         lines += ["```json", json.dumps(repair["config"], ensure_ascii=False, indent=2), "```", ""]

@@ -9,6 +9,7 @@ from sk_analytics.atomic import write_json, write_text
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import head_path, read_records
 from sk_analytics.stage_o.matrix import settle_matrix
+from sk_analytics.stage_o.reasons import stop_reason
 from sk_analytics.stage_o.report import SessionView, load_view, render_reports
 from sk_analytics.strict_json import load_json_file
 
@@ -17,26 +18,49 @@ REPORT_MD = "EXPERIMENT_REPORT.md"
 REPORT_HTML = "report.html"
 
 
-def next_steps_zh(view: SessionView) -> list[str]:
-    """Chinese guidance for whoever continues after Stage O."""
-    ledger = view.root / "ledger.jsonl"
-    steps = [f"先运行 `sk-analyze ledger verify {view.root}` 确认账本（{ledger.name}）完整未被改写。"]
+_STEPS: dict[str, tuple[str, str]] = {
+    "verify": ("先运行 `sk-analyze ledger verify {root}` 确认账本（{ledger}）完整未被改写。",
+               "First run `sk-analyze ledger verify {root}` to confirm the ledger ({ledger}) is complete and unaltered."),
+    "stopped": ("Stage O 已停止：{reason}", "Stage O stopped: {reason}"),
+    "restart": ("排查环境噪声或正确性问题后，用新的会话目录重新开始 Stage O；本会话的证据保持不变。",
+                "After fixing the environment noise or correctness problem, start Stage O again in a new session directory; "
+                "this session's evidence stays unchanged."),
+    "seal": ("控制器封存本交接结果之前，不得开始 BASE 画像，也不得进入可选分支（多流隔离分支、Sbest-SMAP、Sbest-P*）。",
+             "Until the controller seals this hand-off, do not start BASE profiling or any optional branch "
+             "(isolated multistream branch, Sbest-SMAP, Sbest-P*)."),
+    "frozen": ("Sbest-BASE 的选项映射自此冻结：P/FINAL 轮不得探测、增加、删除、替换、收窄、放宽或组合任何选项取值。",
+               "The Sbest-BASE option map is frozen from now on: P/FINAL rounds may not probe, add, drop, replace, narrow, "
+               "widen or combine any option value."),
+    "failed": ("失败条目（{ids}）的失败现场在各轮 FAILURE_SCENES/ 下，按现场中的后续入口排查；现场不可覆盖。",
+               "Failure scenes of the failed entries ({ids}) are under each round's FAILURE_SCENES/; follow the entry points "
+               "in each scene; scenes are never overwritten."),
+    "blocked": ("被阻断条目（{ids}）需要先满足其阻断原因（授权、算子适配、探测或预算），再在新的 Stage O 会话中试验。",
+                "Blocked entries ({ids}) must first meet their blocker (authorisation, operator adaptation, probe or budget), "
+                "then be tried in a new Stage O session."),
+}
+
+
+def next_steps(view: SessionView, lang: str = "zh") -> list[str]:
+    """Guidance for whoever continues after Stage O (Chinese in the hand-off; ``lang`` for the report)."""
+    i = 1 if lang == "en" else 0
+
+    def say(key: str, **values: str) -> str:
+        return _STEPS[key][i].format(**values)
+
+    steps = [say("verify", root=str(view.root), ledger="ledger.jsonl")]
     if view.state.stopped:
-        return steps + [
-            f"Stage O 已停止：{view.state.stopped.get('reason_zh')}",
-            "排查环境噪声或正确性问题后，用新的会话目录重新开始 Stage O；本会话的证据保持不变。",
-        ]
-    steps += [
-        "控制器封存本交接结果之前，不得开始 BASE 画像，也不得进入可选分支（多流隔离分支、Sbest-SMAP、Sbest-P*）。",
-        "Sbest-BASE 的选项映射自此冻结：P/FINAL 轮不得探测、增加、删除、替换、收窄、放宽或组合任何选项取值。",
-    ]
-    failed = [eid for eid, s in view.state.settled.items() if s["status"] == "failed"]
-    if failed:
-        steps.append(f"失败条目（{', '.join(failed)}）的失败现场在各轮 FAILURE_SCENES/ 下，按现场中的后续入口排查；现场不可覆盖。")
-    blocked = [eid for eid, s in view.state.settled.items() if s["status"] == "blocked"]
-    if blocked:
-        steps.append(f"被阻断条目（{', '.join(blocked)}）需要先满足其阻断原因（授权、算子适配、探测或预算），再在新的 Stage O 会话中试验。")
+        return steps + [say("stopped", reason=stop_reason(view.state.stopped, view.state, lang)), say("restart")]
+    steps += [say("seal"), say("frozen")]
+    for status in ("failed", "blocked"):
+        ids = [eid for eid, s in view.state.settled.items() if s["status"] == status]
+        if ids:
+            steps.append(say(status, ids=", ".join(ids)))
     return steps
+
+
+def next_steps_zh(view: SessionView) -> list[str]:
+    """The Chinese next steps of the hand-off (protocol §2)."""
+    return next_steps(view, "zh")
 
 
 def _settlements(view: SessionView) -> dict[str, dict[str, Any]]:
@@ -91,7 +115,7 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
 def write_reports(root: Path, *, lang: str = "zh") -> dict[str, Path]:
     """Render EXPERIMENT_REPORT.md and report.html in ``lang`` (derived files, re-rendered on demand)."""
     view = load_view(root)
-    view.next_steps_zh = next_steps_zh(view)
+    view.next_steps = next_steps(view, lang)
     markdown, page = render_reports(view, lang)
     write_text(root / REPORT_MD, markdown)
     write_text(root / REPORT_HTML, page)

@@ -1,0 +1,93 @@
+"""English renderings of recorded Chinese reasons: built from structured facts, else marked as the Chinese record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sk_analytics.stage_o.machine import O0, fold
+from sk_analytics.stage_o.reasons import failure_text, settled_reason, stop_reason
+
+ENTRY = {"id": "e", "category": "split", "option": "split_mode", "value": 3}
+DCCI = {"id": "d", "category": "dcci", "option": "dcci_disable_on_kernel", "value": [".*"]}
+GATE = {"entry_id": "e", "round": "O1", "baseline_round": O0, "accepted": False, "mean_improvement_pct": -0.2971,
+        "checks": {"mean_improvement": False, "median_run_direction": True, "p90_no_material_regression": False}}
+
+
+def _state(*records: tuple[str, dict[str, Any]]) -> Any:
+    return fold(list(records))
+
+
+def test_rejected_names_improvement_and_failed_checks() -> None:
+    state = _state(("gate_result", GATE))
+    settled = {"status": "rejected", "reason_zh": "split_mode=3 未通过门禁", "evidence": {"round": "O1"}}
+    assert settled_reason(ENTRY, settled, state, "en") == (
+        "split_mode=3 did not pass the gate (mean improvement -0.297%; failed checks: mean, P90); incumbent restored")
+    assert settled_reason(ENTRY, settled, state, "zh") == "split_mode=3 未通过门禁"  # the record itself, untouched
+
+
+def test_accepted_dcci_repair_is_the_combination() -> None:
+    gate = {"entry_id": "d", "round": "O2", "accepted": True, "mean_improvement_pct": 2.391, "checks": {"mean_improvement": True}}
+    state = _state(("trial_result", {"entry_id": "d", "round": "O2", "phase": "repair", "ok": True}), ("gate_result", gate))
+    settled = {"status": "accepted", "reason_zh": "…", "evidence": {"round": "O2", "stability": {"stable": True, "spread_pct": 0.9561}}}
+    assert settled_reason(DCCI, settled, state, "en") == (
+        "DCCI disable+before+after (one indivisible combination): gate passed (mean improvement +2.391%), "
+        "topped up to five runs and stable (spread 0.956%); new incumbent")
+
+
+def test_failed_trial_uses_failure_kind_and_english_message() -> None:
+    failure = {"stage": "timeout", "reason_zh": "超时/挂起", "message": "no exit within 15.0 s", "scene": "O3/FAILURE_SCENES/attempt-1"}
+    state = _state(("trial_result", {"entry_id": "e", "round": "O3", "phase": "trial", "ok": False, "failure": failure}))
+    settled = {"status": "failed", "reason_zh": "…", "evidence": {"round": "O3", "scene": failure["scene"], "stage": "timeout"}}
+    assert settled_reason(ENTRY, settled, state, "en") == (
+        "split_mode=3 trial failed, incumbent restored: timeout/hang, process group terminated (no exit within 15.0 s)")
+    assert failure_text(failure, "zh") == "超时/挂起"
+    assert failure_text({"stage": "mystery", "reason_zh": "怪"}, "en") == "(recorded reason, in Chinese) 怪"
+
+
+def test_failed_stability_after_top_up() -> None:
+    settled = {"status": "failed", "reason_zh": "…",
+               "evidence": {"round": "O4", "stability": {"stable": False, "spread_pct": 6.25, "max_spread_pct": 5.0}}}
+    assert settled_reason(ENTRY, settled, _state(), "en") == (
+        "split_mode=3: stability re-check after the top-up to five runs failed (spread 6.250% > 5.0%); "
+        "acceptance withdrawn, incumbent restored")
+
+
+@pytest.mark.parametrize(("evidence", "expected"), [
+    ({"authorisation": "event_breaker_bypass", "authorised": []},
+     "split_mode=3 needs an event-semantics review and the user's authorisation of this risk (event_breaker_bypass); not authorised"),
+    ({"risk": "high", "max_risk": "medium"}, "risk level high of split_mode=3 is not authorised (highest allowed: medium)"),
+    ({"budget_runs": 10, "runs_used": 8}, "budget explicitly exhausted: 8/10 clean runs used, not enough for a full trial"),
+    ({"probe_evidence": {"probed": True, "ready": False}}, "the wrapper does not accept the exact value split_mode=3 (probe ready=false)"),
+    ({"other": 1}, "(recorded reason, in Chinese) 别的原因"),
+])
+def test_blocked_reasons(evidence: dict[str, Any], expected: str) -> None:
+    assert settled_reason(ENTRY, {"status": "blocked", "reason_zh": "别的原因", "evidence": evidence}, _state(), "en") == expected
+
+
+def test_dcci_family_rejections() -> None:
+    gate = {**GATE, "entry_id": "d", "checks": {}}
+    noise = {"status": "rejected", "family_rejected": True, "reason_zh": "…", "evidence": {"round": "O1"}}
+    assert settled_reason(DCCI, noise, _state(("gate_result", gate)), "en") == (
+        "DCCI disable-all shows no gain within the noise band (mean improvement -0.297%); whole DCCI family rejected, "
+        "O0 kept, no before/after trials")
+    rgate = {"entry_id": "d", "round": "O2", "accepted": False, "mean_improvement_pct": -0.5, "checks": {"mean_improvement": False}}
+    repair = {"status": "rejected", "family_rejected": True, "reason_zh": "…", "evidence": {"round": "O1", "repair_round": "O2"}}
+    assert settled_reason(DCCI, repair, _state(("gate_result", rgate)), "en").startswith(
+        "DCCI joint repair did not beat O0 under the full gate (mean improvement -0.500%; failed checks: mean)")
+    profile = {"status": "rejected", "family_rejected": True, "reason_zh": "…",
+               "evidence": {"profile": {"side": "o0", "attempt": 2, "reason": "manifest missing"}}}
+    assert "o0 diagnostic collection failed the artifact contract in 2 attempt(s) (manifest missing)" in settled_reason(
+        DCCI, profile, _state(), "en")
+
+
+def test_stop_reasons() -> None:
+    unstable = {"reason_zh": "不稳定", "evidence": {"round": O0, "stability": {"stable": False, "spread_pct": 7.5, "max_spread_pct": 5.0}}}
+    assert stop_reason(unstable, _state(), "en") == (
+        "the five clean O0-INCUMBENT runs are unstable (spread 7.500% > 5.0%); investigate environment noise before starting Stage O")
+    assert stop_reason(unstable, _state(), "zh") == "不稳定"
+    crash = {"stage": "crash", "message": "exit status 1", "reason_zh": "崩溃"}
+    state = _state(("trial_result", {"entry_id": None, "round": O0, "phase": "o0", "ok": False, "failure": crash}))
+    assert stop_reason({"reason_zh": "…", "evidence": {"round": O0}}, state, "en") == (
+        "O0-INCUMBENT failed, Stage O cannot start: process crash or device error (exit status 1)")
