@@ -53,6 +53,7 @@ def write_with(target: str | os.PathLike[str], writer: Callable[[IO[str]], None]
 
 
 def write_text(target: str | os.PathLike[str], text: str) -> Path:
+    """Write UTF-8 text atomically, line ends exactly as given (no platform translation)."""
     return write_with(target, lambda fh: fh.write(text))
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import errno
 import importlib
 import importlib.util
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +92,6 @@ def _help_hint(exc: click.ClickException) -> str:
     if not isinstance(exc, click.UsageError) or ctx is None:
         return ""
     return f" (see {ctx.command_path} --help)"
-
-
-def entry_point(group: click.Group, prog_name: str) -> Callable[[], None]:
-    def main() -> None:
-        sys.exit(run_cli(group, prog_name))
-
-    return main
 
 
 def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check: bool) -> int:

@@ -46,6 +46,7 @@ def body_fingerprint(record: dict[str, Any], key: str) -> str:
 
 
 def check_role(role: str) -> None:
+    """Refuse a capture role outside formats.md §6 (schema rule)."""
     if role not in CAPTURE_ROLES:
         raise ContractInputError("schema", None, f"unknown capture role {role!r}", expected=" | ".join(CAPTURE_ROLES))
 
