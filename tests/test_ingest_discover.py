@@ -126,6 +126,10 @@ def test_ingest_refuses_missing_path_empty_folder_and_bad_partition(tmp_path: Pa
     root = make_session(tmp_path / "sess")
     with pytest.raises(UsageError, match="round"):
         ingest_path(root, tmp_path / "out", round="a/b")
+    with pytest.raises(UsageError, match="bad round value ''"):
+        ingest_path(root, tmp_path / "out", round="")  # an explicit empty round is refused, not defaulted
+    with pytest.raises(UsageError, match="bad role value ''"):
+        ingest_path(root, tmp_path / "out", role="")
 
 
 def test_output_folder_inside_the_input_is_not_read_back(tmp_path: Path) -> None:

@@ -134,8 +134,13 @@ def default_partition(artifact: Artifact, root: Path, *, round: str | None = Non
     name = folder.resolve().name
     if artifact.run_dir is None:
         run = name if artifact.profile_dir is None else artifact.profile_dir.resolve().name
-        return {"round": round or name, "role": role or ROLE_PROFILE, "run": run}
+        return {"round": _given(round, name), "role": _given(role, ROLE_PROFILE), "run": run}
     above = artifact.run_dir.resolve().parent
     if above.name == CLEAN_DIR:
         above = above.parent
-    return {"round": round or above.name, "role": role or ROLE_CLEAN, "run": artifact.run_dir.name}
+    return {"round": _given(round, above.name), "role": _given(role, ROLE_CLEAN), "run": artifact.run_dir.name}
+
+
+def _given(explicit: str | None, derived: str) -> str:
+    """An explicit value wins even when empty (the partition check then refuses it, never a silent default)."""
+    return derived if explicit is None else explicit
