@@ -17,9 +17,11 @@
   short.
 
 Hot path (millions of child events): only the span events are sorted; child
-events are assigned with one binary search over the sorted occurrence starts
-(a composite integer key = SK ordinal and start time), then aggregated with a
-single hash group-by. No Python loop touches rows.
+events get their SK ordinal by an exact join on the SK keys (with the small
+ordinal table), are assigned with one binary search over the sorted occurrence
+starts (a composite integer key = SK ordinal and start time), dropped when the
+found start is another SK's, and aggregated with one hash group-by on two
+integer keys (occurrence row, node). No Python loop touches rows.
 """
 
 from __future__ import annotations
@@ -98,13 +100,12 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
     occurrence of their SK are dropped as unattributable.
     """
     keys = list(SK_KEYS)
-    table = occurrences.select(*keys, "occurrence", "start_ns").with_columns(_key_hash())
-    ordinals = table.select("_sk").unique(maintain_order=True).with_row_index("_g")
+    ordinals = occurrences.select(keys).unique(maintain_order=True).with_row_index("_g")
     if ordinals.height == 0:
         return _empty_children()
     # Key band of one SK: [t0, latest occurrence end]. A child offset is clamped into the band
     # (-1 below it: before every launch, unattributable), so it can never reach another SK's band.
-    t0 = int(table.get_column("start_ns").min())  # type: ignore[arg-type]
+    t0 = int(occurrences.get_column("start_ns").min())  # type: ignore[arg-type]
     span = int(occurrences.get_column("end_ns").max()) - t0 + 1  # type: ignore[operator]
     bits = max(span.bit_length(), 1)
     if bits + ordinals.height.bit_length() > _TIME_BITS_LIMIT:
@@ -113,31 +114,23 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
     offset = (pl.col("ts_ns") - t0).clip(-1, (1 << bits) - 1)
     composite = (pl.col("_g").cast(pl.Int64) * (1 << bits)) + offset
     starts = (
-        table.join(ordinals, on="_sk")
-        .with_columns(pl.col("start_ns").alias("ts_ns"))
+        occurrences.select(*keys, "occurrence", pl.col("start_ns").alias("ts_ns"))
+        .join(ordinals, on=keys)
         .with_columns(composite.alias("_c"))
         .sort("_c")
-        .with_row_index("_row")
-        .with_columns(pl.col("_row").cast(pl.Int64))
     )
-    lookup = starts.select("_row", pl.col("_g").alias("_row_g"), *keys, "occurrence")
-    sk_ids = table.get_column("sk_id").unique()
-    assigned = (
-        events.lazy()
-        .filter(~pl.col("is_span") & pl.col("sk_id").is_in(sk_ids.implode()))
-        .select(_key_hash(), "node_id", "ts_ns", "dur_ns")
-        .with_columns(
-            pl.col("_sk")
-            .replace_strict(ordinals.get_column("_sk"), ordinals.get_column("_g"), default=None, return_dtype=pl.UInt32)
-            .alias("_g")
-        )
-        .filter(pl.col("_g").is_not_null())
-        .with_columns(
-            (pl.lit(starts.get_column("_c")).search_sorted(composite, side="right").cast(pl.Int64) - 1).alias("_row")
-        )
-    )
+    lookup = starts.select(*keys, "occurrence").with_row_index("_row")
+    row = pl.lit(starts.get_column("_c")).search_sorted(composite, side="right").cast(pl.Int64) - 1
+    # the found start must be one of the event's own SK (else the event precedes all of that SK's launches)
+    own_sk = pl.lit(starts.get_column("_g")).gather(pl.col("_row").clip(0)) == pl.col("_g")
     per_child = (
-        assigned.group_by("_row", "_g", "node_id")
+        events.lazy()
+        .filter(~pl.col("is_span") & pl.col("sk_id").is_in(ordinals.get_column("sk_id").unique().implode()))
+        .select(*keys, "node_id", "ts_ns", "dur_ns")
+        .join(ordinals.lazy(), on=keys, how="inner")  # exact SK identity -> its ordinal; other SKs drop out
+        .with_columns(row.alias("_row"))
+        .filter((pl.col("_row") >= 0) & own_sk)
+        .group_by(pl.col("_row").cast(pl.UInt32), "node_id")
         .agg(
             pl.col("ts_ns").min().alias("start_ns"),
             (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"),
@@ -146,7 +139,6 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
             pl.len().cast(pl.Int32).alias("events"),
         )
         .join(lookup.lazy(), on="_row", how="inner")
-        .filter(pl.col("_g") == pl.col("_row_g"))
     )
     return per_child.with_columns(
         ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("wall_us"),
