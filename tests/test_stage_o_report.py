@@ -94,8 +94,8 @@ def test_slower_sks_grouped_by_structure(tmp_path: Path) -> None:
            _sk(2, "G", 1, "significantly_slower", 52.0), _sk(3, "E", 1, "significantly_slower", 31.0),
            _sk(4, "G", 2, "significantly_slower", 51.0), _sk(5, "N", 0, "neutral", -1.0)]
     md = render_markdown(_view(tmp_path, dcci_diff={"sks": sks, "repair": {}}), "zh")
-    assert "| moe · A→G | G | 3 | 0–2 | +5.00 … +5.20 | +50.00 … +52.00 |" in md
-    assert "| moe · A→E | E | 2 | 0–1 | +3.00 … +3.10 | +30.00 … +31.00 |" in md
+    assert "| moe · A→G | 3 | 0–2 | +5.00 … +5.20 | +50.00 … +52.00 | G |" in md
+    assert "| moe · A→E | 2 | 0–1 | +3.00 … +3.10 | +30.00 … +31.00 | E |" in md
     assert md.count("| moe · A→") == 2  # one row per slower structure, none for the neutral one
     html = render_reports(_view(tmp_path, dcci_diff={"sks": sks, "repair": {}}), "zh")[1]
     assert html.count("<svg") == 2 and html.count("<details>") == 2

@@ -50,5 +50,5 @@ def test_sk_deltas_rows_colours_band_and_width() -> None:
     bars = re.findall(r'<rect x="[\d.]+" y="[\d.]+" width="[\d.]+" height="14" fill="(#[0-9a-f]+)"', svg)
     assert bars == ["#c62828", "#9e9e9e", "#2e7d32"]  # slower red, neutral grey, faster green
     assert ">noise band ±3%</text>" in svg and ">+59.6%</text>" in svg and ">-6.8%</text>" in svg
-    assert "<td>qkv</td><td>key-qkv</td><td>faster</td><td>3 (0–2)</td><td>-6.80</td><td>-6.90 … -6.80</td>" in svg
+    assert "<td>qkv</td><td>faster</td><td>3 (0–2)</td><td>-6.80</td><td>-6.90 … -6.80</td><td>-0.690 … -0.680</td><td>key-qkv</td>" in svg
     assert svg_sk_deltas([], T, CLASSES) == ""

@@ -223,7 +223,7 @@ def svg_sk_deltas(groups: Sequence[SkGroup], t: Mapping[str, str], class_names: 
         items.append(('<rect x="-5" y="-5" width="10" height="10" fill="#eeeeee" stroke="#bbb"/>', f"{t['fig_band']} ±{band:g}%"))
     items.append(('<line x1="-6" x2="6" stroke="#222"/>', t["fig_range"]))
     body += _legend(items, 18, 10)
-    rows = [[g.short_name, g.structure, class_names.get(g.cls, g.cls), f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
-             f"{g.median_pct:+.2f}", format_range(g.delta_p50_pct), format_range(g.delta_p50_us, "+.3f")] for g in groups]
+    rows = [[g.short_name, class_names.get(g.cls, g.cls), f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
+             f"{g.median_pct:+.2f}", format_range(g.delta_p50_pct), format_range(g.delta_p50_us, "+.3f"), g.structure] for g in groups]
     table = _html_table(t["fig_sk_cols"].split("|"), rows)
     return _figure(PAGE_W, height, body, t["fig_sk"], t["fig_sk_desc"], table, t["fig_table"])

@@ -72,8 +72,8 @@ _MESSAGES: dict[str, tuple[str, str]] = {
                     "One row per SK structure (its occurrences of one class merged): the bar is the median ΔP50 % of its "
                     "occurrences, the thin line their min–max range, the grey area the noise band."),
     "fig_sk_x": ("ΔP50 %（SK 墙钟时间，正值 = disable-all 更慢）", "ΔP50 % (SK wall time; positive = slower under disable-all)"),
-    "fig_sk_cols": ("SK 结构|结构标识|分类|出现次数（序号）|ΔP50 % 中位数|ΔP50 % 范围|ΔP50 µs 范围",
-                    "SK structure|Structure key|Class|Occurrences (indices)|Median ΔP50 %|ΔP50 % range|ΔP50 µs range"),
+    "fig_sk_cols": ("SK 结构|分类|出现次数（序号）|ΔP50 % 中位数|ΔP50 % 范围|ΔP50 µs 范围|结构标识",
+                    "SK structure|Class|Occurrences (indices)|Median ΔP50 %|ΔP50 % range|ΔP50 µs range|Structure key"),
     "fig_band": ("噪声带", "noise band"),
     "fig_range": ("各次出现的范围", "range over occurrences"),
     "option": ("选项", "Option"), "pointer": ("指针", "Pointer"), "value": ("取值", "Value"), "original": ("原值", "Original"),
@@ -90,8 +90,8 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "diff_report": ("完整的逐 SK（逐次出现）对比统计、显著变慢 SK 表、每个显著变慢 SK 的子节点计时表见",
                     "Full per-SK (per-occurrence) statistics, the significantly slower SKs and each one's child timing table:"),
     "slower": ("显著变慢 SK（按结构合并）", "Significantly slower SKs (grouped by structure)"),
-    "slower_cols": ("SK 结构|结构标识|出现次数|出现序号|Δ P50 µs 范围|Δ P50 % 范围",
-                    "SK structure|Structure key|Occurrences|Occurrence indices|Δ P50 µs range|Δ P50 % range"),
+    "slower_cols": ("SK 结构|出现次数|出现序号|Δ P50 µs 范围|Δ P50 % 范围|结构标识",
+                    "SK structure|Occurrences|Occurrence indices|Δ P50 µs range|Δ P50 % range|Structure key"),
     "union": ("子节点并集与符号→正则映射", "Child union and symbol-to-regex mapping"),
     "union_cols": ("子节点算子 token|正则|校验|匹配的元数据符号", "Child op token|Regex|Verified|Matched metadata symbols"),
     "repair_settings": ("联合修复的精确选项与配置差异", "Exact options and config diff of the joint repair"),
@@ -366,8 +366,8 @@ def _slower_groups(diff: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     groups = [g for g in group_sks(diff.get("sks") or []) if g.cls == "significantly_slower"]
     if not groups:
         return []
-    rows = [[g.short_name, g.structure, len(g.occurrences), occurrence_ranges(g.occurrences),
-             format_range(g.delta_p50_us), format_range(g.delta_p50_pct)] for g in groups]
+    rows = [[g.short_name, len(g.occurrences), occurrence_ranges(g.occurrences),
+             format_range(g.delta_p50_us), format_range(g.delta_p50_pct), g.structure] for g in groups]
     return [f"### {t['slower']}", "", *table(t["slower_cols"].split("|"), rows)]
 
 
@@ -499,7 +499,7 @@ STYLE = ("body{font-family:sans-serif;max-width:1140px;margin:2em auto;padding:0
          "th{background:#f3f3f3}code{background:#f6f6f6;padding:0 3px;word-break:break-all}"
          "blockquote{border-left:4px solid #c62828;margin:0;padding:0.3em 1em;background:#fff5f5}"
          "figure.chart{margin:1.5em 0;overflow-x:auto}figcaption{font-weight:bold;margin:0.3em 0}"
-         "details summary{cursor:pointer;color:#1565c0;font-size:13px}td{overflow-wrap:anywhere}")
+         "details summary{cursor:pointer;color:#1565c0;font-size:13px}td:last-child{overflow-wrap:anywhere}")
 
 
 def markdown_to_html(markdown: str, figures: Mapping[str, str], title: str, lang: str = "zh") -> str:
