@@ -104,6 +104,14 @@ def test_truncated_inside_a_record_keeps_the_complete_ones(tmp_path: Path) -> No
     assert result.warnings == [f"{path}: truncated in record 7 (line 9); kept the 7 complete records before it"]
 
 
+@pytest.mark.parametrize(("text", "line"), [(f"[\n{CHILD},\n{{}}]\ntrailing", 4), (f'{{"traceEvents": [{CHILD}, {{}}]}} x', 1)])
+def test_text_after_the_end_marker_is_refused_not_called_truncation(tmp_path: Path, text: str, line: int) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(InputError, match="text after the end of the trace array") as info:
+        parse_sk_prof(path)
+    assert info.value.line == line
+
+
 def test_truncated_after_a_complete_record(tmp_path: Path) -> None:
     events = sk_prof_events(5, seed=1)
     full = write_sk_prof(tmp_path / "full" / "sk_prof_device_1.json", events).read_text()

@@ -4,7 +4,8 @@ Accepts ``sk_prof_device_<id>.json`` and the legacy ``sk_event_dev_device_<id>.j
 (``args.modelRI`` integer instead of ``args.modelId``): a JSON array of
 Chrome-trace complete events ending with ``{}`` (``[{}]`` when empty), or the
 object form ``{"traceEvents": [...]}``. A truncated array (killed process)
-keeps every complete record and reports where it stopped.
+keeps every complete record and reports where it stopped; text after the
+closing ``{}]`` is an error, not a truncation.
 
 Why not ``json.load``: names are written unescaped (a ``"`` or ``\\`` in a
 name breaks strict JSON) and the files reach millions of events. The bytes are
@@ -115,6 +116,8 @@ _BWS = rb"[ \t\r\n]*"
 _HEAD = re.compile(rb"\A(?:\xef\xbb\xbf)?" + _BWS + rb'(?:\[|\{[\s\S]*?"traceEvents"' + _BWS + b":" + _BWS + rb"\[)" + _BWS)
 _TAIL_ARRAY = re.compile(_BWS + rb"\]" + _BWS + rb"\Z")
 _TAIL_OBJECT = re.compile(_BWS + rb"\]" + _BWS + rb"\}" + _BWS + rb"\Z")
+_AFTER_END = re.compile(rb"\{" + _BWS + rb"\}" + _BWS + rb"\](?:" + _BWS + rb"\})?" + _BWS + rb"(?=[^ \t\r\n])")
+"""The runtime's end marker ``{}]`` (``{}]}`` in the object form) followed by more text."""
 
 
 def device_id_of(path: Path) -> int:
@@ -181,6 +184,8 @@ def _batches(path: Path) -> Iterator[_Batch]:
                 closed = True
                 if at_eof:
                     data, closed = _strip_tail(data)
+                    if not closed:
+                        _refuse_text_after_end(path, data, line)
                 pieces, carry, line = _split(path, data, line, keep_last=not at_eof)
                 pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
                 record += pieces.height
@@ -266,6 +271,19 @@ def _strip_tail(data: bytes) -> tuple[bytes, bool]:
         if match is not None:
             return data[: len(data) - len(tail) + match.start()], True
     return data, False
+
+
+def _refuse_text_after_end(path: Path, data: bytes, line: int) -> None:
+    """A closed trace followed by more text (two traces concatenated, an editor's
+    leftovers) is not a truncated one: refuse it instead of reporting truncation."""
+    tail_start = max(0, len(data) - 4096)
+    match = None
+    for match in _AFTER_END.finditer(data, tail_start):
+        pass
+    if match is not None:
+        where = line + data.count(b"\n", 0, match.end())
+        raise InputError(path, "text after the end of the trace array", line=where,
+                         expected='nothing but whitespace after the closing "{}]"')
 
 
 def _parse_batch(path: Path, batch: _Batch, warnings: list[str]) -> pl.DataFrame:
