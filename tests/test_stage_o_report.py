@@ -127,3 +127,30 @@ def test_next_steps_of_a_stopped_session_in_both_languages(tmp_path: Path) -> No
     assert en[0] == f"First run `sk-analyze ledger verify {tmp_path}` to confirm the ledger (ledger.jsonl) is complete and unaltered."
     md = render_markdown(view, "en")
     assert "**Outcome: session stopped**" in md and "- Stop reason: the five clean O0-INCUMBENT runs are unstable" in md
+
+
+def _side(means: list[float], mean: float, median: float, p50: float, p90: float, sd: float) -> dict[str, Any]:
+    return {"run_worst_rank_means_ms": means, "worst_rank_mean_ms": mean, "median_run_worst_rank_mean_ms": median,
+            "decode": {"p50_ms": p50, "p90_ms": p90, "stddev_ms": sd}}
+
+
+def test_dcci_protocol_table_rows(tmp_path: Path) -> None:
+    view = _view(tmp_path, dcci_diff={"sks": [], "repair": {}})
+    o0 = _side([10.0, 10.1, 9.9, 10.0, 10.0], 10.0, 10.0, 9.95, 10.1, 0.05)
+    trial = {"round": "O2", "entry_id": "d", "phase": "trial", "ok": True, "runs_total": 3}
+    repair = {"round": "O3", "entry_id": "d", "phase": "repair", "ok": True, "runs_total": 5}
+    view.rounds["O2"] = RoundInfo("O2", "d", "trial", [trial], gate={"accepted": False, "baseline_round": O0},
+                                  summary={"baseline": o0, "candidates": {"O2": _side([11.0, 11.2, 11.1], 11.1, 11.1, 11.0, 11.3, 0.06)}})
+    view.rounds["O3"] = RoundInfo("O3", "d", "repair", [repair], gate={"accepted": True, "baseline_round": O0},
+                                  summary={"baseline": o0, "candidates": {"O3": _side([9.8, 9.9, 9.7], 9.8, 9.8, 9.75, 9.9, 0.04)}})
+    view.state.settled["d"] = {"status": "accepted", "reason_zh": "组合通过", "evidence": {}, "incumbent_round": "O3"}
+    md = render_markdown(view, "zh")
+    section = md.split("## DCCI（数据缓存控制）家族")[1].split("\n## ")[0]
+    assert "| 配置 | 干净运行数 | worst-rank 均值 ms | median-run ms | P50 ms | P90 ms | stddev ms | spread | 门禁 | 基线变化 |" in section
+    # spread = (max - min) / mean of the per-run worst-rank means: 0.2/10.0, 0.2/11.1, 0.2/9.8
+    assert "| O0-INCUMBENT | 5 | 10.000 | 10.000 | 9.950 | 10.100 | 0.0500 | +2.00% | — | — |" in section
+    assert "| disable-all（O2） | 3 | 11.100 | 11.100 | 11.000 | 11.300 | 0.0600 | +1.80% | 否 | 保留原基线 |" in section
+    assert "| disable+before+after（O3） | 5 | 9.800 | 9.800 | 9.750 | 9.900 | 0.0400 | +2.04% | 是 | 成为新基线 |" in section
+    assert section.rstrip().endswith("> 相关不等于根因：只有完整修复相对 O0 的干净 A/B 对比才能决定是否接受。")
+    en = render_markdown(view, "en")
+    assert "| disable+before+after (O3) | 5 | 9.800 | 9.800 | 9.750 | 9.900 | 0.0400 | +2.04% | yes | new incumbent |" in en
