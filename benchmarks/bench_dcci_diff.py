@@ -144,22 +144,31 @@ def run_ours(folder: Path, warmup: int) -> dict[str, Any]:
 
 
 def run_ours_stats(folder: Path, warmup: int) -> dict[str, Any]:
-    """Per-SK and per-child stats of every SK/child with our modules (like-for-like with pandas/DuckDB)."""
-    from sk_analytics.dcci.classify import robust_stats
-    from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
+    """Per-SK and per-child stats of every SK/child with our modules (like-for-like with pandas/DuckDB).
 
-    sk_frames, child_frames = [], []
-    for side in SIDES:
-        events = _events(folder, side).select(EVENT_COLUMNS).collect()
-        occ = sk_occurrences(events)
-        sk_frames.append(occ.lazy().filter(pl.col("occurrence") >= warmup).with_columns(side=pl.lit(side)))
-        child_frames.append(child_timings(events, occ).filter(pl.col("occurrence") >= warmup).with_columns(side=pl.lit(side)))
-    children = pl.concat(child_frames)
-    sk = robust_stats(pl.concat(sk_frames), ["side", "sk_id"], "wall_us")
+    Both sides are read, cut into occurrences and decomposed together (``pl.collect_all``), as
+    ``analyze`` does; the child timings are materialised once and feed both child statistics.
+    """
+    from sk_analytics.dcci.classify import robust_stats
+    from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences_plan
+
+    events = pl.collect_all([_events(folder, side).select(EVENT_COLUMNS) for side in SIDES])
+    occurrences = pl.collect_all([sk_occurrences_plan(e) for e in events])
+    timings = pl.collect_all([child_timings(e, occ) for e, occ in zip(events, occurrences)])
+    post = pl.col("occurrence") >= warmup
+    sks = pl.concat([occ.lazy().filter(post).with_columns(side=pl.lit(side)) for side, occ in zip(SIDES, occurrences)])
+    children = pl.concat([ch.lazy().filter(post).with_columns(side=pl.lit(side)) for side, ch in zip(SIDES, timings)])
+    sk = robust_stats(sks, ["side", "sk_id"], "wall_us")
     wall = robust_stats(children, ["side", "sk_id", "node_id"], "wall_us")
     lane = robust_stats(children, ["side", "sk_id", "node_id"], "max_lane_us")
     sk, wall, lane = pl.collect_all([sk, wall, lane])
-    return {"sk_rows": sk.height, "child_rows": wall.height + lane.height}
+    return {"sk_rows": sk.height, "child_rows": wall.height + lane.height,
+            "check": _check(sk["p50_us"].sum(), wall["p90_us"].sum(), lane["mad_us"].sum())}
+
+
+def _check(sk_p50: float, child_wall_p90: float, child_lane_mad: float) -> list[float]:
+    """A fingerprint of the statistics (sums over all keys, 3 decimals) to show the contenders agree."""
+    return [round(float(v), 3) for v in (sk_p50, child_wall_p90, child_lane_mad)]
 
 
 def run_pandas(folder: Path, warmup: int) -> dict[str, Any]:
@@ -190,7 +199,8 @@ def run_pandas(folder: Path, warmup: int) -> dict[str, Any]:
     def stats(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
         g = frame.groupby(by)[value]
         med = g.transform("median")
-        out = g.agg(count="count", p50_us="median", p90_us=lambda s: s.quantile(0.9), min_us="min", max_us="max")
+        out = g.agg(count="count", p50_us="median", min_us="min", max_us="max")
+        out["p90_us"] = g.quantile(0.9)
         out["mad_us"] = (frame[value] - med).abs().groupby([frame[b] for b in by]).median()
         return out
 
@@ -198,7 +208,8 @@ def run_pandas(folder: Path, warmup: int) -> dict[str, Any]:
     children = pd.concat(child_out)
     wall = stats(children, ["side", "sk_id", "node_id"], "wall_us")
     lane = stats(children, ["side", "sk_id", "node_id"], "max_lane_us")
-    return {"sk_rows": len(sks), "child_rows": len(wall) + len(lane)}
+    return {"sk_rows": len(sks), "child_rows": len(wall) + len(lane),
+            "check": _check(sks["p50_us"].sum(), wall["p90_us"].sum(), lane["mad_us"].sum())}
 
 
 DUCKDB_SQL = """
@@ -246,7 +257,10 @@ def run_duckdb(folder: Path, warmup: int) -> dict[str, Any]:
     )
     con.execute(f"CREATE VIEW events AS {parts}")
     rows = con.execute(DUCKDB_SQL, {"warmup": warmup}).fetchall()
-    return {"sk_rows": sum(r[0] == "sk" for r in rows), "child_rows": 2 * sum(r[0] == "child" for r in rows)}
+    sk = [r for r in rows if r[0] == "sk"]
+    child = [r for r in rows if r[0] == "child"]
+    return {"sk_rows": len(sk), "child_rows": 2 * len(child),
+            "check": _check(sum(r[5] for r in sk), sum(r[6] for r in child), sum(r[12] for r in child))}
 
 
 CONTENDERS = {"ours": run_ours, "ours_stats": run_ours_stats, "pandas": run_pandas, "duckdb": run_duckdb}
