@@ -78,9 +78,21 @@ def test_first_table_has_the_protocol_columns_in_order(tmp_path: Path) -> None:
 
 
 def test_run_columns_outcomes(tmp_path: Path) -> None:
-    cols = run_columns(_view(tmp_path))
+    view = _view(tmp_path)
+    cols = run_columns(view)
     assert [(c.round, c.outcome, c.values) for c in cols] == [
         (O0, "incumbent", (9.9, 10.0, 10.1, 10.0, 10.0)), ("O1", "rejected", (10.1, 10.2, 10.3))]
+    crash = {"round": "O2", "entry_id": "b", "phase": "trial", "ok": False, "runs_total": 0, "failure": {"stage": "crash"}}
+    view.rounds["O2"] = RoundInfo("O2", "b", "trial", [crash])
+    view.rounds["O3"] = RoundInfo("O3", "c", "trial", [{"round": "O3", "phase": "trial"}], gate={"accepted": True},
+                                  stability={"stable": True, "run_metrics": [9.0, 9.1, 9.0, 9.1, 9.0]})
+    view.state.settled["c"] = {"status": "accepted", "incumbent_round": "O3"}
+    view.rounds["O4"] = RoundInfo("O4", "e", "trial", [{"round": "O4", "phase": "trial"}], gate={"accepted": False},
+                                  stability=None)
+    view.rounds["O5"] = RoundInfo("O5", "e", "repair", [{"round": "O5", "phase": "repair"}], gate=None)
+    outcomes = {c.round: (c.outcome, len(c.values)) for c in run_columns(view)}
+    assert outcomes["O2"] == ("failed", 0) and outcomes["O3"] == ("accepted", 5)
+    assert outcomes["O4"] == ("diagnosis", 0) and outcomes["O5"] == ("pending", 0)  # disable-all that opened a repair
 
 
 def _sk(uid: int, structure: str, occ: int, cls: str, pct: float) -> dict[str, Any]:

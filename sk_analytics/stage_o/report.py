@@ -447,10 +447,10 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
 
 def round_outcome(view: SessionView, info: RoundInfo) -> str:
     """What a round came to, for the run-metrics colours (a key of ``figures.OUTCOME_COLOURS``)."""
-    if info.name == O0:
-        return "incumbent"
     if any(tr.get("failure") for tr in info.trials) or (info.stability is not None and not info.stability.get("stable")):
         return "failed"
+    if info.name == O0:
+        return "incumbent"
     settled = view.state.settled.get(info.entry_id or "")
     if settled is not None and settled["status"] == "accepted" and settled.get("incumbent_round") == info.name:
         return "accepted"

@@ -58,11 +58,6 @@ def next_steps(view: SessionView, lang: str = "zh") -> list[str]:
     return steps
 
 
-def next_steps_zh(view: SessionView) -> list[str]:
-    """The Chinese next steps of the hand-off (protocol §2)."""
-    return next_steps(view, "zh")
-
-
 def _settlements(view: SessionView) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for entry in view.matrix["entries"]:
@@ -104,7 +99,7 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
         "stop": view.state.stopped,
         "evidence": evidence,
         "failure_scenes": scenes,
-        "next_steps_zh": next_steps_zh(view),
+        "next_steps_zh": next_steps(view, "zh"),  # protocol §2: next-step guidance in Chinese
         "seal_after_agent_result": True,
     }
     handoff["handoff_fingerprint"] = fingerprint(handoff)
