@@ -54,7 +54,6 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
                   "Duration sums (lane sum) are scheduling/lane-workload diagnostics only and never decide a class."),
     "scope": ("作用域", "scope"),
     "ops": ("子核算子序列", "child ops"),
-    "occ": ("发生序号", "occ"),
     "cls": ("分类", "class"),
     "reason": ("原因", "reason"),
     "base": ("基线", "base"),

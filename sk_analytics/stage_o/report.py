@@ -99,7 +99,7 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "no_diag": ("disable-all 没有可重复的回退，未进入诊断。", "Disable-all showed no repeatable regression; no diagnosis was run."),
     "correlation": ("相关不等于根因：只有完整修复相对 O0 的干净 A/B 对比才能决定是否接受。",
                     "Correlation is not a root cause: only the clean A/B of the complete repair against O0 decides."),
-    "base": ("Sbest-BASE", "Sbest-BASE"), "base_vs": ("对比 O0-INCUMBENT", "vs O0-INCUMBENT"),
+    "base": ("Sbest-BASE", "Sbest-BASE"),
     "stable": ("稳定", "stable"), "unstable": ("不稳定", "unstable"),
     "yes": ("是", "yes"), "no": ("否", "no"), "none": ("无", "none"),
     "incumbent_changed": ("成为新基线", "new incumbent"), "incumbent_kept": ("保留原基线", "incumbent kept"),
