@@ -9,10 +9,11 @@ import pytest
 
 from sk_analytics.ledger import read_records, verify
 from sk_analytics.strict_json import load_json_file
+from sk_runner.backends.base import RunRequest
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth
 from sk_runner.sweep.driver import run_sweep
-from sk_runner.sweep.session import BackendSpec
+from sk_runner.sweep.session import BackendSpec, load_session
 from sweep_helpers import settled_statuses, small_session
 
 pytestmark = pytest.mark.slow
@@ -123,3 +124,44 @@ def test_failure_seals_scene_and_rejects_family(tmp_path: Path) -> None:
     assert (scene / "scene.json").is_file() and "EZ9999" in (scene / "scene.md").read_text(encoding="utf-8") + str(
         load_json_file(scene / "scene.json"))
     assert "profile_result" not in _kinds(root)  # a failure is never a regression diagnosis entry
+
+
+def test_buffer_full_on_one_side_recollects_the_other_at_the_same_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both collections ask for the same 1024 KB sk_prof buffer, but on the disable-all side the
+    simulated device holds only 256 KB per core (as if disable-all produced four times the events):
+    its 40-iteration window overflows (moe-decode: 14160 events on the busiest core, 8192 fit) and is
+    re-collected at 20. O0 completed at 40, so the sweep re-collects O0 into a new root at 20 and the
+    pair validates. The sweep is interrupted just before that re-collection and resumed from the ledger."""
+    from sk_runner.backends.sim import SimBackend
+
+    real_argv = SimBackend.argv
+
+    def device_with_small_buffer_for_disable_all(self: SimBackend, request: RunRequest) -> list[str]:
+        argv = real_argv(self, request)
+        if "ASCEND_PROF_SK_ON" in request.extra_env and "candidate_profile" in request.run_dir.parts:
+            return ["env", "ASCEND_PROF_SK_ON=256", *argv]
+        return argv
+
+    monkeypatch.setattr(SimBackend, "argv", device_with_small_buffer_for_disable_all)
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(action: object) -> None:
+        if getattr(action, "side", None) == "o0" and getattr(action, "attempt", None) == 2:
+            raise Interrupted
+
+    root = tmp_path / "s"
+    with pytest.raises(Interrupted):
+        run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode"), say=lambda _: None, on_action=interrupt)
+    run_sweep(load_session(root), say=lambda _: None)
+    profiles = [r.data for r in read_records(root) if r.kind == "profile_result"]
+    assert [(p["side"], p["attempt"], p["ok"], p["requested_iterations"], p["iterations"]) for p in profiles] == [
+        ("o0", 1, True, None, 40), ("disable_all", 1, True, 40, 20), ("o0", 2, True, 20, 20)]
+    assert len(profiles[1]["attempts"]) == 2  # disable-all: 40 overflowed, 20 complete
+    roots = [a for p in profiles for a in p["attempts"]]
+    assert len(set(roots)) == 4  # every collection in its own new root
+    diff = next(r.data for r in read_records(root) if r.kind == "dcci_diff_result")
+    assert diff["ok"] and diff["patterns"] == ground_truth(load_network("moe-decode"))["dcci"]["repair"]["patterns"]
+    assert settled_statuses(root) == {"dcci-disable-all": "accepted"}
+    assert verify(root).ok

@@ -37,7 +37,7 @@ runs_added, runs_total, clean_dir, config_path, failure{stage, reason_zh,
 scene}} · ``gate_result`` {round, baseline_round, entry_id, accepted,
 mean_improvement_pct, verdict, baseline_run_metrics, candidate_run_metrics,
 summary_path} · ``stability_result`` {round, entry_id, stable, spread_pct, max_spread_pct} ·
-``profile_result`` {entry_id, side, attempt, ok, root, manifest, reason_zh} ·
+``profile_result`` {entry_id, side, attempt, ok, root, manifest, reason_zh, iterations} ·
 ``dcci_diff_result`` {entry_id, ok, path, patterns, reason_zh} ·
 ``probe_result`` {entry_id, purpose, ready, values, evidence} ·
 ``entry_settled`` (the :class:`Settle` action) · ``session_stopped``
@@ -189,6 +189,8 @@ class CollectProfile(Action):
     role: Literal["baseline_profile", "candidate_profile"]
     config_round: str
     attempt: int
+    iterations: int | None = None
+    """Window to collect with: the other side's final window (None: the default first window)."""
 
 
 @dataclass(frozen=True)
@@ -491,24 +493,39 @@ def _dcci_diagnosis(
     o0_round = state.incumbent
     regression = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict"),
                   "mean_improvement_pct": gate["mean_improvement_pct"]}
-    roots: dict[str, str] = {}
-    for side, role, cfg_round in (("o0", "baseline_profile", o0_round), ("disable_all", "candidate_profile", trial["round"])):
-        prof = state.last(eid, "profile_result", side=side)
+    sides = {"o0": ("baseline_profile", o0_round), "disable_all": ("candidate_profile", trial["round"])}
+    last = {side: state.last(eid, "profile_result", side=side) for side in sides}
+    for side, (role, cfg_round) in sides.items():
+        prof, other = last[side], last["disable_all" if side == "o0" else "o0"]
+        window = other.get("iterations") if other is not None and other["ok"] else None  # never longer than the other side
         if prof is None:
-            return CollectProfile(eid, side, role, cfg_round, 1)  # type: ignore[arg-type]
+            return CollectProfile(eid, side, role, cfg_round, 1, window)  # type: ignore[arg-type]
         if not prof["ok"]:
             if prof["attempt"] < policy.max_collect_attempts:
-                return CollectProfile(eid, side, role, cfg_round, prof["attempt"] + 1)  # type: ignore[arg-type]
+                return CollectProfile(eid, side, role, cfg_round, prof["attempt"] + 1, window)  # type: ignore[arg-type]
             return Settle(
                 eid, "rejected",
                 f"disable-all 可重复回退，但 {side} 诊断采集 {prof['attempt']} 次均未通过工件契约校验（{prof.get('reason_zh') or '清单无效'}）；"
                 "停止归因，不产生子节点正则，不运行修复，拒绝 DCCI 家族",
                 {**regression, "profile": dict(prof)}, state.incumbent, family_rejected=True,
             )
-        roots[side] = prof["root"]
+    done = {side: prof for side, prof in last.items() if prof is not None}  # both sides ok here
+    windows = {side: prof.get("iterations") for side, prof in done.items()}
+    if None not in windows.values() and len(set(windows.values())) > 1:
+        # a buffer-full re-collection shortened one side; validate_set needs one window for the pair
+        longer = max(windows, key=lambda side: windows[side])
+        if done[longer]["attempt"] < policy.max_collect_attempts:
+            role, cfg_round = sides[longer]
+            return CollectProfile(eid, longer, role, cfg_round, done[longer]["attempt"] + 1, min(windows.values()))  # type: ignore[arg-type]
+        return Settle(
+            eid, "rejected",
+            f"disable-all 可重复回退，但 O0 与 disable-all 诊断采集的迭代窗口不同（{windows['o0']} 与 {windows['disable_all']} 次），"
+            f"{done[longer]['attempt']} 次采集内未能对齐（sk_prof 缓冲区满后缩短了窗口）；停止归因，不产生子节点正则，不运行修复，拒绝 DCCI 家族",
+            {**regression, "profiles": [dict(done["o0"]), dict(done["disable_all"])]}, state.incumbent, family_rejected=True,
+        )
     diff = state.last(eid, "dcci_diff_result")
     if diff is None:
-        return DcciDiff(eid, roots["o0"], roots["disable_all"], o0_round, trial["round"])
+        return DcciDiff(eid, done["o0"]["root"], done["disable_all"]["root"], o0_round, trial["round"])
     if not diff["ok"] or not diff.get("patterns"):
         why = diff.get("reason_zh") or "没有显著变慢的子节点"
         return Settle(

@@ -102,7 +102,8 @@ def describe(action: m.Action) -> str:
     if isinstance(action, m.CheckStability):
         return f"[{action.round}] 五次运行稳定性复核"
     if isinstance(action, m.CollectProfile):
-        return f"[DCCI] 诊断采集 {action.side}（{action.role}，配置取自 {action.config_round}，第 {action.attempt} 次）"
+        window = "" if action.iterations is None else f"，窗口 {action.iterations} 次迭代"
+        return f"[DCCI] 诊断采集 {action.side}（{action.role}，配置取自 {action.config_round}，第 {action.attempt} 次{window}）"
     if isinstance(action, m.DcciDiff):
         return "[DCCI] dcci-diff：逐 SK / 子节点归因"
     if isinstance(action, m.ProbeRepair):

@@ -178,12 +178,13 @@ class Executor:
         c = self.session.control
         spec = ProfileSpec(
             session=self.root, round=DCCI_DIR, role=a.role, config=self.config_of(a.config_round), backend=self.backend,
-            control=Control(c.ranks, None, c.warmup, self.session.policy.timeout_s), seed=self.session.seed,
+            control=Control(c.ranks, a.iterations, c.warmup, self.session.policy.timeout_s), seed=self.session.seed,
         )
         result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
         return "profile_result", {
             "entry_id": a.entry_id, "side": a.side, "attempt": a.attempt, "role": a.role, "config_round": a.config_round,
             "ok": result.ok, "root": self.rel(result.root) if result.root else None,
+            "requested_iterations": a.iterations, "iterations": result.iterations,
             "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
             "attempts": [self.rel(r.root) for r in result.attempts],
             "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
