@@ -35,6 +35,8 @@ def test_english_report_and_blocked_attribution() -> None:
     en = render(result, "en")
     assert "Correlation is not a root cause" in en and "No repair is proposed." in en
     assert "child attribution blocked: buffer_full:candidate" in en
+    assert ("- repair decision: child attribution of at least one significantly slower SK is blocked (buffer full / truncated / "
+            "missing core); re-collect with a shorter window; no repair is proposed.") in en
     zh = render(result)
     assert "子核归因被阻断：super_kernel.log 含 buffer is full 行" in zh and "不提出修复。" in zh
     assert "200:0/1" in zh  # buffer-full core listed with its process
@@ -60,7 +62,9 @@ def test_structure_summary_groups_repeated_structures() -> None:
     pct = f"{slower['delta_p50_pct']:+.2f}"
     occ = slower["occurrence_index"]
     assert rows[0] == f"| {short_name(slower)} | 显著变慢 | 1 ({occ}) | {pct} |"  # largest slowdown first
-    assert f"| significantly_slower | 1 ({occ}) | {pct} |" in render(result, "en")
+    en = render(result, "en")
+    assert f"| significantly_slower | 1 ({occ}) | {pct} |" in en
+    assert "- repair decision: joint repair proposed: disable-all plus before/after with one narrow pattern list." in en
 
 
 def _sk(structure: str, occ: int, cls: str, pct: float, ops: list[str]) -> dict[str, object]:
@@ -83,3 +87,12 @@ def test_group_sks_per_structure_and_class() -> None:
     assert short_name({"child_ops": [], "structure_hash": "abc"}) == "abc"
     assert occurrence_ranges([7, 0, 1, 2, 5, 6]) == "0–2, 5–7" and occurrence_ranges([]) == "—"
     assert format_range([1.004, 0.996]) == "+1.00" and format_range([-1.0, 2.5], ".1f") == "-1.0 … 2.5" and format_range([]) == "—"
+
+
+def test_english_repair_decision_names_unverified_tokens() -> None:
+    result = scenario.run()
+    result["repair"] = {**result["repair"], "proposed": False, "reason": "pattern_not_verified", "failed_tokens": ["MatMul", "Add"]}
+    assert "- repair decision: no narrow pattern matching only its own symbols exists for: MatMul, Add; no repair is proposed." in render(
+        result, "en")
+    result["repair"]["reason"] = "some_new_code"
+    assert "- repair decision: some_new_code" in render(result, "en")  # an unknown code is shown as recorded

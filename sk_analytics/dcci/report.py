@@ -71,6 +71,15 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "status": ("校验", "verified"),
     "matched": ("匹配符号", "matched symbols"),
 }
+# repair decision code (analysis ``repair.reason``) -> English sentence; the Chinese one is ``repair.reason_zh``
+REPAIR_EN: Final[dict[str, str]] = {
+    "repair_proposed": "joint repair proposed: disable-all plus before/after with one narrow pattern list.",
+    "no_significantly_slower_sk": "no significantly slower SK; no repair is proposed.",
+    "child_attribution_blocked": ("child attribution of at least one significantly slower SK is blocked (buffer full / truncated / "
+                                  "missing core); re-collect with a shorter window; no repair is proposed."),
+    "no_significant_child": "no child of the significantly slower SKs passes the significance gate; no repair is proposed.",
+    "pattern_not_verified": "no narrow pattern matching only its own symbols exists for: {tokens}; no repair is proposed.",
+}
 TEXT: Final[dict[str, dict[str, str]]] = {lang: {k: v[i] for k, v in _MESSAGES.items()} for i, lang in enumerate(("zh", "en"))}
 
 
@@ -154,6 +163,12 @@ def _child_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list
     return lines
 
 
+def _repair_en(repair: dict[str, Any]) -> str:
+    """The repair decision in English (the code itself when it is new to this table)."""
+    text = REPAIR_EN.get(repair["reason"])
+    return repair["reason"] if text is None else text.format(tokens=", ".join(repair.get("failed_tokens") or []))
+
+
 def _structure_summary(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
     """One row per (SK structure, class): a decode graph repeats each structure once per layer."""
     rows = [[g.short_name, CLASS_ZH[g.cls] if lang == "zh" else g.cls, f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
@@ -173,7 +188,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += [f"## {t['summary']}", ""]
     lines += [f"- {t['classes']}: " + ", ".join(f"{CLASS_ZH[k] if lang == 'zh' else k}={v}" for k, v in summary["classes"].items())]
     lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
-    lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else repair['reason']}", ""]
+    lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else _repair_en(repair)}", ""]
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
     lines += _structure_summary(result, t, lang)
     lines += [f"## {t['all_sks']}", "", t["lane_note"], ""]
