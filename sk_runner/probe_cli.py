@@ -20,10 +20,11 @@ def _parse_value(text: str) -> object:
         raise UsageError(f"--value {text!r} is not JSON (quote strings: '\"x\"', lists: '[\".*\"]')") from None
 
 
-@click.command("probe", context_settings={"ignore_unknown_options": True})
+@click.command("probe")
 @click.option("--option", "option", required=True, help="SK option name, e.g. auto_op_parallel")
 @click.option("--value", "values", multiple=True, required=True, metavar="JSON", help="exact value to probe (repeatable)")
-@click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True)
+@click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True,
+              help="whose wrapper and runtime to ask: the simulator, torch_npu, or a command after '--'")
 @click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="base execution config the value is set into (default: a minimal torch.compile config)")
 @click.option("--session", type=click.Path(path_type=Path, file_okay=False), default=None, help="session folder (probes go to <session>/probes)")

@@ -77,6 +77,8 @@ def run_process(
     """
     if not argv:
         raise EnvironmentBlocker("empty workload command")
+    if not Path(cwd).is_dir():  # Popen would blame the executable
+        raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: working directory {cwd} does not exist")
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:

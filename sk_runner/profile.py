@@ -320,6 +320,7 @@ def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> Pr
     """
     if not ROUND_NAME.match(spec.round):
         raise UsageError(f"--round {spec.round!r}: expected letters, digits, '_', '.', '-'")
+    spec.control.check()
     first_window = spec.control.iterations if spec.control.iterations is not None else DEFAULT_PROFILE_ITERATIONS
     if first_window < spec.control.warmup + MIN_POST_WARMUP:
         raise UsageError(f"--iterations must be at least warm-up + {MIN_POST_WARMUP} ({spec.control.warmup + MIN_POST_WARMUP})")

@@ -21,7 +21,7 @@ from sk_runner.profile import (
 )
 
 
-@click.command("profile", context_settings={"ignore_unknown_options": False})
+@click.command("profile")
 @click.option("--session", required=True, type=click.Path(file_okay=False, path_type=Path), help="Stage O session folder")
 @click.option("--round", "round_name", required=True, help="round name, e.g. DCCI")
 @click.option("--role", required=True, type=click.Choice(CAPTURE_ROLES), help="capture role of this collection")

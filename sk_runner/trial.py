@@ -200,8 +200,9 @@ class _Trial:
             raise UsageError(f"a trial needs at least {MIN_TRIAL_RUNS} clean runs (protocol §5.2), got {spec.target_runs}")
         if not spec.session.is_dir():
             raise InputError(spec.session, "session folder not found", expected="an existing session directory")
-        if spec.control.timeout_s is not None and spec.control.timeout_s <= 0:
-            raise UsageError("--timeout must be positive")
+        if spec.cwd is not None and not Path(spec.cwd).is_dir():
+            raise InputError(spec.cwd, "working directory not found", expected="an existing folder for --cwd")
+        spec.control.check()
 
     def blocker(self, stage: str, exc: EnvironmentBlocker) -> EnvironmentBlocker:
         record_blocker(self.dir, round_name=self.spec.round, stage=stage, message=exc.one_line())

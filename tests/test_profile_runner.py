@@ -197,3 +197,6 @@ def test_bad_requests(setup: tuple[Path, Path, Path]) -> None:
         collect_profile(_spec(setup, "ok", round="../x"))
     with pytest.raises(UsageError, match="--sk-prof-kb"):
         collect_profile(_spec(setup, "ok", sk_prof_kb=6000))
+    with pytest.raises(UsageError, match="--ranks 0: expected at least 1"):
+        collect_profile(_spec(setup, "ok", control=Control(ranks=0, iterations=40, warmup=2)))
+    assert not (setup[0] / "experiments").exists()

@@ -105,3 +105,20 @@ def test_npu_backend_without_torch_npu_is_exit_3(tmp_path: Path, monkeypatch: py
     code = run_cli(cli, "sk-run", ["probe", "--option", "auto_op_parallel", "--value", "1", "--backend", "npu",
                                    "--out", str(tmp_path / "p"), "--", sys.executable, "infer.py"])
     assert code == 3 and "torch_npu" in capsys.readouterr().err
+
+
+def test_unknown_options_are_refused_not_passed_to_the_workload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _clean_env(monkeypatch)
+    (tmp_path / "session").mkdir()
+    (tmp_path / "base.json").write_text('{"super_kernel_optimize_options": {}}')
+    # a mistyped option used to become a simulator argument and end in a failure scene
+    code = run_cli(cli, "sk-run", ["probe", "--option", "auto_op_parallel", "--value", "1", "--base-config", "x.json",
+                                   "--out", str(tmp_path / "probes")])
+    assert code == 2 and "No such option '--base-config'" in capsys.readouterr().err
+    trial = ["trial", "--session", str(tmp_path / "session"), "--round", "O1", "--base-config", str(tmp_path / "base.json"), SET]
+    assert run_cli(cli, "sk-run", [*trial, "--iteration", "30"]) == 2
+    assert "No such option '--iteration'" in capsys.readouterr().err
+    assert run_cli(cli, "sk-run", [*trial, "--ranks", "0"]) == 2
+    assert "'--ranks': 0 is not in the range x>=1" in capsys.readouterr().err
+    assert not (tmp_path / "probes").exists() and not (tmp_path / "session/experiments").exists()

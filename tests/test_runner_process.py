@@ -80,3 +80,9 @@ def test_missing_executable_is_environment_blocker(tmp_path: Path) -> None:
             [str(tmp_path / "nope")], cwd=tmp_path, env={}, stdout_path=tmp_path / "o",
             stderr_path=tmp_path / "e", timeout_s=1,
         )
+
+
+def test_missing_working_directory_is_named_not_the_executable(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentBlocker, match=r"working directory .*gone does not exist"):
+        run_process([sys.executable, "-c", "pass"], cwd=tmp_path / "gone", env={}, stdout_path=tmp_path / "o",
+                    stderr_path=tmp_path / "e", timeout_s=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,22 @@ def test_sim_invalid_value_is_caught_by_the_runtime_probe(tmp_path: Path) -> Non
     assert doc["identity"]["stage"] == "probe"
     assert "valid range is [1, 4]" in doc["observable_failure"]["message"]
     assert any(f["path"].endswith("super_kernel.log") for f in doc["artifacts"]["files"])
+
+
+def test_unknown_network_is_bad_input_before_anything_starts(tmp_path: Path) -> None:
+    from sk_analytics.errors import InputError
+
+    with pytest.raises(InputError, match="no such network spec file or built-in scenario"):
+        run_trial(replace(_spec(tmp_path, f"{OPT}/auto_op_parallel=1"), backend=SimBackend(network="no-such-net")))
+    assert not (tmp_path / "session/experiments").exists()
+
+
+def test_network_spec_file_is_passed_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sk_runner.backends.base import RunRequest
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "net.yaml").write_text("inherits: moe-decode\n")
+    backend = SimBackend(network="net.yaml")
+    argv = backend.argv(RunRequest(tmp_path / "c.json", tmp_path / "run", 1, Control(ranks=2)))
+    assert argv[argv.index("--network") + 1] == str(tmp_path / "net.yaml")  # a profile runs the simulator in its root
+    assert SimBackend(network="moe-decode").network == "moe-decode"

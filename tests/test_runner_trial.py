@@ -292,3 +292,21 @@ def test_too_few_decode_samples_is_bad_logs_and_a_missing_later_rank_comes_after
     body = "open(os.path.join(run, 'log_0.log'), 'w').write('Inference time (decode): 1.5 ms\\n' * 2)\n"
     res = run_trial(_spec(tmp_path, round="O0", incumbent=True, backend=_script_backend(tmp_path, body)))
     assert (res.outcome, res.message) == ("bad_logs", "log_0.log has 2 decode samples, not more than warm-up 2")
+
+
+@pytest.mark.parametrize(("control", "needle"), [
+    (Control(ranks=0, warmup=2), "--ranks 0: expected at least 1"),
+    (Control(ranks=2, warmup=-1), "--warmup -1: expected 0 or more"),
+    (Control(ranks=2, warmup=8, iterations=8), "--iterations 8: expected more than --warmup 8"),
+    (Control(ranks=2, warmup=2, timeout_s=0.0), "--timeout 0.0: expected a positive number"),
+])
+def test_impossible_controls_are_refused_before_anything_starts(tmp_path: Path, control: Control, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", control=control))
+    assert not (tmp_path / "session/experiments").exists()  # no probe, no scene
+
+
+def test_missing_workload_cwd_is_bad_input_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="working directory not found"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", cwd=tmp_path / "gone"))
+    assert not (tmp_path / "session/experiments").exists()

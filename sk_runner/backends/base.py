@@ -29,6 +29,17 @@ class Control:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def check(self) -> None:
+        """Refuse controls that no workload could satisfy, before anything starts."""
+        if self.ranks < 1:
+            raise UsageError(f"--ranks {self.ranks}: expected at least 1")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup {self.warmup}: expected 0 or more")
+        if self.iterations is not None and self.iterations <= self.warmup:
+            raise UsageError(f"--iterations {self.iterations}: expected more than --warmup {self.warmup} (decode samples must remain after warm-up)")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise UsageError(f"--timeout {self.timeout_s}: expected a positive number of seconds")
+
 
 @dataclass(frozen=True)
 class RunRequest:

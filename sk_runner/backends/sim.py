@@ -27,12 +27,18 @@ class SimBackend:
     name = "sim"
 
     def __init__(self, network: str | None = None, extra_args: list[str] | None = None) -> None:
-        self.network = network
+        # a spec file is passed absolute: a profile runs the simulator inside its capture root
+        self.network = str(Path(network).resolve()) if network and Path(network).is_file() else network
         self.extra_args = list(extra_args or [])
 
     def check_ready(self) -> None:
+        """The simulator is importable and ``--network`` names a loadable scenario (else InputError)."""
         if importlib.util.find_spec(SIM_MODULE) is None:
             raise EnvironmentBlocker(f"the simulator ({SIM_MODULE}) is not installed")
+        if self.network is not None:
+            from sk_runner.sim.network import load_network
+
+            load_network(self.network)
 
     def argv(self, request: RunRequest) -> list[str]:
         c = request.control
