@@ -81,7 +81,8 @@ def ensure_matrix(session: SweepSession, backend: Backend, say: Say) -> None:
     probes = probe_candidates(session, backend, say)
     probes_path = session.root / PROBES_DIR / "probes.json"
     write_json(probes_path, probes)
-    init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path))
+    init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
+                seed_source=session.seed_config_path)
     session.ledger.append(
         "matrix_built",
         {"probes": f"{PROBES_DIR}/probes.json", "probes_fingerprint": fingerprint(probes),

@@ -7,21 +7,37 @@ from pathlib import Path
 from typing import Any
 
 import click
+from jsonpointer import JsonPointerException, resolve_pointer
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EXIT_OK, InputError, IntegrityError
 from sk_analytics.ledger import Ledger
 from sk_analytics.strict_json import load_config_file, load_json_file
 from sk_analytics.stage_o.matrix import build_matrix, check_frozen, freeze_matrix, load_matrix
+from sk_analytics.stage_o.options import options_root
 
 MATRIX_NAME = "matrix.json"
 
 
-def init_matrix(session: Path, seed_config: dict[str, Any], probes: list[dict[str, Any]], *, root: str | None = None, probes_source: str = "probes") -> Path:
-    """Write ``<session>/matrix.json`` (unfrozen); a frozen matrix is never replaced."""
+def init_matrix(
+    session: Path, seed_config: dict[str, Any], probes: list[dict[str, Any]], *, root: str | None = None, probes_source: str = "probes",
+    seed_source: str | Path = "SEED config",
+) -> Path:
+    """Write ``<session>/matrix.json`` (unfrozen); a frozen matrix is never replaced.
+
+    The options object (``root``, else the layout's default) must exist in the
+    SEED: every trial changes one pointer inside it.
+    """
     target = session / MATRIX_NAME
     if target.exists() and "freeze" in load_matrix(target):
         raise IntegrityError(f"{target}: the option matrix is frozen and immutable; start a new session to change it")
+    pointer = root or options_root(seed_config)
+    try:
+        options = resolve_pointer(seed_config, pointer, None)
+    except JsonPointerException as exc:
+        raise InputError(None, f"--options-root {pointer!r} is not an RFC 6901 pointer: {exc}") from None
+    if not isinstance(options, dict):
+        raise InputError(seed_source, f"no options object at {pointer}", expected="the super_kernel_optimize_options object of the SEED (--options-root)")
     matrix = build_matrix(seed_config, probes, root=root, probes_source=probes_source)
     write_json(target, matrix)
     return target
@@ -54,11 +70,11 @@ def matrix() -> None:
 
 
 @matrix.command("init")
-@click.option("--session", "session", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--session", "session", required=True, type=click.Path(file_okay=False, path_type=Path), help="Session folder (matrix.json is written there).")
 @click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Frozen Sbest-SEED execution config (JSON or YAML).")
 @click.option("--probes", "probes", required=True, type=click.Path(dir_okay=False, path_type=Path), help="JSON list of exact-value probe results.")
-@click.option("--options-root", default=None, help="RFC 6901 pointer of the options object (auto-detected).")
-def init(session: Path, config: Path, probes: Path, options_root: str | None) -> int:
+@click.option("--options-root", "root", default=None, help="RFC 6901 pointer of the options object (auto-detected).")
+def init(session: Path, config: Path, probes: Path, root: str | None) -> int:
     """Build superkernel-winner-option-matrix-v1 from the registry and probe results."""
     seed = load_config_file(config)
     probe_list = load_json_file(probes)
@@ -66,14 +82,14 @@ def init(session: Path, config: Path, probes: Path, options_root: str | None) ->
         raise InputError(config, "SEED config must be a JSON object")
     if not isinstance(probe_list, list):
         raise InputError(probes, "probe results must be a JSON list")
-    target = init_matrix(session, seed, probe_list, root=options_root, probes_source=str(probes))
+    target = init_matrix(session, seed, probe_list, root=root, probes_source=str(probes), seed_source=config)
     entries = load_matrix(target)["entries"]
     click.echo(f"{target}: {len(entries)} entries ({sum(e['probe_evidence']['ready'] for e in entries)} probe-ready)")
     return EXIT_OK
 
 
 @matrix.command("freeze")
-@click.option("--session", "session", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--session", "session", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path), help="Session folder holding matrix.json.")
 def freeze(session: Path) -> int:
     """Seal the matrix with its fingerprint; any later edit is refused."""
     fp = freeze_session_matrix(session)
