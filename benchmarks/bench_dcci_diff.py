@@ -10,6 +10,11 @@ its peak RSS is its own):
 * a straightforward pandas implementation of those statistics;
 * the same statistics as one DuckDB SQL query.
 
+Each contender's best wall time of ``--repeat`` round-robin runs is printed with its least
+CPU time (all threads: on a shared machine the steadier figure of work done), the like-for-like
+contenders with a fingerprint of their statistics (they must agree) and ``ours_stats`` with
+its stage times; the load average is printed before and after.
+
 Targets (issue 7): >= 10x faster than pandas, within 1.5x of DuckDB, peak RSS <= 2 GB.
 
     python benchmarks/bench_dcci_diff.py [--iterations 125] [--sks 50] [--children 8] [--cores 40]
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -152,9 +158,13 @@ def run_ours_stats(folder: Path, warmup: int) -> dict[str, Any]:
     from sk_analytics.dcci.classify import robust_stats
     from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences_plan
 
+    clock = [time.perf_counter()]
     events = pl.collect_all([_events(folder, side).select(EVENT_COLUMNS) for side in SIDES])
+    clock.append(time.perf_counter())
     occurrences = pl.collect_all([sk_occurrences_plan(e) for e in events])
+    clock.append(time.perf_counter())
     timings = pl.collect_all([child_timings(e, occ) for e, occ in zip(events, occurrences)])
+    clock.append(time.perf_counter())
     post = pl.col("occurrence") >= warmup
     sks = pl.concat([occ.lazy().filter(post).with_columns(side=pl.lit(side)) for side, occ in zip(SIDES, occurrences)])
     children = pl.concat([ch.lazy().filter(post).with_columns(side=pl.lit(side)) for side, ch in zip(SIDES, timings)])
@@ -162,8 +172,10 @@ def run_ours_stats(folder: Path, warmup: int) -> dict[str, Any]:
     wall = robust_stats(children, ["side", "sk_id", "node_id"], "wall_us")
     lane = robust_stats(children, ["side", "sk_id", "node_id"], "max_lane_us")
     sk, wall, lane = pl.collect_all([sk, wall, lane])
+    clock.append(time.perf_counter())
+    stages = dict(zip(("read", "occurrences", "child_timings", "stats"), (round(b - a, 3) for a, b in zip(clock, clock[1:]))))
     return {"sk_rows": sk.height, "child_rows": wall.height + lane.height,
-            "check": _check(sk["p50_us"].sum(), wall["p90_us"].sum(), lane["mad_us"].sum())}
+            "check": _check(sk["p50_us"].sum(), wall["p90_us"].sum(), lane["mad_us"].sum()), "stages_s": stages}
 
 
 def _check(sk_p50: float, child_wall_p90: float, child_lane_mad: float) -> list[float]:
@@ -280,10 +292,15 @@ def _child(name: str, folder: Path, warmup: int) -> None:
 
     for module in PRELOAD[name]:
         importlib.import_module(module)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = CONTENDERS[name](folder, warmup)
-    elapsed = time.perf_counter() - start
-    print(json.dumps({"name": name, "seconds": elapsed, "peak_mb": _peak_kb() / 1024, "result": result}))
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"name": name, "seconds": elapsed, "cpu_seconds": cpu, "peak_mb": _peak_kb() / 1024, "result": result}))
+
+
+def _load() -> str:
+    """The 1/5/15-minute load averages (other work on a shared machine skews every figure)."""
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def _peak_kb() -> int:
@@ -325,15 +342,18 @@ def main() -> None:
         print(f"generated 2 profiles: {n_child:,} child events + {n_all - n_child:,} span events each "
               f"({args.sks} SKs x {args.children} children x {args.cores} cores x {args.iterations} iterations) "
               f"in {time.perf_counter() - start:.1f} s")
+        print(f"load average before: {_load()}")
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONTENDERS}
         for _ in range(args.repeat):  # round robin: every contender sees the same machine load
             for name in CONTENDERS:
                 out = subprocess.run([sys.executable, __file__, "--warmup", str(args.warmup), "--child", name, str(folder)],
                                      check=True, capture_output=True, text=True)
                 runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"load average after:  {_load()}")
         figures = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
         for name, best in figures.items():
-            print(f"{name:>11}: {best['seconds']:7.2f} s  peak RSS {best['peak_mb']:7.0f} MB  {best['result']}")
+            cpu = min(r["cpu_seconds"] for r in runs[name])
+            print(f"{name:>11}: {best['seconds']:7.2f} s  (CPU {cpu:5.2f} s)  peak RSS {best['peak_mb']:7.0f} MB  {best['result']}")
         ours, stats = figures["ours"]["seconds"], figures["ours_stats"]["seconds"]
         pandas_s, duck_s = figures["pandas"]["seconds"], figures["duckdb"]["seconds"]
         peak = figures["ours"]["peak_mb"]
@@ -343,6 +363,9 @@ def main() -> None:
             (pandas_s / ours >= 10.0, ">= 10x faster than pandas (end to end)"),
             (ours / duck_s <= 1.5, "within 1.5x of DuckDB (end to end)"),
             (stats / duck_s <= 1.5, "within 1.5x of DuckDB (like-for-like statistics)"),
+            (pandas_s / stats >= 10.0, ">= 10x faster than pandas (like-for-like statistics)"),
+            (len({str(figures[n]["result"]["check"]) for n in ("ours_stats", "pandas", "duckdb")}) == 1,
+             "ours_stats, pandas and duckdb agree on the statistics fingerprint"),
             (peak <= 2048.0, f"peak RSS <= 2 GB ({peak:.0f} MB)"),
         ]
         for ok, text in checks:
