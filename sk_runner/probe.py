@@ -29,6 +29,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.stage_o.options import options_root
+from sk_runner.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
 from sk_runner.process import ProcessResult, run_process
@@ -147,15 +148,8 @@ def probe_config(option: str, value: Any, base_config: Mapping[str, Any] | None)
 
 
 def _attempt_dir(out_dir: Path, options: Mapping[str, Any]) -> Path:
-    folder = out_dir / "+".join(sorted(options)) / f"value-{fingerprint(dict(options))[:8]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    n = 1 + max((int(p.name[8:]) for p in folder.glob("attempt-*") if p.name[8:].isdigit()), default=0)
-    while True:
-        try:
-            (folder / f"attempt-{n}").mkdir()
-            return folder / f"attempt-{n}"
-        except FileExistsError:
-            n += 1
+    """A new ``<out>/<options>/value-<sha8>/attempt-<n>`` (a probe never reuses a folder)."""
+    return new_attempt_dir(out_dir / "+".join(sorted(options)) / f"value-{fingerprint(dict(options))[:8]}")[1]
 
 
 def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tuple[list[str], list[str]]:

@@ -20,7 +20,6 @@ Layout (outside the roots nothing is ever overwritten)::
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from sk_analytics.contract import (
 )
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
+from sk_runner.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest
 from sk_runner.config import load_config, scrub_env
 from sk_runner.fingerprint import source_revision
@@ -51,8 +51,6 @@ DEFAULT_PROFILE_ITERATIONS = 40
 DEFAULT_MAX_ATTEMPTS = 3
 MIN_POST_WARMUP = 3
 """Per-SK alignment needs at least three post-warm-up occurrences (protocol §6)."""
-
-_ATTEMPT = re.compile(r"^attempt-(\d+)(\..*)?$")
 
 ProgressFn = Callable[[str], None]
 
@@ -171,27 +169,6 @@ class ProfileResult:
         return data
 
 
-def next_attempt(diag_dir: Path) -> int:
-    """1 + the highest attempt number that left anything in ``diag_dir``."""
-    if not diag_dir.is_dir():
-        return 1
-    numbers = [int(m.group(1)) for name in os.listdir(diag_dir) if (m := _ATTEMPT.match(name))]
-    return max(numbers, default=0) + 1
-
-
-def _new_root(diag_dir: Path) -> tuple[int, Path]:
-    """Create a brand-new attempt folder (exclusive mkdir: never an old root)."""
-    diag_dir.mkdir(parents=True, exist_ok=True)
-    while True:
-        n = next_attempt(diag_dir)
-        root = diag_dir / f"attempt-{n}"
-        try:
-            root.mkdir()
-        except FileExistsError:
-            continue
-        return n, root
-
-
 def buffer_full_lines(manifest: Mapping[str, Any], root: Path) -> list[str]:
     """``super_kernel.log`` files of the collection that report a full sk_prof buffer."""
     from sk_analytics.ingest.super_kernel_log import is_child_trace_complete, parse_super_kernel_log
@@ -250,7 +227,7 @@ class _Collector:
         control = replace(spec.control, iterations=iterations)
         # an incomplete workload identity fails here, before any root exists
         workload = profile_workload(spec.backend.workload(control), spec.workload, control)
-        n, root = _new_root(spec.diag_dir)
+        n, root = new_attempt_dir(spec.diag_dir)
         stem = spec.diag_dir / f"attempt-{n}"
         session_path = stem.with_name(f"attempt-{n}.session.json")
         config_path = stem.with_name(f"attempt-{n}.config.json")

@@ -27,6 +27,7 @@ from typing import Any
 
 from sk_analytics.atomic import write_json, write_text
 from sk_analytics.fingerprint import sha256_file
+from sk_runner.attempts import new_attempt_dir
 from sk_runner.process import ProcessResult
 
 SCENE_SCHEMA = "sk-tune-failure-scene-v1"
@@ -100,27 +101,6 @@ def scenes_root(round_dir: Path) -> Path:
     return round_dir / SCENES_DIR
 
 
-def existing_scenes(round_dir: Path) -> list[Path]:
-    """Attempt folders already present (sealed or not), in attempt order."""
-    root = scenes_root(round_dir)
-    found = [p for p in root.glob("attempt-*") if p.is_dir() and p.name[8:].isdigit()] if root.is_dir() else []
-    return sorted(found, key=lambda p: int(p.name[8:]))
-
-
-def _new_attempt_dir(round_dir: Path) -> tuple[int, Path]:
-    """Create the next ``attempt-<n>`` exclusively (a concurrent creator gets n+1)."""
-    root = scenes_root(round_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    n = max((int(p.name[8:]) for p in existing_scenes(round_dir)), default=0) + 1
-    while True:
-        folder = root / f"attempt-{n}"
-        try:
-            folder.mkdir()
-            return n, folder
-        except FileExistsError:
-            n += 1
-
-
 def _tail(path: Path | None, chars: int = STDERR_TAIL_CHARS) -> str:
     if path is None or not path.is_file():
         return ""
@@ -136,9 +116,8 @@ def _copy_artifacts(record: SceneRecord, dest: Path) -> list[dict[str, Any]]:
     dest.mkdir()
     if record.raw_dir.is_dir():
         shutil.copytree(record.raw_dir, dest / "run", symlinks=True)
-    for extra, name in ((record.config_path, "config.json"),):
-        if extra.is_file():
-            shutil.copy2(extra, dest / name)
+    if record.config_path.is_file():
+        shutil.copy2(record.config_path, dest / "config.json")
     files = []
     for path in sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()):
         files.append({"path": path.relative_to(dest.parent).as_posix(), "sha256": sha256_file(path), "size": path.stat().st_size})
@@ -256,7 +235,7 @@ def _seconds(value: Any) -> str:
 
 def seal_scene(round_dir: Path, record: SceneRecord) -> Path:
     """Seal a new, never-overwritten scene folder for ``record``; return it."""
-    attempt, folder = _new_attempt_dir(round_dir)
+    attempt, folder = new_attempt_dir(scenes_root(round_dir))
     files = _copy_artifacts(record, folder / "artifacts")
     doc = scene_document(record, attempt, folder, files)
     write_text(folder / "scene.md", render_scene_md(doc))
