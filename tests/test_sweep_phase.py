@@ -107,12 +107,30 @@ def test_manifest_missing_field(tmp_path: Path) -> None:
         ({"accepted_option_values": [{"option": "bogus", "value": 1}]}, 2, "registered option"),
         ({"workload": {"backend": "command"}}, 2, "needs a workload command"),
         ({"session": None}, 2, "no session folder"),
+        # every workload/policy field is type-checked at entry (a bad seed used to raise a traceback)
+        ({"workload": {"backend": "sim", "seed": "x"}}, 2, "(record workload/seed): workload/seed is 'x' (expected an integer >= 0)"),
+        ({"workload": {"backend": "sim", "ranks": 2.5}}, 2, "workload/ranks is 2.5 (expected an integer >= 1)"),
+        ({"workload": {"backend": "sim", "ranks": True}}, 2, "workload/ranks is True"),
+        ({"workload": {"backend": "sim", "iterations": "30"}}, 2, "workload/iterations is '30' (expected an integer >= 1 or null)"),
+        ({"workload": {"backend": "sim", "iterations": 8, "warmup": 8}}, 2, "workload/iterations 8 is not more than workload/warmup 8"),
+        ({"workload": {"backend": "sim", "noise": "loud"}}, 2, "workload/noise is 'loud'"),
+        ({"workload": {"backend": "command", "command": "python x.py"}}, 2, "workload command must be a list of strings"),
+        ({"policy": {"timeout_s": 0}}, 2, "policy/timeout_s is 0 (expected a number > 0)"),
+        ({"policy": {"max_collect_attempts": "2"}}, 2, "policy/max_collect_attempts is '2' (expected an integer >= 1)"),
+        ({"policy": {"min_trial_runs": 2}}, 2, "policy/min_trial_runs is 2 (expected an integer >= 3)"),
+        ({"policy": {"budget_runs": 0}}, 2, "policy/budget_runs is 0"),
+        ({"policy": {"bogus": 1}}, 2, "unknown policy field(s) ['bogus']"),
+        ({"policy": [1]}, 2, "policy must be a JSON object"),
+        ({"policy": {"authorisations": "aggressive"}}, 2, "policy/authorisations must be a list of strings"),
+        ({"policy": {"operator_adaptation": "yes"}}, 2, "policy/operator_adaptation must be true or false"),
+        ({"policy": {"max_risk": "extreme"}}, 2, "policy/max_risk is 'extreme' (expected low or medium or high)"),
     ],
 )
 def test_bad_task(tmp_path: Path, capsys: pytest.CaptureFixture[str], task_change: dict[str, Any], code: int, needle: str) -> None:
     task = _write(tmp_path, **task_change)
     assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == code
-    assert needle in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
 
 
 def test_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

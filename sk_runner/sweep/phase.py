@@ -17,11 +17,12 @@ from typing import Any
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import read_records
-from sk_analytics.stage_o.machine import Policy
+from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
 from sk_analytics.strict_json import load_config_file, load_json_file
 from sk_runner.backends.base import Control
 from sk_runner.sweep.handoff import HANDOFF_SCHEMA
+from sk_runner.trial import MIN_TRIAL_RUNS
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
@@ -57,6 +58,18 @@ def _field(data: dict[str, Any], key: str, kind: type | tuple[type, ...], path: 
     return value
 
 
+def _our_document(path: Path, schema: str, what: str) -> dict[str, Any]:
+    """``path`` as a JSON object of ``schema`` addressed to this agent (else a one-line InputError)."""
+    data = load_json_file(path)
+    if not isinstance(data, dict):
+        raise InputError(path, f"{what} must be a JSON object")
+    if data.get("schema_version") != schema:
+        raise InputError(path, f"schema_version is {data.get('schema_version')!r}", record="schema_version", expected=schema)
+    if _field(data, "agent_id", str, path, what) != AGENT_ID:
+        raise InputError(path, f"agent_id is {data['agent_id']!r}: not a stage-O {what}", record="agent_id", expected=AGENT_ID)
+    return data
+
+
 def resolve_tool(name: str) -> tuple[str, str] | None:
     """Our command for a runtime tool name, if its module is installed."""
     from sk_analytics.cli import COMMANDS as ANALYZE
@@ -78,15 +91,9 @@ def resolve_tool(name: str) -> tuple[str, str] | None:
 
 def validate_phase_manifest(path: Path) -> dict[str, Any]:
     """The manifest, or an error naming the missing/invalid field or unresolvable tool."""
-    data = load_json_file(path)
-    if not isinstance(data, dict):
-        raise InputError(path, "phase manifest must be a JSON object")
-    if data.get("schema_version") != PHASE_SCHEMA:
-        raise InputError(path, f"schema_version is {data.get('schema_version')!r}", record="schema_version", expected=PHASE_SCHEMA)
+    data = _our_document(path, PHASE_SCHEMA, "phase manifest")
     if _field(data, "phase", str, path, "phase manifest") != PHASE:
         raise InputError(path, f"phase is {data['phase']!r}", record="phase", expected=PHASE)
-    if _field(data, "agent_id", str, path, "phase manifest") != AGENT_ID:
-        raise InputError(path, f"agent_id is {data['agent_id']!r}", record="agent_id", expected=AGENT_ID)
     if not _field(data, "skill", str, path, "phase manifest").strip():
         raise InputError(path, "skill is empty", record="skill")
     tools = _field(data, "runtime_tools", list, path, "phase manifest")
@@ -126,13 +133,7 @@ def _relative(base: Path, value: str) -> Path:
 def validate_task(path: Path) -> StageOTask:
     """Validate the dispatched task and everything it points at."""
     path = Path(path)
-    data = load_json_file(path)
-    if not isinstance(data, dict):
-        raise InputError(path, "task must be a JSON object")
-    if data.get("schema_version") != TASK_SCHEMA:
-        raise InputError(path, f"schema_version is {data.get('schema_version')!r}", record="schema_version", expected=TASK_SCHEMA)
-    if _field(data, "agent_id", str, path, "task") != AGENT_ID:
-        raise InputError(path, f"agent_id is {data['agent_id']!r}: not a stage-O task", record="agent_id", expected=AGENT_ID)
+    data = _our_document(path, TASK_SCHEMA, "task")
     here = path.parent
     manifest = validate_phase_manifest(_relative(here, _field(data, "phase_manifest", str, path, "task")))
     seed = _field(data, "seed", dict, path, "task")
@@ -156,21 +157,74 @@ def validate_task(path: Path) -> StageOTask:
     clean_path = _relative(here, _field(clean, "path", str, path, "clean_artifacts"))
     if not clean_path.is_dir() or not any(clean_path.glob("run-*/log_*.log")):
         raise InputError(clean_path, "S0 clean artifacts not found", record="clean_artifacts/path", expected="a folder with run-*/log_<rank>.log")
-    workload = _field(data, "workload", dict, path, "task")
-    backend = BackendSpec(str(workload.get("backend", "sim")), workload.get("network"), workload.get("noise"),
-                          tuple(workload.get("command") or ()))
-    if backend.name not in ("sim", "command", "npu"):
-        raise InputError(path, f"unknown backend {backend.name!r}", record="workload/backend", expected="sim, command or npu")
-    if backend.name != "sim" and not backend.command:
-        raise InputError(path, f"backend {backend.name} needs a workload command", record="workload/command")
-    try:
-        control = Control(int(workload.get("ranks", 8)), workload.get("iterations"), int(workload.get("warmup", 8)))
-        policy = Policy.from_json(data.get("policy") or {})
-    except (TypeError, ValueError) as exc:
-        raise InputError(path, f"workload/policy invalid: {exc}", record="policy") from exc
+    backend, control, seed_value = _workload(_field(data, "workload", dict, path, "task"), path)
     session = data.get("session")
-    return StageOTask(path, data, manifest, seed_config, backend, control, policy, int(workload.get("seed", 0)),
+    return StageOTask(path, data, manifest, seed_config, backend, control, _policy(data.get("policy"), path), seed_value,
                       _relative(here, session) if isinstance(session, str) else None)
+
+
+def _number(value: Any, path: Path, record: str, *, minimum: float, integer: bool, optional: bool = False, positive: bool = False) -> Any:
+    """``value`` when it is a number (an integer if asked) not below ``minimum``
+    (above 0 when ``positive``; None allowed when ``optional``); else a one-line InputError."""
+    if value is None and optional:
+        return None
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum or (positive and value <= 0):
+        bound = "> 0" if positive else f">= {minimum}"
+        what = f"{'an integer' if integer else 'a number'} {bound}" + (" or null" if optional else "")
+        raise InputError(path, f"{record} is {value!r}", record=record, expected=what)
+    return value
+
+
+def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Control, int]:
+    """Backend, run controls and seed of the task's ``workload`` (every field type-checked)."""
+    name = workload.get("backend", "sim")
+    if name not in ("sim", "command", "npu"):
+        raise InputError(path, f"unknown backend {name!r}", record="workload/backend", expected="sim, command or npu")
+    command = workload.get("command") or []
+    if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
+        raise InputError(path, "workload command must be a list of strings", record="workload/command", expected='["python", "infer.py", "{config}"]')
+    if name != "sim" and not command:
+        raise InputError(path, f"backend {name} needs a workload command", record="workload/command")
+    network = workload.get("network")
+    if network is not None and not isinstance(network, str):
+        raise InputError(path, f"workload/network is {network!r}", record="workload/network", expected="a scenario name or spec file")
+    noise = _number(workload.get("noise"), path, "workload/noise", minimum=0, integer=False, optional=True)
+    control = Control(
+        _number(workload.get("ranks", 8), path, "workload/ranks", minimum=1, integer=True),
+        _number(workload.get("iterations"), path, "workload/iterations", minimum=1, integer=True, optional=True),
+        _number(workload.get("warmup", 8), path, "workload/warmup", minimum=0, integer=True),
+    )
+    if control.iterations is not None and control.iterations <= control.warmup:
+        raise InputError(path, f"workload/iterations {control.iterations} is not more than workload/warmup {control.warmup}",
+                         record="workload/iterations", expected="decode samples left after warm-up")
+    seed = _number(workload.get("seed", 0), path, "workload/seed", minimum=0, integer=True)
+    return BackendSpec(name, network, None if noise is None else float(noise), tuple(command)), control, seed
+
+
+def _policy(raw: Any, path: Path) -> Policy:
+    """The task's ``policy`` (absent: the protocol defaults), every field type-checked."""
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise InputError(path, "policy must be a JSON object", record="policy")
+    known = {f.name for f in dataclasses.fields(Policy)}
+    if set(raw) - known:
+        raise InputError(path, f"unknown policy field(s) {sorted(set(raw) - known)}", record="policy", expected=f"fields among {sorted(known)}")
+    auth = raw.get("authorisations", [])
+    if not isinstance(auth, list) or not all(isinstance(a, str) for a in auth):
+        raise InputError(path, "policy/authorisations must be a list of strings", record="policy/authorisations")
+    if not isinstance(raw.get("operator_adaptation", False), bool):
+        raise InputError(path, "policy/operator_adaptation must be true or false", record="policy/operator_adaptation")
+    if raw.get("max_risk", "high") not in RISK_ORDER:
+        raise InputError(path, f"policy/max_risk is {raw['max_risk']!r}", record="policy/max_risk", expected=" or ".join(RISK_ORDER))
+    for name in ("timeout_s", "risky_timeout_s"):
+        if name in raw:
+            _number(raw[name], path, f"policy/{name}", minimum=0, integer=False, positive=True)
+    for name, minimum in (("min_trial_runs", MIN_TRIAL_RUNS), ("incumbent_runs", MIN_TRIAL_RUNS), ("max_collect_attempts", 1)):
+        if name in raw:
+            _number(raw[name], path, f"policy/{name}", minimum=minimum, integer=True)
+    _number(raw.get("budget_runs"), path, "policy/budget_runs", minimum=1, integer=True, optional=True)
+    return Policy.from_json(raw)
 
 
 def plan(task: StageOTask, session: Path) -> dict[str, Any]:
