@@ -10,7 +10,7 @@ import click
 from sk_analytics.contract import CAPTURE_ROLES
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 from sk_analytics.strict_json import load_config_file
-from sk_runner.backends import make_backend
+from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.profile import (
     DEFAULT_MAX_ATTEMPTS,
@@ -33,7 +33,8 @@ from sk_runner.profile import (
 @click.option("--ranks", default=8, show_default=True, type=click.IntRange(min=1), help="ranks (TP)")
 @click.option("--timeout", "timeout_s", default=None, type=click.FloatRange(min=0, min_open=True),
               help="seconds before the producer's process group is killed")
-@click.option("--backend", default="sim", show_default=True, type=click.Choice(["sim", "command", "npu"]))
+@click.option("--backend", default="sim", show_default=True, type=click.Choice(BACKENDS),
+              help="where the producer runs: the simulator, a torch_npu script, or any command after '--'")
 @click.option("--network", default=None, help="simulator network (sim backend)")
 @click.option("--workload", "workload_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="workload identity fields (JSON/YAML: model, input, batch, mode, runtime …)")
