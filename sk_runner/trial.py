@@ -293,8 +293,14 @@ class _Trial:
         return record, config_path
 
     # -- processes -----------------------------------------------------------------
-    def child_env(self, request: RunRequest) -> dict[str, str]:
-        return {**scrub_env(self.env), **request.contract_env()}
+    @property
+    def workload_cwd(self) -> Path:
+        """Where every workload process of this trial starts (``--cwd``, else ours)."""
+        return (self.spec.cwd or Path.cwd()).resolve()
+
+    def child_env(self, contract_env: Mapping[str, str]) -> dict[str, str]:
+        """The caller's environment without unclean switches, plus the contract variables."""
+        return {**scrub_env(self.env), **contract_env}
 
     def move_aside(self, folder: Path) -> None:
         """An incomplete run folder (no meta.json) is kept, out of the way."""
@@ -346,9 +352,8 @@ class _Trial:
     def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
         request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
         argv = self.spec.backend.argv(request)
-        cwd = (self.spec.cwd or Path.cwd()).resolve()
         try:
-            result = run_process(argv, cwd=cwd, env=self.child_env(request), stdout_path=run_dir / "stdout.txt",
+            result = run_process(argv, cwd=self.workload_cwd, env=self.child_env(request.contract_env()), stdout_path=run_dir / "stdout.txt",
                                  stderr_path=run_dir / "stderr.txt", timeout_s=self.spec.control.timeout_s)
         except EnvironmentBlocker as exc:
             self.move_aside(run_dir)
@@ -357,7 +362,6 @@ class _Trial:
 
     def meta(self, stage: str, run_name: str, request: RunRequest, argv: list[str], result: ProcessResult,
              outcome: RunOutcome, config_sha: str, trial_fp: str) -> dict[str, Any]:
-        env = self.child_env(request)
         meta: dict[str, Any] = {
             "schema_version": META_SCHEMA,
             "round": self.spec.round,
@@ -365,9 +369,9 @@ class _Trial:
             "stage": stage,
             "run": run_name,
             "command": argv,
-            "cwd": str((self.spec.cwd or Path.cwd()).resolve()),
+            "cwd": str(self.workload_cwd),
             "contract_env": request.contract_env(),
-            "env_hash": env_hash(env),
+            "env_hash": env_hash(self.child_env(request.contract_env())),
             "config_path": str(request.config_path),
             "config_sha256": config_sha,
             "seed": request.seed,
@@ -453,8 +457,8 @@ class _Round:
         spec = self.spec
         rec = SceneRecord(
             session=spec.session, round=spec.round, stage=stage, run=run_name, outcome=outcome, message=message,
-            argv=argv, cwd=(spec.cwd or Path.cwd()).resolve(), contract_env=contract_env,
-            env_hash=env_hash({**scrub_env(self.trial.env), **contract_env}), config_path=config,
+            argv=argv, cwd=self.trial.workload_cwd, contract_env=contract_env,
+            env_hash=env_hash(self.trial.child_env(contract_env)), config_path=config,
             config_sha256=sha256_file(config), config_diff=self.derived.patch, timeout_s=spec.control.timeout_s,
             backend=spec.backend.name, process=proc, raw_dir=raw, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
             fingerprints=self.record["fingerprints"], gate_progress=self.gate_progress(correctness, last),
