@@ -128,6 +128,14 @@ def test_duplicate_candidate_names_exit_2(capsys, folders) -> None:
     assert code == 2 and "duplicate names: O1" in err
 
 
+def test_candidate_named_like_the_incumbent_exit_2(capsys, folders) -> None:
+    """``recommended: baseline`` means "incumbent retained"; a winning candidate of that name would read the same."""
+    base, win, _ = folders
+    code, out, err = run_cli(capsys, *trial_args(base, f"baseline={win}"))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "may not be named 'baseline'" in err
+
+
 def _to_parquet(folder: Path, data_dir: Path, round_: str, role: str) -> None:
     frame = read_candidate(folder, expected_ranks=2, warmup=2)
     for run in frame["run"].unique().to_list():

@@ -14,7 +14,7 @@ import polars as pl
 
 from sk_analytics.errors import UsageError
 from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP, check_candidate
-from sk_analytics.option_trial.gate import evaluate_candidate, evaluate_stability, improvement_pct, selection
+from sk_analytics.option_trial.gate import INCUMBENT, evaluate_candidate, evaluate_stability, improvement_pct, selection
 from sk_analytics.option_trial.inference import trial_statistics
 from sk_analytics.option_trial.summary import RunMetric, summarize
 
@@ -72,6 +72,9 @@ def evaluate_option_trial(
         raise UsageError(f"unknown gate {gate!r} (expected one of {', '.join(GATE_MODES)})")
     if not candidates:
         raise UsageError("option-trial needs at least one candidate")
+    if INCUMBENT in candidates:
+        # selection.recommended == "baseline" means "keep the incumbent": a candidate of that name would be indistinguishable
+        raise UsageError(f"a candidate may not be named {INCUMBENT!r} (it is the name of the retained incumbent)")
     paths = dict(candidate_paths or {})
     base_summary, base_metrics = _summarize_checked(
         baseline, label=baseline_path, warmup=warmup, expected_ranks=expected_ranks

@@ -26,6 +26,8 @@ MIN_IMPROVEMENT_PCT = 0.0
 ALLOW_P90_REGRESSION_PCT = 0.0
 ALLOW_STDDEV_REGRESSION_PCT = 0.0
 STAGE = "winner_option_trial"
+INCUMBENT = "baseline"
+"""``selection.recommended`` when no candidate is accepted (legacy value); never a candidate name."""
 
 CHECK_NAMES = (
     "baseline_stable",
@@ -161,7 +163,7 @@ def selection(candidates: Mapping[str, Mapping[str, Any]], accepted: Mapping[str
 
     ranked = sorted(candidates, key=key)
     eligible = [name for name in ranked if accepted[name]]
-    recommended = eligible[0] if eligible else "baseline"
+    recommended = eligible[0] if eligible else INCUMBENT
     protocol_accepted = [n for n in ranked if candidates[n]["option_trial_evaluation"]["accepted"]]
     return {
         "stage": STAGE,
@@ -169,7 +171,7 @@ def selection(candidates: Mapping[str, Mapping[str, Any]], accepted: Mapping[str
         "best_superkernel_candidate": ranked[0] if ranked else None,
         "recommended": recommended,
         "selected_for_deep_analysis": None,
-        "baseline_retained": recommended == "baseline",
+        "baseline_retained": recommended == INCUMBENT,
         "promoted_candidates": [],
         "screening_eligible_candidates": [],
         "ranked_eligible_candidates": [],
