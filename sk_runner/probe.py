@@ -26,6 +26,7 @@ import polars as pl
 from jsonpointer import JsonPointer
 
 from sk_analytics.atomic import write_json
+from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.stage_o.options import options_root
@@ -137,12 +138,16 @@ class ProbeResult:
         }
 
 
-def probe_config(option: str, value: Any, base_config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``base_config`` (or a minimal torch.compile config) with only ``option`` set to ``value``."""
+def probe_config(option: str, value: Any, base_config: Mapping[str, Any] | None, *, source: str | Path | None = None) -> dict[str, Any]:
+    """``base_config`` (or a minimal torch.compile config) with only ``option`` set to ``value``
+    (``source`` names the base config in errors)."""
     config = copy.deepcopy(dict(base_config if base_config is not None else MINIMAL_CONFIG))
-    node: dict[str, Any] = config
-    for part in JsonPointer(options_root(config)).parts:
-        node = node.setdefault(part, {})
+    root = options_root(config)
+    node: Any = config
+    for part in JsonPointer(root).parts:
+        node = node.setdefault(part, {}) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        raise InputError(source, f"the options at {root} are not an object", expected="a JSON object of SK options")
     node[option] = copy.deepcopy(value)
     return config
 
@@ -209,17 +214,20 @@ def probe_values(
     *,
     out_dir: Path,
     base_config: Mapping[str, Any] | None = None,
+    base_source: str | Path | None = None,
     control: Control = PROBE_CONTROL,
     env: Mapping[str, str] | None = None,
 ) -> ProbeResult:
-    """Probe each exact value; a value the wrapper rejects starts no process."""
+    """Probe each exact value; a value the wrapper rejects starts no process.
+    A base config without an options object is refused first (``base_source`` names it)."""
     backend.check_ready()
+    probe_config(option, None, base_config, source=base_source)
     probes = []
     for value in values:
         verdict = backend.wrapper_check(option, value)
         runtime = None
         if verdict.accepted:
-            config = probe_config(option, value, base_config)
+            config = probe_config(option, value, base_config, source=base_source)
             runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env)
         probes.append(ValueProbe(option, value, verdict, runtime))
     return ProbeResult(option, backend.name, probes)

@@ -40,10 +40,13 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     import os
 
     refuse_dirty_env(os.environ)
+    if not option.strip():
+        raise UsageError("--option needs an SK option name, e.g. auto_op_parallel")
     parsed = [_parse_value(v) for v in values]
     out_dir = out or (session / "probes" if session is not None else Path("sk-probes"))
     base = load_config(config) if config is not None else None
-    result = probe_values(option, parsed, make_backend(backend, list(workload), network=network), out_dir=out_dir, base_config=base)
+    result = probe_values(option, parsed, make_backend(backend, list(workload), network=network), out_dir=out_dir, base_config=base,
+                          base_source=config)
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:

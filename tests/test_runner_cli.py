@@ -121,4 +121,6 @@ def test_unknown_options_are_refused_not_passed_to_the_workload(tmp_path: Path, 
     assert "No such option '--iteration'" in capsys.readouterr().err
     assert run_cli(cli, "sk-run", [*trial, "--ranks", "0"]) == 2
     assert "'--ranks': 0 is not in the range x>=1" in capsys.readouterr().err
+    assert run_cli(cli, "sk-run", ["probe", "--option", " ", "--value", "1", "--out", str(tmp_path / "probes")]) == 2
+    assert "--option needs an SK option name" in capsys.readouterr().err
     assert not (tmp_path / "probes").exists() and not (tmp_path / "session/experiments").exists()

@@ -46,3 +46,18 @@ def test_probe_folders_are_never_reused_and_hold_the_exact_config(tmp_path: Path
     evidence = json.loads((a2 / "probe.json").read_text())
     assert evidence["runtime"]["contract_env"]["ASCEND_OP_COMPILE_SAVE_KERNEL_META"] == "1"
     assert evidence["runtime"]["option_lines"] == ["OptionName: auto_op_parallel, set value: 1"]
+
+
+def test_base_config_whose_options_are_not_an_object_is_refused_before_any_process(tmp_path: Path) -> None:
+    import pytest
+
+    from sk_analytics.errors import InputError
+
+    bad = {"super_kernel_optimize_options": [1, 2]}
+    with pytest.raises(InputError, match=r"^cfg.json: the options at /super_kernel_optimize_options are not an object"):
+        probe_config("auto_op_parallel", 1, bad, source="cfg.json")
+    # refused even when the wrapper would reject every value (no runtime process at all)
+    with pytest.raises(InputError, match="not an object"):
+        probe_values("auto_op_parallel", ['"x"'], CommandBackend([sys.executable, "-c", "pass"]), out_dir=tmp_path / "p",
+                     base_config=bad, base_source="cfg.json")
+    assert not (tmp_path / "p").exists()

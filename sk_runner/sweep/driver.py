@@ -63,7 +63,8 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say) -> list[
     records: list[dict[str, Any]] = []
     for option, values in by_option.items():
         say(f"  探测 {option}: {len(values)} 个精确取值")
-        result = probe_values(option, values, backend, out_dir=session.root / PROBES_DIR, base_config=seed_config)
+        result = probe_values(option, values, backend, out_dir=session.root / PROBES_DIR, base_config=seed_config,
+                              base_source=session.seed_config_path)
         for probe in result.values:
             record = probe.to_record()
             if accepted is not None and (option, canonical_json(probe.value)) not in accepted:
