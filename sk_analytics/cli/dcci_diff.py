@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
+
 
 @click.command("dcci-diff")
 @click.option("--baseline", "baseline", required=True, type=click.Path(path_type=Path, file_okay=False),
@@ -43,4 +45,4 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
         + ", ".join(f"{k}={v}" for k, v in classes.items())
         + f"; repair: {'proposed ' + str(repair['list']) if repair['proposed'] else 'none (' + repair['reason'] + ')'}"
     )
-    return 0 if repair["proposed"] else 1
+    return EXIT_OK if repair["proposed"] else EXIT_NEGATIVE
