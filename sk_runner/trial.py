@@ -35,6 +35,7 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
+from sk_analytics.stage_o.identity import identity_differences
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.base import ParseResult
 from sk_analytics.ingest.collect import ingest_run_dir
@@ -96,6 +97,8 @@ class TrialSpec:
     cwd: Path | None = None
     env: Mapping[str, str] | None = None
     rerun_command: tuple[str, ...] = ()
+    same_identity_as: Path | None = None
+    """Round folder whose recorded source/workload/controls/environment this trial must share."""
 
     @property
     def target_runs(self) -> int:
@@ -215,6 +218,13 @@ class _Trial:
         except EnvironmentBlocker as exc:
             raise self.blocker("environment", exc) from exc
 
+    def require_same_identity(self, recorded_in: Path, recorded: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+        differences = identity_differences(recorded, current)
+        if differences:
+            raise self.blocker("identity", EnvironmentBlocker(
+                f"{recorded_in}: this process would run with another {', '.join(differences)} than recorded there; "
+                "only the declared option may change (protocol §5.1): restore the recorded source/workload/environment"))
+
     def session_seed(self) -> int:
         """``spec.seed``, else ``seed`` of ``<session>/session.json``, else 0."""
         if self.spec.seed is not None:
@@ -250,11 +260,24 @@ class _Trial:
         }
 
     def prepare_round(self, derived: DerivedConfig, seed: int) -> tuple[dict[str, Any], Path]:
-        """Write (first time) or verify (resume) trial.json, config.json, config.diff.json."""
+        """Write (first time) or verify (resume) trial.json, config.json, config.diff.json.
+
+        Before any process starts, the recorded identity (source, workload,
+        controls, environment) must equal the round's own record on resume and
+        the ``same_identity_as`` round's record for a new round (protocol §5.1:
+        only the declared option may change); otherwise an environment blocker.
+        """
         spec = self.spec
         identity = self.identity(derived, seed)
         trial_path = self.dir / "trial.json"
         config_path = self.dir / "config.json"
+        fingerprints = TrialFingerprints(
+            source_revision=source_revision(spec.backend.source_path()),
+            config=derived.config,
+            control=spec.control.to_json(),
+            workload=spec.backend.workload(spec.control),
+            environment=spec.backend.environment(),
+        ).to_json()
         if trial_path.is_file():
             existing = load_json_file(trial_path)
             old = existing.get("identity") if isinstance(existing, dict) else None
@@ -264,14 +287,11 @@ class _Trial:
                                  expected="the same base config, --set, backend, controls and seed to resume, or a new --round")
             if not config_path.is_file() or fingerprint(load_json_file(config_path)) != identity["trial_config_sha256"]:
                 raise InputError(config_path, "trial config changed since the trial started", expected="the config written by sk-run trial")
+            self.require_same_identity(trial_path, existing.get("fingerprints") or {}, fingerprints)
             return existing, config_path
-        fingerprints = TrialFingerprints(
-            source_revision=source_revision(spec.backend.source_path()),
-            config=derived.config,
-            control=spec.control.to_json(),
-            workload=spec.backend.workload(spec.control),
-            environment=spec.backend.environment(),
-        ).to_json()
+        if spec.same_identity_as is not None:
+            reference = spec.same_identity_as / "trial.json"
+            self.require_same_identity(reference, load_json_file(reference).get("fingerprints") or {}, fingerprints)
         self.dir.mkdir(parents=True, exist_ok=True)
         write_json(config_path, derived.config)
         write_json(self.dir / "config.diff.json", derived.patch)

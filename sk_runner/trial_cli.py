@@ -13,7 +13,7 @@ import click
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.config import parse_set
-from sk_runner.trial import Progress, TrialSpec, run_trial
+from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
 
 
 def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -35,7 +35,7 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
     for flag in ("joint_dcci", "incumbent"):
         if params[flag]:
             argv.append("--" + flag.replace("_", "-"))
-    for name in ("runs", "top_up_to", "timeout", "ranks", "iterations", "warmup", "network", "seed"):
+    for name in ("runs", "top_up_to", "timeout", "ranks", "iterations", "warmup", "network", "seed", "same_identity_as"):
         if params[name] is not None:
             argv += ["--" + name.replace("_", "-"), str(params[name])]
     return argv + (["--", *workload] if workload else [])
@@ -59,12 +59,16 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
 @click.option("--network", default=None, help="simulated network (sim)")
 @click.option("--seed", type=int, default=None, help="session seed (default: session.json, else 0)")
 @click.option("--cwd", type=click.Path(path_type=Path, file_okay=False), default=None, help="working directory of the workload")
+@click.option("--same-identity-as", default=None, metavar="ROUND",
+              help="round of the session whose recorded source/workload/controls/environment this trial must share "
+                   "(the incumbent it will be compared with); a difference blocks the trial before it starts")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload", nargs=-1, type=click.UNPROCESSED)
 def trial(
     session: Path, round_name: str, base_config: Path, sets: tuple[str, ...], joint_dcci: bool, incumbent: bool,
     runs: int, top_up_to: int | None, timeout: float | None, backend: str, ranks: int, iterations: int | None,
-    warmup: int, network: str | None, seed: int | None, cwd: Path | None, as_json: bool, workload: tuple[str, ...],
+    warmup: int, network: str | None, seed: int | None, cwd: Path | None, same_identity_as: str | None, as_json: bool,
+    workload: tuple[str, ...],
 ) -> int:
     """Run one clean, fingerprinted trial: probe the changed value, run
     correctness, then N fresh processes; resume or top up a trial by running the
@@ -84,6 +88,7 @@ def trial(
         seed=seed,
         cwd=cwd,
         rerun_command=tuple(rerun_argv(params, workload)),
+        same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
     )
     previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:

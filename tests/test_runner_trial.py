@@ -310,3 +310,27 @@ def test_missing_workload_cwd_is_bad_input_before_anything_starts(tmp_path: Path
     with pytest.raises(InputError, match="working directory not found"):
         run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", cwd=tmp_path / "gone"))
     assert not (tmp_path / "session/experiments").exists()
+
+
+def test_top_up_in_a_changed_environment_is_an_environment_blocker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    assert run_trial(spec).status == "ok"
+    real = CommandBackend.environment
+    monkeypatch.setattr(CommandBackend, "environment", lambda self: {**real(self), "device": "another-card"})
+    with pytest.raises(EnvironmentBlocker, match=r"O1/trial.json: .*environment\.device"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", top_up_to=5))
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    assert sorted(p.name for p in (rd / "CLEAN").iterdir()) == ["run-1", "run-2", "run-3"]  # nothing started
+    assert "identity" in (rd / "environment-blockers.jsonl").read_text(encoding="utf-8")
+
+
+def test_new_round_must_share_the_identity_of_its_baseline_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_trial(_spec(tmp_path, incumbent=True, round="O0-INCUMBENT", runs=5)).status == "ok"
+    o0 = tmp_path / "session/experiments/Sbest/O0-INCUMBENT"
+    real = CommandBackend.workload
+    monkeypatch.setattr(CommandBackend, "workload", lambda self, control: {**real(self, control), "batch": 64})
+    with pytest.raises(EnvironmentBlocker, match=r"O0-INCUMBENT/trial.json: .*workload\.batch"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", same_identity_as=o0))
+    assert not (tmp_path / "session/experiments/Sbest/O1/trial.json").exists()
+    monkeypatch.setattr(CommandBackend, "workload", real)
+    assert run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", same_identity_as=o0)).status == "ok"

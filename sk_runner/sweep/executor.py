@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.atomic import write_json
-from sk_analytics.errors import InputError
+from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.stage_o import machine as m
 from sk_analytics.strict_json import load_json_file
@@ -90,6 +90,7 @@ class Executor:
             control=control,
             seed=self.session.seed,
             rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
+            same_identity_as=None if a.base_round is None else self.round_dir(a.base_round),
         )
 
         def progress(event: Progress) -> None:
@@ -119,9 +120,26 @@ class Executor:
         c = self.session.control
         return read_candidate(self.clean_dir(round_name), expected_ranks=c.ranks, warmup=c.warmup, root=self.root)
 
+    def check_same_identity(self, round_name: str, baseline_round: str) -> None:
+        """Protocol §5.1: refuse to compare rounds whose source, workload, run
+        controls or environment differ (only the declared option may change)."""
+        from sk_analytics.stage_o.identity import identity_differences
+
+        def recorded(name: str) -> dict[str, Any]:
+            return load_json_file(self.round_dir(name) / "trial.json")["fingerprints"]
+
+        differences = identity_differences(recorded(baseline_round), recorded(round_name))
+        if differences:
+            raise IntegrityError(
+                f"{round_name} differs from {baseline_round} beyond its declared option change "
+                f"({', '.join(differences)}); protocol §5.1 forbids comparing them: restore the "
+                f"recorded source/workload/environment and resume, or start a new session"
+            )
+
     def do_Gate(self, a: m.Gate) -> Record:
         from sk_analytics.option_trial.api import evaluate_option_trial
 
+        self.check_same_identity(a.round, a.baseline_round)
         path = self.round_dir(a.round) / "option-trial-summary.json"
         if path.is_file():
             summary = load_json_file(path)
