@@ -149,3 +149,11 @@ def test_derived_frames_have_exactly_the_schema_table_columns_and_dtypes() -> No
     assert occ.schema == SK_OCCURRENCES.schema
     assert ch.schema == SK_CHILDREN.schema
     assert child_timings(events, occ.clear()).collect().schema == SK_CHILDREN.schema
+
+
+def test_child_timings_keeps_an_sk_whose_key_has_a_null() -> None:
+    # a frame not built by the parser may lack model ids: such an SK is still one SK (keys match null to null)
+    rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50)]) + launch(t0=1_000, sk_dur=100, children=[(0, 0, 60)])
+    events = sk_events(rows).with_columns(pl.lit(None, dtype=pl.Utf8).alias("model_id"))
+    ch = child_timings(events, sk_occurrences(events)).collect().sort("occurrence")
+    assert ch.select("occurrence", "node_id", "max_lane_us", "events").rows() == [(0, 0, 0.05, 2), (1, 0, 0.06, 2)]

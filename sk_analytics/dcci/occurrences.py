@@ -115,7 +115,7 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
     composite = (pl.col("_g").cast(pl.Int64) * (1 << bits)) + offset
     starts = (
         occurrences.select(*keys, "occurrence", pl.col("start_ns").alias("ts_ns"))
-        .join(ordinals, on=keys)
+        .join(ordinals, on=keys, nulls_equal=True)
         .with_columns(composite.alias("_c"))
         .sort("_c")
     )
@@ -127,7 +127,7 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
         events.lazy()
         .filter(~pl.col("is_span") & pl.col("sk_id").is_in(ordinals.get_column("sk_id").unique().implode()))
         .select(*keys, "node_id", "ts_ns", "dur_ns")
-        .join(ordinals.lazy(), on=keys, how="inner")  # exact SK identity -> its ordinal; other SKs drop out
+        .join(ordinals.lazy(), on=keys, how="inner", nulls_equal=True)  # exact SK identity; other SKs drop out
         .with_columns(row.alias("_row"))
         .filter((pl.col("_row") >= 0) & own_sk)
         .group_by(pl.col("_row").cast(pl.UInt32), "node_id")
