@@ -19,13 +19,15 @@
 Hot path (millions of child events): only the span events are sorted; child
 events get their SK ordinal by an exact join on the SK keys (with the small
 ordinal table), are assigned with one binary search over the sorted occurrence
-starts (a composite integer key = SK ordinal and start time), dropped when the
-found start is another SK's, and aggregated with one hash group-by on two
+starts (a composite integer key = SK ordinal and start time; a sentinel start
+opens each SK's band and collects the events before its first launch), searched
+batch by batch in parallel, and aggregated with one hash group-by on two
 integer keys (occurrence row, node). No Python loop touches rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 import polars as pl
@@ -103,34 +105,41 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
     ordinals = occurrences.select(keys).unique(maintain_order=True).with_row_index("_g")
     if ordinals.height == 0:
         return _empty_children()
-    # Key band of one SK: [t0, latest occurrence end]. A child offset is clamped into the band
-    # (-1 below it: before every launch, unattributable), so it can never reach another SK's band.
+    # Key band of one SK: ordinal << bits | (1 + offset from t0), the offset clamped into the band. Each band
+    # opens with a sentinel start at 0, so a child before every launch of its SK finds that sentinel (and is
+    # dropped with it), never a start of another SK's band.
     t0 = int(occurrences.get_column("start_ns").min())  # type: ignore[arg-type]
-    span = int(occurrences.get_column("end_ns").max()) - t0 + 1  # type: ignore[operator]
+    span = int(occurrences.get_column("end_ns").max()) - t0 + 2  # type: ignore[operator]
     bits = max(span.bit_length(), 1)
     if bits + ordinals.height.bit_length() > _TIME_BITS_LIMIT:
         raise InputError(None, f"sk_prof time range of {span} ns over {ordinals.height} SKs is too large to index",
                          expected="a profile window shorter than a few days")
-    offset = (pl.col("ts_ns") - t0).clip(-1, (1 << bits) - 1)
-    composite = (pl.col("_g").cast(pl.Int64) * (1 << bits)) + offset
-    starts = (
-        occurrences.select(*keys, "occurrence", pl.col("start_ns").alias("ts_ns"))
-        .join(ordinals, on=keys, nulls_equal=True)
-        .with_columns(composite.alias("_c"))
-        .sort("_c")
+    band = pl.col("_g").cast(pl.Int64) * (1 << bits)
+    composite = band + (pl.col("ts_ns") - t0 + 1).clip(0, (1 << bits) - 1)
+    launches = occurrences.select(*keys, "occurrence", pl.col("start_ns").alias("ts_ns")).join(
+        ordinals, on=keys, nulls_equal=True
     )
-    lookup = starts.select(*keys, "occurrence").with_row_index("_row")
-    row = pl.lit(starts.get_column("_c")).search_sorted(composite, side="right").cast(pl.Int64) - 1
-    # the found start must be one of the event's own SK (else the event precedes all of that SK's launches)
-    own_sk = pl.lit(starts.get_column("_g")).gather(pl.col("_row").clip(0)) == pl.col("_g")
+    starts = (
+        pl.concat(
+            [
+                launches.select(*keys, "occurrence", composite.alias("_c")),
+                ordinals.select(*keys, pl.lit(None, dtype=pl.Int32).alias("occurrence"), band.alias("_c")),
+            ]
+        )
+        .sort("_c")
+        .with_row_index("_row")
+    )
+    lookup = starts.filter(pl.col("occurrence").is_not_null()).select("_row", *keys, "occurrence")
     per_child = (
         events.lazy()
         .filter(~pl.col("is_span") & pl.col("sk_id").is_in(ordinals.get_column("sk_id").unique().implode()))
         .select(*keys, "node_id", "ts_ns", "dur_ns")
         .join(ordinals.lazy(), on=keys, how="inner", nulls_equal=True)  # exact SK identity; other SKs drop out
-        .with_columns(row.alias("_row"))
-        .filter((pl.col("_row") >= 0) & own_sk)
-        .group_by(pl.col("_row").cast(pl.UInt32), "node_id")
+        .with_columns(
+            composite.map_batches(_start_row(starts.get_column("_c")), return_dtype=pl.UInt32, is_elementwise=True)
+            .alias("_row")
+        )
+        .group_by("_row", "node_id")
         .agg(
             pl.col("ts_ns").min().alias("start_ns"),
             (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"),
@@ -138,12 +147,23 @@ def child_timings(events: pl.LazyFrame | pl.DataFrame, occurrences: pl.DataFrame
             (pl.col("dur_ns").sum() / 1000.0).alias("lane_sum_us"),
             pl.len().cast(pl.Int32).alias("events"),
         )
-        .join(lookup.lazy(), on="_row", how="inner")
+        .join(lookup.lazy(), on="_row", how="inner")  # drops the sentinels' groups: unattributable events
     )
     return per_child.with_columns(
         ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("wall_us"),
         (pl.col("events") == pl.col("events").max().over([*keys, "node_id"])).alias("complete"),
     ).select(SK_CHILDREN.column_names)
+
+
+def _start_row(sorted_starts: pl.Series) -> Callable[[pl.Series], pl.Series]:
+    """Per batch of composite keys: the row of the last start at or before each (a sentinel opens every band,
+    so there is one). A batch function marked elementwise: the streaming engine searches its batches in
+    parallel, where a search against a literal series runs once, single-threaded, over the whole column."""
+
+    def rows(keys: pl.Series) -> pl.Series:
+        return (sorted_starts.search_sorted(keys, side="right") - 1).cast(pl.UInt32)
+
+    return rows
 
 
 def _empty_children() -> pl.LazyFrame:
