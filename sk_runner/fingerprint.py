@@ -27,15 +27,17 @@ PER_RUN_ENV = frozenset({"SK_RUN_DIR", "SK_RUN_SEED", "SK_RUN_CONFIG"})
 def source_revision(path: Path) -> dict[str, Any]:
     """Git revision of the workload source at ``path`` (``{"kind": "none"}`` outside a repository).
 
-    Only the workload's own folder counts: an uncommitted edit there is
-    identified by the SHA-256 of its diff against HEAD (so the same edit gives
-    the same revision, a different one a different revision), while edits
-    elsewhere in the repository do not change the workload's identity.
+    Only the workload's own folder counts: its committed content is the git
+    tree of that folder (a commit elsewhere in the repository leaves it
+    unchanged) and an uncommitted edit there is identified by the SHA-256 of
+    its diff against HEAD (the same edit gives the same revision). ``commit``
+    is kept for people; the identity is ``tree`` + ``dirty_sha256``.
     """
     folder = path if path.is_dir() else path.parent
     try:
         top = _git(folder, "rev-parse", "--show-toplevel")
         commit = _git(folder, "rev-parse", "HEAD")
+        tree = _git(folder, "rev-parse", "HEAD:./")
         status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ".")
         diff = _git(folder, "diff", "HEAD", "--binary", "--", ".") if status else ""
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
@@ -44,6 +46,7 @@ def source_revision(path: Path) -> dict[str, Any]:
         "kind": "git",
         "root": top,
         "commit": commit,
+        "tree": tree,
         "dirty": bool(status),
         "modified_files": len(status.splitlines()),
         "dirty_sha256": hashlib.sha256(diff.encode()).hexdigest() if status else None,

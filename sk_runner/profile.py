@@ -71,10 +71,12 @@ def shorter_window(iterations: int, warmup: int) -> int | None:
 
 
 def revision_text(record: Mapping[str, Any]) -> str:
-    """One-string source revision of :func:`sk_runner.fingerprint.source_revision`."""
+    """One-string source revision of :func:`sk_runner.fingerprint.source_revision`:
+    the workload folder's git tree (its committed content) plus the hash of any
+    uncommitted diff there."""
     if record.get("kind") == "git":
         dirty = f"+dirty:{record['dirty_sha256'][:16]}" if record.get("dirty") else ""
-        return f"git:{record['commit']}{dirty}"
+        return f"git-tree:{record['tree']}{dirty}"
     return f"unversioned:{record.get('path', '?')}"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from sk_analytics.stage_o.identity import identity_differences
 from sk_runner.fingerprint import source_revision
 from sk_runner.profile import revision_text
 
@@ -29,7 +30,8 @@ def test_clean_workload_is_the_commit(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     record = source_revision(repo / "workload")
     assert record["dirty"] is False and record["dirty_sha256"] is None
-    assert revision_text(record) == f"git:{record['commit']}"
+    assert revision_text(record) == f"git-tree:{record['tree']}"
+    assert len(record["commit"]) == 40 and record["tree"] != record["commit"]
 
 
 def test_edit_outside_the_workload_folder_does_not_change_its_revision(tmp_path: Path) -> None:
@@ -37,6 +39,27 @@ def test_edit_outside_the_workload_folder_does_not_change_its_revision(tmp_path:
     before = revision_text(source_revision(repo / "workload"))
     (repo / "notes.md").write_text("b\n")
     assert revision_text(source_revision(repo / "workload")) == before
+
+
+def test_commit_outside_the_workload_folder_keeps_its_identity(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    before = source_revision(repo / "workload")
+    (repo / "notes.md").write_text("b\n")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "notes")
+    after = source_revision(repo / "workload")
+    assert after["commit"] != before["commit"]
+    assert revision_text(after) == revision_text(before)
+    assert identity_differences({"source_revision": before}, {"source_revision": after}) == []
+
+
+def test_commit_inside_changes_it(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    before = source_revision(repo / "workload")
+    (repo / "workload" / "model.py").write_text("x = 2\n")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "model")
+    after = source_revision(repo / "workload")
+    assert revision_text(after) != revision_text(before)
+    assert identity_differences({"source_revision": before}, {"source_revision": after}) == ["source_revision.tree"]
 
 
 def test_edit_inside_is_identified_by_its_content(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 from sk_analytics.stage_o.identity import identity_differences
 
 BASE: dict[str, Any] = {
-    "source_revision": {"kind": "git", "root": "/a", "commit": "c1", "dirty": False, "dirty_sha256": None},
+    "source_revision": {"kind": "git", "root": "/a", "commit": "c1", "tree": "t1", "dirty": False,
+                        "modified_files": 0, "dirty_sha256": None},
     "control": {"ranks": 8, "iterations": 120, "warmup": 8, "timeout_s": 120.0},
     "workload": {"model": "m", "input": "i", "batch": 1, "ranks": 8, "mode": "decode"},
     "environment": {"backend": "sim", "device": "d", "packages": {"polars": "2.1.0"}},
@@ -28,7 +29,8 @@ def test_identical_identities_may_be_compared() -> None:
     assert identity_differences(BASE, copy.deepcopy(BASE)) == []
 
 
-@pytest.mark.parametrize("path", ["source_revision.root", "control.timeout_s"])
+@pytest.mark.parametrize("path", ["source_revision.root", "source_revision.commit", "source_revision.modified_files",
+                                  "control.timeout_s"])
 def test_location_and_timeout_do_not_count(path: str) -> None:
     assert identity_differences(BASE, _with(path, "elsewhere")) == []
 
@@ -36,7 +38,7 @@ def test_location_and_timeout_do_not_count(path: str) -> None:
 @pytest.mark.parametrize(
     ("path", "value"),
     [
-        ("source_revision.commit", "c2"),
+        ("source_revision.tree", "t2"),
         ("source_revision.dirty_sha256", "abc"),
         ("control.warmup", 4),
         ("control.iterations", 200),

@@ -15,8 +15,9 @@ from typing import Any
 COMPARED_PARTS = ("source_revision", "workload", "control", "environment")
 
 IGNORED_FIELDS: Mapping[str, frozenset[str]] = {
-    # where the checkout lies is not what it is: commit + diff identify the source
-    "source_revision": frozenset({"root"}),
+    # the workload's content is its folder's git tree + uncommitted diff; where
+    # the checkout lies and which commit of the repository holds it are not
+    "source_revision": frozenset({"root", "commit", "modified_files"}),
     # risky entries run with their own explicit timeout (protocol §5): the
     # timeout is a guard, not a measurement condition
     "control": frozenset({"timeout_s"}),
