@@ -27,12 +27,13 @@ from typing import Any
 
 from sk_analytics.atomic import write_json, write_text
 from sk_analytics.fingerprint import sha256_file
+from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE
 from sk_runner.attempts import new_attempt_dir
 from sk_runner.process import ProcessResult
 
 SCENE_SCHEMA = "sk-tune-failure-scene-v1"
 SCENES_DIR = "FAILURE_SCENES"
-BLOCKERS_FILE = "environment-blockers.jsonl"
+BLOCKERS_FILE = ENVIRONMENT_BLOCKERS_FILE
 STDERR_TAIL_CHARS = 4000
 
 #: outcome -> (category, Chinese judgement, Chinese next step)

@@ -40,6 +40,11 @@ def test_environment_change_mid_session_blocks_the_trial_before_it_starts(
     monkeypatch.setattr(sim_backend, "environment_record", real)
     assert run_sweep(load_session(root), say=lambda _: None) is not None
     assert set(settled_statuses(root)) == {"auto-op-parallel-1"}
+    # protocol §8: the environment blocker is in the parent report, not a failure scene
+    report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    section = report[report.index("## 环境阻断"):]
+    assert "| O1 | identity |" in section and "environment.packages" in section
+    assert not (root / "experiments/Sbest/O1/FAILURE_SCENES").exists()
 
 
 def test_gate_refuses_rounds_with_different_recorded_identities(tmp_path: Path) -> None:

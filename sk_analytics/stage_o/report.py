@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
 from sk_analytics.ledger import read_records
 from sk_analytics.markdown import table
 from sk_analytics.stage_o.figures import RunColumn, svg_run_metrics, svg_sk_deltas
+from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS
 from sk_analytics.stage_o.machine import O0, SessionState, fold
 from sk_analytics.stage_o.matrix import load_matrix
 from sk_analytics.stage_o.reasons import failure_text, settled_reason, stop_reason
@@ -43,6 +45,9 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "metric": ("worst-rank 均值（预热后 decode）", "worst-rank mean (post-warm-up decode)"),
     "metric_vs": ("worst-rank 均值，对比 {base}", "worst-rank mean vs {base}"),
     "o0_runs": ("O0-INCUMBENT 逐次运行", "O0-INCUMBENT per run"),
+    "env_blockers": ("环境阻断（实验命令启动前，不是失败现场）",
+                     "Environment blockers (before any experiment command started; not failure scenes)"),
+    "env_blockers_cols": ("轮次|阶段|时间（UTC）|原因", "Round|Stage|Time (UTC)|Reason"),
     "o0_cols": ("运行|最慢 rank|worst-rank 均值 ms|相对均值偏差", "Run|Slowest rank|Worst-rank mean ms|Deviation from mean"),
     "trials": ("各 O 轮试验", "O-round trials"),
     "dcci": ("DCCI（数据缓存控制）家族", "DCCI (data-cache control) family"),
@@ -145,6 +150,7 @@ class SessionView:
     dcci_diff: Mapping[str, Any] | None
     base: Mapping[str, Any] | None
     next_steps: list[str] = field(default_factory=list)  # in the report's language
+    environment_blockers: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 def _json_or_none(root: Path, rel: str | None) -> Any:
@@ -178,7 +184,40 @@ def load_view(root: Path) -> SessionView:
             diff = _json_or_none(root, data.get("path"))
         if kind == "base_frozen":
             base = _json_or_none(root, data.get("path"))
-    return SessionView(root, matrix, records, state, rounds, diff, base)
+    return SessionView(root, matrix, records, state, rounds, diff, base,
+                       environment_blockers=load_environment_blockers(root))
+
+
+def load_environment_blockers(root: Path) -> list[Mapping[str, Any]]:
+    """Every round's environment blockers in time order (protocol §8: they go
+    into the parent report). A line cut by a crash is shown as unreadable."""
+    blockers: list[Mapping[str, Any]] = []
+    for path in sorted((root / EXPERIMENTS).glob(f"*/{ENVIRONMENT_BLOCKERS_FILE}")):
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if not isinstance(record, dict):
+                record = {"round": path.parent.name, "stage": "?", "message": f"{path.name}:{number}: unreadable line"}
+            blockers.append(record)
+    return sorted(blockers, key=lambda r: r.get("ts_ns") if isinstance(r.get("ts_ns"), int) else 0)
+
+
+def _environment_blockers(view: SessionView, t: Mapping[str, str]) -> list[str]:
+    if not view.environment_blockers:
+        return []
+    rows = [[b.get("round", "?"), b.get("stage", "?"), _utc(b.get("ts_ns")), b.get("message", "")]
+            for b in view.environment_blockers]
+    return [f"## {t['env_blockers']}", "", *table(t["env_blockers_cols"].split("|"), rows)]
+
+
+def _utc(ts_ns: Any) -> str:
+    if not isinstance(ts_ns, int):
+        return "—"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts_ns / 1e9))
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -434,6 +473,7 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
     for entry in view.matrix["entries"]:
         lines += _trial_section(view, entry, lang)
     lines += _dcci_section(view, lang)
+    lines += _environment_blockers(view, t)
     lines += [f"## {t['figures']}", "", t["fig_md_note"], "", "<!-- figure:run-metrics -->", ""]
     if view.dcci_diff is not None:
         lines += ["<!-- figure:sk-deltas -->", ""]
