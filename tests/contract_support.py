@@ -6,11 +6,15 @@ exactly as a producer would write them (profiler output + SK metadata).
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sk_analytics.contract import ProducerInfo, begin, command_fingerprint, finalize
+from sk_analytics.contract.scan import MANIFEST_NAME
+from sk_analytics.fingerprint import fingerprint
 
 PROFILER_FILES = (
     "host_1_20260101_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
@@ -86,3 +90,14 @@ def make_collection(
         require_sk_prof=require_sk_prof,
     )
     return root
+
+
+def edit_manifest(root: Path, edit: Callable[[dict[str, Any]], None], *, refingerprint: bool) -> None:
+    """Change a sealed manifest in place, as a forger would. ``refingerprint``
+    recomputes ``manifest_fingerprint`` so that only the edit itself can be caught."""
+    path = root / MANIFEST_NAME
+    data = json.loads(path.read_text())
+    edit(data)
+    if refingerprint:
+        data["manifest_fingerprint"] = fingerprint({k: v for k, v in data.items() if k != "manifest_fingerprint"})
+    path.write_text(json.dumps(data))

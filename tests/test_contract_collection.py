@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from contract_support import ALL_FILES, BASE_CONFIG, PROFILER_FILES, SK_META_FILES, WORKLOAD, make_collection
+from contract_support import ALL_FILES, BASE_CONFIG, PROFILER_FILES, SK_META_FILES, WORKLOAD, edit_manifest, make_collection
 from sk_analytics.contract import (
     MANIFEST_NAME,
     MARKER_NAME,
@@ -157,22 +157,14 @@ def test_file_removed_after_finalize(tmp_path: Path) -> None:
 
 def test_manifest_edited(tmp_path: Path) -> None:
     root = make_collection(tmp_path, "baseline_profile", config=BASE_CONFIG)
-    path = root / MANIFEST_NAME
-    data = json.loads(path.read_text())
-    data["workload"]["iterations"] = 20
-    path.write_text(json.dumps(data))
+    edit_manifest(root, lambda m: m["workload"].update(iterations=20), refingerprint=False)
     with pytest.raises(ContractIntegrityError, match="rule fingerprint: manifest_fingerprint does not match"):
         load_manifest(root)
 
 
 def test_manifest_with_unknown_key(tmp_path: Path) -> None:
     root = make_collection(tmp_path, "baseline_profile", config=BASE_CONFIG)
-    path = root / MANIFEST_NAME
-    data = json.loads(path.read_text())
-    data["producer"]["host"] = "elsewhere"
-    body = {k: v for k, v in data.items() if k != "manifest_fingerprint"}
-    data["manifest_fingerprint"] = fingerprint(body)
-    path.write_text(json.dumps(data))
+    edit_manifest(root, lambda m: m["producer"].update(host="elsewhere"), refingerprint=True)
     with pytest.raises(ContractInputError, match=r"rule unknown-key: .*/producer.*'host'"):
         load_manifest(root)
 

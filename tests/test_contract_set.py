@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from contract_support import BASE_CONFIG, DCCI_POINTER, WORKLOAD, disable_all, make_collection
+from contract_support import BASE_CONFIG, DCCI_POINTER, WORKLOAD, disable_all, edit_manifest, make_collection
 from sk_analytics.contract import MANIFEST_NAME, ContractInputError, ContractIntegrityError, validate_set
 from sk_analytics.fingerprint import fingerprint
 
@@ -104,14 +105,14 @@ def test_roles_must_be_a_pair_or_all_four(tmp_path: Path) -> None:
 
 def test_same_producer_twice_is_refused(tmp_path: Path) -> None:
     roots = _pair(tmp_path)
-    cand = roots["candidate_profile"] / MANIFEST_NAME
     base = json.loads((roots["baseline_profile"] / MANIFEST_NAME).read_text())
-    data = json.loads(cand.read_text())
-    data["producer"]["native_pid"] = base["producer"]["native_pid"]
-    data["producer"]["started_ns"] = base["producer"]["started_ns"]
-    data["capture"]["started_ns"] = min(data["capture"]["started_ns"], base["producer"]["started_ns"])
-    data["manifest_fingerprint"] = fingerprint({k: v for k, v in data.items() if k != "manifest_fingerprint"})
-    cand.write_text(json.dumps(data))
+
+    def same_producer(data: dict[str, Any]) -> None:
+        data["producer"]["native_pid"] = base["producer"]["native_pid"]
+        data["producer"]["started_ns"] = base["producer"]["started_ns"]
+        data["capture"]["started_ns"] = min(data["capture"]["started_ns"], base["producer"]["started_ns"])
+
+    edit_manifest(roots["candidate_profile"], same_producer, refingerprint=True)
     with pytest.raises(ContractInputError, match="rule distinct-producers"):
         validate_set(roots, [DCCI_POINTER])
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from os import PathLike
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -42,12 +42,7 @@ class ProducerInfo:
     command_fingerprint: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "native_pid": self.native_pid,
-            "started_ns": self.started_ns,
-            "ended_ns": self.ended_ns,
-            "command_fingerprint": self.command_fingerprint,
-        }
+        return asdict(self)
 
 
 def command_fingerprint(argv: Sequence[str]) -> str:
