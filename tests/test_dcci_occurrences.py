@@ -15,7 +15,7 @@ def _derive(rows: list[dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(occurrences with the full ``complete`` flag, child timings), sorted."""
     events = sk_events(rows)
     occ = sk_occurrences(events)
-    ch = child_timings(events.lazy(), occ).collect()
+    ch = child_timings(events.lazy(), occ)
     occ = occ.join(occurrence_completeness(occ, ch), on=["process", "device_id", "model_id", "sk_id", "occurrence"])
     return occ.sort("process", "sk_id", "occurrence"), ch.sort("process", "sk_id", "occurrence", "node_id")
 
@@ -103,7 +103,7 @@ def test_child_timings_of_a_subset_of_sks() -> None:
     rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50)], sk_id=1) + launch(t0=0, sk_dur=100, children=[(0, 0, 60)], sk_id=2)
     events = sk_events(rows)
     occ = sk_occurrences(events)
-    ch = child_timings(events, occ.filter(pl.col("sk_id") == 2)).collect()
+    ch = child_timings(events, occ.filter(pl.col("sk_id") == 2))
     assert ch.select("sk_id", "max_lane_us").rows() == [(2, 0.06)]
 
 
@@ -145,15 +145,82 @@ def test_derived_frames_have_exactly_the_schema_table_columns_and_dtypes() -> No
     rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50)]) + launch(t0=1_000, sk_dur=100, children=[(0, 0, 50)])
     events = sk_events(rows)
     occ = sk_occurrences(events)
-    ch = child_timings(events, occ).collect()
+    ch = child_timings(events, occ)
     assert occ.schema == SK_OCCURRENCES.schema
     assert ch.schema == SK_CHILDREN.schema
-    assert child_timings(events, occ.clear()).collect().schema == SK_CHILDREN.schema
+    assert child_timings(events, occ.clear()).schema == SK_CHILDREN.schema
 
 
 def test_child_timings_keeps_an_sk_whose_key_has_a_null() -> None:
     # a frame not built by the parser may lack model ids: such an SK is still one SK (keys match null to null)
     rows = launch(t0=0, sk_dur=100, children=[(0, 0, 50)]) + launch(t0=1_000, sk_dur=100, children=[(0, 0, 60)])
     events = sk_events(rows).with_columns(pl.lit(None, dtype=pl.Utf8).alias("model_id"))
-    ch = child_timings(events, sk_occurrences(events)).collect().sort("occurrence")
+    ch = child_timings(events, sk_occurrences(events)).sort("occurrence")
     assert ch.select("occurrence", "node_id", "max_lane_us", "events").rows() == [(0, 0, 0.05, 2), (1, 0, 0.06, 2)]
+
+
+def _reference_children(events: pl.DataFrame, occ: pl.DataFrame) -> pl.DataFrame:
+    """Child timings the slow, obvious way: an as-of join of every child event on its SK's launch starts."""
+    keys = ["process", "device_id", "model_id", "sk_id"]
+    starts = occ.select(*keys, "occurrence", pl.col("start_ns").alias("ts_ns")).sort("ts_ns")
+    children = events.filter(~pl.col("is_span")).select(*keys, "node_id", "ts_ns", "dur_ns").sort("ts_ns")
+    placed = children.join_asof(starts, on="ts_ns", by=keys, strategy="backward", check_sortedness=False).drop_nulls("occurrence")
+    return placed.group_by(*keys, "occurrence", "node_id").agg(
+        pl.col("ts_ns").min().alias("start_ns"),
+        (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"),
+        pl.col("dur_ns").max().alias("max_dur"),
+        pl.col("dur_ns").sum().alias("dur_sum"),
+        pl.len().alias("events"),
+    ).sort(*keys, "occurrence", "node_id")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([("100", "1_0"), ("100", "2_0"), ("200", "1_0")]), st.integers(1, 4),
+                  st.integers(0, 400), st.integers(1, 9), st.lists(st.tuples(st.integers(0, 5), st.integers(0, 12),
+                                                                            st.integers(0, 6)), min_size=1, max_size=4)),
+        min_size=1, max_size=16,
+    ),
+    st.integers(-50, 5_000),
+)
+def test_child_timings_match_an_as_of_join(launches: list, stray_ts: int) -> None:
+    """Random launches of SKs in several contexts, launch starts from 1 ns to far apart (crowded and sparse
+    buckets), node ids with gaps, and a stray child event anywhere: the same cells as an as-of join."""
+    rows, taken = [], set()
+    for (process, model), sk, slot, length, children in launches:
+        if (process, model, sk, slot) in taken:
+            continue
+        taken.add((process, model, sk, slot))
+        t0 = slot * 25 if slot % 3 else slot * 40_000  # launches of one SK never overlap (length + child <= 21 < 25)
+        rows += launch(t0=t0, sk_dur=length, children=[(n, off % (length + 1), d) for n, off, d in children],
+                       sk_id=sk, model_id=model, process=process)
+    rows.append(dict(node_id=2, ts_ns=max(stray_ts, 0), dur_ns=3, sk_id=1, core=0))
+    events = sk_events(rows)
+    occ = sk_occurrences(events)
+    got = child_timings(events, occ).sort("process", "device_id", "model_id", "sk_id", "occurrence", "node_id")
+    want = _reference_children(events, occ)
+    assert got.select("process", "sk_id", "occurrence", "node_id", "start_ns", "end_ns", "events").rows() == \
+        want.select("process", "sk_id", "occurrence", "node_id", "start_ns", "end_ns", "events").rows()
+    assert got["max_lane_us"].to_list() == pytest.approx((want["max_dur"] / 1000.0).to_list())
+    assert got["lane_sum_us"].to_list() == pytest.approx((want["dur_sum"] / 1000.0).to_list())
+
+
+def test_one_sk_with_wide_node_ids_gets_its_own_grid_width() -> None:
+    # SK 1: 300 launches of node 0 only; SK 2: one launch with node ids 0 and 20000. A common width of 20001
+    # cells per launch would be far larger than the events; per-SK widths keep the grid small.
+    rows = [r for k in range(300) for r in launch(t0=k * 1_000, sk_dur=100, children=[(0, 0, 50)], sk_id=1, cores=(0,))]
+    rows += launch(t0=0, sk_dur=900, children=[(0, 0, 10), (20_000, 100, 20)], sk_id=2, cores=(0,))
+    events = sk_events(rows)
+    ch = child_timings(events, sk_occurrences(events))
+    assert ch.filter(pl.col("sk_id") == 2).select("node_id", "max_lane_us").rows() == [(0, 0.01), (20_000, 0.02)]
+    assert ch.filter(pl.col("sk_id") == 1).height == 300
+
+
+def test_node_ids_that_are_not_task_list_indices_are_refused() -> None:
+    from sk_analytics.errors import InputError
+
+    rows = [r for k in range(100) for r in launch(t0=k * 1_000, sk_dur=100, children=[(0, 0, 50), (10**12, 60, 5)], cores=(0,))]
+    events = sk_events(rows)
+    with pytest.raises(InputError, match="node ids"):
+        child_timings(events, sk_occurrences(events))
