@@ -33,7 +33,14 @@ from sk_analytics.dcci.classify import (
     mann_whitney,
     side_by_side,
 )
-from sk_analytics.dcci.occurrences import EVENT_COLUMNS, SK_KEYS, child_timings, occurrence_completeness, sk_occurrences_plan
+from sk_analytics.dcci.occurrences import (
+    EVENT_COLUMNS,
+    SK_KEYS,
+    child_timings,
+    map_sides,
+    occurrence_completeness,
+    sk_occurrences,
+)
 from sk_analytics.dcci.repair import AFTER, BEFORE, DISABLE, changed_pointers, choose_pattern, repair_config, symbol_inventory, union_tokens
 from sk_analytics.ingest.super_kernel_log import buffer_full_cores, is_child_trace_complete
 
@@ -56,20 +63,23 @@ class SideInput:
 
 @dataclass(frozen=True)
 class _Side:
-    """Derived per-side frames: the needed event columns (read once) and the SK occurrences."""
+    """Derived per-side frames: the needed event columns (lazy) and the SK occurrences."""
 
     name: str
     data: SideInput
-    events: pl.DataFrame
+    events: pl.LazyFrame
     occurrences: pl.DataFrame
 
 
 def _sides(baseline: SideInput, candidate: SideInput) -> list[_Side]:
-    """Both sides' event columns (read once, in one ``collect_all`` so the two scans run together)
-    and their occurrences."""
+    """Both sides' event columns and their occurrences (cut side by side in two threads).
+
+    The events stay lazy: each pass (span events here, child events of the slower SKs later) streams
+    from the source with its filters pushed down, rather than holding every column of every event.
+    """
     inputs = {"baseline": baseline, "candidate": candidate}
-    events = pl.collect_all([data.events.select(EVENT_COLUMNS) for data in inputs.values()])
-    occurrences = pl.collect_all([sk_occurrences_plan(e) for e in events])
+    events = [data.events.select(EVENT_COLUMNS) for data in inputs.values()]
+    occurrences = map_sides(sk_occurrences, events)
     return [_Side(name, inputs[name], e, occ) for name, e, occ in zip(inputs, events, occurrences)]
 
 
@@ -179,7 +189,7 @@ def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl
     for side in sides:
         usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_in(slower))
         occurrences[side.name] = side.occurrences.join(usable.select(*SK_KEYS), on=list(SK_KEYS), how="semi")
-    collected = pl.collect_all([child_timings(side.events, occurrences[side.name]) for side in sides])
+    collected = map_sides(child_timings, [s.events for s in sides], [occurrences[s.name] for s in sides])
     timings = {side.name: frame for side, frame in zip(sides, collected)}
     completeness = [
         occurrence_completeness(occurrences[name], frame).with_columns(side=pl.lit(name)) for name, frame in timings.items()
