@@ -101,3 +101,23 @@ def test_repair_config_yaml_layout_and_missing_disable_all() -> None:
     assert changed_pointers(patch)[0].startswith("/model_config/custom_params/super_kernel_optimize_options/")
     with pytest.raises(InputError, match="disable-all"):
         repair_config({"super_kernel_optimize_options": {}}, ["A.*"])
+
+
+def test_prefixes_of_one_length_merge_position_by_position() -> None:
+    inv = _inventory([(f"aiv_kernel_Gelu_{H1}_1_d0", "Gelu"), (f"aic_kernel_Gelu_{H2}_2_d0", "Gelu"),
+                      ("aiv_kernel_Gelu2_x", "Gelu2"), ("bic_kernel_Gelu_y", "Other")])
+    choice = choose_pattern("Gelu", inv)
+    assert choice.status == "verified"
+    assert choice.pattern == "ai._kernel_Gelu_.*"
+    assert set(choice.matched_symbols) == {f"aiv_kernel_Gelu_{H1}_1_d0", f"aic_kernel_Gelu_{H2}_2_d0"}
+
+
+def test_differing_prefixes_keep_their_common_suffix_instead_of_over_matching() -> None:
+    # a bare leading ".*" would also match the fused op's symbol; the common suffix "ic_kernel_" does not
+    inv = _inventory([(f"static_kernel_Gelu_{H1}_1_d0", "Gelu"), (f"dynamic_kernel_Gelu_{H2}_1_d0", "Gelu"),
+                      (f"fused_Gelu_{H1}_1_d0", "FusedGelu")])
+    choice = choose_pattern("Gelu", inv)
+    assert choice.status == "verified"
+    assert choice.pattern == ".*ic_kernel_Gelu_.*"
+    assert not matches(choice.pattern, f"fused_Gelu_{H1}_1_d0")
+    assert candidate_patterns("Gelu", [f"static_kernel_Gelu_{H1}_1_d0", f"dynamic_kernel_Gelu_{H2}_1_d0"])[-1] == ".*Gelu.*"

@@ -14,6 +14,7 @@ pattern that over-matches, nor a partial list).
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -89,25 +90,37 @@ def _shape(tail: str) -> str | None:
     return _HASH_RUN.sub(lambda m: "." * len(m.group(0)), tail[:cut])
 
 
+def _heads(prefixes: set[str]) -> list[str]:
+    """Pattern heads covering every symbol's text before the token, narrowest first: the one prefix
+    literally; prefixes of one length merged position by position (differing characters become ``.``);
+    ``.*`` then the prefixes' longest common suffix; ``.*``."""
+    if len(prefixes) == 1:
+        return [_literal(next(iter(prefixes)))]
+    heads = []
+    if len({len(p) for p in prefixes}) == 1:
+        heads.append("".join(_literal(column[0]) if len(set(column)) == 1 else "." for column in zip(*prefixes)))
+    suffix = os.path.commonprefix([p[::-1] for p in prefixes])[::-1]
+    heads += [".*" + _literal(suffix), ".*"]
+    return list(dict.fromkeys(heads))
+
+
 def candidate_patterns(token: str, symbols: Sequence[str]) -> list[str]:
     """Candidate patterns for ``token`` from its symbols, narrowest readable first."""
     cut = [(s[: s.find(token)], s[s.find(token) + len(token) :]) for s in symbols if token in s]
     if not cut or len(cut) != len(symbols):
         return []
-    prefixes = {p for p, _ in cut}
     tails = [t for _, t in cut]
-    head = _literal(prefixes.pop()) if len(prefixes) == 1 else ".*"
-    stem = head + token
-    out: list[str] = []
+    endings: list[str] = []
     if all(not t for t in tails):
-        out.append(stem)
+        endings.append("")
     firsts = {t[:1] for t in tails}
     if len(firsts) == 1 and "" not in firsts:
-        out.append(stem + _literal(firsts.pop()) + ".*")
+        endings.append(_literal(firsts.pop()) + ".*")
     shapes = {_shape(t) for t in tails}
     if len(shapes) == 1 and None not in shapes:
-        out.append(stem + _literal(shapes.pop() or "") + ".*")
-    out.append(stem + ".*")
+        endings.append(_literal(shapes.pop() or "") + ".*")
+    endings.append(".*")
+    out = [head + token + ending for head in _heads({p for p, _ in cut}) for ending in endings]
     return list(dict.fromkeys(p for p in out if pattern_problem(p) is None))
 
 
