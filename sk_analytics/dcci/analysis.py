@@ -41,8 +41,20 @@ from sk_analytics.dcci.occurrences import (
     occurrence_completeness,
     sk_occurrences,
 )
-from sk_analytics.dcci.repair import AFTER, BEFORE, DISABLE, changed_pointers, choose_pattern, repair_config, symbol_inventory, union_tokens
-from sk_analytics.ingest.super_kernel_log import buffer_full_cores, is_child_trace_complete
+from sk_analytics.dcci.repair import (
+    AFTER,
+    BEFORE,
+    DISABLE,
+    changed_pointers,
+    choose_pattern,
+    repair_config,
+    symbol_inventory,
+    union_tokens,
+)
+from sk_analytics.ingest.super_kernel_log import (
+    buffer_full_cores,
+    is_child_trace_complete,
+)
 
 SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
 
