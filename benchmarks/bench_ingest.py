@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / ".data"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-data generators live with the tests
 
 MEASURE = textwrap.dedent(
     """
@@ -96,7 +97,7 @@ def ensure_csv(rows: int) -> Path:
 
 
 def ensure_json(events: int) -> Path:
-    from sk_runner.sk_samples import CHILD_FUNCS, sk_prof_events, write_sk_prof_large
+    from sk_samples import CHILD_FUNCS, sk_prof_events, write_sk_prof_large
 
     path = DATA / f"sk_prof_{events}" / "sk_prof_device_0.json"
     if not path.exists():

@@ -187,7 +187,7 @@ def test_open_session_and_profile_return_lazy_frames_with_hive_columns(tmp_path:
 
 
 def test_sk_prof_traces_of_two_devices_share_a_partition_and_truncation_is_reported(tmp_path: Path) -> None:
-    from sk_runner.sk_samples import SkProfVariant, sk_prof_events, write_sk_prof
+    from sk_samples import SkProfVariant, sk_prof_events, write_sk_prof
 
     prof = tmp_path / "prof"
     events = sk_prof_events(12, 1)
@@ -211,7 +211,7 @@ def test_sk_prof_traces_of_two_devices_share_a_partition_and_truncation_is_repor
 
 
 def test_every_artifact_kind_of_an_sk_meta_folder_is_ingested(tmp_path: Path) -> None:
-    from sk_runner.sk_samples import (
+    from sk_samples import (
         FusedMember, FusedSk, GraphDump, GraphNode, OptionLine, fused_nodes_text, sk_prof_events,
         super_kernel_log_text, write_sk_prof,
     )  # fmt: skip

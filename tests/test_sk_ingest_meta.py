@@ -18,7 +18,7 @@ from sk_analytics.ingest.fused_nodes import parse_fused_nodes
 from sk_analytics.ingest.graph_dump import parse_graph_dump
 from sk_analytics.ingest.super_kernel_log import buffer_full_cores, is_child_trace_complete, parse_super_kernel_log
 from sk_analytics.schema import SK_MARKERS, SK_STRUCTURE, SYMBOLS
-from sk_runner.sk_samples import (
+from sk_samples import (
     FusedMember,
     FusedSk,
     GraphDump,
