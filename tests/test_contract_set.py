@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from contract_support import BASE_CONFIG, DCCI_POINTER, WORKLOAD, disable_all, edit_manifest, make_collection
-from sk_analytics.contract import MANIFEST_NAME, ContractInputError, ContractIntegrityError, validate_set
+from contract_support import (
+    ALL_FILES,
+    BASE_CONFIG,
+    CONTROL,
+    DCCI_POINTER,
+    WORKLOAD,
+    disable_all,
+    edit_manifest,
+    make_collection,
+)
+from sk_analytics.contract import (
+    MANIFEST_NAME,
+    ContractInputError,
+    ContractIntegrityError,
+    ProducerInfo,
+    begin,
+    command_fingerprint,
+    finalize,
+    validate_set,
+)
 from sk_analytics.fingerprint import fingerprint
 
 CANDIDATE = disable_all(BASE_CONFIG)
@@ -104,6 +123,25 @@ def test_roles_must_be_a_pair_or_all_four(tmp_path: Path) -> None:
 
 
 def test_same_producer_twice_is_refused(tmp_path: Path) -> None:
+    # one process wrote both collections: both sessions were opened first, then the same producer sealed both
+    roots = {}
+    for role in ("baseline_profile", "candidate_profile"):
+        roots[role] = tmp_path / role / "root"
+        begin(role, roots[role], tmp_path / role / "session.json")
+    started = time.time_ns()
+    for role, root in roots.items():
+        for rel in ALL_FILES:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(f"{role}:{rel}\n")
+    producer = ProducerInfo(1001, started, time.time_ns(), command_fingerprint(["python", "-m", "workload"]))
+    for role, config in (("baseline_profile", BASE_CONFIG), ("candidate_profile", CANDIDATE)):
+        finalize(tmp_path / role / "session.json", source_revision="0123abcd", config=config, control=CONTROL,
+                 workload=WORKLOAD, producer=producer)
+    with pytest.raises(ContractInputError, match="rule distinct-producers"):
+        validate_set(roots, [DCCI_POINTER])
+
+
+def test_forged_shared_producer_moves_the_start_and_breaks_the_binding(tmp_path: Path) -> None:
     roots = _pair(tmp_path)
     base = json.loads((roots["baseline_profile"] / MANIFEST_NAME).read_text())
 
@@ -113,8 +151,9 @@ def test_same_producer_twice_is_refused(tmp_path: Path) -> None:
         data["capture"]["started_ns"] = min(data["capture"]["started_ns"], base["producer"]["started_ns"])
 
     edit_manifest(roots["candidate_profile"], same_producer, refingerprint=True)
-    with pytest.raises(ContractInputError, match="rule distinct-producers"):
+    with pytest.raises(ContractIntegrityError, match="rule session-binding") as err:
         validate_set(roots, [DCCI_POINTER])
+    assert err.value.rule == "session-binding"
 
 
 def test_tampered_member_fails_the_set(tmp_path: Path) -> None:

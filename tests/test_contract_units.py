@@ -39,7 +39,7 @@ def _manifest(files: dict[str, list[FileRecord]]) -> dict[str, Any]:
 
 
 def _rec(path: str, t: int = 1_500) -> FileRecord:
-    return FileRecord(path, "e" * 64, 1, t, t)
+    return FileRecord(path, "e" * 64, 1, t, t, 1, 1)
 
 
 BASIC = {

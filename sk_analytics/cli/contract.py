@@ -101,13 +101,19 @@ def finalize_cmd(
     return 0
 
 
+_ARCHIVE_HELP = ("archive check of a copied collection: skip the live rules (session-binding to the root's path, "
+                 "live-stat of each file) but keep content, manifest and signature checks")
+
+
 @contract.command("verify")
 @click.argument("root", type=_PATH)
 @click.option("--require-sk-prof", is_flag=True, help="sk_prof is required (DCCI child attribution)")
-def verify_cmd(root: Path, require_sk_prof: bool) -> int:
-    """Re-verify one sealed collection (manifest, marker and every file)."""
-    manifest = load_manifest(root, require_sk_prof=require_sk_prof)
-    click.echo(f"valid {manifest['capture_role']}: manifest_fingerprint {manifest['manifest_fingerprint']}")
+@click.option("--archive", is_flag=True, help=_ARCHIVE_HELP)
+def verify_cmd(root: Path, require_sk_prof: bool, archive: bool) -> int:
+    """Re-verify one sealed collection (manifest, marker, session binding and every file)."""
+    manifest = load_manifest(root, require_sk_prof=require_sk_prof, archive=archive)
+    mode = "archive" if archive else "live"
+    click.echo(f"valid {manifest['capture_role']} ({mode} check): manifest_fingerprint {manifest['manifest_fingerprint']}")
     return 0
 
 
@@ -129,9 +135,12 @@ def _role_paths(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--allow-change", "allowed", multiple=True, help="RFC 6901 config pointer allowed (and required) to differ")
 @click.option("--require-sk-prof", is_flag=True, help="sk_prof is required (DCCI child attribution)")
 @click.option("--json-out", type=_PATH, help="write the set record here")
-def validate_set_cmd(manifests: tuple[str, ...], allowed: tuple[str, ...], require_sk_prof: bool, json_out: Path | None) -> int:
-    """Prove that a set of collections may be compared (formats.md §6)."""
-    record = validate_set(_role_paths(manifests), list(allowed), require_sk_prof=require_sk_prof)
+@click.option("--archive", is_flag=True, help=_ARCHIVE_HELP)
+def validate_set_cmd(
+    manifests: tuple[str, ...], allowed: tuple[str, ...], require_sk_prof: bool, json_out: Path | None, archive: bool
+) -> int:
+    """Prove that a set of collections may be compared (formats.md §6); live check unless --archive."""
+    record = validate_set(_role_paths(manifests), list(allowed), require_sk_prof=require_sk_prof, archive=archive)
     if json_out is not None:
         write_json(json_out, record)
     click.echo(f"valid set of {', '.join(record['roles'])}: set_fingerprint {record['set_fingerprint']}")

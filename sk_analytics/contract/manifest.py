@@ -21,15 +21,16 @@ from typing import Any
 from sk_analytics.atomic import write_json
 from sk_analytics.contract.roles import classify, missing_kinds
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
-from sk_analytics.contract.scan import MANIFEST_NAME, FileRecord, list_files, record_file, scan_root
+from sk_analytics.contract.scan import MANIFEST_NAME, FileRecord, list_files, live_stat, record_file, scan_root
 from sk_analytics.contract.schemas import check_schema
-from sk_analytics.contract.session import SessionRecord, body_fingerprint, check_marker, load_session
+from sk_analytics.contract.session import SessionRecord, body_fingerprint, check_binding, check_marker, load_session
 from sk_analytics.contract.workload import normalize_workload
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.strict_json import load_json_file
 
-MANIFEST_SCHEMA = "sk-tune-collection-manifest-v1"
+MANIFEST_SCHEMA = "sk-tune-collection-manifest-v2"
+EARLIER_SCHEMAS = ("sk-tune-collection-manifest-v1",)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,13 @@ def _check_files(manifest: dict[str, Any], source: str | PathLike[str]) -> None:
 
 def check_manifest(manifest: Any, source: str | PathLike[str], *, require_sk_prof: bool = False) -> None:
     """Every rule of formats.md §6 that needs no disk access (pure)."""
+    if isinstance(manifest, dict) and manifest.get("schema_version") in EARLIER_SCHEMAS:
+        raise ContractInputError(
+            "manifest-version", source,
+            f"{manifest['schema_version']} was sealed by an earlier sk-tune without inode/device records or a signature;"
+            " it cannot be verified any more",
+            expected=f"{MANIFEST_SCHEMA} (collect the profile again)",
+        )
     check_schema("manifest", manifest, source)
     if body_fingerprint(manifest, "manifest_fingerprint") != manifest["manifest_fingerprint"]:
         raise ContractIntegrityError("fingerprint", source, "manifest_fingerprint does not match the manifest (edited?)")
@@ -212,12 +220,16 @@ def manifest_location(path: str | PathLike[str]) -> tuple[Path, Path]:
     return p.parent, p
 
 
-def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False) -> dict[str, Any]:
+def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False, archive: bool = False) -> dict[str, Any]:
     """Read a root's manifest and re-verify it against the disk.
 
     Checks every rule of :func:`check_manifest`, that the marker names the
     manifest's session, that each listed file is unchanged (sha256, size) and
-    that no file was added after finalize. Returns the manifest.
+    that no file was added after finalize. The *live* check (default, for
+    analysis in place) also recomputes the session binding from the root's
+    current path and compares each file's live stat (ctime, mtime, size,
+    inode, device) with the recorded one; ``archive=True`` drops those two
+    rules, which a copy to other storage necessarily breaks. Returns the manifest.
     """
     root, target = manifest_location(path)
     if target.is_symlink():
@@ -227,6 +239,8 @@ def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False) -
     manifest = load_json_file(target)
     check_manifest(manifest, target, require_sk_prof=require_sk_prof)
     check_marker(root, manifest["capture"]["session_fingerprint"], manifest["capture_role"])
+    if not archive:
+        check_binding(root, manifest, target)
     listed = {rec["path"]: rec for records in manifest["files"].values() for rec in records}
     actual = set(list_files(root))
     added = sorted(actual - set(listed))
@@ -242,5 +256,22 @@ def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False) -
             raise ContractIntegrityError(
                 "file-unchanged", root, f"{rel} changed after finalize (sha256/size differ from the manifest)"
             )
+        if not archive:
+            _check_live_stat(root, rel, rec)
     return manifest  # type: ignore[no-any-return]
 
+
+_STAT_FIELDS = (("ctime_ns", "st_ctime_ns"), ("mtime_ns", "st_mtime_ns"), ("size", "st_size"),
+                ("inode", "st_ino"), ("device", "st_dev"))
+
+
+def _check_live_stat(root: Path, rel: str, rec: Mapping[str, Any]) -> None:
+    """Live rule live-stat: the file is the very file object sealed at finalize (no content read)."""
+    st = live_stat(root, rel)
+    for key, attr in _STAT_FIELDS:
+        if getattr(st, attr) != rec[key]:
+            raise ContractIntegrityError(
+                "live-stat", root,
+                f"{rel} has {key}={getattr(st, attr)} but {rec[key]} was recorded at finalize"
+                " (touched, rewritten, replaced or copied after finalize)",
+            )

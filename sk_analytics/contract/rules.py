@@ -34,6 +34,10 @@ RULES: dict[str, str] = {
     "workload-alias-conflict": "two aliases of one workload field carry different values",
     "file-unchanged": "every listed file still exists with the sha256 and size recorded at finalize",
     "no-files-after-finalize": "no file was added to the root after finalize",
+    "live-stat": "live check: every listed file keeps the ctime, mtime, size, inode and device recorded at finalize",
+    "session-binding": "live check: the session fingerprint recomputed from role, absolute root and started_ns matches"
+    " (root not moved or copied, start not shifted)",
+    "manifest-version": "the manifest is of the current schema (earlier manifests lack inode/device and signatures)",
     "set-roles": "a set is exactly {baseline_profile, candidate_profile} or all four roles",
     "distinct-roots": "every collection of a set has its own root",
     "distinct-sessions": "every collection of a set has its own session",

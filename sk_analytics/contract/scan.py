@@ -28,13 +28,20 @@ RESERVED_NAMES = frozenset({MANIFEST_NAME, MARKER_NAME})
 
 @dataclass(frozen=True)
 class FileRecord:
-    """One artifact file as the manifest records it."""
+    """One artifact file as the manifest records it.
+
+    ``inode`` and ``device`` identify the very file object written by the
+    producer: a copy or a rewrite through a new file gets another inode even
+    when bytes and times are made to match (the live check compares them).
+    """
 
     path: str
     sha256: str
     size: int
     ctime_ns: int
     mtime_ns: int
+    inode: int
+    device: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,7 +86,15 @@ def record_file(root: Path, rel: str) -> FileRecord:
     st = path.lstat()
     if stat.S_ISLNK(st.st_mode):
         raise ContractInputError("no-symlinks", root, f"{rel} is a symbolic link", expected="regular files only")
-    return FileRecord(rel, sha256_file(path), st.st_size, st.st_ctime_ns, st.st_mtime_ns)
+    return FileRecord(rel, sha256_file(path), st.st_size, st.st_ctime_ns, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+def live_stat(root: Path, rel: str) -> os.stat_result:
+    """The file's own lstat (no content read), refusing a link put in its place."""
+    st = (root / rel).lstat()
+    if stat.S_ISLNK(st.st_mode):
+        raise ContractInputError("no-symlinks", root, f"{rel} is a symbolic link", expected="regular files only")
+    return st
 
 
 def scan_root(root: Path) -> dict[str, list[FileRecord]]:

@@ -45,6 +45,45 @@ def body_fingerprint(record: dict[str, Any], key: str) -> str:
     return fingerprint({k: v for k, v in record.items() if k != key})
 
 
+def session_body(role: str, root_abs: str, started_ns: int) -> dict[str, Any]:
+    """The fingerprinted part of a session record: role, absolute root, start (formats.md §6)."""
+    return {
+        "schema_version": SESSION_SCHEMA,
+        "capture_role": role,
+        "capture_root": root_abs,
+        "started_ns": started_ns,
+        "root_was_empty": True,
+    }
+
+
+def check_binding(root: Path, manifest: dict[str, Any], source: str | PathLike[str]) -> None:
+    """Live rule session-binding: recompute the session fingerprint from the manifest's role
+    and start and the root's *current* absolute path; the marker must carry the same start.
+
+    A root moved or copied elsewhere, or a start shifted in the marker and manifest to widen
+    the window, no longer yields the fingerprint that ``begin`` recorded. The root is tried
+    as given and with symbolic links resolved (a session may be reached through a link).
+    """
+    cap = manifest["capture"]
+    candidates = {os.path.abspath(root), os.path.realpath(root)}
+    if not any(
+        fingerprint(session_body(manifest["capture_role"], c, cap["started_ns"])) == cap["session_fingerprint"]
+        for c in candidates
+    ):
+        raise ContractIntegrityError(
+            "session-binding", source,
+            f"the session fingerprint recomputed from role {manifest['capture_role']}, root {os.path.abspath(root)} "
+            f"and started_ns {cap['started_ns']} is not {cap['session_fingerprint'][:12]} "
+            "(root moved or copied, or the session start shifted)",
+        )
+    marker = load_json_file(root / MARKER_NAME)
+    if marker.get("started_ns") != cap["started_ns"]:
+        raise ContractIntegrityError(
+            "session-binding", root / MARKER_NAME,
+            f"the marker's started_ns {marker.get('started_ns')} differs from the manifest's {cap['started_ns']}",
+        )
+
+
 def check_role(role: str) -> None:
     """Refuse a capture role outside formats.md §6 (schema rule)."""
     if role not in CAPTURE_ROLES:
@@ -95,13 +134,7 @@ def begin(role: str, root: str | PathLike[str], session_out: str | PathLike[str]
         fh.write("{}\n")
     st = marker.stat()
     started_ns = min(wall_ns, st.st_ctime_ns, st.st_mtime_ns)
-    body = {
-        "schema_version": SESSION_SCHEMA,
-        "capture_role": role,
-        "capture_root": str(root_abs),
-        "started_ns": started_ns,
-        "root_was_empty": True,
-    }
+    body = session_body(role, str(root_abs), started_ns)
     record: SessionRecord = {**body, "session_fingerprint": fingerprint(body)}  # type: ignore[typeddict-item]
     write_json(
         marker,

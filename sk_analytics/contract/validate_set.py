@@ -112,8 +112,12 @@ def validate_set(
     allowed_changes: Sequence[str] = (),
     *,
     require_sk_prof: bool = False,
+    archive: bool = False,
 ) -> dict[str, Any]:
     """Validate a set of collections (role -> root folder or manifest path).
+
+    The members are checked live (in place) unless ``archive`` (see
+    :func:`~sk_analytics.contract.manifest.load_manifest`).
 
     Raises :class:`~sk_analytics.contract.rules.ContractInputError` or
     :class:`~sk_analytics.contract.rules.ContractIntegrityError` naming the
@@ -125,7 +129,7 @@ def validate_set(
         if role not in manifests:
             continue
         root, target = manifest_location(manifests[role])
-        manifest = load_manifest(target, require_sk_prof=require_sk_prof)
+        manifest = load_manifest(target, require_sk_prof=require_sk_prof, archive=archive)
         if manifest["capture_role"] != role:
             raise ContractInputError(
                 "set-roles", target, f"given as {role} but the manifest's capture_role is {manifest['capture_role']}"
