@@ -19,6 +19,14 @@ over samples. Definitions (formats.md §1, identical to the legacy
   does not depend on sample order (equal samples give bit-equal statistics)
   and floats are rounded only at the end.
 
+Values printed as Python float repr (15-17 significant digits, so 10**15 or
+more units each) would overflow those Int128 sums or round twice in float64.
+Such inputs take the *wide* path: each unit count is cut into base-10**12
+limbs, the sums of limbs and of limb products are exact Int128 aggregates,
+and the few group rows are finished in Python integers and fractions
+(``float(Fraction(S1, n * 10**scale))``, correctly rounded), so they are
+computed exactly rather than refused.
+
 Exact decimal text of a rank mean (``mean_exact_ms``) is ``sum / count`` in
 Python decimal with 28 significant digits, ROUND_HALF_EVEN, the sum carrying
 the rank's own number of decimals: the same text the legacy tool writes as
@@ -28,7 +36,9 @@ the rank's own number of decimals: the same text the legacy tool writes as
 from __future__ import annotations
 
 import decimal
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import polars as pl
 
@@ -52,6 +62,8 @@ class Samples:
     decode: pl.LazyFrame
     prefill: pl.LazyFrame
     scale: int
+    wide: bool = False
+    """Exact limb sums and a Python finish (module docstring) instead of plain Int128 sums."""
 
 
 def _frac_digits() -> pl.Expr:
@@ -59,6 +71,15 @@ def _frac_digits() -> pl.Expr:
     dot = pl.col("value_text").str.find(".", literal=True)
     return (pl.col("value_text").str.len_bytes().cast(pl.Int32) - dot.cast(pl.Int32) - 1).fill_null(0)
 
+
+_FLOAT_EXACT_SUM = 2**53
+"""Sums and divisors below this are exact in float64, so ``S1 / (n * unit)``
+is correctly rounded; at or above it the wide path is taken."""
+
+_LIMB = 10**12
+_LIMBS = 3
+_MAX_UNITS = _LIMB**_LIMBS
+"""The wide path holds values of up to 36 digits (scale included)."""
 
 _FLOAT_EXACT_UNITS = 2**50
 """Below this many units, ``round(value_ms * 10**scale)`` is the exact integer
@@ -91,17 +112,43 @@ def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int) -> Samples:
     with_digits = frame.lazy().with_columns(_frac_digits().alias("frac_digits")).collect()
     scale = int(with_digits["frac_digits"].max() or 0)  # type: ignore[arg-type]
     max_ms = with_digits["value_ms"].max()
+    digits = pl.col("value_text").str.replace(".", "", literal=True).str.len_bytes().cast(pl.Int32)
+    whole = with_digits.select((digits - pl.col("frac_digits")).max()).item() or 0
+    if whole + scale > 36:
+        raise InputError(None, f"timing values carry too many digits for exact statistics ({whole + scale} at scale {scale})",
+                         expected="at most 36 digits per value, decimals of the most precise value included")
     lazy = with_units(with_digits.lazy(), scale, max_ms=max_ms)  # type: ignore[arg-type]
     decode = lazy.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup))
     prefill = lazy.filter(pl.col("phase") == "prefill")
-    return Samples(decode, prefill, scale)
+    return Samples(decode, prefill, scale, wide=needs_wide(with_digits.height, max_ms, scale))  # type: ignore[arg-type]
+
+
+def needs_wide(rows: int, max_ms: float | None, scale: int) -> bool:
+    """Whether plain Int128/float64 sums could overflow or round twice for ``rows`` samples."""
+    if max_ms is None or not rows:
+        return False
+    top = (max_ms + 1.0) * 10**scale
+    return rows * top >= _FLOAT_EXACT_SUM or rows * 10**scale >= _FLOAT_EXACT_SUM
+
+
+def _limbs(units: pl.Expr) -> list[pl.Expr]:
+    """Base-10**12 digits of ``units`` (least significant first), each < 10**12."""
+    return [(units // _LIMB**k) % _LIMB for k in range(_LIMBS)]
+
+
+def _wide_sums() -> list[pl.Expr]:
+    """Exact Int128 sums of every limb and every limb product (each < 10**24 per sample)."""
+    limbs = _limbs(pl.col("units"))
+    sums = [limbs[i].sum().alias(f"s_{i}") for i in range(_LIMBS)]
+    products = [(limbs[i] * limbs[j]).sum().alias(f"q_{i}_{j}") for i in range(_LIMBS) for j in range(i, _LIMBS)]
+    return [*sums, *products]
 
 
 def _order_stat(q: float, method: str) -> pl.Expr:
     return pl.col("value_ms").quantile(q, interpolation=method)  # type: ignore[arg-type]
 
 
-def _stat_exprs() -> list[pl.Expr]:
+def _stat_exprs(wide: bool = False) -> list[pl.Expr]:
     """Aggregations of one group of samples (exact sums + order statistics).
 
     P50/P90 take the order statistics around their position with the native
@@ -112,10 +159,10 @@ def _stat_exprs() -> list[pl.Expr]:
     pos = (n - 1).cast(pl.Float64) * 0.9
     p90_lo, p90_hi = _order_stat(0.9, "lower"), _order_stat(0.9, "higher")
     units = pl.col("units")
+    sums = _wide_sums() if wide else [units.sum().alias("sum_units"), (units * units).sum().alias("sumsq_units")]
     return [
         n.cast(pl.Int64).alias("count"),
-        units.sum().alias("sum_units"),
-        (units * units).sum().alias("sumsq_units"),
+        *sums,
         units.max().alias("max_units"),
         pl.col("frac_digits").max().alias("frac_digits"),
         ((_order_stat(0.5, "lower") + _order_stat(0.5, "higher")) / 2).alias("p50_ms"),
@@ -141,26 +188,54 @@ def _finish(aggregated: pl.LazyFrame, scale: int) -> pl.LazyFrame:
     )
 
 
-def stats_query(samples: pl.LazyFrame, by: list[str], scale: int) -> pl.LazyFrame:
+def stats_query(samples: pl.LazyFrame, by: list[str], scale: int, *, wide: bool = False) -> pl.LazyFrame:
     """Statistics per group ``by`` (all samples as one group when ``by`` is
-    empty; no row when there is no sample), as a lazy query."""
+    empty; no row when there is no sample), as a lazy query.
+
+    With ``wide`` the query yields limb sums; :func:`collect_stats` finishes them."""
     if not by:
         samples = samples.with_columns(pl.lit(0).alias("_all"))
-    aggregated = samples.group_by(by or ["_all"]).agg(_stat_exprs())
+    aggregated = samples.group_by(by or ["_all"]).agg(_stat_exprs(wide))
     if not by:
         aggregated = aggregated.drop("_all")
-    return _finish(aggregated, scale)
+    return aggregated if wide else _finish(aggregated, scale)
 
 
-def collect_stats(queries: list[pl.LazyFrame]) -> list[pl.DataFrame]:
+def _finish_wide(frame: pl.DataFrame, scale: int) -> pl.DataFrame:
+    """Exact ``sum_units``, ``mean_ms`` and ``stddev_ms`` of limb-sum rows (one per group: few rows)."""
+    if frame.filter(pl.col("max_units") >= _MAX_UNITS).height:
+        raise InputError(None, "timing values carry too many digits for exact statistics", expected="at most 36 digits per value")
+    sums, means, stddevs = [], [], []
+    unit = 10**scale
+    for row in frame.iter_rows(named=True):
+        n = row["count"]
+        s1 = sum(int(row[f"s_{i}"]) * _LIMB**i for i in range(_LIMBS))
+        s2 = sum((1 if i == j else 2) * int(row[f"q_{i}_{j}"]) * _LIMB ** (i + j) for i in range(_LIMBS) for j in range(i, _LIMBS))
+        sums.append(s1)
+        means.append(float(Fraction(s1, n * unit)))
+        stddevs.append(math.sqrt(float(Fraction(n * s2 - s1 * s1, n * n * unit * unit))))
+    if any(s >= 2**127 for s in sums):
+        raise InputError(None, "timing sums exceed 128 bits", expected="fewer samples or fewer digits per value")
+    limb_columns = [c for c in frame.columns if c.startswith(("s_", "q_"))]
+    return frame.drop(limb_columns).with_columns(
+        pl.Series("sum_units", sums, dtype=pl.Int128),
+        pl.Series("mean_ms", means, dtype=pl.Float64),
+        pl.Series("stddev_ms", stddevs, dtype=pl.Float64),
+    )
+
+
+def collect_stats(queries: list[pl.LazyFrame], *, scale: int = 0) -> list[pl.DataFrame]:
     """Run several :func:`stats_query` at once (Polars shares and parallelises
-    the scans).
+    the scans); wide queries (limb sums) are finished exactly at ``scale``.
 
-    Raises :class:`InputError` when values carry so many digits that exact
-    Int128 sums could overflow (far beyond any real timing log).
+    Raises :class:`InputError` only when a value has more than 36 digits or
+    a plain query's Int128 sums could overflow (callers with such values
+    pass ``wide``).
     """
-    frames = pl.collect_all(queries)
+    frames = [_finish_wide(f, scale) if "s_0" in f.columns else f for f in pl.collect_all(queries)]
     for frame in frames:
+        if "sumsq_units" not in frame.columns:
+            continue
         if frame.filter(pl.col("count").cast(pl.Int128) * pl.col("max_units") >= _INT128_SAFE).height:
             raise InputError(None, "timing values carry too many digits for exact statistics", expected="at most ~15 significant digits")
     return frames

@@ -72,14 +72,16 @@ def summarize(frame: pl.DataFrame, *, warmup: int, path: str) -> tuple[dict[str,
     samples: Samples = split_samples(frame, warmup)
     order = run_order(frame)
     scale = samples.scale
+    wide = samples.wide
     rank_stats, run_decode_stats, run_prefill_stats, pooled_decode, pooled_prefill = collect_stats(
         [
-            stats_query(samples.decode, ["run", "rank"], scale).join(order.lazy(), on="run").sort("run_pos", "rank"),
-            stats_query(samples.decode, ["run"], scale),
-            stats_query(samples.prefill, ["run"], scale),
-            stats_query(samples.decode, [], scale),
-            stats_query(samples.prefill, [], scale),
-        ]
+            stats_query(samples.decode, ["run", "rank"], scale, wide=wide).join(order.lazy(), on="run").sort("run_pos", "rank"),
+            stats_query(samples.decode, ["run"], scale, wide=wide),
+            stats_query(samples.prefill, ["run"], scale, wide=wide),
+            stats_query(samples.decode, [], scale, wide=wide),
+            stats_query(samples.prefill, [], scale, wide=wide),
+        ],
+        scale=scale,
     )
     run_decode = _records_by_run(run_decode_stats)
     run_prefill = _records_by_run(run_prefill_stats)
