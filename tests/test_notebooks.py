@@ -3,14 +3,18 @@ top to bottom with a real Jupyter kernel on a simulator session that has a DCCI 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import polars as pl
 import pytest
+
+if not os.environ.get("CI"):  # a virtualenv made before the notebooks extra existed: say so, do not break collection
+    pytest.importorskip("nbclient", reason="the notebooks extra is not installed: make .venv/.installed (or pip install -e '.[notebooks]')")
+import nbformat
 from nbclient import NotebookClient
 from sweep_helpers import settled_statuses, small_session
 
