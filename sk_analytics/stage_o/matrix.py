@@ -23,8 +23,15 @@ import jsonschema
 
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint
+from sk_analytics.stage_o.options import (
+    BY_NAME,
+    REGISTRY,
+    current_value,
+    is_debug_option,
+    option_pointer,
+    options_root,
+)
 from sk_analytics.strict_json import load_json_file
-from sk_analytics.stage_o.options import BY_NAME, REGISTRY, current_value, is_debug_option, option_pointer, options_root
 
 MATRIX_SCHEMA = "superkernel-winner-option-matrix-v1"
 DCCI_DISABLE_ALL = [".*"]

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sk_analytics.stage_o.machine import SessionState
+from sk_analytics.stage_o.state import SessionState
 
 FAILURE_EN: dict[str, str] = {
     "crash": "process crash or device error",

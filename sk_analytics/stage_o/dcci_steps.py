@@ -1,0 +1,133 @@
+"""The DCCI family's steps in the Stage O state machine (protocol §6).
+
+"Repeatable regression" (operational definition, see :func:`classify_disable_all`):
+the disable-all gate is not passed, its mean improvement is negative, and
+either the option-trial statistics call it a ``loss`` (the 95 % interval of
+the improvement excludes zero on the losing side) or every candidate run is
+slower than the slowest incumbent run (the regression repeats in each process,
+outside the incumbent's run-to-run band). Anything else that fails the gate is
+"no gain within the noise band".
+
+A repeatable regression opens the diagnosis: paired diagnostic collections →
+``dcci-diff`` → probe of the exact lists → one joint-repair trial compared with
+O0 (the incumbent when the family started, not disable-all) → accepted only as
+the indivisible three-option combination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from sk_analytics.stage_o.actions import (
+    Action,
+    Change,
+    CollectProfile,
+    DcciDiff,
+    Gate,
+    ProbeRepair,
+    Settle,
+)
+from sk_analytics.stage_o.options import option_pointer
+from sk_analytics.stage_o.state import Policy, SessionState
+from sk_analytics.stage_o.steps import accept_path, failure_reason, pct_zh, run_action
+
+DcciOutcome = Literal["gain", "noise", "regression"]
+
+
+def classify_disable_all(gate: Mapping[str, Any]) -> DcciOutcome:
+    """gain / noise / regression of the disable-all trial (see module docstring)."""
+    if gate["accepted"]:
+        return "gain"
+    base = list(gate.get("baseline_run_metrics") or [])
+    cand = list(gate.get("candidate_run_metrics") or [])
+    improvement = gate.get("mean_improvement_pct")
+    if improvement is not None and improvement < 0:
+        every_run_slower = bool(base and cand) and min(cand) > max(base)
+        if gate.get("verdict") == "loss" or every_run_slower:
+            return "regression"
+    return "noise"
+
+def dcci_diagnosis(
+    entry: Mapping[str, Any], matrix: Mapping[str, Any], state: SessionState, policy: Policy,
+    trial: Mapping[str, Any], gate: Mapping[str, Any],
+) -> Action:
+    """Repeatable regression of disable-all: collections, diff, probe, joint repair (protocol §6)."""
+    eid = entry["id"]
+    o0_round = state.incumbent
+    regression = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict"),
+                  "mean_improvement_pct": gate["mean_improvement_pct"]}
+    sides = {"o0": ("baseline_profile", o0_round), "disable_all": ("candidate_profile", trial["round"])}
+    last = {side: state.last(eid, "profile_result", side=side) for side in sides}
+    for side, (role, cfg_round) in sides.items():
+        prof, other = last[side], last["disable_all" if side == "o0" else "o0"]
+        window = other.get("iterations") if other is not None and other["ok"] else None  # never longer than the other side
+        if prof is None:
+            return CollectProfile(eid, side, role, cfg_round, 1, window)  # type: ignore[arg-type]
+        if not prof["ok"]:
+            if prof["attempt"] < policy.max_collect_attempts:
+                return CollectProfile(eid, side, role, cfg_round, prof["attempt"] + 1, window)  # type: ignore[arg-type]
+            return Settle(
+                eid, "rejected",
+                f"disable-all 可重复回退，但 {side} 诊断采集 {prof['attempt']} 次均未通过工件契约校验（{prof.get('reason_zh') or '清单无效'}）；"
+                "停止归因，不产生子节点正则，不运行修复，拒绝 DCCI 家族",
+                {**regression, "profile": dict(prof)}, state.incumbent, family_rejected=True,
+            )
+    done = {side: prof for side, prof in last.items() if prof is not None}  # both sides ok here
+    windows = {side: prof.get("iterations") for side, prof in done.items()}
+    if None not in windows.values() and len(set(windows.values())) > 1:
+        # a buffer-full re-collection shortened one side; validate_set needs one window for the pair
+        longer = max(windows, key=lambda side: windows[side])
+        if done[longer]["attempt"] < policy.max_collect_attempts:
+            role, cfg_round = sides[longer]
+            return CollectProfile(eid, longer, role, cfg_round, done[longer]["attempt"] + 1, min(windows.values()))  # type: ignore[arg-type]
+        return Settle(
+            eid, "rejected",
+            f"disable-all 可重复回退，但 O0 与 disable-all 诊断采集的迭代窗口不同（{windows['o0']} 与 {windows['disable_all']} 次），"
+            f"{done[longer]['attempt']} 次采集内未能对齐（sk_prof 缓冲区满后缩短了窗口）；停止归因，不产生子节点正则，不运行修复，拒绝 DCCI 家族",
+            {**regression, "profiles": [dict(done["o0"]), dict(done["disable_all"])]}, state.incumbent, family_rejected=True,
+        )
+    diff = state.last(eid, "dcci_diff_result")
+    if diff is None:
+        return DcciDiff(eid, done["o0"]["root"], done["disable_all"]["root"], o0_round, trial["round"])
+    if not diff["ok"] or not diff.get("patterns"):
+        why = diff.get("reason_zh") or "没有显著变慢的子节点"
+        return Settle(
+            eid, "rejected",
+            f"disable-all 可重复回退，但 dcci-diff 未提出修复（{why}），拒绝 DCCI 家族，保留 O0",
+            {**regression, "dcci_diff": diff.get("path")}, state.incumbent, family_rejected=True,
+        )
+    root = matrix["options_root"]
+    patterns = list(diff["patterns"])
+    repair = (
+        Change(option_pointer(root, "dcci_before_kernel_start"), patterns),
+        Change(option_pointer(root, "dcci_after_kernel_end"), patterns),
+    )
+    probe = state.last(eid, "probe_result", purpose="dcci_repair")
+    if probe is None:
+        return ProbeRepair(eid, trial["round"], repair)
+    if not probe["ready"]:
+        return Settle(
+            eid, "rejected",
+            "联合修复的精确正则列表未通过同环境探测（ready=false），不运行修复，拒绝 DCCI 家族",
+            {**regression, "dcci_diff": diff.get("path"), "probe": probe.get("evidence")}, state.incumbent, family_rejected=True,
+        )
+    rep = state.last(eid, "trial_result", phase="repair")
+    if rep is None:
+        return run_action(entry, policy, state.next_round, "repair", trial["round"], repair)
+    if not rep["ok"]:
+        reason, ev = failure_reason(rep, "DCCI 联合修复试验失败，恢复 O0，拒绝 DCCI 家族")
+        return Settle(eid, "failed", reason, {**ev, **{"dcci_diff": diff.get("path")}}, state.incumbent, family_rejected=True)
+    rgate = state.last(eid, "gate_result", round=rep["round"])
+    if rgate is None:
+        return Gate(rep["round"], o0_round, eid)
+    combination = (Change(entry["pointer"], entry["value"]), *repair)
+    if not rgate["accepted"]:
+        return Settle(
+            eid, "rejected",
+            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {pct_zh(rgate['mean_improvement_pct'])}）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 O0，不再扩充子节点列表",
+            {**regression, "repair_round": rep["round"], "repair_gate": rgate.get("summary_path"), "dcci_diff": diff.get("path")},
+            state.incumbent, family_rejected=True,
+        )
+    run = run_action(entry, policy, rep["round"], "repair", trial["round"], repair)
+    return accept_path(entry, state, policy, run, combination, "DCCI disable+before+after 不可分割组合", family_rejected=True)

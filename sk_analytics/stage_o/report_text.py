@@ -1,0 +1,113 @@
+"""The session report's words and number formats, in Chinese and English.
+
+``TEXT[lang][key]``: each message's two renderings are kept side by side in
+``_MESSAGES`` so that a new message cannot exist in one language only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+# key -> (Chinese, English): each message's two renderings side by side
+_MESSAGES: dict[str, tuple[str, str]] = {
+    "title": ("Stage O 实验报告", "Stage O experiment report"),
+    "outcome_base": ("结果：已冻结 Sbest-BASE", "Outcome: Sbest-BASE frozen"),
+    "outcome_stopped": ("结果：会话已停止", "Outcome: session stopped"),
+    "overview": ("总览", "Overview"),
+    "cols": ("阶段/候选|测量口径|基线耗时 ms|实验耗时 ms|耗时差 ms|改善率|运行数|门禁/状态|证据",
+             "Stage/candidate|Measure|Baseline ms|Trial ms|Delta ms|Improvement|Runs|Gate/status|Evidence"),
+    "metric": ("worst-rank 均值（预热后 decode）", "worst-rank mean (post-warm-up decode)"),
+    "metric_vs": ("worst-rank 均值，对比 {base}", "worst-rank mean vs {base}"),
+    "o0_runs": ("O0-INCUMBENT 逐次运行", "O0-INCUMBENT per run"),
+    "env_blockers": ("环境阻断（实验命令启动前，不是失败现场）",
+                     "Environment blockers (before any experiment command started; not failure scenes)"),
+    "env_blockers_cols": ("轮次|阶段|时间（UTC）|原因", "Round|Stage|Time (UTC)|Reason"),
+    "o0_cols": ("运行|最慢 rank|worst-rank 均值 ms|相对均值偏差", "Run|Slowest rank|Worst-rank mean ms|Deviation from mean"),
+    "trials": ("各 O 轮试验", "O-round trials"),
+    "dcci": ("DCCI（数据缓存控制）家族", "DCCI (data-cache control) family"),
+    "figures": ("图表", "Figures"),
+    "fig_md_note": ("图表见同目录的 report.html（每张图下附同数据的表格）。",
+                    "Figures are in report.html next to this file (each with a table of the same numbers)."),
+    "fig_table": ("同数据表格", "Table of the same data"),
+    "fig_runs": ("各轮逐次运行的 worst-rank 均值（ms）", "Worst-rank mean of every clean run per round (ms)"),
+    "fig_runs_desc": ("每个点是一次干净运行的 worst-rank 均值，颜色表示该轮结果，黑色短线为该轮均值，虚线为 O0 均值。",
+                      "Each dot is one clean run's worst-rank mean, coloured by the round's outcome; the black tick is the "
+                      "round's mean, the dashed line the O0 mean."),
+    "fig_runs_y": ("worst-rank 均值（ms）", "worst-rank mean (ms)"),
+    "fig_runs_x": ("轮次", "round"),
+    "fig_runs_cols": ("轮次|条目|结果|干净运行数|逐次 worst-rank 均值 ms|均值 ms",
+                      "Round|Entry|Outcome|Clean runs|Worst-rank mean per run ms|Mean ms"),
+    "fig_mean": ("该轮均值", "round mean"),
+    "fig_o0_mean": ("O0 均值", "O0 mean"),
+    "fig_no_runs": ("失败，无干净运行", "failed, no clean run"),
+    "outcome_incumbent": ("O0 基线", "O0 incumbent"),
+    "outcome_accepted": ("接受（成为新基线）", "accepted (new incumbent)"),
+    "outcome_rejected": ("拒绝", "rejected"),
+    "outcome_diagnosis": ("可重复回退 → 诊断", "repeatable regression → diagnosis"),
+    "outcome_failed": ("失败", "failed"),
+    "outcome_pending": ("未定", "pending"),
+    "fig_sk": ("各 SK 结构的 P50 变化（disable-all 相对 O0，%）", "P50 change per SK structure (disable-all vs O0, %)"),
+    "fig_sk_desc": ("每行一种 SK 结构（同一分类的各次出现合并）：条形为各次出现 ΔP50 % 的中位数，细线为最小–最大范围，灰色区域为噪声带。",
+                    "One row per SK structure (its occurrences of one class merged): the bar is the median ΔP50 % of its "
+                    "occurrences, the thin line their min–max range, the grey area the noise band."),
+    "fig_sk_x": ("ΔP50 %（SK 墙钟时间，正值 = disable-all 更慢）", "ΔP50 % (SK wall time; positive = slower under disable-all)"),
+    "fig_sk_cols": ("SK 结构|分类|出现次数（序号）|ΔP50 % 中位数|ΔP50 % 范围|ΔP50 µs 范围|结构标识",
+                    "SK structure|Class|Occurrences (indices)|Median ΔP50 %|ΔP50 % range|ΔP50 µs range|Structure key"),
+    "fig_band": ("噪声带", "noise band"),
+    "fig_range": ("各次出现的范围", "range over occurrences"),
+    "option": ("选项", "Option"), "pointer": ("指针", "Pointer"), "value": ("取值", "Value"), "original": ("原值", "Original"),
+    "base_round": ("配置派生自", "Config derived from"),
+    "status": ("状态", "Status"), "reason": ("原因", "Reason"), "evidence": ("证据", "Evidence"), "risk": ("风险", "Risk"),
+    "failure_scene": ("失败现场", "failure scene"), "joint_repair": ("联合修复", "joint repair"),
+    "gate_cols": ("检查项|数值|是否通过", "Check|Value|Passed"),
+    "stats": ("统计（协议门禁之外，仅供参考）", "Statistics (beside the protocol gate, advisory)"),
+    "runs_base": ("基线逐次", "baseline runs"), "runs_cand": ("实验逐次", "trial runs"),
+    "dcci_cols": ("配置|干净运行数|worst-rank 均值 ms|median-run ms|P50 ms|P90 ms|stddev ms|spread|门禁|基线变化",
+                  "Config|Clean runs|Worst-rank mean ms|Median-run ms|P50 ms|P90 ms|stddev ms|Spread|Gate|Incumbent change"),
+    "collections": ("诊断采集", "Diagnostic collections"),
+    "coll_cols": ("侧|角色|采集根目录|清单指纹", "Side|Role|Collection root|Manifest fingerprint"),
+    "diff_report": ("完整的逐 SK（逐次出现）对比统计、显著变慢 SK 表、每个显著变慢 SK 的子节点计时表见",
+                    "Full per-SK (per-occurrence) statistics, the significantly slower SKs and each one's child timing table:"),
+    "slower": ("显著变慢 SK（按结构合并）", "Significantly slower SKs (grouped by structure)"),
+    "slower_cols": ("SK 结构|出现次数|出现序号|Δ P50 µs 范围|Δ P50 % 范围|结构标识",
+                    "SK structure|Occurrences|Occurrence indices|Δ P50 µs range|Δ P50 % range|Structure key"),
+    "union": ("子节点并集与符号→正则映射", "Child union and symbol-to-regex mapping"),
+    "union_cols": ("子节点算子 token|正则|校验|匹配的元数据符号", "Child op token|Regex|Verified|Matched metadata symbols"),
+    "repair_settings": ("联合修复的精确选项与配置差异", "Exact options and config diff of the joint repair"),
+    "no_dcci": ("矩阵中没有 DCCI 条目。", "The matrix has no DCCI entry."),
+    "no_diag": ("disable-all 没有可重复的回退，未进入诊断。", "Disable-all showed no repeatable regression; no diagnosis was run."),
+    "correlation": ("相关不等于根因：只有完整修复相对 O0 的干净 A/B 对比才能决定是否接受。",
+                    "Correlation is not a root cause: only the clean A/B of the complete repair against O0 decides."),
+    "base": ("Sbest-BASE", "Sbest-BASE"),
+    "stable": ("稳定", "stable"), "unstable": ("不稳定", "unstable"),
+    "yes": ("是", "yes"), "no": ("否", "no"), "none": ("无", "none"),
+    "incumbent_changed": ("成为新基线", "new incumbent"), "incumbent_kept": ("保留原基线", "incumbent kept"),
+    "stop_reason": ("停止原因", "Stop reason"),
+    "to_diagnosis": ("可重复回退 → 诊断", "repeatable regression → diagnosis"),
+    "next": ("下一步", "Next steps"),
+    "sep": ("；", "; "),
+}
+TEXT: dict[str, dict[str, str]] = {lang: {k: v[i] for k, v in _MESSAGES.items()} for i, lang in enumerate(("zh", "en"))}
+
+
+def paren(text: str, lang: str) -> str:
+    """A parenthetical in the language's own brackets."""
+    return f"（{text}）" if lang == "zh" else f" ({text})"
+
+
+def num(value: Any, digits: int = 3) -> str:
+    return "—" if value is None else f"{float(value):.{digits}f}"
+
+
+def pct(value: Any) -> str:
+    return "—" if value is None else f"{float(value):+.2f}%"
+
+
+def code(value: Any) -> str:
+    return "`" + json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "`"
+
+
+def ci_text(interval: Sequence[float] | None) -> str:
+    return "—" if not interval else "[" + ", ".join(f"{float(x):+.3f}%" for x in interval) + "]"
