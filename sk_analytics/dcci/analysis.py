@@ -57,6 +57,11 @@ from sk_analytics.ingest.super_kernel_log import (
 )
 
 SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
+ALIGNMENT_RULE: Final = (
+    "per rank and graph pair: anchors = structures occurring once on each side (longest order-consistent chain); "
+    "runs between anchors aligned by exact LCS with structure equality; a pair every optimal alignment makes is "
+    "paired, a gap of every optimal alignment is one-sided, anything else is ambiguous_alignment"
+)
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,8 @@ def _sk_json(row: dict[str, Any]) -> dict[str, Any]:
             "delta_p50_pct", "delta_p90_us", "mwu_p", "mwu_q")
     out = {k: row.get(k) for k in keys}
     out["class_zh"] = CLASS_ZH[row["class"]]
+    out["rank"] = row.get("rank")
+    out["alignment"] = _alignment_json(row)
     out["baseline"] = _stats_json(row, "base_")
     out["candidate"] = _stats_json(row, "cand_")
     out["lane_workload_diagnostic"] = {
@@ -145,6 +152,24 @@ def _sk_json(row: dict[str, Any]) -> dict[str, Any]:
         "note": "duration sums are lane-workload diagnostics only; they never decide a class",
     }
     return out
+
+
+def _alignment_json(row: dict[str, Any]) -> dict[str, Any]:
+    """Where the SK sits on each side and how it was placed (formats.md §4, graph context)."""
+    def side(prefix: str) -> dict[str, Any] | None:
+        if row.get(f"{prefix}_position") is None:
+            return None
+        return {"process": row[f"{prefix}_process"], "model_dir": row[f"{prefix}_model_dir"],
+                "graph_position": row[f"{prefix}_position"], "sk_id": row[f"{prefix}_sk_id"],
+                "occurrence_index": row[f"{prefix}_occurrence_index"]}
+
+    def anchor(where: str) -> dict[str, Any] | None:
+        base, cand = row.get(f"anchor_{where}_base"), row.get(f"anchor_{where}_cand")
+        return None if base is None else {"baseline_position": base, "candidate_position": cand}
+
+    return {"rank": row.get("rank"), "graph_pair": row.get("graph_pair"), "paired_by": row.get("paired_by"),
+            "run": row.get("run"), "anchor_before": anchor("before"), "anchor_after": anchor("after"),
+            "ambiguous_pairing": row.get("ambiguous_pairing"), "baseline": side("base"), "candidate": side("cand")}
 
 
 def _child_json(row: dict[str, Any]) -> dict[str, Any]:
@@ -292,6 +317,7 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
         "summary": {"classes": counts, "sks": sks.height,
                     "expected_false_discoveries": expected_false_discoveries(sks["mwu_q"], flagged),
                     "significantly_slower_uids": slower},
+        "alignment": {"rule": ALIGNMENT_RULE, "graph_pairs": list(alignment.graphs)},
         "sks": [_sk_json(r) for r in sks.to_dicts()],
         "unmapped_launches": unmapped.select("side", *SK_KEYS, "model_dir", "map_status").to_dicts(),
         "children": [

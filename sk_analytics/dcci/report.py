@@ -70,6 +70,29 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pattern": ("模式", "pattern"),
     "status": ("校验", "verified"),
     "matched": ("匹配符号", "matched symbols"),
+    "alignment": ("图上下文对齐（每个 rank、每对计算图分别对齐）", "Graph-context alignment (each rank and graph pair on its own)"),
+    "align_rule": ("规则：只出现一次的结构作为锚点；锚点之间按结构相等做精确 LCS；所有最优对齐都给出的配对才配对，"
+                   "所有最优对齐都落在空缺中的 SK 记为单侧存在，其余记为对齐有歧义（不猜测）。",
+                   "Rule: structures occurring once anchor the alignment; runs between anchors are aligned by exact LCS with "
+                   "structure equality; a pair every optimal alignment makes is paired, an SK in a gap of every optimal "
+                   "alignment is one-sided, anything else is ambiguous (never guessed)."),
+    "rank": ("rank", "rank"),
+    "graph_base": ("基线计算图", "baseline graph"),
+    "graph_cand": ("候选计算图", "candidate graph"),
+    "shared": ("共有结构数", "shared structures"),
+    "anchors": ("锚点", "anchors"),
+    "by_anchor": ("锚点配对", "paired by anchor"),
+    "in_runs": ("区段内配对", "paired in runs"),
+    "only_base": ("仅基线", "baseline only"),
+    "only_cand": ("仅候选", "candidate only"),
+    "ambiguous": ("歧义（基线/候选）", "ambiguous (base/cand)"),
+    "pairing_ambiguous": ("计算图配对有歧义", "graph pairing ambiguous"),
+    "placement": ("SK 位置与配对方式", "SK placement and how it was paired"),
+    "pos_base": ("基线位置 [scope id]", "baseline position [scope id]"),
+    "pos_cand": ("候选位置 [scope id]", "candidate position [scope id]"),
+    "paired_by": ("配对方式", "paired by"),
+    "between": ("所在区段（前锚点 → 后锚点，基线/候选位置）", "run (anchor before → anchor after, base/cand positions)"),
+    "yes": ("是", "yes"),
 }
 # repair decision code (analysis ``repair.reason``) -> English sentence; the Chinese one is ``repair.reason_zh``
 REPAIR_EN: Final[dict[str, str]] = {
@@ -178,6 +201,41 @@ def _structure_summary(result: dict[str, Any], t: dict[str, str], lang: str) -> 
     return [f"## {t['by_structure']}", "", *table([t["structure"], t["cls"], t["occurrences"], t["range_pct"]], rows)]
 
 
+def _where(side: dict[str, Any] | None) -> str:
+    return "—" if side is None else f"{side['model_dir']}:{side['graph_position']} [{side['sk_id']}]"
+
+
+def _anchor(anchor: dict[str, Any] | None, start: str) -> str:
+    return start if anchor is None else f"{anchor['baseline_position']}/{anchor['candidate_position']}"
+
+
+def _alignment_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+    """The graph pairs with their alignment counts, and where every SK sits and how it was paired."""
+    alignment = result.get("alignment")
+    if not alignment:
+        return []
+    lines = [f"## {t['alignment']}", "", t["align_rule"], ""]
+    rows = [[str(g["rank"]), _graph(g["baseline"]), _graph(g["candidate"]), str(g["shared_structures"]),
+             str(g["anchors"]), str(g["paired_by_anchor"]), str(g["paired_in_runs"]), str(g["only_in_baseline"]),
+             str(g["only_in_candidate"]), f"{g['ambiguous']['baseline']}/{g['ambiguous']['candidate']}",
+             t["yes"] if g["ambiguous_pairing"] else ""] for g in alignment["graph_pairs"]]
+    lines += table([t["rank"], t["graph_base"], t["graph_cand"], t["shared"], t["anchors"], t["by_anchor"], t["in_runs"],
+                    t["only_base"], t["only_cand"], t["ambiguous"], t["pairing_ambiguous"]], rows)
+    placement = []
+    for sk in result["sks"]:
+        a = sk.get("alignment") or {}
+        run = "" if a.get("paired_by") == "anchor" else f"{_anchor(a.get('anchor_before'), '^')} → {_anchor(a.get('anchor_after'), '$')}"
+        placement.append([_sk_label(sk), str(a.get("rank")), _where(a.get("baseline")), _where(a.get("candidate")),
+                          a.get("paired_by") or sk["align_status"], run])
+    lines += [f"### {t['placement']}", ""]
+    lines += table(["SK", t["rank"], t["pos_base"], t["pos_cand"], t["paired_by"], t["between"]], placement)
+    return lines
+
+
+def _graph(graph: dict[str, Any] | None) -> str:
+    return "—" if graph is None else f"{graph['process']}/{graph['model_dir']}"
+
+
 def render(result: dict[str, Any], lang: str = "zh") -> str:
     """The Markdown report of a :func:`~sk_analytics.dcci.analysis.analyze` result."""
     t = TEXT["en" if lang == "en" else "zh"]
@@ -191,6 +249,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else _repair_en(repair)}", ""]
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
     lines += _structure_summary(result, t, lang)
+    lines += _alignment_section(result, t, lang)
     lines += [f"## {t['all_sks']}", "", t["lane_note"], ""]
     lines += table(header, _sk_rows(result["sks"], lang))
     slower = [sk for sk in result["sks"] if sk["class"] == "significantly_slower"]

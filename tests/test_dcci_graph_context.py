@@ -1,0 +1,169 @@
+"""dcci-diff on generated pairs that a bare occurrence counter gets wrong (formats.md §4, graph context).
+
+* one expert SK of a middle layer fused without one child on the candidate side;
+* the same structures in two graphs of one process, the draft graph run twice per step;
+* two ranks, only one of them regressed.
+
+Each asserts the exact classes, the partners (baseline scope id -> candidate scope id) and the repair list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dcci_frames import profile
+from sk_analytics.dcci.analysis import SideInput, analyze
+from test_dcci_analysis import DISABLE_ALL, _markers
+
+ATTN = ("attn", ["RmsNorm", "MatMul"])
+MOE = ("moe", ["Gate", "GroupedMatmul", "Add"])
+LAYERS = 6
+CAND_OFFSET = 100  # candidate scope ids are renumbered
+
+
+def _layer_sks(offset: int, refused_layer: int | None = None, first: int = 1) -> list[tuple[int, str, list[str]]]:
+    sks: list[tuple[int, str, list[str]]] = [(first + offset, "embed", ["Gather"])]
+    for layer in range(LAYERS):
+        sks.append((first + 1 + 2 * layer + offset, *ATTN))
+        ops = MOE[1][:-1] if layer == refused_layer else MOE[1]
+        sks.append((first + 2 + 2 * layer + offset, MOE[0], ops))
+    sks.append((first + 1 + 2 * LAYERS + offset, "head", ["LmHead"]))
+    return sks
+
+
+def _ns(slow: set[tuple[int, int]] = frozenset()):  # type: ignore[assignment]
+    """Every SK has its own duration (a mispairing shows as a large delta); +3 us on (sk index, position) in ``slow``."""
+    def fn(k: int, pos: int, occ: int) -> int:
+        return 10_000 + 1_500 * k + 700 * pos + (occ % 3) * 40 + (3_000 if (k, pos) in slow else 0)
+    return fn
+
+
+def _side(parts: list[dict[str, pl.DataFrame]], name: str) -> SideInput:
+    return SideInput(
+        root=Path(name),
+        events=pl.concat([p["events"] for p in parts]).lazy(),
+        structure=pl.concat([p["structure"] for p in parts]),
+        markers=_markers([]),
+        symbols=pl.concat([p["symbols"] for p in parts]),
+    )
+
+
+def _on_device(parts: dict[str, pl.DataFrame], device: int) -> dict[str, pl.DataFrame]:
+    return {**parts, "events": parts["events"].with_columns(pl.lit(device, dtype=parts["events"]["device_id"].dtype).alias("device_id"))}
+
+
+def _run(base: list[dict[str, pl.DataFrame]], cand: list[dict[str, pl.DataFrame]]) -> dict[str, Any]:
+    return analyze(_side(base, "base"), _side(cand, "cand"), warmup=2, disable_all_config=DISABLE_ALL)
+
+
+def _partners(result: dict[str, Any]) -> dict[tuple[Any, ...], Any]:
+    """(rank, baseline process, baseline scope id) -> (candidate scope id, class); one-sided SKs keyed by side."""
+    out: dict[tuple[Any, ...], Any] = {}
+    for sk in result["sks"]:
+        a = sk["alignment"]
+        base, cand = a["baseline"], a["candidate"]
+        if base and cand:
+            out[(a["rank"], base["model_dir"], base["sk_id"])] = (cand["model_dir"], cand["sk_id"], sk["class"])
+        else:
+            where = base or cand
+            out[(a["rank"], "only", where["model_dir"], where["sk_id"])] = sk["reason"]
+    return out
+
+
+def test_refused_sk_mid_layers_is_one_sided_and_nothing_shifts() -> None:
+    refused = 3
+    moe_k = 2 + 2 * 4  # sk index of layer 4's moe in the list
+    base = profile(process="100", model_id="1_0", sks=_layer_sks(0), occurrences=10, child_ns=_ns())
+    cand = profile(process="200", model_id="7_2", sks=_layer_sks(CAND_OFFSET, refused), occurrences=10,
+                   child_ns=_ns({(moe_k, 1)}), variant=1)
+    result = _run([base], [cand])
+    got = _partners(result)
+    expected: dict[tuple[Any, ...], Any] = {}
+    for k, (scope, name, _ops) in enumerate(_layer_sks(0)):
+        if k == 2 + 2 * refused:
+            continue
+        cls = "significantly_slower" if k == moe_k else "neutral"
+        expected[(0, "model_1_0", scope)] = ("model_7_2", scope + CAND_OFFSET, cls)
+    refused_scope = 2 + 2 * refused + 1
+    expected[(0, "only", "model_1_0", refused_scope)] = "only_in_baseline"
+    expected[(0, "only", "model_7_2", refused_scope + CAND_OFFSET)] = "only_in_candidate"
+    assert got == expected
+    assert result["summary"]["classes"] == {"significantly_slower": 1, "significantly_faster": 0,
+                                            "neutral": 2 * LAYERS + 2 - 2, "insufficient_evidence": 2}
+    assert result["repair"]["proposed"] and result["repair"]["list"] == ["static_kernel_GroupedMatmul_.*"]
+    [pair] = result["alignment"]["graph_pairs"]
+    assert pair["anchors"] == 2 and pair["only_in_baseline"] == 1 and pair["only_in_candidate"] == 1
+    assert pair["ambiguous"] == {"baseline": 0, "candidate": 0}
+    slow = next(s for s in result["sks"] if s["class"] == "significantly_slower")
+    assert slow["alignment"]["paired_by"] == "run"
+    # between the embed and the head anchors (graph positions 0 and 13 on both sides)
+    assert slow["alignment"]["anchor_before"] == {"baseline_position": 0, "candidate_position": 0}
+    assert slow["alignment"]["anchor_after"] == {"baseline_position": 13, "candidate_position": 13}
+
+
+def test_same_structures_in_two_graphs_of_one_process_draft_run_twice_per_step() -> None:
+    draft_sks = lambda off: [(50 + off, *ATTN), (51 + off, *MOE)]  # noqa: E731 - structures of the main graph too
+    base = [
+        profile(process="100", model_id="1_0", sks=_layer_sks(0), occurrences=10, child_ns=_ns()),
+        profile(process="100", model_id="2_0", sks=draft_sks(0), occurrences=20, child_ns=_ns()),
+    ]
+    cand = [
+        profile(process="200", model_id="7_2", sks=_layer_sks(CAND_OFFSET), occurrences=10, child_ns=_ns(), variant=1),
+        profile(process="200", model_id="8_2", sks=draft_sks(CAND_OFFSET), occurrences=20, child_ns=_ns({(1, 2)}),
+                variant=1),
+    ]
+    result = _run(base, cand)
+    got = _partners(result)
+    expected = {(0, "model_1_0", s): ("model_7_2", s + CAND_OFFSET, "neutral") for s, _n, _o in _layer_sks(0)}
+    expected[(0, "model_2_0", 50)] = ("model_8_2", 150, "neutral")
+    expected[(0, "model_2_0", 51)] = ("model_8_2", 151, "significantly_slower")
+    assert got == expected
+    draft = next(s for s in result["sks"] if s["class"] == "significantly_slower")
+    assert draft["baseline"]["count"] == draft["candidate"]["count"] == 18  # twice per step, after 2 dropped
+    pairs = {(p["baseline"]["model_dir"], p["candidate"]["model_dir"]): p for p in result["alignment"]["graph_pairs"]}
+    assert set(pairs) == {("model_1_0", "model_7_2"), ("model_2_0", "model_8_2")}
+    assert not any(p["ambiguous_pairing"] for p in pairs.values())
+    assert result["repair"]["list"] == ["static_kernel_Add_.*"]
+    assert result["unmapped_launches"] == []
+
+
+def test_rank_specific_regression_is_found_on_that_rank_only() -> None:
+    moe_k = 2 + 2 * 2
+    base = [_on_device(profile(process=p, model_id="1_0", sks=_layer_sks(0), occurrences=10, child_ns=_ns()), d)
+            for p, d in (("100", 0), ("101", 1))]
+    cand = [
+        _on_device(profile(process="200", model_id="7_2", sks=_layer_sks(CAND_OFFSET), occurrences=10, child_ns=_ns(),
+                           variant=1), 0),
+        _on_device(profile(process="201", model_id="7_3", sks=_layer_sks(CAND_OFFSET), occurrences=10,
+                           child_ns=_ns({(moe_k, 0)}), variant=1), 1),
+    ]
+    result = _run(base, cand)
+    got = _partners(result)
+    expected = {}
+    for rank, model in ((0, "model_7_2"), (1, "model_7_3")):
+        for k, (scope, _n, _o) in enumerate(_layer_sks(0)):
+            cls = "significantly_slower" if (rank, k) == (1, moe_k) else "neutral"
+            expected[(rank, "model_1_0", scope)] = (model, scope + CAND_OFFSET, cls)
+    assert got == expected
+    slow = [s for s in result["sks"] if s["class"] == "significantly_slower"]
+    assert [(s["rank"], s["alignment"]["baseline"]["process"], s["alignment"]["candidate"]["process"]) for s in slow] == [
+        (1, "101", "201")]
+    assert result["repair"]["list"] == ["static_kernel_Gate_.*"]
+
+
+def test_report_shows_the_alignment_in_both_languages() -> None:
+    from sk_analytics.dcci.report import render
+
+    base = profile(process="100", model_id="1_0", sks=_layer_sks(0), occurrences=10, child_ns=_ns())
+    cand = profile(process="200", model_id="7_2", sks=_layer_sks(CAND_OFFSET, 3), occurrences=10, child_ns=_ns(), variant=1)
+    result = _run([base], [cand])
+    zh, en = render(result, "zh"), render(result, "en")
+    assert "## 图上下文对齐" in zh and "## Graph-context alignment" in en
+    # the graph pair row: 2 anchors, 1 paired by anchor pair... counts of one-sided SKs on each side
+    assert "| 0 | 100/model_1_0 | 200/model_7_2 | 13 | 2 | 2 | 11 | 1 | 1 | 0/0 |  |" in en
+    assert "| model_1_0:8 [9] | — | only_in_baseline | 0/0 → 13/13 |" in en
+    assert "| — | model_7_2:8 [109] | only_in_candidate | 0/0 → 13/13 |" in en
+    assert "| model_1_0:0 [1] | model_7_2:0 [101] | anchor |  |" in en
