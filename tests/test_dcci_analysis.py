@@ -186,3 +186,31 @@ def test_legacy_model_ri_maps_to_the_one_model_folder_of_its_rts_id() -> None:
     result = run(cand_parts=cp)
     assert {u["map_status"] for u in result["unmapped_launches"]} == {"no_metadata"}
     assert {s["class"] for s in result["sks"]} == {"insufficient_evidence"}
+
+
+def test_repair_that_explains_under_half_of_the_slowdown_warns() -> None:
+    from sk_analytics.dcci.report import render
+
+    cp = profile(process="200", model_id="7_2", sks=SKS_CAND, occurrences=10, child_ns=slow_second_matmul, variant=1)
+    # the mlp SK gets 5 us slower between its children: slower, but no child is
+    cp["events"] = cp["events"].with_columns(
+        pl.when(pl.col("is_span") & (pl.col("sk_id") == 13)).then(pl.col("dur_ns") + 5_000).otherwise(pl.col("dur_ns"))
+        .alias("dur_ns"))
+    result = run(cand_parts=cp)
+    assert _by_occurrence(result)[("mlp:Gelu,MatMul", 0)]["class"] == "significantly_slower"
+    repair = result["repair"]
+    assert repair["proposed"] and repair["list"] == ["static_kernel_MatMul_.*"]
+    explained = repair["explained"]
+    assert (explained["slower_sks"], explained["explained_sks"], explained["sk_fraction"]) == (2, 1, 0.5)
+    assert explained["slowdown_us_per_step"] == pytest.approx(8.0)
+    assert explained["explained_us_per_step"] == pytest.approx(3.0)
+    assert explained["us_fraction"] == pytest.approx(0.375) and explained["warning"] is True
+    en, zh = render(result, "en"), render(result, "zh")
+    assert "1 of 2 slower SKs have a significant child; 3.000 of 8.000 µs per step (38%)" in en
+    assert "**⚠ warning**: the repair's children explain only 1 of 2 slower SKs and 3.000 of 8.000 µs per step" in en
+    assert "每步变慢 3.000/8.000 µs（38%）" in zh and "不足一半" in zh
+
+
+def test_explained_when_nothing_is_slower() -> None:
+    result = run(cand_fn=base_ns)
+    assert result["repair"]["explained"]["slower_sks"] == 0 and result["repair"]["explained"]["warning"] is False

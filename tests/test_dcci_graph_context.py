@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 
 from dcci_frames import profile
 from sk_analytics.dcci.analysis import SideInput, analyze
@@ -167,3 +168,52 @@ def test_report_shows_the_alignment_in_both_languages() -> None:
     assert "| model_1_0:8 [9] | — | only_in_baseline | 0/0 → 13/13 |" in en
     assert "| — | model_7_2:8 [109] | only_in_candidate | 0/0 → 13/13 |" in en
     assert "| model_1_0:0 [1] | model_7_2:0 [101] | anchor |  |" in en
+
+
+def test_token_with_two_prefix_families_and_decoys_gets_a_pattern_list() -> None:
+    from dcci_frames import HASHES, symbols
+    from sk_analytics.dcci.report import render
+
+    moe = ("moe", ["Gate", "MatMulV2", "Add"])
+    sks = lambda off: [(1 + off, "embed", ["Gather"]), (2 + off, *moe), (3 + off, "bmm", ["BatchMatMulV2"]),  # noqa: E731
+                       (4 + off, "head", ["LmHead"])]
+    base = profile(process="100", model_id="1_0", sks=sks(0), occurrences=10, child_ns=_ns())
+    cand = profile(process="200", model_id="7_2", sks=sks(CAND_OFFSET), occurrences=10, child_ns=_ns({(1, 1)}), variant=1)
+    extra = symbols([
+        (f"MatMulV2_{HASHES[2]}_mix_aiv", "MatMulV2"),  # the op's second prefix family
+        (f"BatchMatMulV2_{HASHES[2]}_mix_aiv", "BatchMatMulV2"),  # decoys
+        ("sk_102_moe_start_Gate_end_MatMulV2", "sk_102_moe_start_Gate_end_MatMulV2"),
+        (f"static_kernel_MatMulV2Ex_{HASHES[0]}_1_d0", "MatMulV2Ex"),
+    ]).with_columns(process=pl.lit("200"))
+    cand["symbols"] = pl.concat([cand["symbols"], extra])
+    result = _run([base], [cand])
+    got = _partners(result)
+    assert got == {(0, "model_1_0", s): ("model_7_2", s + CAND_OFFSET, "significantly_slower" if s == 2 else "neutral")
+                   for s in (1, 2, 3, 4)}
+    repair = result["repair"]
+    assert repair["proposed"] and repair["tokens"] == ["MatMulV2"]
+    assert repair["list"] == ["MatMulV2_.*", "static_kernel_MatMulV2_.*"]
+    [choice] = repair["patterns"]
+    assert choice["patterns"] == [
+        {"pattern": "MatMulV2_.*", "matched_symbols": [f"MatMulV2_{HASHES[2]}_mix_aiv"]},
+        {"pattern": "static_kernel_MatMulV2_.*", "matched_symbols": [f"static_kernel_MatMulV2_{HASHES[1]}_2_d0"]},
+    ]
+    assert repair["config"]["super_kernel_optimize_options"]["dcci_before_kernel_start"] == repair["list"]
+    en = render(result, "en")
+    assert f"| MatMulV2 | MatMulV2_.* | verified | MatMulV2_{HASHES[2]}_mix_aiv |" in en
+    assert f"| MatMulV2 | static_kernel_MatMulV2_.* | verified | static_kernel_MatMulV2_{HASHES[1]}_2_d0 |" in en
+
+
+def test_draft_graph_slowdown_counts_twice_per_step() -> None:
+    draft_sks = lambda off: [(50 + off, *ATTN), (51 + off, *MOE)]  # noqa: E731
+    base = [profile(process="100", model_id="1_0", sks=_layer_sks(0), occurrences=10, child_ns=_ns()),
+            profile(process="100", model_id="2_0", sks=draft_sks(0), occurrences=20, child_ns=_ns())]
+    cand = [profile(process="200", model_id="7_2", sks=_layer_sks(CAND_OFFSET), occurrences=10, child_ns=_ns(), variant=1),
+            profile(process="200", model_id="8_2", sks=draft_sks(CAND_OFFSET), occurrences=20, child_ns=_ns({(1, 2)}),
+                    variant=1)]
+    explained = _run(base, cand)["repair"]["explained"]
+    assert explained["steps"] == 10
+    assert [r["launches_per_step"] for r in explained["per_sk"]] == [2.0]
+    assert explained["slowdown_us_per_step"] == pytest.approx(6.0)
+    assert explained["explained_us_per_step"] == pytest.approx(6.0)
+    assert (explained["sk_fraction"], explained["us_fraction"], explained["warning"]) == (1.0, pytest.approx(1.0), False)

@@ -121,3 +121,43 @@ def test_differing_prefixes_keep_their_common_suffix_instead_of_over_matching() 
     assert choice.pattern == ".*ic_kernel_Gelu_.*"
     assert not matches(choice.pattern, f"fused_Gelu_{H1}_1_d0")
     assert candidate_patterns("Gelu", [f"static_kernel_Gelu_{H1}_1_d0", f"dynamic_kernel_Gelu_{H2}_1_d0"])[-1] == ".*Gelu.*"
+
+
+TWO_FAMILIES = [
+    (f"static_kernel_MatMulV2_{H1}_1_d0", "MatMulV2"),
+    (f"static_kernel_MatMulV2_{H2}_3_d0", "MatMulV2"),
+    (f"MatMulV2_{H1}_mix_aiv", "MatMulV2"),
+    # look-alikes that must not match
+    (f"static_kernel_BatchMatMulV2_{H1}_1_d0", "BatchMatMulV2"),
+    (f"BatchMatMulV2_{H2}_mix_aiv", "BatchMatMulV2"),
+    ("sk_7_none_start_RmsNorm_end_MatMulV2", "sk_7_none_start_RmsNorm_end_MatMulV2"),
+    (f"static_kernel_MatMulV2Ex_{H2}_1_d0", "MatMulV2Ex"),
+]
+
+
+def test_token_with_two_prefix_families_gets_one_verified_pattern_per_family() -> None:
+    inv = _inventory(TWO_FAMILIES)
+    choice = choose_pattern("MatMulV2", inv)
+    assert choice.status == "verified"
+    assert choice.patterns == ["MatMulV2_.*", "static_kernel_MatMulV2_.*"]
+    assert [list(m) for _, m in choice.parts] == [
+        [f"MatMulV2_{H1}_mix_aiv"],
+        [f"static_kernel_MatMulV2_{H2}_3_d0", f"static_kernel_MatMulV2_{H1}_1_d0"],
+    ]
+    assert set(choice.matched_symbols) == set(choice.intended_symbols)
+    # the union matches exactly the op's symbols and nothing else of the inventory
+    for name, op in TWO_FAMILIES:
+        assert any(matches(p, name) for p in choice.patterns) == (op == "MatMulV2"), name
+    # no single pattern could: the rejected single candidates over-match or miss
+    assert any(r["over_matched_symbols"] for r in choice.rejected)
+    as_json = choice.to_json()
+    assert as_json["pattern"] == "MatMulV2_.*"
+    assert [p["pattern"] for p in as_json["patterns"]] == choice.patterns
+
+
+def test_token_is_blocked_only_when_no_family_set_exists() -> None:
+    # a look-alike of the second family with the same start and hash shape: that family has no narrow pattern
+    decoy = (f"MatMulV2_{H2}_mix_aiv", "MatMulV2Mix")
+    choice = choose_pattern("MatMulV2", _inventory([*TWO_FAMILIES, decoy]))
+    assert choice.status == "over_match" and choice.pattern is None and choice.patterns == []
+    assert choice.to_json()["patterns"] == []

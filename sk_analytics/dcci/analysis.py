@@ -33,6 +33,7 @@ from sk_analytics.dcci.classify import (
     mann_whitney,
     side_by_side,
 )
+from sk_analytics.dcci.explained import explained_fraction
 from sk_analytics.dcci.occurrences import (
     EVENT_COLUMNS,
     SK_KEYS,
@@ -283,7 +284,7 @@ def _repair(children_rows: pl.DataFrame, order: list[int], blocked: dict[int, li
     if failed:
         return {**result, "reason": "pattern_not_verified", "failed_tokens": failed,
                 "reason_zh": f"以下算子无法构造只匹配自身符号的窄模式（会过匹配或无符号）：{', '.join(failed)}；不提出修复。"}
-    patterns = list(dict.fromkeys(c.pattern for c in choices if c.pattern))
+    patterns = list(dict.fromkeys(p for c in choices for p in c.patterns))
     config, patch = repair_config(disable_all_config, patterns)
     return {**result, "proposed": True, "reason": "repair_proposed", "reason_zh": "提出联合修复：disable-all + before/after 使用同一窄模式列表。",
             "list": patterns, "config": config, "diff": patch, "changed_pointers": changed_pointers(patch)}
@@ -302,6 +303,10 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
     slower = sks.filter(pl.col("class") == SLOWER).get_column("uid").to_list()
     children_rows, blocked = _children_of_slower(sides, alignment, sk_samples, slower, warmup)
     repair = _repair(children_rows, slower, blocked, candidate.symbols, disable_all_config)
+    cand_map = alignment.sk_map.filter((pl.col("side") == "candidate") & pl.col("uid").is_not_null())
+    launches = sides[1].occurrences.join(cand_map.select(*SK_KEYS, "uid"), on=list(SK_KEYS)).group_by("uid").agg(
+        pl.len().alias("launches"))
+    repair["explained"] = explained_fraction(sks, slower, children_rows, launches)
     flagged = sks.get_column("class").is_in([SLOWER, FASTER])
     counts = {c: int((sks.get_column("class") == c).sum()) for c in (SLOWER, FASTER, NEUTRAL, INSUFFICIENT)}
     unmapped = alignment.sk_map.filter(~pl.col("map_status").is_in(["ok", "no_events"]) & pl.col("device_id").is_not_null())

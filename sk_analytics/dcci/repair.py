@@ -6,9 +6,16 @@ build a narrow pattern (runtime syntax, formats.md §5) that contains the token
 literally and, verified against the candidate build's symbol inventory,
 matches every symbol of that op and no symbol of any other op. The repair is
 disable-all plus ``dcci_before_kernel_start`` = ``dcci_after_kernel_end`` =
-that list, and an RFC 6902 diff proves only those two pointers changed. A
-token without a verified pattern blocks the whole repair (we never propose a
-pattern that over-matches, nor a partial list).
+that list, and an RFC 6902 diff proves only those two pointers changed.
+
+The protocol asks for a regex *list*: when no single pattern matches exactly
+a token's symbols (its kernels appear under several prefix families, e.g.
+``static_kernel_MatMulV2_…`` and ``MatMulV2_<hash>_mix_aiv``, next to
+look-alikes such as ``static_kernel_BatchMatMulV2_…``), the token contributes
+one narrow pattern per family, each verified to match no symbol of another op,
+whose union matches exactly the token's symbols. A token for which no such set
+exists blocks the whole repair (we never propose a pattern that over-matches,
+nor a partial list).
 """
 
 from __future__ import annotations
@@ -39,20 +46,29 @@ _HASH_RUN = re.compile(r"[0-9A-Fa-f]{16,}")
 
 @dataclass(frozen=True)
 class PatternChoice:
-    """The verified pattern of one canonical op token (or why there is none)."""
+    """The verified pattern set of one canonical op token (or why there is none)."""
 
     token: str
     status: str  # "verified" | "over_match" | "no_symbols" | "unexpressible"
     pattern: str | None
+    """The first (usually the only) pattern of the set."""
     intended_symbols: tuple[str, ...]
     matched_symbols: tuple[str, ...]
     rejected: tuple[dict[str, Any], ...] = field(default=())
+    parts: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+    """Every pattern of the set with the symbols it matches (their union = ``intended_symbols``)."""
+
+    @property
+    def patterns(self) -> list[str]:
+        return [p for p, _ in self.parts] if self.parts else ([self.pattern] if self.pattern else [])
 
     def to_json(self) -> dict[str, Any]:
+        parts = self.parts if self.parts else (((self.pattern, self.matched_symbols),) if self.pattern else ())
         return {
             "token": self.token,
             "status": self.status,
             "pattern": self.pattern,
+            "patterns": [{"pattern": p, "matched_symbols": list(m)} for p, m in parts],
             "intended_symbols": list(self.intended_symbols),
             "matched_symbols": list(self.matched_symbols),
             "rejected_candidates": list(self.rejected),
@@ -125,22 +141,47 @@ def candidate_patterns(token: str, symbols: Sequence[str]) -> list[str]:
 
 
 def choose_pattern(token: str, inventory: pl.DataFrame) -> PatternChoice:
-    """The first candidate pattern that matches exactly the symbols of ``token``'s op."""
+    """The narrowest verified pattern set of ``token``: one pattern matching exactly its op's symbols, else
+    one pattern per prefix family (text before the token), each matching only symbols of the op, together
+    all of them. ``over_match`` when no such set exists."""
     intended = tuple(inventory.filter(pl.col("canonical_op") == token).get_column("func_name").to_list())
     if not intended:
         return PatternChoice(token, "no_symbols", None, (), ())
     if "*" in token or pattern_problem(token) is not None:
         return PatternChoice(token, "unexpressible", None, intended, ())
     rejected: list[dict[str, Any]] = []
-    for pattern in candidate_patterns(token, intended):
+    single = _first_verified(token, intended, inventory, rejected)
+    if single is not None:
+        return PatternChoice(token, "verified", single[0], intended, single[1], tuple(rejected), (single,))
+    families: dict[str, list[str]] = {}
+    for symbol in intended:
+        families.setdefault(symbol[: symbol.find(token)] if token in symbol else symbol, []).append(symbol)
+    if len(families) < 2:
+        return PatternChoice(token, "over_match", None, intended, (), tuple(rejected))
+    parts = []
+    for family in sorted(families.values(), key=lambda f: sorted(f)):
+        part = _first_verified(token, tuple(family), inventory, rejected)
+        if part is None:
+            return PatternChoice(token, "over_match", None, intended, (), tuple(rejected))
+        parts.append(part)
+    matched = tuple(dict.fromkeys(s for _, m in parts for s in m))
+    assert set(matched) == set(intended)  # each part covers its family and matches only the op's symbols
+    return PatternChoice(token, "verified", parts[0][0], intended, matched, tuple(rejected), tuple(parts))
+
+
+def _first_verified(token: str, symbols: tuple[str, ...], inventory: pl.DataFrame,
+                    rejected: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]] | None:
+    """The first candidate pattern of ``symbols`` that matches all of them and no symbol of another op, with
+    what it matches; each refused candidate is appended to ``rejected``."""
+    for pattern in candidate_patterns(token, symbols):
         hit = inventory.filter(matches_expr(pattern, pl.col("func_name")))
         matched = tuple(hit.get_column("func_name").to_list())
         foreign = hit.filter(pl.col("canonical_op").ne_missing(token)).get_column("func_name").to_list()
-        missed = sorted(set(intended) - set(matched))
+        missed = sorted(set(symbols) - set(matched))
         if not foreign and not missed:
-            return PatternChoice(token, "verified", pattern, intended, matched, tuple(rejected))
+            return pattern, matched
         rejected.append({"pattern": pattern, "over_matched_symbols": foreign, "missed_symbols": missed})
-    return PatternChoice(token, "over_match", None, intended, (), tuple(rejected))
+    return None
 
 
 def options_pointer(config: dict[str, Any]) -> str:

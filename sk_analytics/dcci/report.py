@@ -93,6 +93,10 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "paired_by": ("配对方式", "paired by"),
     "between": ("所在区段（前锚点 → 后锚点，基线/候选位置）", "run (anchor before → anchor after, base/cand positions)"),
     "yes": ("是", "yes"),
+    "explained": ("修复可解释的变慢", "slowdown the repair explains"),
+    "explained_line": ("显著变慢 SK {k}/{n} 个有显著子核；每步变慢 {x:.3f}/{y:.3f} µs（{p}）",
+                       "{k} of {n} slower SKs have a significant child; {x:.3f} of {y:.3f} µs per step ({p})"),
+    "warning": ("⚠ 警告", "⚠ warning"),
 }
 # repair decision code (analysis ``repair.reason``) -> English sentence; the Chinese one is ``repair.reason_zh``
 REPAIR_EN: Final[dict[str, str]] = {
@@ -201,6 +205,20 @@ def _structure_summary(result: dict[str, Any], t: dict[str, str], lang: str) -> 
     return [f"## {t['by_structure']}", "", *table([t["structure"], t["cls"], t["occurrences"], t["range_pct"]], rows)]
 
 
+def _explained(explained: dict[str, Any] | None, t: dict[str, str], lang: str) -> list[str]:
+    """How many slower SKs and how much of the slowdown per step the repair's children account for."""
+    if not explained or not explained["slower_sks"]:
+        return []
+    fraction = explained["us_fraction"]
+    line = t["explained_line"].format(k=explained["explained_sks"], n=explained["slower_sks"],
+                                      x=explained["explained_us_per_step"], y=explained["slowdown_us_per_step"],
+                                      p="—" if fraction is None else f"{fraction:.0%}")
+    lines = [f"- {t['explained']}: {line}"]
+    if explained["warning"]:
+        lines.append(f"- **{t['warning']}**: {explained['warning_zh'] if lang == 'zh' else explained['warning_en']}")
+    return lines
+
+
 def _where(side: dict[str, Any] | None) -> str:
     return "—" if side is None else f"{side['model_dir']}:{side['graph_position']} [{side['sk_id']}]"
 
@@ -246,7 +264,8 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += [f"## {t['summary']}", ""]
     lines += [f"- {t['classes']}: " + ", ".join(f"{CLASS_ZH[k] if lang == 'zh' else k}={v}" for k, v in summary["classes"].items())]
     lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
-    lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else _repair_en(repair)}", ""]
+    lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else _repair_en(repair)}"]
+    lines += _explained(repair.get("explained"), t, lang) + [""]
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
     lines += _structure_summary(result, t, lang)
     lines += _alignment_section(result, t, lang)
@@ -257,7 +276,10 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += table(header, _sk_rows(slower, lang)) if slower else [t["none"], ""]
     lines += _child_section(result, t, lang)
     lines += [f"## {t['union']}", ""]
-    rows = [[p["token"], p["pattern"] or "—", p["status"], "<br>".join(p["matched_symbols"]) or "—"] for p in repair["patterns"]]
+    rows = [
+        [p["token"], part["pattern"], p["status"], "<br>".join(part["matched_symbols"]) or "—"]
+        for p in repair["patterns"] for part in p.get("patterns") or []
+    ] + [[p["token"], "—", p["status"], "—"] for p in repair["patterns"] if not p.get("patterns")]
     lines += table([t["token"], t["pattern"], t["status"], t["matched"]], rows) if rows else [t["none"], ""]
     lines += [f"## {t['options']}", ""]
     if repair["proposed"]:
