@@ -16,6 +16,10 @@ contenders with a fingerprint of their statistics (they must agree) and ``ours_s
 its stage times; the load average is printed before and after.
 
 Targets (issue 7): >= 10x faster than pandas, within 1.5x of DuckDB, peak RSS <= 2 GB.
+Issue 17: the graph-context alignment (``map_side`` of both sides + ``align``) of two graphs of
+``--align-sks`` (5,000) SK launches each, repeated layers with one SK fused differently and one
+missing on the candidate side, is timed in this process (best of 5) and printed as a share of
+``ours`` end to end (target: at most 10 %).
 
     python benchmarks/bench_dcci_diff.py [--iterations 125] [--sks 50] [--children 8] [--cores 40]
 """
@@ -121,6 +125,54 @@ def generate(side: str, *, iterations: int, sks: int, children: int, cores: int,
         )
     ).with_columns(pl.lit(process).alias("process"))
     return {"events": events, "structure": structure, "symbols": symbols}
+
+
+def alignment_sides(sks: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(structure, launched) of each side: one graph of ``sks`` SKs — layers of 20 distinct structures, the
+    candidate with one SK fused without its last child in the middle and one SK missing."""
+    def side(process: str, model_id: str, offset: int, refuse: int | None, drop: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+        scope = np.arange(sks)
+        kind = scope % 20
+        keep = scope != drop if drop is not None else np.ones(sks, bool)
+        scope, kind = scope[keep], kind[keep]
+        children = np.where(scope == refuse, 2, 3)
+        rows = np.repeat(np.arange(scope.size), children)
+        child = np.arange(rows.size) - np.repeat(np.cumsum(children) - children, children)
+        ops = np.array(OPS)[(kind[rows] + child) % len(OPS)]
+        structure = SK_STRUCTURE.conform(pl.DataFrame({
+            "model_dir": f"model_{model_id}", "sk_func_name": [f"sk_{s}" for s in scope[rows] + offset],
+            "scope_id": scope[rows] + offset, "scope_name": [f"layer{k % 5}" for k in kind[rows]], "node_count": 3,
+            "child_index": child, "node_id": child, "stream_id": 0, "member_kind": "kernel", "member_detail": None,
+            "func_name": [f"static_kernel_{op}_{HASH}_1_d0" for op in ops], "canonical_op": ops, "kernel_type": "AIV_ONLY",
+            "num_blocks": 8, "line": np.arange(rows.size) + 1, "source_file": f"sk_meta/{process}/model_{model_id}/sk_fused_nodes.log",
+        })).with_columns(pl.lit(process).alias("process"))
+        launched = pl.DataFrame({"process": process, "device_id": 0, "model_id": model_id, "sk_id": scope + offset},
+                                schema_overrides={"device_id": pl.Int64})
+        return structure, launched
+
+    base = side("1001", "1_0", 0, None, None)
+    cand = side("2002", "7_2", 1000, sks // 2, sks // 3)
+    return base[0], base[1], cand[0], cand[1]
+
+
+def time_alignment(sks: int, repeat: int = 5) -> tuple[float, float, dict[str, Any]]:
+    """Best wall times of mapping both sides to structural identities (``map_side``, unchanged by the
+    graph-context alignment) and of the alignment itself (``align``: rank and graph pairing, anchored LCS,
+    slots) on :func:`alignment_sides`, and the alignment's counts."""
+    from sk_analytics.dcci.align import align, map_side
+
+    base_s, base_l, cand_s, cand_l = alignment_sides(sks)
+    best_map, best_align, result = float("inf"), float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        mapped = map_side(base_s, base_l), map_side(cand_s, cand_l)
+        middle = time.perf_counter()
+        result = align(*mapped)
+        best_map, best_align = min(best_map, middle - start), min(best_align, time.perf_counter() - middle)
+    assert result is not None
+    [pair] = result.graphs
+    counts = {k: pair[k] for k in ("sks", "anchors", "paired_in_runs", "only_in_baseline", "only_in_candidate", "ambiguous")}
+    return best_map, best_align, counts
 
 
 # ----------------------------------------------------------------------------- contenders
@@ -333,6 +385,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3, help="runs per contender, round robin (best time reported)")
+    parser.add_argument("--align-sks", type=int, default=5000, help="SK launches per graph of the alignment figure")
     parser.add_argument("--child", nargs=2, metavar=("NAME", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -369,7 +422,11 @@ def main() -> None:
         peak = figures["ours"]["peak_mb"]
         print(f"pandas / ours end-to-end: {pandas_s / ours:.1f}x; ours end-to-end / duckdb: {ours / duck_s:.2f}x")
         print(f"like-for-like stats kernel: pandas / ours {pandas_s / stats:.1f}x; ours / duckdb {stats / duck_s:.2f}x")
+        map_s, align_s, counts = time_alignment(args.align_sks)
+        print(f"two graphs of {args.align_sks:,} SKs each: map to structural identities {map_s * 1000:.1f} ms, "
+              f"graph-context alignment {align_s * 1000:.1f} ms = {align_s / ours:.1%} of ours end to end  {counts}")
         checks = [
+            (align_s / ours <= 0.10, "graph-context alignment of two 5,000-SK graphs <= 10% of dcci-diff end to end"),
             (pandas_s / ours >= 10.0, ">= 10x faster than pandas (end to end)"),
             (ours / duck_s <= 1.5, "within 1.5x of DuckDB (end to end)"),
             (stats / duck_s <= 1.5, "within 1.5x of DuckDB (like-for-like statistics)"),

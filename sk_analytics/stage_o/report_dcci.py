@@ -65,7 +65,11 @@ def _slower_groups(diff: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
 def _repair_sections(rep: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     """Child union with its symbol-to-regex mapping, then the exact option settings and config diff."""
     lines = [f"### {t['union']}", ""]
-    rows = [[p.get("token"), f"`{p.get('pattern')}`" if p.get("pattern") else "—", p.get("status"),
+    def patterns(p: Mapping[str, Any]) -> str:  # a token may need one pattern per prefix family
+        every = [part.get("pattern") for part in p.get("patterns") or []] or ([p["pattern"]] if p.get("pattern") else [])
+        return ", ".join(f"`{x}`" for x in every) or "—"
+
+    rows = [[p.get("token"), patterns(p), p.get("status"),
              ", ".join(f"`{s}`" for s in p.get("matched_symbols") or []) or "—"] for p in rep.get("patterns") or []]
     lines += table(t["union_cols"].split("|"), rows) if rows else [t["none"], ""]
     if rep.get("proposed"):
