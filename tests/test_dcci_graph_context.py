@@ -217,3 +217,54 @@ def test_draft_graph_slowdown_counts_twice_per_step() -> None:
     assert explained["slowdown_us_per_step"] == pytest.approx(6.0)
     assert explained["explained_us_per_step"] == pytest.approx(6.0)
     assert (explained["sk_fraction"], explained["us_fraction"], explained["warning"]) == (1.0, pytest.approx(1.0), False)
+
+
+def _two_ranks(slow0: set[tuple[int, int]], slow1: set[tuple[int, int]], extra1: int = 0) -> dict[str, Any]:
+    base = [_on_device(profile(process=p, model_id="1_0", sks=_layer_sks(0), occurrences=10, child_ns=_ns()), d)
+            for p, d in (("100", 0), ("101", 1))]
+    slow_more = lambda k, pos, occ: _ns(slow1)(k, pos, occ) + (extra1 if (k, pos) in slow1 else 0)  # noqa: E731
+    cand = [
+        _on_device(profile(process="200", model_id="7_2", sks=_layer_sks(CAND_OFFSET), occurrences=10,
+                           child_ns=_ns(slow0), variant=1), 0),
+        _on_device(profile(process="201", model_id="7_3", sks=_layer_sks(CAND_OFFSET), occurrences=10,
+                           child_ns=slow_more, variant=1), 1),
+    ]
+    return _run(base, cand)
+
+
+def test_rank_specific_regression_names_the_deciding_rank_and_every_ranks_delta() -> None:
+    moe_k = 2 + 2 * 2
+    result = _two_ranks(set(), {(moe_k, 0)})
+    assert result["ranks"]["ranks"] == [0, 1]
+    [entry] = [e for e in result["ranks"]["sks"] if e["class"] == "significantly_slower"]
+    assert entry["deciding_rank"] == 1
+    deltas = {r["rank"]: (r["class"], r["delta_p50_us"]) for r in entry["per_rank"]}
+    assert deltas[0][0] == "neutral" and abs(deltas[0][1]) < 0.5
+    assert deltas[1][0] == "significantly_slower" and deltas[1][1] == pytest.approx(3.0)
+    assert len(result["ranks"]["sks"]) == len(_layer_sks(0))  # one cross-rank SK per structure slot
+    assert [c["uid"] for c in result["children"]] == [entry["deciding_uid"]]
+
+
+def test_slower_on_both_ranks_the_worse_rank_decides_and_only_it_is_decomposed() -> None:
+    moe_k = 2 + 2 * 2
+    result = _two_ranks({(moe_k, 0)}, {(moe_k, 0)}, extra1=2_000)  # rank 1: +5 us, rank 0: +3 us
+    slower = [s for s in result["sks"] if s["class"] == "significantly_slower"]
+    assert sorted(s["rank"] for s in slower) == [0, 1]
+    assert result["summary"]["significantly_slower_uids"] == sorted(s["uid"] for s in slower)
+    [decider] = [s for s in slower if s["deciding"]]
+    assert decider["rank"] == 1 and all(s["deciding_rank"] == 1 for s in slower)
+    assert result["summary"]["deciding_slower_uids"] == [decider["uid"]]
+    assert [c["uid"] for c in result["children"]] == [decider["uid"]]
+    assert result["repair"]["list"] == ["static_kernel_Gate_.*"]
+    [entry] = [e for e in result["ranks"]["sks"] if e["class"] == "significantly_slower"]
+    assert {r["rank"]: round(r["delta_p50_us"], 1) for r in entry["per_rank"]} == {0: 3.0, 1: 5.0}
+
+
+def test_report_lists_per_rank_deltas_and_the_deciding_rank() -> None:
+    from sk_analytics.dcci.report import render
+
+    result = _two_ranks({(6, 0)}, {(6, 0)}, extra1=2_000)
+    en, zh = render(result, "en"), render(result, "zh")
+    assert "## Several ranks: per-rank deltas of each SK and the deciding rank" in en and "决定 rank" in zh
+    [row] = [line for line in en.splitlines() if "0: 3.000 (significantly_slower); 1: 5.000 (significantly_slower)" in line]
+    assert "| 1 | significantly_slower |" in row

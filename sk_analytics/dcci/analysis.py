@@ -34,6 +34,7 @@ from sk_analytics.dcci.classify import (
     side_by_side,
 )
 from sk_analytics.dcci.explained import explained_fraction
+from sk_analytics.dcci.ranks import across_ranks_json, deciding_ranks
 from sk_analytics.dcci.occurrences import (
     EVENT_COLUMNS,
     SK_KEYS,
@@ -144,6 +145,9 @@ def _sk_json(row: dict[str, Any]) -> dict[str, Any]:
     out = {k: row.get(k) for k in keys}
     out["class_zh"] = CLASS_ZH[row["class"]]
     out["rank"] = row.get("rank")
+    out["cross_rank_sk"] = row.get("cross_rank_sk")
+    out["deciding_rank"] = row.get("deciding_rank")
+    out["deciding"] = row.get("deciding")
     out["alignment"] = _alignment_json(row)
     out["baseline"] = _stats_json(row, "base_")
     out["candidate"] = _stats_json(row, "cand_")
@@ -300,7 +304,10 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
     alignment = align(*structures)
     sk_samples = _sk_samples(sides, alignment, warmup)
     sks = classify_sks(sk_samples, alignment.identities)
-    slower = sks.filter(pl.col("class") == SLOWER).get_column("uid").to_list()
+    sks = sks.join(deciding_ranks(sks), on="uid", how="left")
+    slower_any_rank = sks.filter(pl.col("class") == SLOWER).get_column("uid").to_list()
+    # only the deciding rank's slot of a slower SK is decomposed and feeds the repair (dcci.ranks)
+    slower = sks.filter((pl.col("class") == SLOWER) & pl.col("deciding")).get_column("uid").to_list()
     children_rows, blocked = _children_of_slower(sides, alignment, sk_samples, slower, warmup)
     repair = _repair(children_rows, slower, blocked, candidate.symbols, disable_all_config)
     cand_map = alignment.sk_map.filter((pl.col("side") == "candidate") & pl.col("uid").is_not_null())
@@ -321,8 +328,9 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
                        "criterion": "P50 of SK wall time (envelope over cores)"},
         "summary": {"classes": counts, "sks": sks.height,
                     "expected_false_discoveries": expected_false_discoveries(sks["mwu_q"], flagged),
-                    "significantly_slower_uids": slower},
+                    "significantly_slower_uids": slower_any_rank, "deciding_slower_uids": slower},
         "alignment": {"rule": ALIGNMENT_RULE, "graph_pairs": list(alignment.graphs)},
+        "ranks": across_ranks_json(sks, sks.select("uid", "cross_rank_sk", "deciding", "deciding_uid", "deciding_rank")),
         "sks": [_sk_json(r) for r in sks.to_dicts()],
         "unmapped_launches": unmapped.select("side", *SK_KEYS, "model_dir", "map_status").to_dicts(),
         "children": [

@@ -97,6 +97,12 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "explained_line": ("显著变慢 SK {k}/{n} 个有显著子核；每步变慢 {x:.3f}/{y:.3f} µs（{p}）",
                        "{k} of {n} slower SKs have a significant child; {x:.3f} of {y:.3f} µs per step ({p})"),
     "warning": ("⚠ 警告", "⚠ warning"),
+    "ranks_title": ("多 rank：每个 SK 的各 rank 差异与决定 rank", "Several ranks: per-rank deltas of each SK and the deciding rank"),
+    "ranks_rule": ("规则：每个 SK 取候选 P50 最大的 rank 的分类（与门限的最差 rank 指标一致）；只分解该 rank 的子核并用于修复。",
+                   "Rule: each SK takes the class of the rank with the largest candidate P50 (the gate's worst-rank metric); "
+                   "only that rank is decomposed into children and feeds the repair."),
+    "deciding": ("决定 rank", "deciding rank"),
+    "per_rank": ("各 rank ΔP50 µs（分类）", "per-rank ΔP50 µs (class)"),
 }
 # repair decision code (analysis ``repair.reason``) -> English sentence; the Chinese one is ``repair.reason_zh``
 REPAIR_EN: Final[dict[str, str]] = {
@@ -219,6 +225,23 @@ def _explained(explained: dict[str, Any] | None, t: dict[str, str], lang: str) -
     return lines
 
 
+def _ranks_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+    """Several ranks only: every SK flagged on some rank, with each rank's ΔP50 and the deciding rank."""
+    ranks = result.get("ranks") or {}
+    if len(ranks.get("ranks") or []) < 2:
+        return []
+    rows = []
+    for entry in ranks["sks"]:
+        if all(r["class"] in ("neutral", "insufficient_evidence") for r in entry["per_rank"]):
+            continue
+        per_rank = "; ".join(f"{r['rank']}: {_num(r['delta_p50_us'])} ({CLASS_ZH[r['class']] if lang == 'zh' else r['class']})"
+                             for r in entry["per_rank"])
+        rows.append([f"{entry['structure_hash']}/{entry['occurrence_index']}", str(entry["deciding_rank"]),
+                     CLASS_ZH[entry["class"]] if lang == "zh" else entry["class"], per_rank])
+    lines = [f"## {t['ranks_title']}", "", t["ranks_rule"], ""]
+    return lines + (table(["SK", t["deciding"], t["cls"], t["per_rank"]], rows) if rows else [t["none"], ""])
+
+
 def _where(side: dict[str, Any] | None) -> str:
     return "—" if side is None else f"{side['model_dir']}:{side['graph_position']} [{side['sk_id']}]"
 
@@ -268,6 +291,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += _explained(repair.get("explained"), t, lang) + [""]
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
     lines += _structure_summary(result, t, lang)
+    lines += _ranks_section(result, t, lang)
     lines += _alignment_section(result, t, lang)
     lines += [f"## {t['all_sks']}", "", t["lane_note"], ""]
     lines += table(header, _sk_rows(result["sks"], lang))
