@@ -9,15 +9,25 @@ the column order do not matter.
 ``start_ns`` is computed from the decimal text with integer string arithmetic,
 never through float64 (which loses the last digits of an epoch in µs).
 
+Every row's field count is checked against the header: a row with a cell
+missing or added is an :class:`~sk_analytics.errors.InputError` naming the
+line and both counts, never a silent shift of the later columns. Only a cut
+last row (no line break, fields missing) is a warning.
+
 Two paths, one result:
 
-* fast: Polars' CSV reader parses only the needed columns, numbers typed
-  (``N/A``/empty -> null), and a few vectorized checks confirm every cell;
-* exhaustive: when the fast path cannot vouch for a cell (the reader refused a
-  number, a start time is not ``<digits>.<3 digits>``, a required cell is
-  empty), every needed column is re-read as text, trimmed, converted, and the
-  first bad cell becomes an :class:`~sk_analytics.errors.InputError` naming
-  the file, the line and what was expected.
+* fast: Arrow's multi-threaded CSV parser (``pyarrow.csv``) converts only the
+  needed columns, numbers typed (``N/A``/empty -> null), and refuses any row
+  whose width is not the header's; a few vectorized checks confirm every
+  cell. (Polars' reader, as fast here, fills a short row with nulls and
+  drops a long row's extra cells when it reads a subset of the columns.)
+* exhaustive: when the fast path cannot vouch for the file (the parser
+  refused a row or a number, a start time is not ``<digits>.<3 digits>``, a
+  required cell is empty), the widths are counted record by record
+  (:mod:`.csv_fields`), every needed column is re-read as text, trimmed,
+  converted, and the first bad row or cell becomes an
+  :class:`~sk_analytics.errors.InputError` naming the file, the line and
+  what was expected.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import polars as pl
 from sk_analytics.canonical import canonical_op_column
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.csv_fields import first_width_mismatch
 from sk_analytics.schema import KERNELS
 
 NA_TEXT = "N/A"
@@ -41,6 +52,9 @@ SK_TYPE = "SuperKernel"
 SK_NAME_PREFIX = "sk_"
 
 HEADER_PROBE_BYTES = 1 << 16
+ARROW_BLOCK_BYTES: int | None = None
+"""Block size of the Arrow reader (None: Arrow's default); tests make it tiny
+so that rows straddle the parser's blocks."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,23 @@ def _probe(path: Path) -> tuple[list[str], bytes]:
     return [cell.strip() for cell in cells], unterminated
 
 
+def _check_widths(path: Path, width: int) -> None:
+    """Every row has the header's field count (a missing or extra cell would shift
+    or drop cells silently); a cut last row is left to :func:`_truncation_warnings`."""
+    try:
+        mismatch = first_width_mismatch(path, width)
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if mismatch is None or (mismatch.last and mismatch.found < width):
+        return
+    raise InputError(
+        path,
+        f"malformed CSV (row has {mismatch.found} fields, the header has {mismatch.expected})",
+        line=mismatch.line,
+        expected=f"{mismatch.expected} fields in every row (a missing or extra cell shifts the later columns)",
+    )
+
+
 def _truncation_warnings(path: Path, last_line: bytes, width: int) -> list[str]:
     """A warning when the last row has no line break and lacks fields (a cut file)."""
     if not last_line:
@@ -168,25 +199,51 @@ def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
 def _read(path: Path, positions: dict[str, int], fields: list[Field], width: int, *, typed: bool) -> pl.DataFrame:
     """The needed columns, renamed to kernels column names, blank lines dropped.
 
+    Typed: Arrow's parser (numbers typed, ``N/A``/empty -> null, every row's
+    width checked); raises ``pyarrow.ArrowInvalid`` on anything it refuses.
+    Text: Polars' reader, every cell as written.
+
     ``row`` is the 1-based data row counting blank lines (= physical line - 1
     when no cell holds a line break).
     """
     by_position = sorted(fields, key=lambda f: positions[f.column])
-    dtypes = {"int": pl.Int64, "float": pl.Float64}
-    schema = {f.column: (dtypes.get(f.kind, pl.Utf8) if typed else pl.Utf8) for f in by_position}
+    frame = _read_typed(path, positions, by_position, width) if typed else _read_text(path, positions, by_position, width)
+    frame = frame.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64))
+    blank = frame.select(pl.all_horizontal(pl.col(f.column).is_null() for f in by_position)).to_series()
+    return frame.filter(~blank) if blank.any() else frame
+
+
+def _read_typed(path: Path, positions: dict[str, int], by_position: list[Field], width: int) -> pl.DataFrame:
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    arrow_types = {"int": pa.int64(), "float": pa.float64()}
+    names = [f"c{i}" for i in range(width)]
+    types = {names[positions[f.column]]: arrow_types.get(f.kind, pa.string()) for f in by_position}
+    table = pa_csv.read_csv(
+        path,
+        read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, **({"block_size": ARROW_BLOCK_BYTES} if ARROW_BLOCK_BYTES else {})),
+        parse_options=pa_csv.ParseOptions(ignore_empty_lines=False),
+        convert_options=pa_csv.ConvertOptions(
+            include_columns=list(types), column_types=types, null_values=[NA_TEXT, ""], strings_can_be_null=True
+        ),
+    )
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame.rename({names[positions[f.column]]: f.column for f in by_position})
+
+
+def _read_text(path: Path, positions: dict[str, int], by_position: list[Field], width: int) -> pl.DataFrame:
     names = {positions[f.column]: f.column for f in by_position}
     frame = pl.read_csv(
         path,
         columns=[positions[f.column] for f in by_position],
-        schema_overrides=[schema.get(names.get(i, ""), pl.Utf8) for i in range(width)],
+        schema_overrides=[pl.Utf8] * width,
         infer_schema=False,
-        null_values=[NA_TEXT] if typed else None,
         raise_if_empty=False,
     )
-    frame.columns = list(schema)
-    frame = frame.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64))
-    blank = frame.select(pl.all_horizontal(pl.col(c).is_null() for c in schema)).to_series()
-    return frame.filter(~blank) if blank.any() else frame
+    frame.columns = [names[i] for i in sorted(names)]
+    return frame
 
 
 # --------------------------------------------------------------------------- fast path
@@ -194,16 +251,18 @@ def _read(path: Path, positions: dict[str, int], fields: list[Field], width: int
 
 def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int) -> pl.DataFrame | None:
     """Typed read plus vectorized checks; None when any cell needs the exhaustive path."""
+    import pyarrow as pa
+
     try:
         frame = _read(path, positions, fields, width, typed=True)
-    except pl.exceptions.PolarsError:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     start = pl.col("start_text").str.strip_chars()
     dot = start.str.find(".", literal=True)
     digit_first = (start >= "0") & (start < ":")  # string order: the first character is 0-9
     start_ns = pl.when(digit_first & (dot == start.str.len_chars() - 4)).then(start.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
-    # N/A and empty cells are already null (null_values); a quoted empty cell ("") is
-    # not, so text columns are rewritten only when one holds an empty string
+    # N/A and empty cells (quoted or not) are already null (null_values); text columns
+    # are rewritten only if one still holds an empty string
     texts = [f for f in fields if f.kind in ("text", "shape")]
     has_empty = bool(texts) and frame.select(pl.any_horizontal((pl.col(f.column) == "").any() for f in texts)).item()
     text = {f.column: _text_value(pl.col(f.column), f) if has_empty else _text_value_no_na(pl.col(f.column), f) for f in texts}
@@ -234,7 +293,9 @@ def _text_value_no_na(expr: pl.Expr, field: Field) -> pl.Expr:
 
 
 def _exhaustive(path: Path, positions: dict[str, int], fields: list[Field], width: int) -> pl.DataFrame:
-    """Every needed cell read as text and converted; InputError at the first bad one."""
+    """Every row's width checked, every needed cell read as text and converted;
+    InputError at the first bad row or cell."""
+    _check_widths(path, width)
     try:
         raw = _read(path, positions, fields, width, typed=False)
     except pl.exceptions.PolarsError as exc:

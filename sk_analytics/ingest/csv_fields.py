@@ -1,0 +1,47 @@
+"""Field count of every record of a CSV file, checked against its header (cold path).
+
+A reader that assigns cells by position (Polars, told to read only some
+columns) silently shifts every later column of a row with one cell too few
+and ignores a cell too many. The fast path of :mod:`.kernel_details` reads
+with Arrow's CSV parser, which refuses any row whose width is not the
+header's; when it refuses, :func:`first_width_mismatch` finds the row with
+Python's ``csv`` reader (quoted line breaks counted) so that the error names
+the line and both counts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class WidthMismatch:
+    """The first record whose field count is not the header's."""
+
+    line: int
+    """1-based physical line where the record starts."""
+    found: int
+    expected: int
+    last: bool
+    """The record is the file's last and has no line break (a cut file)."""
+
+
+def first_width_mismatch(path: Path, width: int) -> WidthMismatch | None:
+    """The first record (header excluded, blank lines skipped) with other than
+    ``width`` fields; None when every record has ``width`` or the quoting is
+    malformed (the caller's reader reports that with its line)."""
+    text = path.read_bytes().decode("utf-8-sig", errors="replace")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1
+    try:
+        for number, record in enumerate(reader):
+            if number and record and len(record) != width:
+                last = not text.endswith(("\n", "\r")) and next(reader, None) is None
+                return WidthMismatch(start, len(record), width, last)
+            start = reader.line_num + 1
+    except csv.Error:
+        return None
+    return None
