@@ -186,3 +186,11 @@ def test_cut_last_row_stays_a_warning_but_a_long_last_row_is_an_error(tmp_path: 
 def test_blank_lines_are_not_rows(tmp_path: Path) -> None:
     data = b"Name,Start Time(us),Duration(us)\r\n\r\nk,1.000,1\r\n\r\n"
     assert parse_kernel_details(_write(tmp_path / "b.csv", data)).rows == 1
+
+
+def test_lines_are_counted_by_line_feeds_only(tmp_path: Path) -> None:
+    """A carriage return inside a quoted cell is not a line: errors name the line-feed line
+    (hypothesis found the old count running past the end of the file)."""
+    data = b'Name,Start Time(us),Duration(us),Input Shapes\nk,1.000,1,"\r8"\nk,2.000,1,x\n,3.000,1,x\n'
+    error = parse_bytes(data)[0]
+    assert isinstance(error, InputError) and error.line == 4 and "empty required cell in column Name" in error.one_line()

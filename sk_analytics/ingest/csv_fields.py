@@ -34,7 +34,7 @@ def first_width_mismatch(path: Path, width: int) -> WidthMismatch | None:
     ``width`` fields; None when every record has ``width`` or the quoting is
     malformed (the caller's reader reports that with its line)."""
     text = path.read_bytes().decode("utf-8-sig", errors="replace")
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline="\n"))
     start = 1
     try:
         for number, record in enumerate(reader):

@@ -372,7 +372,7 @@ def _first_line(text: str) -> str:
 
 def _line_of_row(path: Path, row: int) -> int:
     """1-based physical line where data row ``row`` starts (quoted line breaks counted)."""
-    reader = csv.reader(io.StringIO(path.read_bytes().decode("utf-8-sig", errors="replace"), newline=""))
+    reader = csv.reader(io.StringIO(path.read_bytes().decode("utf-8-sig", errors="replace"), newline="\n"))
     line = 1
     for number, _ in enumerate(reader):
         if number == row:
@@ -395,7 +395,7 @@ def _first_bad_line(path: Path, width: int) -> tuple[int, str | None]:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             return number, "invalid UTF-8"
-    reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""), strict=True)
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline="\n"), strict=True)
     start = 1
     try:
         for record in reader:
