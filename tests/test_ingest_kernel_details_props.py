@@ -9,7 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sk_analytics.errors import InputError
@@ -69,6 +69,8 @@ def _mutate(data: bytes, steps: list[tuple[str, int, bytes]]) -> bytes:
 
 @PROPS
 @given(seed=st.sampled_from(sorted(SEEDS)), steps=st.lists(mutation, min_size=1, max_size=4))
+@example(seed="level1_mindspore_step_id.csv", steps=[("truncate", 1292, b""), ("insert", 921, b"\r")])  # CR in a quoted cell
+@example(seed="level0_device_block_num.csv", steps=[("truncate", 98, b""), ("insert", 97, b"\r")])  # CR in an unquoted cell
 def test_corrupted_file_parses_or_names_file_and_line(seed: str, steps: list[tuple[str, int, bytes]]) -> None:
     _assert_parse_or_located_error(_mutate(SEEDS[seed], steps))
 

@@ -17,6 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def line_feed_line(text: str, universal_line: int) -> int:
+    """The 1-based line, counted by line feeds only, of universal line ``universal_line`` of
+    ``text`` (Python's csv reader counts a lone CR as a line break too; a file's lines are
+    its line feeds)."""
+    lines = io.StringIO(text, newline="").readlines()
+    return 1 + sum(line.count("\n") for line in lines[: universal_line - 1])
+
+
 @dataclass(frozen=True)
 class WidthMismatch:
     """The first record whose field count is not the header's."""
@@ -34,13 +42,13 @@ def first_width_mismatch(path: Path, width: int) -> WidthMismatch | None:
     ``width`` fields; None when every record has ``width`` or the quoting is
     malformed (the caller's reader reports that with its line)."""
     text = path.read_bytes().decode("utf-8-sig", errors="replace")
-    reader = csv.reader(io.StringIO(text, newline="\n"))
+    reader = csv.reader(io.StringIO(text, newline=""))
     start = 1
     try:
         for number, record in enumerate(reader):
             if number and record and len(record) != width:
                 last = not text.endswith(("\n", "\r")) and next(reader, None) is None
-                return WidthMismatch(start, len(record), width, last)
+                return WidthMismatch(line_feed_line(text, start), len(record), width, last)
             start = reader.line_num + 1
     except csv.Error:
         return None

@@ -42,7 +42,7 @@ import polars as pl
 from sk_analytics.canonical import canonical_op_column
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
-from sk_analytics.ingest.csv_fields import first_width_mismatch
+from sk_analytics.ingest.csv_fields import first_width_mismatch, line_feed_line
 from sk_analytics.schema import KERNELS
 
 NA_TEXT = "N/A"
@@ -372,11 +372,12 @@ def _first_line(text: str) -> str:
 
 def _line_of_row(path: Path, row: int) -> int:
     """1-based physical line where data row ``row`` starts (quoted line breaks counted)."""
-    reader = csv.reader(io.StringIO(path.read_bytes().decode("utf-8-sig", errors="replace"), newline="\n"))
+    text = path.read_bytes().decode("utf-8-sig", errors="replace")
+    reader = csv.reader(io.StringIO(text, newline=""))
     line = 1
     for number, _ in enumerate(reader):
         if number == row:
-            return line
+            return line_feed_line(text, line)
         line = reader.line_num + 1
     return row + 1
 
@@ -395,15 +396,16 @@ def _first_bad_line(path: Path, width: int) -> tuple[int, str | None]:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             return number, "invalid UTF-8"
-    reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline="\n"), strict=True)
+    text = data.decode("utf-8-sig")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     start = 1
     try:
         for record in reader:
             if len(record) > width:
-                return start, f"{len(record)} fields, the header has {width}"
+                return line_feed_line(text, start), f"{len(record)} fields, the header has {width}"
             start = reader.line_num + 1
     except csv.Error as exc:
-        return start, f"CSV error: {exc}"
+        return line_feed_line(text, start), f"CSV error: {exc}"
     return _bisect_polars(lines), None
 
 
