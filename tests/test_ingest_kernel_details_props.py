@@ -71,6 +71,7 @@ def _mutate(data: bytes, steps: list[tuple[str, int, bytes]]) -> bytes:
 @given(seed=st.sampled_from(sorted(SEEDS)), steps=st.lists(mutation, min_size=1, max_size=4))
 @example(seed="level1_mindspore_step_id.csv", steps=[("truncate", 1292, b""), ("insert", 921, b"\r")])  # CR in a quoted cell
 @example(seed="level0_device_block_num.csv", steps=[("truncate", 98, b""), ("insert", 97, b"\r")])  # CR in an unquoted cell
+@example(seed="level1_block_num_crlf.csv", steps=[("replace", 1930, b"\x00")])  # CR and NUL in a last row without line break
 def test_corrupted_file_parses_or_names_file_and_line(seed: str, steps: list[tuple[str, int, bytes]]) -> None:
     _assert_parse_or_located_error(_mutate(SEEDS[seed], steps))
 
@@ -119,6 +120,8 @@ text_cell = st.sampled_from(["", '""', "N/A", '"N/A"', " N/A", '"""1,2"""', '"""
 
 @PROPS
 @given(cells=st.lists(st.tuples(cell, cell, cell, text_cell, text_cell), min_size=1, max_size=5))
+@example(cells=[("N/A", " 7", "N/A", "", ""), ("N/A", "0", "N/A", "", ""), ("N/A", " 7", "N/A", "", '"""""')])  # unterminated quote
+@example(cells=[("N/A", " 7", "N/A", "", ""), ("N/A", " 7", "N/A", '"""""', '"""1,2"""'), ("N/A", " 7", "N/A", "", '"""""')])  # across lines
 def test_fast_path_agrees_with_exhaustive_path(cells: list[tuple[str, str, str, str, str]]) -> None:
     lines = ["Step Id,Name,Start Time(us),Duration(us),Wait Time(us),Block Dim,Type,Input Shapes"]
     lines += [f'"{a}",k,"1.000","{b}","{c}","{a}",{t},{s}' for a, b, c, t, s in cells]

@@ -16,11 +16,12 @@ last row (no line break, fields missing) is a warning.
 
 Two paths, one result:
 
-* fast: Arrow's multi-threaded CSV parser (``pyarrow.csv``) converts only the
-  needed columns, numbers typed (``N/A``/empty -> null), and refuses any row
-  whose width is not the header's; a few vectorized checks confirm every
-  cell. (Polars' reader, as fast here, fills a short row with nulls and
-  drops a long row's extra cells when it reads a subset of the columns.)
+* fast: Polars' CSV reader parses only the needed columns, numbers typed
+  (``N/A``/empty -> null), and a few vectorized checks confirm every cell;
+  meanwhile, in a second thread, Arrow's multi-threaded CSV parser
+  (``pyarrow.csv``) tokenizes every row and refuses any whose width is not
+  the header's (Polars fills a short row with nulls and drops a long row's
+  extra cells when it reads a subset of the columns);
 * exhaustive: when the fast path cannot vouch for the file (the parser
   refused a row or a number, a start time is not ``<digits>.<3 digits>``, a
   required cell is empty), the widths are counted record by record
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import io
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +55,7 @@ SK_NAME_PREFIX = "sk_"
 
 HEADER_PROBE_BYTES = 1 << 16
 ARROW_BLOCK_BYTES: int | None = None
-"""Block size of the Arrow reader (None: Arrow's default); tests make it tiny
+"""Block size of the Arrow width check (None: Arrow's default); tests make it tiny
 so that rows straddle the parser's blocks."""
 
 
@@ -151,6 +153,8 @@ def _probe(path: Path) -> tuple[list[str], bytes]:
 def _check_widths(path: Path, width: int) -> None:
     """Every row has the header's field count (a missing or extra cell would shift
     or drop cells silently); a cut last row is left to :func:`_truncation_warnings`."""
+    if _widths_ok(path, width):
+        return
     try:
         mismatch = first_width_mismatch(path, width)
     except OSError as exc:
@@ -169,7 +173,12 @@ def _truncation_warnings(path: Path, last_line: bytes, width: int) -> list[str]:
     """A warning when the last row has no line break and lacks fields (a cut file)."""
     if not last_line:
         return []
-    fields = len(next(csv.reader([last_line.decode("utf-8", errors="replace")]), []))
+    try:
+        fields = len(next(csv.reader([last_line.decode("utf-8", errors="replace")]), []))
+    except csv.Error as exc:  # a CR or NUL left in the cut row
+        line = path.read_bytes().count(b"\n") + 1
+        raise InputError(path, f"malformed CSV (the last row, without a line break: {exc})", line=line,
+                         expected=f"CSV records of {width} fields") from None
     if fields >= width:
         return []
     return [f"{path}: the last row has {fields} of {width} fields and no line break: the file looks truncated"]
@@ -199,51 +208,45 @@ def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
 def _read(path: Path, positions: dict[str, int], fields: list[Field], width: int, *, typed: bool) -> pl.DataFrame:
     """The needed columns, renamed to kernels column names, blank lines dropped.
 
-    Typed: Arrow's parser (numbers typed, ``N/A``/empty -> null, every row's
-    width checked); raises ``pyarrow.ArrowInvalid`` on anything it refuses.
-    Text: Polars' reader, every cell as written.
-
     ``row`` is the 1-based data row counting blank lines (= physical line - 1
     when no cell holds a line break).
     """
     by_position = sorted(fields, key=lambda f: positions[f.column])
-    frame = _read_typed(path, positions, by_position, width) if typed else _read_text(path, positions, by_position, width)
-    frame = frame.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64))
-    blank = frame.select(pl.all_horizontal(pl.col(f.column).is_null() for f in by_position)).to_series()
-    return frame.filter(~blank) if blank.any() else frame
-
-
-def _read_typed(path: Path, positions: dict[str, int], by_position: list[Field], width: int) -> pl.DataFrame:
-    import pyarrow as pa
-    import pyarrow.csv as pa_csv
-
-    arrow_types = {"int": pa.int64(), "float": pa.float64()}
-    names = [f"c{i}" for i in range(width)]
-    types = {names[positions[f.column]]: arrow_types.get(f.kind, pa.string()) for f in by_position}
-    table = pa_csv.read_csv(
-        path,
-        read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, **({"block_size": ARROW_BLOCK_BYTES} if ARROW_BLOCK_BYTES else {})),
-        parse_options=pa_csv.ParseOptions(ignore_empty_lines=False),
-        convert_options=pa_csv.ConvertOptions(
-            include_columns=list(types), column_types=types, null_values=[NA_TEXT, ""], strings_can_be_null=True
-        ),
-    )
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    return frame.rename({names[positions[f.column]]: f.column for f in by_position})
-
-
-def _read_text(path: Path, positions: dict[str, int], by_position: list[Field], width: int) -> pl.DataFrame:
+    dtypes = {"int": pl.Int64, "float": pl.Float64}
+    schema = {f.column: (dtypes.get(f.kind, pl.Utf8) if typed else pl.Utf8) for f in by_position}
     names = {positions[f.column]: f.column for f in by_position}
     frame = pl.read_csv(
         path,
         columns=[positions[f.column] for f in by_position],
-        schema_overrides=[pl.Utf8] * width,
+        schema_overrides=[schema.get(names.get(i, ""), pl.Utf8) for i in range(width)],
         infer_schema=False,
+        null_values=[NA_TEXT] if typed else None,
         raise_if_empty=False,
     )
-    frame.columns = [names[i] for i in sorted(names)]
-    return frame
+    frame.columns = list(schema)
+    frame = frame.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64))
+    blank = frame.select(pl.all_horizontal(pl.col(c).is_null() for c in schema)).to_series()
+    return frame.filter(~blank) if blank.any() else frame
+
+
+def _widths_ok(path: Path, width: int) -> bool:
+    """Arrow's CSV parser agrees that every row has ``width`` fields (it tokenizes every
+    field of every row, multi-threaded, and refuses any other width; only the first column
+    is converted). False for any refusal: the exhaustive path then finds out why."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    try:
+        pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(column_names=[f"c{i}" for i in range(width)], skip_rows=1,
+                                            **({"block_size": ARROW_BLOCK_BYTES} if ARROW_BLOCK_BYTES else {})),
+            parse_options=pa_csv.ParseOptions(ignore_empty_lines=True),
+            convert_options=pa_csv.ConvertOptions(include_columns=["c0"], column_types={"c0": pa.string()}, check_utf8=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- fast path
@@ -251,12 +254,14 @@ def _read_text(path: Path, positions: dict[str, int], by_position: list[Field], 
 
 def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int) -> pl.DataFrame | None:
     """Typed read plus vectorized checks; None when any cell needs the exhaustive path."""
-    import pyarrow as pa
-
-    try:
-        frame = _read(path, positions, fields, width, typed=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
+    with ThreadPoolExecutor(max_workers=1) as pool:  # both readers release the GIL
+        widths = pool.submit(_widths_ok, path, width)
+        try:
+            frame = _read(path, positions, fields, width, typed=True)
+        except pl.exceptions.PolarsError:
+            return None
+        if not widths.result():
+            return None
     start = pl.col("start_text").str.strip_chars()
     dot = start.str.find(".", literal=True)
     digit_first = (start >= "0") & (start < ":")  # string order: the first character is 0-9
