@@ -89,7 +89,7 @@ def _view(tmp_path: Path) -> SessionView:
     change3 = {"pointer": "/super_kernel_optimize_options/dcci_before_kernel_start", "value": ["a_.*"]}
     g1 = _gate("O1", O0, True, mean_improvement_pct=5.0, median_run_improvement_pct=4.0, p90_regression_pct=-1.0,
                stddev_regression_pct=-2.0)
-    g2 = _gate("O2", "O1", False, mean_improvement_pct=-0.5, median_run_improvement_pct=0.0, p90_regression_pct=0.0,
+    g2 = _gate("O2", "O1", False, mean_improvement_pct=-0.5, median_run_improvement_pct=0.0, p90_regression_pct=0.5,
                stddev_regression_pct=3.0)
     records = [
         ("trial_result", {"round": O0, "entry_id": None, "phase": "o0", "base_round": None}),
@@ -106,7 +106,8 @@ def _view(tmp_path: Path) -> SessionView:
                       stability_file={"baseline": {"per_run_metrics": o0_runs}}),
         "O1": RoundInfo("O1", "a", "trial", [records[1][1]], gate=g1, stability={"stable": True, "mean_ms": 9.5, "run_metrics": [9.5] * 5},
                         summary={"baseline_stability": {"spread_pct": 2.0}}),
-        "O2": RoundInfo("O2", "b", "trial", [records[4][1]], gate=g2),
+        "O2": RoundInfo("O2", "b", "trial", [records[4][1]], gate=g2,  # a gate run with a 0.5 % P90 allowance
+                        summary={"candidates": {"O2": {"option_trial_evaluation": {"allow_p90_regression_pct": 0.5}}}}),
         "O3": RoundInfo("O3", "c", "trial", [{"base_round": "O1"}], stability={"stable": True, "mean_ms": 9.0, "run_metrics": [9.0] * 5}),
     }
     base = {"round": "O3", "option_changes": [change, change3]}
@@ -127,8 +128,8 @@ def test_gate_checks_values_limits_and_margins(tmp_path: Path) -> None:
     }
     o2 = checks.filter(round="O2")
     assert o2["check"].to_list()[3:] == list(ex.METRIC_CHECKS)
-    assert o2.filter(pl.col("check").is_in(ex.METRIC_CHECKS)).select("margin", "passed").rows() == [
-        (-0.5, False), (0.0, False), (0.0, True), (-3.0, False)]  # a zero margin fails '>' and passes '<='
+    assert o2.filter(pl.col("check").is_in(ex.METRIC_CHECKS)).select("limit", "margin", "passed").rows() == [
+        (0.0, -0.5, False), (0.0, 0.0, False), (0.5, 0.0, True), (0.0, -3.0, False)]  # a zero margin fails '>', passes '<='
     assert o2.filter(check="baseline_stable")["value"].to_list() == [None]  # no summary file: unknown, not invented
     assert set(checks["baseline_round"].to_list()) == {O0, "O1"}
 

@@ -184,6 +184,19 @@ METRIC_CHECKS = tuple(name for name, (field, _, _) in _CHECKS.items() if field i
 """The four checks on the run metrics and decode samples (the other three count runs and the baseline's spread)."""
 
 
+# the key of a check's limit in the gate summary's ``option_trial_evaluation`` (it records the limits it used)
+_LIMIT_KEYS = {"baseline_min_runs": "baseline_required_runs", "candidate_min_runs": "candidate_min_runs",
+               "mean_improvement": "min_improvement_pct", "p90_no_material_regression": "allow_p90_regression_pct",
+               "stddev_no_material_regression": "allow_stddev_regression_pct"}
+
+
+def _check_limit(name: str, info: RoundInfo) -> float:
+    """The limit the gate applied: as its summary recorded it, else the protocol's constant."""
+    evaluation = (((info.summary or {}).get("candidates") or {}).get(info.name) or {}).get("option_trial_evaluation") or {}
+    recorded = evaluation.get(_LIMIT_KEYS.get(name, ""))
+    return float(recorded) if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) else _CHECKS[name][2]
+
+
 def _check_value(name: str, gate: Mapping[str, Any], summary: Mapping[str, Any] | None) -> float | None:
     field = _CHECKS[name][0]
     if field is not None:
@@ -201,7 +214,9 @@ def gate_checks(view: SessionView) -> pl.DataFrame:
     """Every gated round's seven protocol checks with their values, limits and margins.
 
     Columns: round, entry_id, baseline_round, check, value, rule, limit,
-    margin, passed. ``value`` is a percentage for the spread and the four
+    margin, passed. ``limit`` is the one the gate applied (its summary's
+    ``option_trial_evaluation``; the protocol's constant without a summary).
+    ``value`` is a percentage for the spread and the four
     metric checks (:data:`METRIC_CHECKS`: improvements, P90 and stddev
     regressions) and a run count for the two count checks. ``margin`` is how
     far the value lies on the passing side of the limit (negative: on the
@@ -217,9 +232,9 @@ def gate_checks(view: SessionView) -> pl.DataFrame:
         for name in CHECK_NAMES:
             if name not in recorded:
                 continue
-            _, rule, limit = _CHECKS[name]
             rows.append({"round": info.name, "entry_id": info.entry_id, "baseline_round": gate.get("baseline_round"),
-                         "check": name, "value": _check_value(name, gate, info.summary), "rule": rule, "limit": limit,
+                         "check": name, "value": _check_value(name, gate, info.summary), "rule": _CHECKS[name][1],
+                         "limit": _check_limit(name, info),
                          "passed": bool(recorded[name])})
     schema = {"round": pl.String, "entry_id": pl.String, "baseline_round": pl.String, "check": pl.String,
               "value": pl.Float64, "rule": pl.String, "limit": pl.Float64, "passed": pl.Boolean}
