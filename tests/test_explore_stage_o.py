@@ -134,6 +134,13 @@ def test_gate_checks_values_limits_and_margins(tmp_path: Path) -> None:
     assert set(checks["baseline_round"].to_list()) == {O0, "O1"}
 
 
+def test_a_recorded_check_the_api_does_not_know_is_kept_without_numbers(tmp_path: Path) -> None:
+    view = _view(tmp_path)
+    view.rounds["O1"].gate = {**view.rounds["O1"].gate, "checks": {"future_check": False, "mean_improvement": True}}
+    rows = ex.gate_checks(view).filter(round="O1").select("check", "value", "rule", "limit", "margin", "passed").rows()
+    assert rows == [("mean_improvement", 5.0, ">", 0.0, 5.0, True), ("future_check", None, None, None, None, False)]
+
+
 def test_o0_runs_deviation_from_the_mean(tmp_path: Path) -> None:
     runs = ex.o0_runs(_view(tmp_path))
     assert runs.select("run", "worst_rank").rows() == [("run-1", 0), ("run-2", 1), ("run-3", 1), ("run-4", 0), ("run-5", 2)]

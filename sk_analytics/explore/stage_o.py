@@ -7,7 +7,7 @@ Two sources, never mixed in one function:
   (:mod:`sk_analytics.option_trial.stats`), so a run metric here is
   bit-identical to the one the gate recorded;
 * the session's evidence as the report reads it (a
-  :class:`~sk_analytics.stage_o.report.SessionView`: ledger, stability files,
+  :class:`~sk_analytics.stage_o.session_view.SessionView`: ledger, stability files,
   gate records): :func:`rounds`, :func:`gate_checks`, :func:`o0_runs`,
   :func:`accepted_path`. The report renders these same frames.
 
@@ -35,8 +35,13 @@ from sk_analytics.option_trial.gate import (
     MIN_IMPROVEMENT_PCT,
 )
 from sk_analytics.option_trial.stats import collect_stats, split_samples, stats_query
-from sk_analytics.stage_o.machine import O0
-from sk_analytics.stage_o.report import RoundInfo, SessionView, load_view
+from sk_analytics.stage_o.session_view import (
+    RoundInfo,
+    SessionView,
+    load_view,
+    trial_round,
+)
+from sk_analytics.stage_o.state import O0
 
 PARTITIONS = ("round", "role", "run")
 BASE_LABEL = "Sbest-BASE"
@@ -120,12 +125,9 @@ def slowest_ranks(metrics: pl.DataFrame) -> pl.DataFrame:
 # --------------------------------------------------------------------------- ledger evidence
 
 
-def _trial_round(view: SessionView, entry_id: str, phase: str) -> RoundInfo | None:
-    return next((i for i in view.rounds.values() if i.entry_id == entry_id and i.phase == phase), None)
-
-
 def round_outcome(view: SessionView, info: RoundInfo) -> str:
-    """What a round came to: incumbent, accepted, rejected, diagnosis, failed or pending."""
+    """What a round came to: incumbent, accepted, rejected, diagnosis, failed or pending
+    (the report's run-metrics colours are keyed by it: ``figures.OUTCOME_COLOURS``)."""
     if any(tr.get("failure") for tr in info.trials) or (info.stability is not None and not info.stability.get("stable")):
         return "failed"
     if info.name == O0:
@@ -135,7 +137,7 @@ def round_outcome(view: SessionView, info: RoundInfo) -> str:
         return "accepted"
     if info.gate is None or info.gate.get("accepted"):
         return "pending"
-    if info.phase == "trial" and _trial_round(view, info.entry_id or "", "repair") is not None:
+    if info.phase == "trial" and trial_round(view, info.entry_id or "", "repair") is not None:
         return "diagnosis"
     return "rejected"
 
@@ -221,7 +223,9 @@ def gate_checks(view: SessionView) -> pl.DataFrame:
     regressions) and a run count for the two count checks. ``margin`` is how
     far the value lies on the passing side of the limit (negative: on the
     failing side; for the strict ``>`` rules a margin of 0 fails).
-    ``passed`` is the gate's recorded decision, never recomputed here.
+    ``passed`` is the gate's recorded decision, never recomputed here; a
+    recorded check this API does not know comes last, with null value, rule,
+    limit and margin.
     """
     rows = []
     for info in view.rounds.values():
@@ -229,12 +233,12 @@ def gate_checks(view: SessionView) -> pl.DataFrame:
         if gate is None:
             continue
         recorded = gate.get("checks") or {}
-        for name in CHECK_NAMES:
-            if name not in recorded:
-                continue
+        known = [name for name in CHECK_NAMES if name in recorded]
+        for name in known + [name for name in recorded if name not in CHECK_NAMES]:  # a check this API does not know: no value
             rows.append({"round": info.name, "entry_id": info.entry_id, "baseline_round": gate.get("baseline_round"),
-                         "check": name, "value": _check_value(name, gate, info.summary), "rule": _CHECKS[name][1],
-                         "limit": _check_limit(name, info),
+                         "check": name, "value": _check_value(name, gate, info.summary) if name in _CHECKS else None,
+                         "rule": _CHECKS[name][1] if name in _CHECKS else None,
+                         "limit": _check_limit(name, info) if name in _CHECKS else None,
                          "passed": bool(recorded[name])})
     schema = {"round": pl.String, "entry_id": pl.String, "baseline_round": pl.String, "check": pl.String,
               "value": pl.Float64, "rule": pl.String, "limit": pl.Float64, "passed": pl.Boolean}

@@ -19,11 +19,20 @@ and re-exports their public names.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sk_analytics.dcci.classify import CLASS_ZH
 from sk_analytics.dcci.groups import group_sks
+from sk_analytics.explore.stage_o import (
+    BASE_LABEL,
+    METRIC_CHECKS,
+    accepted_path,
+    gate_checks,
+    o0_runs,
+    round_outcome,
+    rounds,
+)
 from sk_analytics.markdown import table
 from sk_analytics.stage_o.figures import RunColumn, svg_run_metrics, svg_sk_deltas
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
@@ -108,31 +117,26 @@ def overview_rows(view: SessionView, lang: str) -> list[list[str]]:
         base_mean = (base_round.stability or {}).get("mean_ms") if base_round else None
         o0_mean = o0.stability.get("mean_ms")
         delta = None if base_mean is None or o0_mean is None else base_mean - o0_mean
-        imp = None if delta is None or not o0_mean else -delta / o0_mean * 100
+        path = accepted_path(view).filter(label=BASE_LABEL)
+        imp = path["total_improvement_pct"][0] if path.height else None
         rows.append([t["base"] + paren(view.base["round"], lang), t["metric_vs"].format(base=O0), num(o0_mean), num(base_mean),
                      num(delta, 4), pct(imp), "5 vs 5", t["base"], "BASE/sbest-base.json"])
     return rows
 
 
 def _o0_runs(view: SessionView, t: Mapping[str, str]) -> list[str]:
-    o0 = view.rounds.get(O0)
-    per_run = ((o0.stability_file or {}).get("baseline") or {}).get("per_run_metrics") if o0 else None
-    if not per_run:
+    runs = o0_runs(view)
+    if not runs.height:
         return [t["none"], ""]
-    mean = sum(r["mean_ms"] for r in per_run) / len(per_run)
-    rows = [[r["run"], r["worst_rank"], num(r["mean_ms"], 4), pct((r["mean_ms"] - mean) / mean * 100)] for r in per_run]
+    rows = [[r["run"], r["worst_rank"], num(r["worst_rank_mean_ms"], 4), pct(r["deviation_pct"])] for r in runs.iter_rows(named=True)]
     return table(t["o0_cols"].split("|"), rows)
 
 
-def _gate_rows(gate: Mapping[str, Any], t: Mapping[str, str]) -> list[list[str]]:
-    checks = gate.get("checks") or {}
-    values = {
-        "mean_improvement": pct(gate.get("mean_improvement_pct")),
-        "median_run_direction": pct(gate.get("median_run_improvement_pct")),
-        "p90_no_material_regression": pct(gate.get("p90_regression_pct")),
-        "stddev_no_material_regression": pct(gate.get("stddev_regression_pct")),
-    }
-    return [[name, values.get(name, "—"), t["yes"] if ok else t["no"]] for name, ok in checks.items()]
+def _gate_rows(view: SessionView, round_name: str, t: Mapping[str, str]) -> list[list[str]]:
+    """The round's recorded checks in protocol order; the value of the four metric checks in %."""
+    checks = gate_checks(view).filter(round=round_name)
+    return [[r["check"], pct(r["value"]) if r["check"] in METRIC_CHECKS else "—", t["yes"] if r["passed"] else t["no"]]
+            for r in checks.iter_rows(named=True)]
 
 
 def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> list[str]:
@@ -154,7 +158,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
         lines.append(f"- {info.name} ({info.phase}) {t['base_round']}: {last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
         if info.gate:
             g = info.gate
-            lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(g, t))]
+            lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]
             lines.append(f"- {t['stats']}: verdict={g.get('verdict')}{sep}95% CI={ci_text(g.get('ci_pct'))}")
             lines.append(f"- {t['runs_base']}: {[round(x, 4) for x in g.get('baseline_run_metrics') or []]}{sep}"
                          f"{t['runs_cand']}: {[round(x, 4) for x in g.get('candidate_run_metrics') or []]}")
@@ -199,33 +203,9 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
 # --------------------------------------------------------------------------- figure data
 
 
-def round_outcome(view: SessionView, info: RoundInfo) -> str:
-    """What a round came to, for the run-metrics colours (a key of ``figures.OUTCOME_COLOURS``)."""
-    if any(tr.get("failure") for tr in info.trials) or (info.stability is not None and not info.stability.get("stable")):
-        return "failed"
-    if info.name == O0:
-        return "incumbent"
-    settled = view.state.settled.get(info.entry_id or "")
-    if settled is not None and settled["status"] == "accepted" and settled.get("incumbent_round") == info.name:
-        return "accepted"
-    if info.gate is None or info.gate.get("accepted"):
-        return "pending"
-    if info.phase == "trial" and trial_round(view, info.entry_id or "", "repair") is not None:
-        return "diagnosis"
-    return "rejected"
-
-
 def run_columns(view: SessionView) -> list[RunColumn]:
-    """Every round in order with its clean runs' worst-rank means (five-run stability file, else the gate's)."""
-    columns = []
-    for name, info in view.rounds.items():
-        values: Sequence[float] = ()
-        if info.stability and info.stability.get("run_metrics"):
-            values = info.stability["run_metrics"]
-        elif info.gate and info.gate.get("candidate_run_metrics"):
-            values = info.gate["candidate_run_metrics"]
-        columns.append(RunColumn(name, info.entry_id, round_outcome(view, info), tuple(float(v) for v in values)))
-    return columns
+    """Every round in order with its clean runs' worst-rank means (:func:`sk_analytics.explore.rounds`)."""
+    return [RunColumn(r["round"], r["entry_id"], r["outcome"], tuple(r["run_metrics_ms"])) for r in rounds(view).iter_rows(named=True)]
 
 
 def report_figures(view: SessionView, lang: str) -> dict[str, str]:
