@@ -20,7 +20,12 @@ def _stats(count: int, p50: float, p90: float, mad: float = 0.5) -> dict[str, An
 
 def _sk(uid: int, occ: int, cls: str, base: tuple[float, float], cand: tuple[float, float], status: str = "aligned") -> dict[str, Any]:
     (b50, b90), (c50, c90) = base, cand
-    return {"uid": uid, "structure_hash": "h1", "occurrence_index": occ, "structure_key": "scope=moe|first=A|last=B|ops=A,B",
+    side = {"process": "10", "model_dir": "model_1_1", "graph_position": uid, "sk_id": uid + 100, "occurrence_index": occ}
+    alignment = {"rank": "0", "graph_pair": 0, "paired_by": None if status != "aligned" else "anchor" if occ == 0 else "run",
+                 "run": None, "anchor_before": None, "anchor_after": None, "ambiguous_pairing": False,
+                 "baseline": side, "candidate": None if status == "only_in_baseline" else side}
+    return {"uid": uid, "rank": "0", "cross_rank_sk": uid, "deciding_rank": "0", "deciding": True, "alignment": alignment,
+            "structure_hash": "h1", "occurrence_index": occ, "structure_key": "scope=moe|first=A|last=B|ops=A,B",
             "scope_name": "moe", "boundary_first": "A", "boundary_last": "B", "child_ops": ["A", "B"], "align_status": status,
             "class": cls, "reason": None, "noise_band_pct": 3.0, "baseline": _stats(8, b50, b90), "candidate": _stats(8, c50, c90),
             "delta_p50_us": c50 - b50, "delta_p50_pct": (c50 - b50) / b50 * 100, "delta_p90_us": c90 - b90,
@@ -47,9 +52,10 @@ DIFF: dict[str, Any] = {
         {"uid": 1, "attribution": "blocked", "blockers": ["buffer_full:candidate"], "rows": []},
     ],
     "repair": {"proposed": False, "reason": "pattern_not_verified", "list": ["static_kernel_B_.*"], "patterns": [
-        {"token": "B", "status": "verified", "pattern": "static_kernel_B_.*", "intended_symbols": ["static_kernel_B_x"],
+        {"token": "B", "status": "verified", "pattern": "static_kernel_B_.*",
+         "patterns": [{"pattern": "static_kernel_B_.*", "matched_symbols": ["static_kernel_B_x"]}], "intended_symbols": ["static_kernel_B_x"],
          "matched_symbols": ["static_kernel_B_x"], "rejected_candidates": []},
-        {"token": "C", "status": "over_match", "pattern": None, "intended_symbols": ["ai_kernel_C_1"], "matched_symbols": [],
+        {"token": "C", "status": "over_match", "pattern": None, "patterns": [], "intended_symbols": ["ai_kernel_C_1"], "matched_symbols": [],
          "rejected_candidates": [{"pattern": ".*C_.*", "over_matched_symbols": ["x_C_2"], "missed_symbols": []}]},
     ]},
 }
@@ -63,6 +69,7 @@ def test_dcci_sks_deltas_and_classes() -> None:
     assert sks["delta_p50_pct"].to_list() == pytest.approx([50.0, 40.0, 0.0])
     assert sks["delta_p90_pct"].to_list() == pytest.approx([50.0, 25.0, 0.0])  # delta_p90_us / base P90
     assert sks["child_ops"].to_list()[0] == ["A", "B"] and sks.columns[-2:] == ["mwu_p", "mwu_q"]
+    assert sks.select("rank", "cross_rank_sk", "deciding_rank", "deciding").row(0) == ("0", 0, "0", True)
 
 
 def test_dcci_structures_is_the_report_grouping() -> None:
@@ -77,6 +84,15 @@ def test_dcci_alignment_and_unmapped() -> None:
     align = ex.dcci_alignment(DIFF)
     assert align.select("uid", "occurrence_index", "align_status").rows() == [(0, 0, "aligned"), (1, 1, "aligned"), (2, 0, "only_in_baseline")]
     assert align["structure_key"].unique().to_list() == ["scope=moe|first=A|last=B|ops=A,B"]
+    assert align.select("rank", "graph_pair", "paired_by", "base_graph_position", "cand_graph_position").rows() == [
+        ("0", 0, "anchor", 0, 0), ("0", 0, "run", 1, 1), ("0", 0, None, 2, None)]  # absent on one side: null there
+
+
+def test_a_parent_null_in_every_record_is_data_not_a_missing_column() -> None:
+    one_sided = {"sks": [DIFF["sks"][2]]}  # only_in_baseline: alignment.candidate is null
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ex.dcci_alignment(one_sided)["cand_graph_position"].to_list() == [None]
     unmapped = ex.dcci_unmapped(DIFF)
     assert unmapped.select("side", "process", "device_id", "model_id", "sk_id", "map_status").rows() == [
         ("candidate", "12", "0", "3_1", "7", "ambiguous_scope_id")]
@@ -97,6 +113,10 @@ def test_dcci_repair_patterns_and_matched_symbols() -> None:
         ("B", "verified", "static_kernel_B_.*", True), ("C", "over_match", None, False)]
     assert repair["matched_symbols"].to_list() == [["static_kernel_B_x"], []]
     assert repair["rejected_candidates"].to_list() == [[], [".*C_.*"]]
+    assert repair["patterns"].to_list() == [["static_kernel_B_.*"], []]
+    two = {"repair": {"list": ["a_.*", "b_.*"], "patterns": [{"token": "A", "status": "verified", "pattern": "a_.*",
+           "patterns": [{"pattern": "a_.*"}, {"pattern": "b_.*"}], "intended_symbols": [], "matched_symbols": [], "rejected_candidates": []}]}}
+    assert ex.dcci_repair(two).select("patterns", "in_list").rows() == [(["a_.*", "b_.*"], True)]  # a pattern set per token
 
 
 def test_a_field_missing_from_the_json_warns_and_gives_a_null_column() -> None:

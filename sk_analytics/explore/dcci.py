@@ -45,7 +45,7 @@ def _pct(delta: str, base: str) -> pl.Expr:
 
 
 _SK = {
-    "uid": pl.Int64, "structure_hash": pl.String, "occurrence_index": pl.Int64, "scope_name": pl.String,
+    "uid": pl.Int64, "rank": pl.String, "cross_rank_sk": pl.Int64, "deciding_rank": pl.String, "deciding": pl.Boolean, "structure_hash": pl.String, "occurrence_index": pl.Int64, "scope_name": pl.String,
     "child_ops": pl.List(pl.String), "align_status": pl.String, "class": pl.String, "reason": pl.String,
     **_flat("baseline"), **_flat("candidate"),
     "noise_band_pct": pl.Float64, "delta_p50_us": pl.Float64, "delta_p50_pct": pl.Float64, "delta_p90_us": pl.Float64,
@@ -56,7 +56,9 @@ _SK = {
 def dcci_sks(diff: Mapping[str, Any]) -> pl.DataFrame:
     """One row per SK identity (structure + occurrence) with its class and ΔP50/ΔP90.
 
-    Columns: uid, structure_hash, occurrence_index, scope_name, child_ops,
+    Columns: uid, rank (the rank this slot was measured on), cross_rank_sk
+    (the SK across ranks), deciding_rank, deciding (this slot's rank decides the
+    SK: the largest candidate P50), structure_hash, occurrence_index, scope_name, child_ops,
     align_status, class, reason, base_/cand_ count, p50_us, p90_us, mad_us,
     noise_band_pct, delta_p50_us, delta_p50_pct, delta_p90_us,
     delta_p90_pct (``delta_p90_us / base_p90_us * 100``), mwu_p, mwu_q.
@@ -93,6 +95,9 @@ _ALIGN = {
     "uid": pl.Int64, "structure_key": pl.String, "structure_hash": pl.String, "occurrence_index": pl.Int64,
     "scope_name": pl.String, "boundary_first": pl.String, "boundary_last": pl.String, "align_status": pl.String,
     "class": pl.String, "baseline.count": pl.Int64, "candidate.count": pl.Int64,
+    "alignment.rank": pl.String, "alignment.graph_pair": pl.Int64, "alignment.paired_by": pl.String,
+    "alignment.ambiguous_pairing": pl.Boolean, "alignment.baseline.graph_position": pl.Int64,
+    "alignment.candidate.graph_position": pl.Int64,
 }
 _UNMAPPED = {"side": pl.String, **{key: pl.String for key in SK_KEYS}, "model_dir": pl.String, "map_status": pl.String}
 
@@ -104,10 +109,18 @@ def dcci_alignment(diff: Mapping[str, Any]) -> pl.DataFrame:
     child ops), structure_hash, occurrence_index (the n-th graph occurrence of
     that structure), scope_name, boundary_first, boundary_last, align_status
     (aligned, only_in_baseline, only_in_candidate, ambiguous_mapping), class,
-    base_count, cand_count (post-warm-up launches on each side).
+    base_count, cand_count (post-warm-up launches on each side), and the
+    graph context (formats.md §4): rank, graph_pair, paired_by (anchor: a
+    structure occurring once on each side; run: the LCS between anchors),
+    ambiguous_pairing, base_graph_position, cand_graph_position (null on the
+    side the SK is absent from).
     """
     frame = records_frame(diff.get("sks") or [], _ALIGN, source="dcci-diff sks")
-    return frame.rename({"baseline.count": "base_count", "candidate.count": "cand_count"})
+    return frame.rename({"baseline.count": "base_count", "candidate.count": "cand_count", "alignment.rank": "rank",
+                         "alignment.graph_pair": "graph_pair", "alignment.paired_by": "paired_by",
+                         "alignment.ambiguous_pairing": "ambiguous_pairing",
+                         "alignment.baseline.graph_position": "base_graph_position",
+                         "alignment.candidate.graph_position": "cand_graph_position"})
 
 
 def dcci_unmapped(diff: Mapping[str, Any]) -> pl.DataFrame:
@@ -148,7 +161,8 @@ def dcci_children(diff: Mapping[str, Any]) -> pl.DataFrame:
 
 
 _PATTERN = {
-    "token": pl.String, "status": pl.String, "pattern": pl.String, "intended_symbols": pl.List(pl.String),
+    "token": pl.String, "status": pl.String, "pattern": pl.String, "patterns": pl.List(pl.String),
+    "intended_symbols": pl.List(pl.String),
     "matched_symbols": pl.List(pl.String), "rejected_candidates": pl.List(pl.String),
 }
 
@@ -156,17 +170,21 @@ _PATTERN = {
 def dcci_repair(diff: Mapping[str, Any]) -> pl.DataFrame:
     """The repair list: one row per child-op token with its verified pattern and the symbols it matched.
 
-    Columns: token, status, pattern, in_list (the pattern is in the proposed
-    list), intended_symbols, matched_symbols, rejected_candidates (the patterns
+    Columns: token, status, pattern (the first of its set), patterns (every
+    pattern the token needs, one per symbol prefix family), in_list (all of
+    them are in the proposed list), intended_symbols, matched_symbols, rejected_candidates (the patterns
     tried first and refused because they over- or under-matched). Whether a repair was proposed at all,
     and why not, is ``diff["repair"]["proposed"]`` / ``["reason"]``.
     """
     repair = diff.get("repair") or {}
     chosen = list(repair.get("list") or [])
-    rows = [dict(p, rejected_candidates=[str(c.get("pattern")) for c in p.get("rejected_candidates") or []])
+    rows = [dict(p, rejected_candidates=[str(c.get("pattern")) for c in p.get("rejected_candidates") or []],
+                 patterns=[str(part.get("pattern")) for part in p["patterns"]] if "patterns" in p  # the token's pattern set
+                 else ([p["pattern"]] if p.get("pattern") else []))  # older JSON: one pattern per token
             for p in repair.get("patterns") or []]
     frame = records_frame(rows, _PATTERN, source="dcci-diff repair.patterns")
     return frame.select(
-        "token", "status", "pattern", pl.col("pattern").is_in(chosen).fill_null(False).alias("in_list"),
+        "token", "status", "pattern", "patterns",
+        (pl.col("patterns").list.len().gt(0) & pl.col("patterns").list.eval(pl.element().is_in(chosen)).list.all()).alias("in_list"),
         "intended_symbols", "matched_symbols", "rejected_candidates",
     )

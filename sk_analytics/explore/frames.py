@@ -27,14 +27,18 @@ def records_frame(records: Sequence[Mapping[str, Any]], columns: Mapping[str, pl
 
     ``columns`` maps each output column to its flattened field name's dtype;
     a column no record has is filled with nulls and reported once as a
-    :class:`MissingColumnWarning` naming ``source``. An empty ``records`` is an
+    :class:`MissingColumnWarning` naming ``source`` (unless every record
+    sets one of its parents to null: then the nulls are the data). An empty ``records`` is an
     empty frame of that schema (nothing is missing from nothing).
     """
     schema = pl.Schema(columns)
     if not records:
         return pl.DataFrame(schema=schema)
     flat = pl.json_normalize(list(records), separator=".", infer_schema_length=None)
-    missing = [name for name in schema if name not in flat.columns]
+    # a field under a parent that every record sets to null (a side an SK is absent from) is null, not missing
+    null_parents = {name for name in flat.columns if flat[name].dtype == pl.Null}
+    missing = [name for name in schema if name not in flat.columns
+               and not any(".".join(name.split(".")[:i]) in null_parents for i in range(1, name.count(".") + 1))]
     if missing:
         warnings.warn(MissingColumnWarning(f"{source}: no record has {', '.join(missing)}; filled with nulls"), stacklevel=3)
     return flat.select(
