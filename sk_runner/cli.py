@@ -14,6 +14,7 @@ COMMANDS = {
     "sweep": "sk_runner.sweep.cli:sweep",
     "matrix": "sk_runner.sweep.matrix_cli:matrix",
     "demo": "sk_runner.demo:demo",
+    "campaign": "sk_runner.campaign.cli:campaign",
 }
 
 

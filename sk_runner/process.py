@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -67,10 +67,13 @@ def run_process(
     stderr_path: Path,
     timeout_s: float | None,
     grace_s: float = DEFAULT_GRACE_S,
+    on_start: Callable[[int], None] | None = None,
 ) -> ProcessResult:
     """Start ``argv`` in its own process group and wait for it (and its group).
 
     ``env`` is the *complete* child environment (nothing is inherited).
+    ``on_start`` gets the child's pid (= its process group) once it runs, so a
+    supervisor (a campaign) can record it and reap the group later.
     Raises :class:`EnvironmentBlocker` when the process cannot be started at
     all (missing executable, bad cwd): that is a failure before the command
     started, not a workload failure.
@@ -100,6 +103,8 @@ def run_process(
             raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: {exc.strerror or exc}") from exc
         timed_out = False
         try:
+            if on_start is not None:
+                on_start(proc.pid)
             returncode = _wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -215,6 +220,11 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> int:
         time.sleep(0.05)
     _signal_group(pgid, signal.SIGKILL)
     return proc.wait()
+
+
+def kill_group(pgid: int, grace_s: float = DEFAULT_GRACE_S) -> None:
+    """TERM, then KILL, every live member of process group ``pgid`` and wait until none is left."""
+    _reap_group(pgid, grace_s)
 
 
 def _reap_group(pgid: int, grace_s: float) -> None:

@@ -244,8 +244,12 @@ def plan(task: StageOTask, session: Path) -> dict[str, Any]:
     }
 
 
-def enter_phase(task_path: Path, session_dir: Path | None) -> tuple[SweepSession, dict[str, Any]]:
-    """Validate, create (or re-open) the session, record the entry, return the plan."""
+def enter_phase(
+    task_path: Path, session_dir: Path | None, *, placement: dict[str, Any] | None = None
+) -> tuple[SweepSession, dict[str, Any]]:
+    """Validate, create (or re-open) the session, record the entry, return the plan.
+
+    ``placement`` pins a new campaign session to its node (recorded in session.json)."""
     task = validate_task(task_path)
     root = session_dir or task.session
     if root is None:
@@ -259,7 +263,7 @@ def enter_phase(task_path: Path, session_dir: Path | None) -> tuple[SweepSession
             raise IntegrityError(f"{root}: the session belongs to another task; use a new --session")
         return session, plan(task, root)
     session = create_session(root, task.seed_config, seed=task.seed, backend=task.backend, control=task.control,
-                             policy=task.policy, task=record)
+                             policy=task.policy, task=record, placement=placement)
     entry = plan(task, root)
     if not any(r.kind == "phase_entry" for r in read_records(root)):
         session.ledger.append("phase_entry", {**entry, "summary_zh": f"阶段入口校验通过（任务指纹 {task.fingerprint[:12]}）"})

@@ -69,6 +69,8 @@ class SweepSession:
     control: Control
     policy: Policy
     task: dict[str, Any] | None = None
+    #: Where a campaign pinned this session (node id, host); absent outside campaigns.
+    placement: dict[str, Any] | None = None
 
     @property
     def seed_config_path(self) -> Path:
@@ -88,7 +90,7 @@ class SweepSession:
             "control": self.control.to_json(),
             "policy": self.policy.to_json(),
             "task": self.task,
-        }
+        } | ({} if self.placement is None else {"placement": self.placement})
 
 
 def create_session(
@@ -100,8 +102,11 @@ def create_session(
     control: Control,
     policy: Policy,
     task: dict[str, Any] | None = None,
+    placement: dict[str, Any] | None = None,
 ) -> SweepSession:
-    """Create a new session folder: SEED config, session.json, first ledger record."""
+    """Create a new session folder: SEED config, session.json, first ledger record.
+
+    ``placement`` (a campaign's node affinity) becomes part of the fingerprinted identity."""
     root = Path(root)
     if (root / SESSION_FILE).exists() or (root / "ledger.jsonl").exists():
         raise UsageError(f"{root} already holds a session; resume it with --resume or choose a new --session")
@@ -109,7 +114,7 @@ def create_session(
         raise UsageError(f"{root} is not empty; a new session needs an empty or new folder")
     root.mkdir(parents=True, exist_ok=True)
     write_json(root / SEED_CONFIG_FILE, seed_config)
-    session = SweepSession(root, seed, backend, control, policy, task)
+    session = SweepSession(root, seed, backend, control, policy, task, placement)
     identity = {**session.identity(), "created_ns": time.time_ns()}
     write_json(root / SESSION_FILE, identity)
     session.ledger.append(
@@ -141,6 +146,7 @@ def load_session(root: Path) -> SweepSession:
         Control(**data["control"]),
         Policy.from_json(data["policy"]),
         data.get("task"),
+        data.get("placement"),
     )
     seed_fp = fingerprint(load_json_file(session.seed_config_path))
     if seed_fp != data["seed_config_fingerprint"]:

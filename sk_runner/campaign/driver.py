@@ -1,0 +1,280 @@
+"""The campaign driver: hand tasks to the scheduler, record what happened, handle lost nodes.
+
+The campaign ledger is the driver's only state, so a driver killed at any point
+continues with ``sk-run campaign resume ROOT``: finished sessions stay finished,
+the others continue (each on its own node, through ``sk-run sweep --resume``,
+which picks up at the first action whose outcome was not yet recorded).
+
+Placement is the scheduler's (Ray: by resources); the driver only pins a
+session that already exists to the node recorded in its ``session.json``.
+When that node is gone, the policy decides: ``restart`` assigns a fresh
+session of the same task (Ray places it on another node) and links the two in
+both session ledgers and the campaign ledger; ``wait`` waits up to
+``node_wait_s`` for the same server to come back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from filelock import FileLock, Timeout
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, UsageError
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ledger import Ledger, read_records
+from sk_analytics.strict_json import load_json_file
+from sk_runner.campaign.job import Job, JobResult, NodeInfo, reap_workers, same_server, start_ticks
+from sk_runner.campaign.spec import CampaignSpec, TaskSpec, revalidate
+from sk_runner.campaign.state import (
+    CAMPAIGN_FILE,
+    CAMPAIGN_SCHEMA,
+    RUN_DIR,
+    TaskState,
+    fold,
+    placement_of,
+    session_dir,
+    session_name,
+)
+
+POLL_S = 1.0
+
+
+class Cancelled(Exception):
+    """SIGTERM from ``sk-run campaign cancel``."""
+
+
+class Executor(Protocol):
+    kind: str
+
+    def nodes(self) -> list[NodeInfo]: ...
+    def node_alive(self, node_id: str, settle_s: float = 0.0) -> bool: ...
+    def check_storage(self, root: Path) -> list[dict[str, str]]: ...
+    def submit(self, job: Job, resources: dict[str, float], pin: NodeInfo | None) -> Any: ...
+    def wait(self, handles: list[Any], timeout: float) -> list[Any]: ...
+    def result(self, handle: Any) -> JobResult: ...
+    def cancel(self, handle: Any, session: str) -> None: ...
+    def is_node_failure(self, exc: BaseException) -> bool: ...
+    def shutdown(self) -> None: ...
+
+
+class View(Protocol):
+    def update(self, root: Path, spec: CampaignSpec, tasks: dict[str, TaskState]) -> None: ...
+    def note(self, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class Running:
+    task: str
+    session: str
+    handle: Any
+    started: float = field(default_factory=time.monotonic)
+
+
+def create_campaign(root: Path, spec: CampaignSpec) -> None:
+    """Freeze the spec into ``campaign.json`` and open the campaign ledger."""
+    root = Path(root)
+    if (root / CAMPAIGN_FILE).exists():
+        raise UsageError(f"{root} already holds a campaign; continue it with 'sk-run campaign resume {root}'")
+    if root.exists() and any(root.iterdir()):
+        raise UsageError(f"{root} is not empty; a new campaign needs an empty or new folder")
+    root.mkdir(parents=True, exist_ok=True)
+    spec_json = spec.to_json()
+    write_json(root / CAMPAIGN_FILE, {"schema_version": CAMPAIGN_SCHEMA, "spec": spec_json, "spec_fingerprint": fingerprint(spec_json),
+                                      "source": spec.source, "created_ns": time.time_ns()})
+    Ledger(root).append("campaign_started", {"name": spec.name, "spec_fingerprint": fingerprint(spec_json), "tasks": [t.id for t in spec.tasks],
+                                             "summary_zh": f"战役 {spec.name} 开始：{len(spec.tasks)} 个任务"})
+
+
+def load_campaign(root: Path) -> CampaignSpec:
+    """The frozen spec of a campaign, re-checked against its fingerprint and the task files."""
+    root = Path(root)
+    path = root / CAMPAIGN_FILE
+    if not path.is_file():
+        from sk_analytics.errors import InputError
+
+        raise InputError(path, "not a campaign (campaign.json missing)", expected="a folder created by sk-run campaign run")
+    data = load_json_file(path)
+    records = read_records(root)
+    if not records or records[0].kind != "campaign_started" or records[0].data["spec_fingerprint"] != fingerprint(data["spec"]):
+        raise IntegrityError(f"{path}: the campaign spec changed since the campaign started (fingerprint mismatch)")
+    spec = CampaignSpec.from_json(data["spec"])
+    revalidate(spec, path)
+    return spec
+
+
+class Driver:
+    """One run of the campaign loop (``run`` or ``resume``)."""
+
+    def __init__(self, root: Path, spec: CampaignSpec, executor: Executor, view: View) -> None:
+        self.root, self.spec, self.ex, self.view = Path(root), spec, executor, view
+        self.ledger = Ledger(self.root)
+        self.running: dict[str, Running] = {}
+
+    # ------------------------------------------------------------------ records
+    def record(self, kind: str, data: dict[str, Any]) -> None:
+        self.ledger.append(kind, data)
+        if "summary_zh" in data:
+            self.view.note(data["summary_zh"])
+
+    def tasks(self) -> dict[str, TaskState]:
+        return fold(read_records(self.root))
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, resumed: bool) -> int:
+        lock = FileLock(str(self.root / ".driver.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise UsageError(f"{self.root}: a driver is already running this campaign (see 'sk-run campaign status')") from None
+        previous = signal.signal(signal.SIGTERM, _raise_cancelled)
+        try:
+            write_json(self.root / RUN_DIR / "driver.json", {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid()),
+                                                             "host": socket.gethostname(), "executor": self.ex.kind})
+            survivors = reap_workers(self.root)
+            if survivors:
+                self.view.note(f"回收上次运行遗留的进程组：{', '.join(survivors)}")
+            nodes = self.ex.check_storage(self.root)
+            self.record("storage_checked", {"nodes": nodes, "executor": self.ex.kind,
+                                            "summary_zh": f"共享存储检查通过：{len(nodes)} 个节点读写同一令牌"})
+            if resumed:
+                self.record("campaign_resumed", {"tasks": [t.id for t in self.spec.tasks], "summary_zh": "战役继续（只补未完成的会话）"})
+            return self._loop()
+        except (KeyboardInterrupt, Cancelled) as exc:
+            reason = "cancelled" if isinstance(exc, Cancelled) else "interrupted"
+            self._stop_all(reason)
+            self.record("campaign_stopped", {"reason": reason, "summary_zh": f"战役{'已取消' if reason == 'cancelled' else '被中断'}；"
+                                             f"继续：sk-run campaign resume {self.root}"})
+            return EXIT_NEGATIVE
+        finally:
+            (self.root / RUN_DIR / "driver.json").unlink(missing_ok=True)
+            signal.signal(signal.SIGTERM, previous)
+            self.view.close()
+            lock.release()
+
+    def _loop(self) -> int:
+        while True:
+            tasks = self.tasks()
+            alive = {n.node_id: n for n in self.ex.nodes()}
+            for spec_task in self.spec.tasks:
+                if spec_task.id not in self.running:
+                    self._step(spec_task, tasks.get(spec_task.id) or TaskState(spec_task.id), alive)
+            tasks = self.tasks()
+            self._note_placements(tasks)
+            self.view.update(self.root, self.spec, tasks)
+            if not self.running:
+                if all(st.done or st.gave_up for st in tasks.values()):
+                    return self._finish(tasks)
+                time.sleep(POLL_S)  # only tasks waiting for their lost server are left
+                continue
+            handles = [r.handle for r in self.running.values()]
+            for handle in self.ex.wait(handles, POLL_S):
+                run = next(r for r in self.running.values() if r.handle is handle)
+                self._collect(run)
+
+    def _step(self, task: TaskSpec, st: TaskState, alive: dict[str, NodeInfo]) -> None:
+        """Start, continue, relink or leave one task that is not running now."""
+        if st.done or st.gave_up:
+            return
+        if st.session is None:
+            self._assign(task, 1, None)
+            return
+        placement = placement_of(self.root, st.session)
+        pin = None if placement is None else next((n for n in alive.values() if same_server(placement, n)), None)
+        if (placement is None or pin is not None) and st.failures >= self.spec.max_attempts:
+            self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "attempts",
+                                          "summary_zh": f"{task.id}：会话 {st.session} 失败 {st.failures} 次，放弃（日志见 logs/{st.session}/）"})
+            return
+        if placement is None:  # assigned but never started anywhere: the scheduler places it
+            self._submit(task, st.session, None, st.supersedes)
+            return
+        if pin is not None:
+            self._submit(task, st.session, pin, None)
+            return
+        if not st.lost:
+            self.record("node_lost", {"task": task.id, "session": st.session, "node_id": placement.get("node_id"),
+                                      "node_name": placement.get("node_name"), "policy": self.spec.on_node_lost,
+                                      "summary_zh": f"{task.id}：会话 {st.session} 所在节点 {placement.get('node_name')} 丢失"
+                                                    f"（策略 {self.spec.on_node_lost}）"})
+            Ledger(session_dir(self.root, st.session)).append("node_lost", {
+                "node_id": placement.get("node_id"), "node_name": placement.get("node_name"), "policy": self.spec.on_node_lost,
+                "summary_zh": "会话所在节点丢失：本会话不在其他节点继续（其基线在该节点测得）"})
+            st = self.tasks()[task.id]
+        if self.spec.on_node_lost == "restart":
+            new = session_name(task.id, len(st.sessions) + 1)
+            self.record("session_superseded", {"task": task.id, "session": st.session, "by": new, "reason": "node_lost",
+                                               "summary_zh": f"{task.id}：以新会话 {new} 替代 {st.session}（在另一节点从头测量）"})
+            Ledger(session_dir(self.root, st.session)).append("session_superseded", {
+                "by": new, "campaign": str(self.root), "reason": "node_lost",
+                "summary_zh": f"本会话由 {new} 替代（节点丢失）"})
+            self._assign(task, len(st.sessions) + 1, st.session)
+        elif st.lost_since_ns is not None and time.time_ns() - st.lost_since_ns > self.spec.node_wait_s * 1e9:
+            self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "node_wait",
+                                          "summary_zh": f"{task.id}：等待节点 {placement.get('node_name')} 超过 {self.spec.node_wait_s:.0f} s，放弃"})
+
+    def _assign(self, task: TaskSpec, attempt: int, supersedes: str | None) -> None:
+        name = session_name(task.id, attempt)
+        self.record("session_assigned", {"task": task.id, "session": name, "attempt": attempt, "supersedes": supersedes,
+                                         "resources": task.resources, "summary_zh": f"{task.id}：分配会话 {name}"})
+        self._submit(task, name, None, supersedes)
+
+    def _submit(self, task: TaskSpec, name: str, pin: NodeInfo | None, supersedes: str | None) -> None:
+        job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes)
+        self.running[task.id] = Running(task.id, name, self.ex.submit(job, task.resources, pin))
+
+    def _note_placements(self, tasks: dict[str, TaskState]) -> None:
+        """Copy each new session's node (from its session.json) into the campaign index."""
+        for st in tasks.values():
+            if st.session is not None and st.session not in st.placements:
+                placement = placement_of(self.root, st.session)
+                if placement is not None:
+                    self.record("session_placed", {"task": st.id, "session": st.session, "placement": placement,
+                                                   "summary_zh": f"{st.id}：会话 {st.session} 固定在节点 {placement.get('node_name')}"})
+
+    def _collect(self, run: Running) -> None:
+        """Record how a finished job ended."""
+        del self.running[run.task]
+        try:
+            result = self.ex.result(run.handle)
+        except Exception as exc:  # noqa: BLE001 - any failure of the job is recorded; the policy decides what follows
+            placement = placement_of(self.root, run.session)
+            lost = placement is not None and (self.ex.is_node_failure(exc) and not self.ex.node_alive(placement["node_id"], settle_s=15.0))
+            self.record("session_ended", {"task": run.task, "session": run.session, "outcome": "node_lost" if lost else "failed",
+                                          "error": " ".join(str(exc).split())[:500],
+                                          "summary_zh": f"{run.task}：会话 {run.session} 的任务失败（{type(exc).__name__}）"})
+            return
+        self.record("session_ended", {"task": run.task, "session": run.session, "outcome": result.outcome, "exit_code": result.exit_code,
+                                      "signal": result.signal, "timed_out": result.timed_out, "duration_s": round(result.duration_s, 3),
+                                      "node": result.node, "summary_zh": f"{run.task}：会话 {run.session} 结束（{result.outcome}，"
+                                                                         f"{result.duration_s:.0f} s）"})
+
+    def _stop_all(self, reason: str) -> None:
+        """Cancel every running job and wait until its process group is gone; record each as ``reason``."""
+        for run in list(self.running.values()):
+            self.ex.cancel(run.handle, run.session)
+        deadline = time.monotonic() + 30.0
+        while self.running and time.monotonic() < deadline:
+            for handle in self.ex.wait([r.handle for r in self.running.values()], 1.0):
+                run = next(r for r in self.running.values() if r.handle is handle)
+                del self.running[run.task]
+                self.record("session_ended", {"task": run.task, "session": run.session, "outcome": reason,
+                                              "summary_zh": f"{run.task}：会话 {run.session} 已停止（{reason}）"})
+        reap_workers(self.root)
+
+    def _finish(self, tasks: dict[str, TaskState]) -> int:
+        outcomes = {t.id: (tasks[t.id].outcome if t.id in tasks else None) for t in self.spec.tasks}
+        base = sum(o == "base" for o in outcomes.values())
+        self.record("campaign_stopped", {"reason": "finished", "outcomes": outcomes,
+                                         "summary_zh": f"战役结束：{base}/{len(outcomes)} 个会话得到 Sbest-BASE"})
+        return EXIT_OK if base == len(outcomes) else EXIT_NEGATIVE
+
+
+def _raise_cancelled(signum: int, frame: Any) -> None:
+    raise Cancelled()

@@ -1,0 +1,148 @@
+"""One campaign job on one node: create (or re-open) the session there, run its sweep, report.
+
+The same function runs as a Ray task on a cluster node and in a thread of the
+local sequential path. A new session is pinned to the node that runs it
+(``placement`` in ``session.json``, fingerprinted); a job that finds its
+session pinned to another server refuses to run (protocol §5.1: every round on
+the same environment). The sweep runs as its own process group through
+:func:`sk_runner.process.run_process` (killed as a whole on timeout, cancel or
+our own death); its pid is recorded in ``run/<session>.json`` so a later
+``cancel``/``resume`` reaps survivors of a driver that died.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import IntegrityError
+from sk_analytics.strict_json import load_json_file
+from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
+from sk_runner.process import group_alive, kill_group, process_alive, run_process
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node of the fleet: Ray's node id, its name (one server) and host."""
+
+    node_id: str
+    node_name: str
+    host: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Job:
+    """Run (or continue) one session of one task."""
+
+    campaign_root: str
+    task_id: str
+    task_path: str
+    session: str
+    timeout_s: float | None
+    supersedes: str | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """How the sweep process of a job ended."""
+
+    session: str
+    node: dict[str, Any]
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def outcome(self) -> str:
+        """base (exit 0), stopped (exit 1, hand-off written), timeout, or failed."""
+        if self.timed_out:
+            return "timeout"
+        return {0: "base", 1: "stopped"}.get(self.exit_code, "failed") if self.signal is None else "failed"
+
+
+def same_server(placement: dict[str, Any], node: NodeInfo) -> bool:
+    """True when ``node`` is the server a session was pinned to (same Ray node, or the same named server back)."""
+    return placement.get("node_id") == node.node_id or (
+        bool(placement.get("node_name")) and placement.get("node_name") == node.node_name and placement.get("host") == node.host
+    )
+
+
+def prepare_session(job: Job, node: NodeInfo) -> Path:
+    """Create the job's session pinned to ``node`` (linked to the session it supersedes), or check its pin."""
+    from sk_runner.sweep.phase import enter_phase
+    from sk_runner.sweep.session import SESSION_FILE
+
+    folder = session_dir(Path(job.campaign_root), job.session)
+    if (folder / SESSION_FILE).is_file():
+        placement = load_json_file(folder / SESSION_FILE).get("placement") or {}
+        if not same_server(placement, node):
+            raise IntegrityError(f"{folder}: session is pinned to node {placement.get('node_name')} ({placement.get('node_id')}); "
+                                 f"it never continues on {node.node_name} ({node.node_id})")
+        return folder
+    placement = {**node.to_json(), "campaign": str(Path(job.campaign_root).resolve()), "task": job.task_id}
+    session, _ = enter_phase(Path(job.task_path), folder, placement=placement)
+    if job.supersedes is not None:
+        session.ledger.append("session_supersedes", {
+            "session": job.supersedes, "reason": "node_lost",
+            "summary_zh": f"本会话替代节点丢失的会话 {job.supersedes}（同一任务，全新测量，不与其结果比较）"})
+    return folder
+
+
+def start_ticks(pid: int) -> str | None:
+    """Kernel start time of ``pid`` (to tell a recorded process from a later one reusing its pid)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = None) -> JobResult:
+    """Prepare the session on this node and run ``sk-run sweep --resume`` on it to its end (or timeout)."""
+    root = Path(job.campaign_root)
+    folder = prepare_session(job, node)
+    stamp = time.time_ns()
+    logs = root / LOGS_DIR / job.session
+
+    def started(pid: int) -> None:
+        write_json(root / RUN_DIR / f"{job.session}.json",
+                   {"pid": pid, "start_ticks": start_ticks(pid), "host": socket.gethostname(), **node.to_json()})
+        if on_start is not None:
+            on_start(pid)
+
+    argv = [sys.executable, "-c", "from sk_runner.cli import main; main()", "sweep", "--resume", str(folder), "--quiet"]
+    result = run_process(argv, cwd=folder, env=dict(os.environ), stdout_path=logs / f"{stamp}.out", stderr_path=logs / f"{stamp}.err",
+                         timeout_s=job.timeout_s, on_start=started)
+    return JobResult(job.session, node.to_json(), result.exit_code, result.signal, result.timed_out, result.duration_s)
+
+
+def reap_workers(root: Path, node_id: str | None = None) -> list[str]:
+    """Kill the process groups of recorded sweeps still alive on this host (optionally of one node only)."""
+    killed = []
+    host = socket.gethostname()
+    folder = Path(root) / RUN_DIR
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name == "driver.json":
+            continue
+        try:
+            rec = load_json_file(path)
+        except Exception:  # noqa: BLE001 - a torn record names no process we could safely kill
+            continue
+        if rec.get("host") != host or (node_id is not None and rec.get("node_id") != node_id):
+            continue
+        pid = int(rec["pid"])
+        leader_ours = process_alive(pid) and start_ticks(pid) == rec.get("start_ticks")
+        if leader_ours or (not process_alive(pid) and group_alive(pid)):  # orphans keep the dead leader's group id
+            kill_group(pid, grace_s=2.0)
+            killed.append(path.stem)
+    return killed

@@ -1,0 +1,57 @@
+"""Campaign test set-up: dispatched Stage O tasks on the simulator and a spec listing them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.fingerprint import fingerprint
+
+SEED = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {}}
+MANIFEST = {
+    "schema_version": "superkernel-phase-manifest-v1",
+    "phase": "stage_o_option_tuning",
+    "agent_id": "sk-stage-o-option-tuning",
+    "skill": "superkernel-stage-o",
+    "runtime_tools": ["analyze_performance", "sk-run trial"],
+}
+#: What every session of these tasks settles to (simulator ground truth: auto_op_parallel=1 helps).
+EXPECTED_STATUSES = {"auto-op-parallel-1": "accepted"}
+
+
+def write_task(folder: Path, seed: int, accepted: list[dict[str, Any]] | None = None, **workload: Any) -> Path:
+    """A small dispatched task (2 ranks, 30 samples): one ready option value, so a session takes well under a minute."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "phase.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
+    (folder / "seed.json").write_text(json.dumps(SEED), encoding="utf-8")
+    s0 = folder / "S0" / "run-1"
+    s0.mkdir(parents=True, exist_ok=True)
+    (s0 / "log_0.log").write_text("Inference time (decode): 10.0 ms\n", encoding="utf-8")
+    task = {
+        "schema_version": "superkernel-stage-o-task-v1",
+        "agent_id": "sk-stage-o-option-tuning",
+        "phase_manifest": "phase.json",
+        "seed": {"name": "Sbest-SEED", "frozen": True, "config": "seed.json", "config_fingerprint": fingerprint(SEED)},
+        "accepted_option_values": accepted if accepted is not None else [{"option": "auto_op_parallel", "value": 1}],
+        "clean_artifacts": {"bound_to": "S0", "path": "S0"},
+        "workload": {"backend": "sim", "ranks": 2, "iterations": 30, "warmup": 8, "seed": seed, **workload},
+        "policy": {"risky_timeout_s": 5.0},
+    }
+    path = folder / "task.json"
+    path.write_text(json.dumps(task), encoding="utf-8")
+    return path
+
+
+def write_spec(base: Path, n: int, *, resources: dict[str, float] | None = None, **spec: Any) -> Path:
+    """A campaign spec of ``n`` tasks t0..t(n-1) with seeds 10, 11, ...; extra spec fields as given."""
+    tasks = []
+    for i in range(n):
+        write_task(base / "tasks" / f"t{i}", seed=10 + i)
+        item: dict[str, Any] = {"id": f"t{i}", "task": f"tasks/t{i}/task.json", "priority": n - i}
+        if resources is not None:
+            item["resources"] = resources
+        tasks.append(item)
+    path = base / "campaign.json"
+    path.write_text(json.dumps({"schema_version": "sk-tune-campaign-v1", "name": "test", "tasks": tasks, **spec}), encoding="utf-8")
+    return path
