@@ -15,7 +15,7 @@ import polars as pl
 
 from sk_analytics.errors import InputError
 
-__all__ = ["open_session", "open_profile", "__version__"]
+__all__ = ["open_session", "open_profile", "open_campaign", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -39,3 +39,11 @@ def open_profile(path: str | Path) -> dict[str, pl.LazyFrame]:
     from sk_analytics.tables import open_tables
 
     return open_tables(_data_dir(path))
+
+
+def open_campaign(root: str | Path) -> dict[str, pl.LazyFrame]:
+    """The tables of every session of a campaign (``sk-run campaign``), each one lazy
+    hive-partitioned scan with a ``session`` column."""
+    from sk_analytics.campaign import open_campaign as _open
+
+    return _open(root)

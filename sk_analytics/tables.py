@@ -86,6 +86,19 @@ def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
     hive_schema = {key: pl.Utf8 for key in spec.partition_by}
     if not files:
         return pl.LazyFrame(schema={**spec.schema, **hive_schema})
+    check_files(files, spec)
+    # key=value folders above the table (a campaign's session=<name>) are partitions too for Polars: read, then dropped
+    outer = [p.split("=", 1)[0] for p in folder.parts if "=" in p and p.split("=", 1)[0] not in hive_schema]
+    frame = pl.scan_parquet(
+        [str(f) for f in files],
+        hive_partitioning=True,
+        hive_schema={**{key: pl.Utf8 for key in outer}, **hive_schema},
+    )
+    return frame.drop(outer) if outer else frame
+
+
+def check_files(files: list[Path], spec: Table) -> None:
+    """Every file is a Parquet table of ``spec`` at this schema version (else InputError naming the file)."""
     for path in files:
         schema = _read_arrow_schema(path)
         version = _schema_version(schema)
@@ -94,11 +107,6 @@ def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
         missing = [name for name in spec.schema if name not in schema.names]
         if missing:
             raise InputError(path, f"Parquet file lacks column(s) {', '.join(missing)}", expected=f"the {spec.name} table schema")
-    return pl.scan_parquet(
-        [str(f) for f in files],
-        hive_partitioning=True,
-        hive_schema=hive_schema,
-    )
 
 
 def open_tables(data_dir: str | Path) -> dict[str, pl.LazyFrame]:

@@ -17,11 +17,12 @@ from sk_runner.cli import cli as run_cli_group
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "cli.md"
 ALL_COMMANDS = [
-    "sk-analyze", "sk-analyze contract", "sk-analyze contract begin", "sk-analyze contract finalize",
+    "sk-analyze", "sk-analyze campaign", "sk-analyze contract", "sk-analyze contract begin", "sk-analyze contract finalize",
     "sk-analyze contract validate-set", "sk-analyze contract verify", "sk-analyze dcci-diff", "sk-analyze ingest",
     "sk-analyze ledger", "sk-analyze ledger show", "sk-analyze ledger verify", "sk-analyze option-trial",
     "sk-analyze schema", "sk-analyze stability",
-    "sk-run", "sk-run demo", "sk-run matrix", "sk-run matrix freeze", "sk-run matrix init", "sk-run probe",
+    "sk-run", "sk-run campaign", "sk-run campaign cancel", "sk-run campaign resume", "sk-run campaign run",
+    "sk-run campaign status", "sk-run demo", "sk-run matrix", "sk-run matrix freeze", "sk-run matrix init", "sk-run probe",
     "sk-run profile", "sk-run sim", "sk-run sweep", "sk-run trial",
 ]
 

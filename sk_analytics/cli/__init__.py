@@ -19,6 +19,7 @@ COMMANDS = {
     "dcci-diff": "sk_analytics.cli.dcci_diff:dcci_diff",
     "ledger": "sk_analytics.cli.ledger:ledger",
     "schema": "sk_analytics.cli.schema_doc:schema",
+    "campaign": "sk_analytics.cli.campaign:campaign",
 }
 
 

@@ -30,7 +30,14 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, UsageErr
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import Ledger, read_records
 from sk_analytics.strict_json import load_json_file
-from sk_runner.campaign.job import Job, JobResult, NodeInfo, reap_workers, same_server, start_ticks
+from sk_runner.campaign.job import (
+    Job,
+    JobResult,
+    NodeInfo,
+    reap_workers,
+    same_server,
+    start_ticks,
+)
 from sk_runner.campaign.spec import CampaignSpec, TaskSpec, revalidate
 from sk_runner.campaign.state import (
     CAMPAIGN_FILE,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.atomic import write_json
-from sk_analytics.errors import IntegrityError
+from sk_analytics.errors import IntegrityError, SkTuneError
 from sk_analytics.strict_json import load_json_file
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
 from sk_runner.process import group_alive, kill_group, process_alive, run_process
@@ -136,7 +136,7 @@ def reap_workers(root: Path, node_id: str | None = None) -> list[str]:
             continue
         try:
             rec = load_json_file(path)
-        except Exception:  # noqa: BLE001 - a torn record names no process we could safely kill
+        except (OSError, SkTuneError):  # a torn record names no process we could safely kill
             continue
         if rec.get("host") != host or (node_id is not None and rec.get("node_id") != node_id):
             continue

@@ -96,7 +96,7 @@ class RayExecutor:
         for ref in refs:
             try:
                 node_id, name, problem = self.ray.get(ref, timeout=120)
-            except Exception as exc:  # noqa: BLE001 - any failure of the probe is a node that cannot run sessions
+            except Exception as exc:
                 raise EnvironmentBlocker(f"storage check on a node failed: {' '.join(str(exc).split())[:300]}") from exc
             answers[node_id] = (name, problem)
         return storage.verdict(root, token, answers)

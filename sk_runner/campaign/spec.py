@@ -83,7 +83,8 @@ def default_resources(task_data: dict[str, Any]) -> dict[str, float]:
 def validate_spec_data(data: Any, source: Path) -> None:
     """Raise :class:`InputError` naming the first schema violation (file, JSON pointer, what was expected)."""
     validator = jsonschema.Draft202012Validator(spec_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    # the deepest problem first; 'unevaluated' only when nothing more precise is known
+    errors = sorted(validator.iter_errors(data), key=lambda e: (e.validator == "unevaluatedProperties", -len(e.absolute_path)))
     if errors:
         err = errors[0]
         where = "/" + "/".join(str(p) for p in err.absolute_path)

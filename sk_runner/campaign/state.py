@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sk_analytics.campaign.tables import SESSION_KEY, SESSIONS_DIR
+from sk_analytics.errors import SkTuneError
 from sk_analytics.ledger import LedgerRecord, raw_records
 from sk_analytics.strict_json import load_json_file
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_SCHEMA = "sk-tune-campaign-state-v1"
-SESSIONS_DIR = "sessions"
 RUN_DIR = "run"
 LOGS_DIR = "logs"
 #: Outcomes of a session that end its task (the sweep wrote its hand-off).
@@ -36,7 +37,7 @@ def session_name(task_id: str, attempt: int) -> str:
 
 
 def session_dir(root: Path, name: str) -> Path:
-    return Path(root) / SESSIONS_DIR / f"session={name}"
+    return Path(root) / SESSIONS_DIR / f"{SESSION_KEY}={name}"
 
 
 @dataclass
@@ -183,7 +184,7 @@ def _placement(folder: Path) -> dict[str, Any] | None:
         return None
     try:
         data = load_json_file(path)
-    except Exception:  # noqa: BLE001 - a half-written file reads as "not placed yet"
+    except (OSError, SkTuneError):  # a half-written file reads as "not placed yet"
         return None
     return data.get("placement") if isinstance(data, dict) else None
 

@@ -1,0 +1,93 @@
+"""Campaign scheduling on a real 2-node Ray cluster (loopback only, in a private network namespace).
+
+Baseline, measured in the same run: one short simulator session run bare
+(``sk-run sweep --task``). Then the same task as a one-session campaign on the
+cluster (scheduling overhead = campaign wall - bare wall; target <= 2 s), and
+N sessions on k nodes (target <= 1.3 x (N/k) x one session). Each node
+declares ``NPU: 8`` and every session asks for it, so a node runs one session
+at a time. On 2 shared cores, k sessions in parallel share the CPUs: the
+N-on-k figure is bounded by the cores, not by the scheduler.
+
+    .venv/bin/python benchmarks/bench_campaign.py [--sessions 4]     (as root; re-runs itself under unshare -n)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from campaign_helpers import write_spec, write_task
+
+NODE = {"num_cpus": 1, "resources": {"NPU": 8}, "object_store_memory": 78 * 1024 * 1024}
+SK_RUN = [sys.executable, "-c", "from sk_runner.cli import main; main()"]
+
+
+def timed(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - t0
+    if result.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(argv[3:])} failed ({result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    return elapsed
+
+
+def inside(sessions: int) -> None:
+    from ray.cluster_utils import Cluster
+
+    from sk_analytics.ledger import read_records
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        task = write_task(base / "bare", seed=3)
+        bare_s = timed([*SK_RUN, "sweep", "--task", str(task), "--session", str(base / "bare-session"), "--quiet"])
+        one = write_spec(base / "one", 1, resources={"NPU": 8})
+        many = write_spec(base / "many", sessions, resources={"NPU": 8})
+        cluster = Cluster(initialize_head=True, head_node_args={**NODE, "node_name": "server-a", "include_dashboard": False})
+        try:
+            cluster.add_node(**NODE, node_name="server-b")
+            cluster.wait_for_nodes()
+            one_s = timed([*SK_RUN, "campaign", "run", str(one), "--root", str(base / "one" / "root"), "--address", cluster.address, "--quiet"])
+            many_s = timed([*SK_RUN, "campaign", "run", str(many), "--root", str(base / "many" / "root"), "--address", cluster.address, "--quiet"])
+        finally:
+            cluster.shutdown()
+        ended = [r.data for r in read_records(base / "many" / "root") if r.kind == "session_ended"]
+        nodes = {r.data["placement"]["node_name"] for r in read_records(base / "many" / "root") if r.kind == "session_placed"}
+        sweep_s = [d["duration_s"] for d in ended]
+    k = len(nodes)
+    print(json.dumps({"bare_s": bare_s, "one_s": one_s, "many_s": many_s, "sessions": sessions, "nodes": k, "sweeps_s": sweep_s,
+                      "load": os.getloadavg()[0]}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sessions", type=int, default=4)
+    args = parser.parse_args()
+    if os.environ.get("SK_CAMPAIGN_NETNS") == "1":
+        inside(args.sessions)
+        return
+    load0 = os.getloadavg()[0]
+    cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable, __file__, "--sessions", str(args.sessions)]
+    out = subprocess.run(cmd, env={**os.environ, "SK_CAMPAIGN_NETNS": "1"}, capture_output=True, text=True, check=False)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise SystemExit(f"benchmark failed ({out.returncode}): {out.stdout[-2000:]}{out.stderr[-3000:]}")
+    r = json.loads(lines[-1])
+    n, k = r["sessions"], r["nodes"]
+    print(f"2-node Ray cluster on loopback (NPU: 8 per node, 1 session per node at a time); load average {load0:.2f} -> {r['load']:.2f}")
+    print(f"one session bare (sk-run sweep --task)          : {r['bare_s']:7.1f} s")
+    print(f"same task as a 1-session campaign on the cluster : {r['one_s']:7.1f} s   overhead {r['one_s'] - r['bare_s']:+6.1f} s (target <= 2 s)")
+    print(f"{n} sessions on {k} nodes                         : {r['many_s']:7.1f} s   = {r['many_s'] / (n / k * r['bare_s']):5.2f} x (N/k) x one session"
+          " (target <= 1.3)")
+    print(f"  each session's sweep inside the campaign      : {', '.join(f'{s:.1f}' for s in r['sweeps_s'])} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""``sk-analyze campaign``: the cross-session report of a campaign."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sk_analytics.errors import EXIT_OK
+
+
+@click.command("campaign")
+@click.argument("root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Folder of the report (default: the campaign root).")
+def campaign(root: Path, lang: str, out: Path | None) -> int:
+    """Per option value: in how many sessions it was accepted, rejected, failed or blocked,
+    its improvement spread, and whether it generalises (Markdown + HTML, see docs/campaign.md)."""
+    from sk_analytics.campaign.report import write_campaign_report
+
+    paths = write_campaign_report(root, lang=lang, out=out)
+    click.echo(f"报告：{paths['report']}")
+    click.echo(f"HTML：{paths['html']}")
+    return EXIT_OK

@@ -1,0 +1,221 @@
+"""Campaigns without Ray: spec validation, the local sequential path, failures, timeout, cancel and resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from campaign_helpers import check_finished_session, write_spec, write_task
+
+from sk_analytics.cli import cli as analyze_cli
+from sk_analytics.cli._base import run_cli
+from sk_analytics.ledger import read_records, verify
+from sk_runner.cli import cli
+
+
+def _spec(tmp_path: Path, tasks: list[dict[str, Any]], **extra: Any) -> Path:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"schema_version": "sk-tune-campaign-v1", "tasks": tasks, **extra}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("tasks", "extra", "needle"),
+    [
+        ([{"id": "a", "task": "tasks/a/task.json", "colour": "red"}], {}, "/tasks/0: Unevaluated properties are not allowed ('colour'"),
+        ([{"id": "a b", "task": "tasks/a/task.json"}], {}, "/tasks/0/id: 'a b' does not match"),
+        ([{"id": "a", "task": "tasks/a/task.json", "timeout_s": 0}], {}, "/tasks/0/timeout_s: 0 is less than or equal to the minimum of 0"),
+        ([{"id": "a", "task": "tasks/a/task.json", "resources": {"NPU": -1}}], {}, "/tasks/0/resources/NPU: -1 is less than the minimum of 0"),
+        ([{"id": "a", "task": "tasks/a/task.json"}], {"on_node_lost": "migrate"}, "/on_node_lost: 'migrate' is not one of"),
+        ([{"id": "a", "task": "tasks/a/task.json"}, {"id": "a", "task": "tasks/a/task.json"}], {}, "task id(s) ['a'] appear more than once"),
+        ([{"id": "a", "task": "tasks/none.json"}], {}, "tasks/none.json not found"),
+        ([], {}, "/tasks: [] should be non-empty"),
+    ],
+)
+def test_bad_spec_is_refused_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], tasks: list[dict[str, Any]],
+                                           extra: dict[str, Any], needle: str) -> None:
+    write_task(tmp_path / "tasks" / "a", seed=3)
+    spec = _spec(tmp_path, tasks, **extra)
+    assert run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--root", str(tmp_path / "root"), "--local"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "spec.json" in err and needle in err, err
+    assert not (tmp_path / "root").exists()
+
+
+def test_task_refused_by_phase_entry_is_refused_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task = write_task(tmp_path / "tasks" / "a", seed=3)
+    data = json.loads(task.read_text())
+    data["clean_artifacts"]["bound_to"] = "S1"
+    task.write_text(json.dumps(data))
+    spec = _spec(tmp_path, [{"id": "a", "task": "tasks/a/task.json"}], root="root")
+    assert run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--local"]) == 2
+    assert "not bound to S0" in capsys.readouterr().err and not (tmp_path / "root").exists()
+
+
+def test_spec_yaml_defaults_and_priority(tmp_path: Path) -> None:
+    from sk_runner.campaign.spec import load_spec
+
+    for name, seed in (("a", 3), ("b", 10)):
+        write_task(tmp_path / "tasks" / name, seed=seed)
+    data = write_task(tmp_path / "tasks" / "n", seed=3, ranks=16, backend="npu", command=["python", "infer.py", "{config}"])
+    assert data.is_file()
+    (tmp_path / "spec.yaml").write_text(
+        "schema_version: sk-tune-campaign-v1\nroot: out\ndefaults: {timeout_s: 900, priority: 1}\ntasks:\n"
+        "  - {id: a, task: tasks/a/task.json}\n  - {id: b, task: tasks/b/task.json, priority: 5, resources: {CPU: 2}}\n"
+        "  - {id: n, task: tasks/n/task.json}\n", encoding="utf-8")
+    spec = load_spec(tmp_path / "spec.yaml")
+    assert [t.id for t in spec.tasks] == ["b", "a", "n"]
+    assert spec.task("a").resources == {"CPU": 1.0} and spec.task("b").resources == {"CPU": 2.0}
+    assert spec.task("n").resources == {"NPU": 16.0}  # the npu backend takes the whole server by default
+    assert spec.task("a").timeout_s == 900.0 and spec.root == str(tmp_path / "out")
+    assert spec.on_node_lost == "restart" and spec.max_attempts == 2
+
+
+def test_without_ray_the_command_says_how_to_install(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from sk_runner.campaign import cli as campaign_cli
+    from sk_runner.campaign.local_executor import LocalExecutor
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    executor = campaign_cli._executor(None, local=False)
+    assert isinstance(executor, LocalExecutor)
+    assert "pip install 'sk-tune[ray]'" in capsys.readouterr().err
+    from sk_analytics.errors import EnvironmentBlocker
+
+    with pytest.raises(EnvironmentBlocker, match=r"Ray is not installed: pip install 'sk-tune\[ray\]'"):
+        campaign_cli._executor("127.0.0.1:6379", local=False)
+
+
+@pytest.mark.slow
+def test_local_campaign_runs_sessions_one_by_one_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path, 2)
+    root = tmp_path / "root"
+    assert run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--root", str(root), "--local"]) == 0
+    out = capsys.readouterr().out
+    assert "共享存储检查通过" in out and "战役结束：2/2" in out
+    folders = {p.name: p for p in (root / "sessions").iterdir()}
+    assert set(folders) == {"session=t0-1", "session=t1-1"}
+    for folder in folders.values():
+        check_finished_session(folder)  # uninterrupted: seed 3 accepts auto_op_parallel=1, seed 10 rejects it
+        assert json.loads((folder / "session.json").read_text())["placement"]["node_id"].startswith("local-")
+    index = read_records(root)
+    assert verify(root).ok
+    ended = [(r.data["session"], r.data["outcome"]) for r in index if r.kind == "session_ended"]
+    assert ended == [("t0-1", "base"), ("t1-1", "base")]  # one after another, by priority
+    # status (driver gone), a second run on the same root refused, resume of a finished campaign does nothing
+    assert run_cli(cli, "sk-run", ["campaign", "status", str(root), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert [(s["task"], s["phase"]) for s in status["sessions"]] == [("t0", "done"), ("t1", "done")]
+    assert status["driver"] == {"record": None, "alive": False}
+    assert run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--root", str(root), "--local"]) == 2
+    assert "already holds a campaign" in capsys.readouterr().err
+    assert run_cli(cli, "sk-run", ["campaign", "resume", str(root), "--local"]) == 0
+    assert [r.kind for r in read_records(root)][len(index):] == ["storage_checked", "campaign_resumed", "campaign_stopped"]
+    # every existing per-session command works on a campaign session
+    assert run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(folders["session=t0-1"])]) == 0
+    # the campaign report, both languages
+    for lang, needle in (("zh", "可推广"), ("en", "accepted in one session only")):
+        assert run_cli(analyze_cli, "sk-analyze", ["campaign", str(root), "--lang", lang, "--out", str(tmp_path / lang)]) == 0
+        md = (tmp_path / lang / "CAMPAIGN_REPORT.md").read_text(encoding="utf-8")
+        assert "| auto_op_parallel | 1 | 2 | 1 | 1 | 0 | 0 |" in md, md
+        html = (tmp_path / lang / "campaign-report.html").read_text(encoding="utf-8")
+        assert html.count("<svg") == 1 and "t0-1" in html and "t1-1" in html
+        assert needle in md or lang == "zh"
+
+
+def _driver(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _live_workloads(root: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if str(root) in cmd and state not in ("Z", "X") and " campaign " not in cmd:
+                found.append(cmd[:160])
+    return found
+
+
+def _wait(cond: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_cancel_kills_every_workload_and_resume_ends_as_uninterrupted(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, 1)
+    root = tmp_path / "root"
+    driver = _driver("run", str(spec), "--root", str(root), "--local")
+    try:
+        _wait(lambda: len(_live_workloads(root)) >= 2, 120)  # the sweep and one of its simulator runs
+        cancel = subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", "cancel", str(root)],
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert cancel.returncode == 0, cancel.stderr
+        out, _ = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+    assert driver.returncode == 1, out
+    assert _live_workloads(root) == []
+    index = read_records(root)
+    assert index[-1].kind == "campaign_stopped" and index[-1].data["reason"] == "cancelled"
+    assert [r.data["outcome"] for r in index if r.kind == "session_ended"] == ["cancelled"]
+    resumed = _driver("resume", str(root), "--local")
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out
+    check_finished_session(root / "sessions" / "session=t0-1")
+
+
+def test_failed_session_is_retried_then_given_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_task(tmp_path / "tasks" / "bad", seed=3, backend="command", command=[str(tmp_path / "no-such-workload"), "{config}"])
+    spec = _spec(tmp_path, [{"id": "bad", "task": "tasks/bad/task.json"}], max_attempts=2)
+    root = tmp_path / "root"
+    assert run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--root", str(root), "--local", "--quiet"]) == 1
+    index = read_records(root)
+    assert [r.data["outcome"] for r in index if r.kind == "session_ended"] == ["failed", "failed"]
+    assert [r.data["reason"] for r in index if r.kind == "task_given_up"] == ["attempts"]
+    assert "given_up" in capsys.readouterr().out
+    assert list((root / "logs" / "bad-1").glob("*.err"))  # the sweep's own one-line error is kept
+
+
+def test_timeout_kills_the_session_group(tmp_path: Path) -> None:
+    write_task(tmp_path / "tasks" / "slow", seed=3)
+    spec = _spec(tmp_path, [{"id": "slow", "task": "tasks/slow/task.json", "timeout_s": 4}], max_attempts=1)
+    root = tmp_path / "root"
+    assert run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--root", str(root), "--local", "--quiet"]) == 1
+    index = read_records(root)
+    assert [r.data["outcome"] for r in index if r.kind == "session_ended"] == ["timeout"]
+    assert _live_workloads(root) == []
+
+
+def test_a_session_never_continues_on_another_server(tmp_path: Path) -> None:
+    from sk_analytics.errors import IntegrityError
+    from sk_runner.campaign.job import Job, NodeInfo, prepare_session
+    from sk_runner.sweep.session import load_session
+
+    task = write_task(tmp_path / "tasks" / "a", seed=3)
+    job = Job(str(tmp_path / "root"), "a", str(task), "a-1", None)
+    a = NodeInfo("id-a", "server-a", "host-a")
+    folder = prepare_session(job, a)
+    session = load_session(folder)  # the placement is part of the fingerprinted identity
+    assert session.placement is not None and session.placement["node_id"] == "id-a" and session.placement["task"] == "a"
+    assert prepare_session(job, a) == folder
+    assert prepare_session(job, NodeInfo("id-a2", "server-a", "host-a")) == folder  # the same server back under a new Ray id
+    with pytest.raises(IntegrityError, match="pinned to node server-a .* never continues on server-b"):
+        prepare_session(job, NodeInfo("id-b", "server-b", "host-b"))
+    # a replacement session records which session it supersedes in its own ledger
+    relinked = prepare_session(Job(str(tmp_path / "root"), "a", str(task), "a-2", None, supersedes="a-1"), NodeInfo("id-b", "server-b", "host-b"))
+    assert [r.kind for r in read_records(relinked)][-1] == "session_supersedes"
+    assert verify(relinked).ok

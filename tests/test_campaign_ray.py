@@ -1,0 +1,239 @@
+"""Campaigns on a real multi-node Ray cluster, all of it on loopback inside a private network namespace.
+
+Each test re-runs itself under ``unshare -n`` (only ``lo``, brought up), where a
+``ray.cluster_utils.Cluster`` of named nodes, each declaring ``NPU: 8``, runs
+simulator sessions; no Ray traffic can leave the namespace. Where namespaces
+are not permitted (not root, no ``unshare``) the tests skip saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from campaign_helpers import check_finished_session, write_spec
+
+pytestmark = pytest.mark.slow
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'sk-tune[ray]'); campaign-on-Ray tests need it")
+
+INSIDE = "SK_CAMPAIGN_NETNS"
+NODE = {"num_cpus": 1, "resources": {"NPU": 8}, "object_store_memory": 78 * 1024 * 1024}
+#: Ray notices a dead node within a few seconds (defaults take ~30 s).
+FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 1000}
+
+
+def _netns_problem() -> str | None:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "unshare/ip not available: cannot make a private network namespace for Ray"
+    probe = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        return f"private network namespaces not permitted here ({probe.stderr.strip()[:120]}): Ray must not bind outside loopback"
+    return None
+
+
+def in_private_netns(request: pytest.FixtureRequest) -> bool:
+    """True inside the namespace (run the test); outside, run this very test in one and assert it passed."""
+    if os.environ.get(INSIDE) == "1":
+        return True
+    problem = _netns_problem()
+    if problem:
+        pytest.skip(problem)
+    node = f"{Path(request.node.fspath)}::{request.node.name}"
+    tmp = request.getfixturevalue("tmp_path")
+    cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable, "-m", "pytest", "-x", "-p", "no:logging",
+           "-p", "no:cacheprovider", "--basetemp", str(tmp / "inner"), node]
+    result = subprocess.run(cmd, env={**os.environ, INSIDE: "1"}, capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "1 passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-3000:]
+    return False
+
+
+@pytest.fixture
+def cluster() -> Iterator[Any]:
+    """Two named nodes (server-a = head, server-b), each NPU: 8; everything stopped at the end, even on failure."""
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={**NODE, "node_name": "server-a", "include_dashboard": False,
+                                                       "_system_config": FAST_HEALTH})
+    try:
+        c.add_node(**NODE, node_name="server-b")
+        c.wait_for_nodes()
+        yield c
+    finally:
+        c.shutdown()
+        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, check=False)
+
+
+def sk_run(*args: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", "from sk_runner.cli import main; main()", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 600) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError(f"campaign did not finish in {timeout} s:\n{out[-4000:]}") from None
+    return proc.returncode, out
+
+
+def wait_for(what: Callable[[], Any], timeout: float, proc: subprocess.Popen[str] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"driver ended early ({proc.returncode}):\n{proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.5)
+    raise AssertionError("condition not reached in time")
+
+
+def kinds(folder: Path) -> list[str]:
+    from sk_analytics.ledger import raw_records
+
+    return [r.kind for r in raw_records(folder)]
+
+
+def session_folders(root: Path) -> dict[str, Path]:
+    return {p.name.split("=", 1)[1]: p for p in sorted((root / "sessions").glob("session=*"))}
+
+
+def placement(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "session.json").read_text())["placement"]
+
+
+def workload_processes(root: Path) -> list[str]:
+    """Live processes whose command line names the campaign root (sweeps and simulator runs)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(root) in cmd and state not in ("Z", "X") and "pytest" not in cmd:
+            found.append(f"{proc.name}: {cmd[:160]}")
+    return found
+
+
+def test_four_sessions_two_nodes_one_node_lost(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    if not in_private_netns(request):
+        return
+    c = request.getfixturevalue("cluster")
+    spec = write_spec(tmp_path, 4, resources={"NPU": 8}, on_node_lost="restart")
+    root = tmp_path / "root"
+    driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", c.address)
+    try:
+        # the first wave: one session per node (each takes the node's 8 NPUs); then take server-b away mid-session
+        def on_b() -> str | None:
+            for name, folder in session_folders(root).items():
+                if (folder / "session.json").is_file() and placement(folder)["node_name"] == "server-b" and "matrix_built" in kinds(folder):
+                    return name
+            return None
+
+        lost = wait_for(on_b, 300, driver)
+        c.remove_node(c.list_all_nodes()[1])
+        code, out = finish(driver)
+    finally:
+        driver.kill()
+    assert code == 0, out[-4000:]
+    folders = session_folders(root)
+    task = lost.rsplit("-", 1)[0]
+    assert f"{task}-2" in folders, out[-3000:]  # a fresh session of the same task, on the surviving node
+    assert set(folders) == {"t0-1", "t1-1", "t2-1", "t3-1", f"{task}-2"}
+    for name, folder in folders.items():
+        if name == lost:
+            continue
+        check_finished_session(folder)
+        assert placement(folder)["node_name"] in {"server-a", "server-b"}
+    # the lost session never continued elsewhere; both ledgers and the campaign index link the two
+    assert placement(folders[lost])["node_name"] == "server-b" and "handoff_written" not in kinds(folders[lost])
+    assert kinds(folders[lost])[-2:] == ["node_lost", "session_superseded"]
+    assert placement(folders[f"{task}-2"])["node_name"] == "server-a"
+    assert "session_supersedes" in kinds(folders[f"{task}-2"])
+    from sk_analytics.ledger import read_records, verify
+
+    assert verify(root).ok and verify(folders[lost]).ok
+    index = read_records(root)
+    assert [r.data["session"] for r in index if r.kind == "node_lost"] == [lost]
+    assert [(r.data["session"], r.data["by"]) for r in index if r.kind == "session_superseded"] == [(lost, f"{task}-2")]
+    assert {r.data["session"] for r in index if r.kind == "session_placed"} == set(folders)
+    # both nodes ran sessions; no workload process is left
+    assert {placement(f)["node_name"] for f in folders.values()} == {"server-a", "server-b"}
+    assert workload_processes(root) == []
+    status = subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", "status", str(root), "--json"],
+                            capture_output=True, text=True, check=True)
+    rows = {r["task"]: r for r in json.loads(status.stdout)["sessions"]}
+    assert {r["phase"] for r in rows.values()} == {"done"} and rows[task]["session"] == f"{task}-2"
+
+
+def test_driver_killed_then_resumed(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    if not in_private_netns(request):
+        return
+    c = request.getfixturevalue("cluster")
+    spec = write_spec(tmp_path, 2, resources={"NPU": 8})
+    root = tmp_path / "root"
+    driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", c.address)
+    try:
+        wait_for(lambda: all("trial_result" in kinds(f) for f in session_folders(root).values()) and len(session_folders(root)) == 2,
+                 300, driver)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    finally:
+        driver.kill()
+    # Ray ends the dead driver's tasks; their sweeps and simulator runs die with them
+    wait_for(lambda: workload_processes(root) == [], 30)
+    status = subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", "status", str(root)],
+                            capture_output=True, text=True, check=True)
+    assert "未运行" in status.stdout and "trials" in status.stdout
+    before = {n: placement(f) for n, f in session_folders(root).items()}
+    code, out = finish(sk_run("campaign", "resume", str(root), "--address", c.address))
+    assert code == 0, out[-4000:]
+    folders = session_folders(root)
+    assert set(folders) == {"t0-1", "t1-1"}
+    for name, folder in folders.items():
+        check_finished_session(folder)
+        assert placement(folder) == before[name]  # continued on its own node
+    from sk_analytics.ledger import read_records
+
+    assert [r.kind for r in read_records(root)].count("campaign_resumed") == 1
+
+
+def test_cancel_leaves_no_workload_and_resumes(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    if not in_private_netns(request):
+        return
+    c = request.getfixturevalue("cluster")
+    spec = write_spec(tmp_path, 2, resources={"NPU": 8})
+    root = tmp_path / "root"
+    driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", c.address)
+    try:
+        wait_for(lambda: len(session_folders(root)) == 2 and all("phase_entry" in kinds(f) for f in session_folders(root).values()),
+                 120, driver)
+        wait_for(lambda: workload_processes(root), 30)
+        cancel = subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", "cancel", str(root)],
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        code, out = finish(driver, 60)
+    finally:
+        driver.kill()
+    assert code == 1, out
+    assert workload_processes(root) == []
+    from sk_analytics.ledger import read_records
+
+    index = read_records(root)
+    assert index[-1].kind == "campaign_stopped" and index[-1].data["reason"] == "cancelled"
+    assert {r.data["outcome"] for r in index if r.kind == "session_ended"} == {"cancelled"}
