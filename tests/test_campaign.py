@@ -119,13 +119,13 @@ def test_local_campaign_runs_sessions_one_by_one_and_reports(tmp_path: Path, cap
     # every existing per-session command works on a campaign session
     assert run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(folders["session=t0-1"])]) == 0
     # the campaign report, both languages
-    for lang, needle in (("zh", "可推广"), ("en", "accepted in one session only")):
+    for lang, needle in (("zh", "| 因负载而异 |"), ("en", "| depends on the workload |")):
         assert run_cli(analyze_cli, "sk-analyze", ["campaign", str(root), "--lang", lang, "--out", str(tmp_path / lang)]) == 0
         md = (tmp_path / lang / "CAMPAIGN_REPORT.md").read_text(encoding="utf-8")
         assert "| auto_op_parallel | 1 | 2 | 1 | 1 | 0 | 0 |" in md, md
         html = (tmp_path / lang / "campaign-report.html").read_text(encoding="utf-8")
         assert html.count("<svg") == 1 and "t0-1" in html and "t1-1" in html
-        assert needle in md or lang == "zh"
+        assert md.count(needle) == 1  # accepted with seed 3, rejected with seed 10
 
 
 def _driver(*args: str) -> subprocess.Popen[str]:

@@ -69,8 +69,7 @@ def cluster() -> Iterator[Any]:
         c.wait_for_nodes()
         yield c
     finally:
-        c.shutdown()
-        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, check=False)
+        c.shutdown()  # stops exactly the processes this cluster started
 
 
 def sk_run(*args: str, **kw: Any) -> subprocess.Popen[str]:
@@ -115,7 +114,7 @@ def placement(folder: Path) -> dict[str, Any]:
 
 
 def workload_processes(root: Path) -> list[str]:
-    """Live processes whose command line names the campaign root (sweeps and simulator runs)."""
+    """Live processes whose command line names the campaign root: sweeps and simulator runs (not the driver)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -125,7 +124,7 @@ def workload_processes(root: Path) -> list[str]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(root) in cmd and state not in ("Z", "X") and "pytest" not in cmd:
+        if str(root) in cmd and state not in ("Z", "X") and "-m pytest" not in cmd and " campaign " not in cmd:
             found.append(f"{proc.name}: {cmd[:160]}")
     return found
 
@@ -237,3 +236,36 @@ def test_cancel_leaves_no_workload_and_resumes(request: pytest.FixtureRequest, t
     index = read_records(root)
     assert index[-1].kind == "campaign_stopped" and index[-1].data["reason"] == "cancelled"
     assert {r.data["outcome"] for r in index if r.kind == "session_ended"} == {"cancelled"}
+
+
+def test_root_not_shared_by_every_node_is_refused(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """server-b runs in its own mount namespace where a tmpfs hides the campaign root: the run refuses, naming it."""
+    if not in_private_netns(request):
+        return
+    from ray.cluster_utils import Cluster
+
+    spec = write_spec(tmp_path, 1, resources={"NPU": 8})
+    root = tmp_path / "root"
+    root.mkdir()
+    c = Cluster(initialize_head=True, head_node_args={**NODE, "node_name": "server-a", "include_dashboard": False})
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    other = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", f'mount -t tmpfs none "{root}" && exec "$@"', "sh",
+                              ray_cli, "start", "--address", c.address, "--node-name", "server-b", "--num-cpus", "1",
+                              "--resources", '{"NPU": 8}', "--object-store-memory", str(NODE["object_store_memory"]), "--block"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        ray.init(address=c.address, log_to_driver=False)
+        try:
+            wait_for(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, 120)
+        finally:
+            ray.shutdown()
+        code, out = finish(sk_run("campaign", "run", str(spec), "--root", str(root), "--address", c.address), 300)
+    finally:
+        from sk_runner.process import kill_group
+
+        kill_group(other.pid, grace_s=10.0)  # that node's raylet and workers: the group this test started
+        other.wait(30)
+        c.shutdown()
+    assert code == 3, out[-3000:]
+    assert "is not shared by every node: server-b" in out and "cannot read the driver's token" in out
+    assert not (root / "sessions").exists()

@@ -121,7 +121,12 @@ def _print_status(root: Path, as_json: bool = False) -> None:
                                "links": {t.id: t.links for t in tasks.values() if any(t.links.values())}}, ensure_ascii=False, indent=2))
         return
     click.echo(table(items))
-    driver = "无记录" if rec is None else (f"运行中（pid {rec['pid']}）" if alive else f"未运行（上次 pid {rec['pid']} @ {rec.get('host')}）")
+    if rec is None:
+        driver = "无记录"
+    elif rec.get("host") != socket.gethostname():
+        driver = f"记录在主机 {rec.get('host')}（pid {rec['pid']}），本机无法确认是否运行"
+    else:
+        driver = f"运行中（pid {rec['pid']}）" if alive else f"未运行（上次 pid {rec['pid']}）"
     click.echo(f"驱动：{driver}")
 
 

@@ -29,7 +29,7 @@ class LocalExecutor:
     def node_alive(self, node_id: str, settle_s: float = 0.0) -> bool:
         return node_id == self.node.node_id
 
-    def check_storage(self, root: Path) -> list[dict[str, str]]:
+    def check_storage(self, root: Path, needs: list[dict[str, float]]) -> list[dict[str, str]]:
         token = storage.write_driver_token(root)
         return storage.verdict(root, token, {self.node.node_id: (self.node.node_name, storage.probe(str(root), token, self.node.node_id))})
 

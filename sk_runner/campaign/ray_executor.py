@@ -88,10 +88,13 @@ class RayExecutor:
 
         return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
 
-    def check_storage(self, root: Path) -> list[dict[str, str]]:
+    def check_storage(self, root: Path, needs: list[dict[str, float]]) -> list[dict[str, str]]:
+        """Probe every alive node that could run one of the tasks (``needs``: their resources)."""
         token = storage.write_driver_token(root)
-        refs = [self._probe.options(num_cpus=0, max_retries=0, scheduling_strategy=self._pinned(n.node_id)).remote(str(root), token)
-                for n in self.nodes()]
+        able = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")
+                and any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for need in needs)]
+        refs = [self._probe.options(num_cpus=0, max_retries=0, scheduling_strategy=self._pinned(node_id)).remote(str(root), token)
+                for node_id in able]
         answers = {}
         for ref in refs:
             try:

@@ -59,7 +59,9 @@ def verdict(root: Path, token: str, answers: dict[str, tuple[str, str]]) -> list
                 problem = "its token is not visible here"
         if problem:
             bad.append(f"{name} ({node_id[:12]}): {problem}")
+    if not answers:
+        raise EnvironmentBlocker("no alive node has the resources of any task of the campaign")
     if bad:
         raise EnvironmentBlocker(f"campaign root {root} is not shared by every node: {'; '.join(bad)} "
-                                 "(put the root on a file system that every node mounts at the same path)")
+                                 "(put the root on a file system that every node mounts at the same path, then 'sk-run campaign resume')")
     return [{"node_id": n, "node_name": name} for n, (name, _) in sorted(answers.items())]
