@@ -53,8 +53,12 @@ from sk_runner.campaign.state import (
 POLL_S = 1.0
 
 
-class Cancelled(Exception):
-    """SIGTERM from ``sk-run campaign cancel``."""
+class Stop(Exception):
+    """Ctrl-C (``interrupted``) or SIGTERM from ``sk-run campaign cancel`` (``cancelled``), seen between two polls."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Executor(Protocol):
@@ -124,6 +128,15 @@ class Driver:
         self.root, self.spec, self.ex, self.view = Path(root), spec, executor, view
         self.ledger = Ledger(self.root)
         self.running: dict[str, Running] = {}
+        self.stop_reason: str | None = None
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # only a flag: raising inside Ray's blocking calls (C++) would corrupt the interpreter state
+        self.stop_reason = "cancelled" if signum == signal.SIGTERM else "interrupted"
+
+    def _check_stop(self) -> None:
+        if self.stop_reason is not None:
+            raise Stop(self.stop_reason)
 
     # ------------------------------------------------------------------ records
     def record(self, kind: str, data: dict[str, Any]) -> None:
@@ -141,7 +154,7 @@ class Driver:
             lock.acquire(timeout=0)
         except Timeout:
             raise UsageError(f"{self.root}: a driver is already running this campaign (see 'sk-run campaign status')") from None
-        previous = signal.signal(signal.SIGTERM, _raise_cancelled)
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             write_json(self.root / RUN_DIR / "driver.json", {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid()),
                                                              "host": socket.gethostname(), "executor": self.ex.kind})
@@ -154,20 +167,22 @@ class Driver:
             if resumed:
                 self.record("campaign_resumed", {"tasks": [t.id for t in self.spec.tasks], "summary_zh": "战役继续（只补未完成的会话）"})
             return self._loop()
-        except (KeyboardInterrupt, Cancelled) as exc:
-            reason = "cancelled" if isinstance(exc, Cancelled) else "interrupted"
+        except (KeyboardInterrupt, Stop) as exc:
+            reason = exc.reason if isinstance(exc, Stop) else "interrupted"
             self._stop_all(reason)
             self.record("campaign_stopped", {"reason": reason, "summary_zh": f"战役{'已取消' if reason == 'cancelled' else '被中断'}；"
                                              f"继续：sk-run campaign resume {self.root}"})
             return EXIT_NEGATIVE
         finally:
             (self.root / RUN_DIR / "driver.json").unlink(missing_ok=True)
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.view.close()
             lock.release()
 
     def _loop(self) -> int:
         while True:
+            self._check_stop()
             tasks = self.tasks()
             alive = {n.node_id: n for n in self.ex.nodes()}
             for spec_task in self.spec.tasks:
@@ -180,9 +195,12 @@ class Driver:
                 if all(st.done or st.gave_up for st in tasks.values()):
                     return self._finish(tasks)
                 time.sleep(POLL_S)  # only tasks waiting for their lost server are left
+                self._check_stop()
                 continue
             handles = [r.handle for r in self.running.values()]
             for handle in self.ex.wait(handles, POLL_S):
+                if self.stop_reason is not None:
+                    break  # a job that ended because we are stopping is recorded by _stop_all
                 run = next(r for r in self.running.values() if r.handle is handle)
                 self._collect(run)
 
@@ -281,7 +299,3 @@ class Driver:
         self.record("campaign_stopped", {"reason": "finished", "outcomes": outcomes,
                                          "summary_zh": f"战役结束：{base}/{len(outcomes)} 个会话得到 Sbest-BASE"})
         return EXIT_OK if base == len(outcomes) else EXIT_NEGATIVE
-
-
-def _raise_cancelled(signum: int, frame: Any) -> None:
-    raise Cancelled()

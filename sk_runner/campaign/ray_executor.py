@@ -124,8 +124,12 @@ class RayExecutor:
         return self.ray.get(handle)
 
     def cancel(self, handle: Any, session: str) -> None:
-        """KeyboardInterrupt in the task: ``run_process`` kills the sweep's whole process group."""
-        self.ray.cancel(handle, force=False)
+        """Kill the task's worker: the sweep dies with it (parent-death signal), and each of its
+        simulator/workload runs with the sweep (same signal), on whichever node they run.
+
+        (A non-forced cancel only raises in the worker between two Python bytecodes, never while
+        it waits for the sweep; the sweep itself is built to be killed at any point and resumed.)"""
+        self.ray.cancel(handle, force=True)
 
     def is_node_failure(self, exc: BaseException) -> bool:
         """Errors that mean the node (not the session) failed."""
