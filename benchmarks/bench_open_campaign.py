@@ -71,9 +71,14 @@ def main() -> None:
         def campaign() -> pl.DataFrame:
             return query(ska.open_campaign(root)["timings"]).collect()
 
-        one_s, _ = best(lambda: query(ska.open_session(folders[0])["timings"].with_columns(pl.lit("t0-1").alias("session"))).collect())
-        each_s, a = best(per_session)
-        camp_s, b = best(campaign)
+        one_s, _ = best(lambda: query(ska.open_session(folders[0])["timings"].with_columns(pl.lit("t0-1").alias("session"))).collect(), 5)
+        each, camp = [], []
+        for _ in range(5):  # interleaved, so a load spike of the shared machine hits both alike; best of 5 each
+            t, a = best(per_session, 1)
+            each.append(t)
+            t, b = best(campaign, 1)
+            camp.append(t)
+        each_s, camp_s = min(each), min(camp)
         key = ["session", "round"]
         assert a.sort(key).equals(b.sort(key)), "campaign scan and per-session reads disagree"
         files = sum(1 for _ in root.glob("sessions/*/data/timings/**/*.parquet"))
@@ -83,7 +88,7 @@ def main() -> None:
     print(f"{args.sessions} sessions one by one (open_session each) : {each_s:8.2f} s")
     print(f"open_campaign, one scan + grouped query       : {camp_s:8.2f} s")
     print(f"ratio campaign / (one session x {args.sessions})         : {camp_s / (one_s * args.sessions):8.2f}  (target <= 1.5)")
-    print(f"ratio campaign / sessions one by one           : {camp_s / each_s:8.2f}")
+    print(f"ratio campaign / {args.sessions} sessions one by one       : {camp_s / each_s:8.2f}  (target <= 1.5)")
 
 
 if __name__ == "__main__":

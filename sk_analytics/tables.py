@@ -98,9 +98,17 @@ def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
 
 
 def check_files(files: list[Path], spec: Table) -> None:
-    """Every file is a Parquet table of ``spec`` at this schema version (else InputError naming the file)."""
-    for path in files:
-        schema = _read_arrow_schema(path)
+    """Every file is a Parquet table of ``spec`` at this schema version (else InputError naming the file).
+
+    Many files (a campaign's sessions) have their footers read by a few threads (pyarrow releases the GIL)."""
+    if len(files) > 64:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            schemas = list(pool.map(_read_arrow_schema, files))
+    else:
+        schemas = [_read_arrow_schema(path) for path in files]
+    for path, schema in zip(files, schemas, strict=True):
         version = _schema_version(schema)
         if version != SCHEMA_VERSION:
             raise InputError(path, f"Parquet schema_version is {version!r}", expected=repr(SCHEMA_VERSION))
