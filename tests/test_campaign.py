@@ -219,3 +219,69 @@ def test_a_session_never_continues_on_another_server(tmp_path: Path) -> None:
     relinked = prepare_session(Job(str(tmp_path / "root"), "a", str(task), "a-2", None, supersedes="a-1"), NodeInfo("id-b", "server-b", "host-b"))
     assert [r.kind for r in read_records(relinked)][-1] == "session_supersedes"
     assert verify(relinked).ok
+
+
+def test_progress_rows_from_the_ledgers_live_table_and_event_lines(tmp_path: Path) -> None:
+    import io
+
+    from sk_analytics.ledger import Ledger
+    from sk_runner.campaign.progress import LineView, LiveView, table
+    from sk_runner.campaign.spec import CampaignSpec, TaskSpec
+    from sk_runner.campaign.state import TaskState, rows, session_dir
+
+    folder = session_dir(tmp_path, "a-1")
+    folder.mkdir(parents=True)
+    (folder / "session.json").write_text(json.dumps({"placement": {"node_name": "server-a", "node_id": "x"}}))
+    ledger = Ledger(folder)
+    for kind, data in (("session_started", {}), ("matrix_built", {}), ("matrix_frozen", {}),
+                       ("trial_result", {"round": "O1"}), ("gate_result", {"round": "O1", "accepted": True})):
+        ledger.append(kind, data)
+    spec = CampaignSpec("c", (TaskSpec("a", "t.json", "f", {"CPU": 1.0}, None, 0), TaskSpec("b", "t.json", "f", {"CPU": 1.0}, None, 0)))
+    tasks = {"a": TaskState("a", sessions=["a-1"]), "b": TaskState("b")}
+    got = rows(tmp_path, ["a", "b"], tasks)
+    assert [(r.task, r.session, r.node, r.phase, r.round, r.decision) for r in got] == [
+        ("a", "a-1", "server-a", "trials", "O1", "O1: win"), ("b", None, None, "pending", None, None)]
+    text = table(got)
+    assert text.splitlines()[0].split() == ["task", "session", "node", "phase", "round", "last", "decision", "elapsed"]
+    assert "server-a" in text.splitlines()[1] and "pending" in text.splitlines()[2]
+    lines = io.StringIO()
+    view = LineView(lines)
+    view.update(tmp_path, spec, tasks)
+    view.update(tmp_path, spec, tasks)  # nothing new: no line
+    ledger.append("entry_settled", {"entry_id": "x-1", "status": "accepted"})
+    view.update(tmp_path, spec, tasks)
+    printed = lines.getvalue().splitlines()
+    assert len(printed) == 2 and "O1: win" in printed[0] and "x-1: accepted" in printed[1]
+    live = io.StringIO()
+    lv = LiveView(live)
+    lv.update(tmp_path, spec, tasks)
+    lv.note("event")  # clears the 3-line table, prints the event, redraws the table below it
+    first = live.getvalue()
+    assert first.startswith("task") and "\x1b[3F\x1b[J" in first and first.count("task  session") == 2
+    assert first.index("event") < first.rindex("task  session")
+    tasks["a"].lost = True
+    assert rows(tmp_path, ["a"], tasks)[0].phase == "node_lost"
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_campaign_resumably(tmp_path: Path) -> None:
+    import signal
+
+    spec = write_spec(tmp_path, 2)
+    root = tmp_path / "root"
+    driver = _driver("run", str(spec), "--root", str(root), "--local")
+    try:
+        _wait(lambda: len(_live_workloads(root)) >= 2, 120)
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+    assert driver.returncode == 1, out
+    assert "sk-run campaign resume" in out and _live_workloads(root) == []
+    index = read_records(root)
+    assert index[-1].data["reason"] == "interrupted"
+    # the running session and the queued one (never started: no folder) are both recorded as interrupted
+    assert sorted((r.data["session"], r.data["outcome"]) for r in index if r.kind == "session_ended") == [
+        ("t0-1", "interrupted"), ("t1-1", "interrupted")]
+    assert sorted(p.name for p in (root / "sessions").iterdir()) == ["session=t0-1"]
+    assert verify(root).ok

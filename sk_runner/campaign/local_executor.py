@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import socket
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    CancelledError,
+    Future,
+    ThreadPoolExecutor,
+    wait,
+)
 from pathlib import Path
 
 from sk_runner.campaign import storage
@@ -22,6 +29,7 @@ class LocalExecutor:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk-campaign")
         self._pids: dict[str, int] = {}
         self._cancelled: set[str] = set()
+        self._stopping = False
 
     def nodes(self) -> list[NodeInfo]:
         return [self.node]
@@ -40,7 +48,12 @@ class LocalExecutor:
                 kill_group(pid, grace_s=2.0)
 
         self._cancelled.discard(job.session)
-        return self._pool.submit(run_job, job, self.node, started)
+        return self._pool.submit(self._run, job, started)
+
+    def _run(self, job: Job, started: Callable[[int], None]) -> JobResult:
+        if self._stopping:  # queued behind a job that was just cancelled: never start
+            raise CancelledError(job.session)
+        return run_job(job, self.node, started)
 
     def wait(self, handles: list[Future[JobResult]], timeout: float) -> list[Future[JobResult]]:
         return list(wait(handles, timeout=timeout, return_when=FIRST_COMPLETED).done) if handles else []
@@ -49,6 +62,7 @@ class LocalExecutor:
         return handle.result()
 
     def cancel(self, handle: Future[JobResult], session: str) -> None:
+        self._stopping = True
         self._cancelled.add(session)
         if not handle.cancel() and session in self._pids:
             kill_group(self._pids[session], grace_s=2.0)
