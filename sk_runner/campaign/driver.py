@@ -129,6 +129,7 @@ class Driver:
         self.ledger = Ledger(self.root)
         self.running: dict[str, Running] = {}
         self.stop_reason: str | None = None
+        self.sleep = time.sleep  # between polls while only tasks waiting for a lost server are left
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # only a flag: raising inside Ray's blocking calls (C++) would corrupt the interpreter state
@@ -194,7 +195,7 @@ class Driver:
             if not self.running:
                 if all(st.done or st.gave_up for st in tasks.values()):
                     return self._finish(tasks)
-                time.sleep(POLL_S)  # only tasks waiting for their lost server are left
+                self.sleep(POLL_S)  # only tasks waiting for their lost server are left
                 self._check_stop()
                 continue
             handles = [r.handle for r in self.running.values()]

@@ -1,0 +1,164 @@
+"""The driver's decisions with a scripted fleet: node lost under each policy, retries, placement by the scheduler."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.ledger import read_records
+from sk_runner.campaign.driver import Driver, create_campaign
+from sk_runner.campaign.job import Job, JobResult, NodeInfo
+from sk_runner.campaign.spec import CampaignSpec, TaskSpec
+from sk_runner.campaign.state import fold, session_dir
+
+A, B = NodeInfo("id-a", "server-a", "h"), NodeInfo("id-b", "server-b", "h")
+
+
+class Silent:
+    def update(self, *args: Any) -> None: ...
+    def note(self, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class Fleet:
+    """A scripted executor: a job 'starts' on the pinned node or the first alive one (writing the placement as the
+    real job does) and ends when the test says so."""
+
+    kind = "fake"
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        self.alive = list(nodes)
+        self.submitted: list[tuple[str, str | None]] = []
+        self.results: dict[str, Any] = {}
+
+    def nodes(self) -> list[NodeInfo]:
+        return list(self.alive)
+
+    def node_alive(self, node_id: str, settle_s: float = 0.0) -> bool:
+        return any(n.node_id == node_id for n in self.alive)
+
+    def check_storage(self, root: Path, needs: list[dict[str, float]]) -> list[dict[str, str]]:
+        return [{"node_id": n.node_id, "node_name": n.node_name} for n in self.alive]
+
+    def submit(self, job: Job, resources: dict[str, float], pin: NodeInfo | None) -> str:
+        node = pin or self.alive[0]
+        folder = session_dir(Path(job.campaign_root), job.session)
+        if not (folder / "session.json").exists():
+            folder.mkdir(parents=True)
+            (folder / "session.json").write_text(json.dumps({"placement": node.to_json()}))
+        self.submitted.append((job.session, None if pin is None else pin.node_name))
+        return job.session
+
+    def wait(self, handles: list[str], timeout: float) -> list[str]:
+        return [h for h in handles if h in self.results]
+
+    def result(self, handle: str) -> JobResult:
+        outcome = self.results.pop(handle)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def cancel(self, handle: str, session: str) -> None: ...
+    def is_node_failure(self, exc: BaseException) -> bool:
+        return isinstance(exc, ConnectionError)
+
+    def shutdown(self) -> None: ...
+
+
+def ok(session: str, node: NodeInfo) -> JobResult:
+    return JobResult(session, node.to_json(), 0, None, False, 1.0)
+
+
+def campaign(tmp_path: Path, policy: str, wait_s: float = 600.0) -> tuple[Path, CampaignSpec]:
+    spec = CampaignSpec("c", (TaskSpec("t", "task.json", "f", {"NPU": 8.0}, None, 0),), policy, wait_s, 2)
+    root = tmp_path / "root"
+    create_campaign(root, spec)
+    return root, spec
+
+
+def test_restart_policy_links_a_fresh_session_placed_by_the_scheduler(tmp_path: Path) -> None:
+    root, spec = campaign(tmp_path, "restart")
+    fleet = Fleet([B, A])
+    driver = Driver(root, spec, fleet, Silent())
+    steps = iter([
+        lambda: (fleet.alive.remove(B), fleet.results.__setitem__("t-1", ConnectionError("node died"))),
+        lambda: fleet.results.__setitem__("t-2", ok("t-2", A)),
+    ])
+    real_wait = fleet.wait
+
+    def scripted(handles: list[str], timeout: float) -> list[str]:
+        next(steps, lambda: None)()
+        return real_wait(handles, timeout)
+
+    fleet.wait = scripted  # type: ignore[method-assign]
+    assert driver.run(resumed=False) == 0
+    assert fleet.submitted == [("t-1", None), ("t-2", None)]  # the new session is placed by the scheduler, not pinned
+    kinds = [(r.kind, r.data.get("session")) for r in read_records(root)]
+    assert ("node_lost", "t-1") in kinds and ("session_superseded", "t-1") in kinds and ("session_assigned", "t-2") in kinds
+    assert [r.kind for r in read_records(session_dir(root, "t-1"))][-2:] == ["node_lost", "session_superseded"]
+    st = fold(read_records(root))["t"]
+    assert st.sessions == ["t-1", "t-2"] and st.links == {"t-1": None, "t-2": "t-1"} and st.outcome == "base"
+
+
+def test_wait_policy_continues_on_the_same_server_when_it_is_back(tmp_path: Path) -> None:
+    root, spec = campaign(tmp_path, "wait")
+    fleet = Fleet([B, A])
+    driver = Driver(root, spec, fleet, Silent())
+    back = NodeInfo("id-b2", "server-b", "h")  # the same server, restarted: a new Ray node id
+    steps = iter([
+        lambda: (fleet.alive.remove(B), fleet.results.__setitem__("t-1", ConnectionError("node died"))),
+        lambda: None,  # t-1 waits: nothing submitted while server-b is away, server-a stays unused
+        lambda: fleet.alive.append(back),
+        lambda: fleet.results.__setitem__("t-1", ok("t-1", back)),
+    ])
+    real_wait = fleet.wait
+
+    def scripted(handles: list[str], timeout: float) -> list[str]:
+        next(steps, lambda: None)()
+        return real_wait(handles, timeout)
+
+    fleet.wait = scripted  # type: ignore[method-assign]
+    driver.sleep = lambda s: scripted([], 0)  # type: ignore[assignment]
+    assert driver.run(resumed=False) == 0
+    assert fleet.submitted == [("t-1", None), ("t-1", "server-b")]  # never elsewhere; back on its own server
+    assert [r.kind for r in read_records(root)].count("node_lost") == 1
+    assert fold(read_records(root))["t"].sessions == ["t-1"]
+
+
+def test_wait_policy_gives_up_after_node_wait_s(tmp_path: Path) -> None:
+    root, spec = campaign(tmp_path, "wait", wait_s=0.001)
+    fleet = Fleet([B, A])
+    real_wait = fleet.wait
+
+    def scripted(handles: list[str], timeout: float) -> list[str]:
+        if B in fleet.alive:
+            fleet.alive.remove(B)
+            fleet.results["t-1"] = ConnectionError("node died")
+        return real_wait(handles, timeout)
+
+    fleet.wait = scripted  # type: ignore[method-assign]
+    driver = Driver(root, spec, fleet, Silent())
+    driver.sleep = lambda s: None  # type: ignore[assignment]
+    assert driver.run(resumed=False) == 1
+    given = [r.data for r in read_records(root) if r.kind == "task_given_up"]
+    assert [g["reason"] for g in given] == ["node_wait"] and fleet.submitted == [("t-1", None)]
+
+
+def test_a_failing_job_is_retried_on_its_node_then_given_up(tmp_path: Path) -> None:
+    root, spec = campaign(tmp_path, "restart")
+    fleet = Fleet([A, B])
+    fleet.results["t-1"] = RuntimeError("worker crashed")
+    driver = Driver(root, spec, fleet, Silent())
+    real_submit = fleet.submit
+
+    def again(job: Job, resources: dict[str, float], pin: NodeInfo | None) -> str:
+        handle = real_submit(job, resources, pin)
+        fleet.results.setdefault(handle, RuntimeError("worker crashed"))
+        return handle
+
+    fleet.submit = again  # type: ignore[method-assign]
+    assert driver.run(resumed=False) == 1
+    assert fleet.submitted == [("t-1", None), ("t-1", "server-a")]
+    outcomes = [r.data["outcome"] for r in read_records(root) if r.kind == "session_ended"]
+    assert outcomes == ["failed", "failed"]
