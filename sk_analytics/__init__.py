@@ -10,10 +10,12 @@ Notebook entry points::
 from __future__ import annotations
 
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from sk_analytics.errors import InputError
+
+if TYPE_CHECKING:  # polars is imported by the functions that need it: `sk-analyze --help` stays fast
+    import polars as pl
 
 __all__ = ["open_session", "open_profile", "open_campaign", "__version__"]
 __version__ = "0.1.0"

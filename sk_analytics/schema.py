@@ -93,7 +93,8 @@ RUNS = Table(
 
 KERNELS = Table(
     "kernels",
-    "One row per kernel_details.csv row, columns normalised over all header variants.",
+    "One row per kernel_details.csv row, columns normalised over all header variants; "
+    "the DB export (ascend_pytorch_profiler_<rank>.db) gives the same rows and columns (docs/ingest.md).",
     (
         Column("row", pl.Int64, "1-based data row number (line number minus the header)", nullable=False),
         Column("step_id", pl.Int64, "`Step Id`/`Step ID` (null when absent or N/A)"),

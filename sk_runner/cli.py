@@ -18,7 +18,23 @@ COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+SUMMARIES = {
+    "demo": "Run a complete Stage O sweep on the simulated device (default network) and print where the report is; "
+            "--samples: the small ingest-only sample session.",
+    "matrix": "Build (init) and seal (freeze) the winner option matrix of a session.",
+    "probe": "Probe exact option values: ready only when the wrapper accepts the value and super_kernel.log does not report "
+             "it as invalid-and-defaulted. Exit 0 when every value is ready, 1 when one is not, 3 for the environment.",
+    "profile": "Collect a diagnostic profile into a new, contract-sealed root (protocol §6).",
+    "sim": "Run the simulated SK device as one workload process (see docs/simulator.md).",
+    "sweep": "Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).",
+    "trial": "Run one clean, fingerprinted trial: probe the changed value, run correctness, then N fresh processes; resume "
+             "or top up a trial by running the same command again. Workload args after '--' may use {config}, {run_dir}, {seed}.",
+}  # fmt: skip
+"""First help paragraph of each command: ``sk-run --help`` lists them without importing them
+(tests/test_cli_help_speed.py keeps them equal to the commands' help)."""
+
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, summaries=SUMMARIES, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sk-tune")
 def cli() -> None:
     """Run Stage O experiments on the simulated device, a real Ascend NPU

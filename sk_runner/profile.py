@@ -55,11 +55,21 @@ MIN_POST_WARMUP = 3
 ProgressFn = Callable[[str], None]
 
 
-def profile_env(sk_prof_kb: int) -> dict[str, str]:
-    """The profiling switches of a diagnostic collection (formats.md §3-§5)."""
+EXPORT_TYPES = ("text", "db")
+"""torch_npu profiler export: ``text`` (kernel_details.csv, trace_view.json, …) or ``db``
+(``ascend_pytorch_profiler_<rank>.db``)."""
+EXPORT_ENV = "SK_RUN_PROFILE_EXPORT"
+
+
+def profile_env(sk_prof_kb: int, export_type: str = "text") -> dict[str, str]:
+    """The profiling switches of a diagnostic collection (formats.md §3-§5); the
+    export type is passed as ``SK_RUN_PROFILE_EXPORT`` when it is not the default text."""
     if not 1 <= sk_prof_kb <= MAX_SK_PROF_KB:
         raise UsageError(f"--sk-prof-kb {sk_prof_kb}: expected 1..{MAX_SK_PROF_KB} KB per core")
-    return {"ASCEND_PROF_SK_ON": str(sk_prof_kb), "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1", "SK_RUN_PROFILE": "1"}
+    if export_type not in EXPORT_TYPES:
+        raise UsageError(f"--export-type {export_type}: expected {' or '.join(EXPORT_TYPES)}")
+    switches = {"ASCEND_PROF_SK_ON": str(sk_prof_kb), "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1", "SK_RUN_PROFILE": "1"}
+    return switches | ({EXPORT_ENV: export_type} if export_type != "text" else {})
 
 
 def shorter_window(iterations: int, warmup: int) -> int | None:
@@ -106,6 +116,8 @@ class ProfileSpec:
     control: Control = field(default_factory=lambda: Control(iterations=DEFAULT_PROFILE_ITERATIONS))
     workload: Mapping[str, Any] = field(default_factory=dict)
     sk_prof_kb: int = DEFAULT_SK_PROF_KB
+    export_type: str = "text"
+    """Profiler export type (:data:`EXPORT_TYPES`)."""
     require_sk_prof: bool | None = None
     """None: required for baseline_profile/candidate_profile (DCCI child attribution)."""
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
@@ -209,7 +221,7 @@ class _Collector:
         self.progress = progress or (lambda _m: None)
         self.config = load_config(spec.config)
         self.env = dict(os.environ if spec.env is None else spec.env)
-        self.switches = profile_env(spec.sk_prof_kb)
+        self.switches = profile_env(spec.sk_prof_kb, spec.export_type)
         self.revision = revision_text(source_revision(spec.backend.source_path()))
 
     def control_record(self) -> dict[str, Any]:

@@ -40,6 +40,9 @@ from sk_runner.profile import (
               help="workload identity fields (JSON/YAML: model, input, batch, mode, runtime …)")
 @click.option("--sk-prof-kb", default=DEFAULT_SK_PROF_KB, show_default=True, type=int,
               help="ASCEND_PROF_SK_ON: sk_prof buffer per core in KB (1..5120)")
+@click.option("--export-type", "export_type", default="text", show_default=True, type=click.Choice(["text", "db"]),
+              help="profiler export: text (kernel_details.csv, trace_view.json, task_time) or db "
+                   "(ascend_pytorch_profiler_<rank>.db, torch_npu ExportType.Db); SK_RUN_PROFILE_EXPORT for the workload")
 @click.option("--require-sk-prof/--no-require-sk-prof", default=None,
               help="sk_prof required [default: yes for baseline_profile/candidate_profile]")
 @click.option("--max-attempts", default=DEFAULT_MAX_ATTEMPTS, show_default=True, type=click.IntRange(min=1),
@@ -50,7 +53,7 @@ from sk_runner.profile import (
 @click.argument("workload_cmd", nargs=-1, type=click.UNPROCESSED)
 def profile(
     session: Path, round_name: str, role: str, config: Path, iterations: int, warmup: int, ranks: int,
-    timeout_s: float | None, backend: str, network: str | None, workload_path: Path | None, sk_prof_kb: int,
+    timeout_s: float | None, backend: str, network: str | None, workload_path: Path | None, sk_prof_kb: int, export_type: str,
     require_sk_prof: bool | None, max_attempts: int, seed: int, no_ingest: bool, as_json: bool,
     workload_cmd: tuple[str, ...],
 ) -> int:
@@ -69,7 +72,7 @@ def profile(
         session=session, round=round_name, role=role, config=config,
         backend=make_backend(backend, list(workload_cmd), network=network),
         control=Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout_s),
-        workload=workload, sk_prof_kb=sk_prof_kb, require_sk_prof=require_sk_prof, max_attempts=max_attempts,
+        workload=workload, sk_prof_kb=sk_prof_kb, export_type=export_type, require_sk_prof=require_sk_prof, max_attempts=max_attempts,
         seed=seed, ingest=not no_ingest,
     )
     result = collect_profile(spec, progress=lambda m: click.echo(m, err=True))

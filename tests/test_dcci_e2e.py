@@ -40,7 +40,7 @@ WARMUP = 2
 
 
 def collect(base: Path, role: str, config: dict[str, Any], *, network: str, seed: int, sk_prof_kb: int = 1024,
-            truth: Path | None = None, finalize_root: bool = True) -> Path:
+            truth: Path | None = None, finalize_root: bool = True, export_type: str = "text") -> Path:
     """begin -> simulated profile process -> finalize (the producer is this test process)."""
     root, session = base / role / "root", base / role / "session.json"
     begin(role, root, session)
@@ -49,7 +49,7 @@ def collect(base: Path, role: str, config: dict[str, Any], *, network: str, seed
     started = time.time_ns()
     env = {**os.environ, "ASCEND_PROF_SK_ON": str(sk_prof_kb), "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1"}
     request = SimRequest(config=config_file, run_dir=root, ranks=1, iterations=ITERATIONS, warmup=WARMUP, seed=seed,
-                         profile=True, network=network, ground_truth=truth, env=env)
+                         profile=True, network=network, ground_truth=truth, env=env, export_type=export_type)
     assert run(request) == 0
     if finalize_root:
         finalize(session, source_revision="rev-1", config=config, control={"sk_prof_kb": sk_prof_kb}, workload=WORKLOAD,
@@ -60,7 +60,7 @@ def collect(base: Path, role: str, config: dict[str, Any], *, network: str, seed
 
 def pair(tmp_path: Path, network: str, seeds: tuple[int, int], **kw: Any) -> tuple[Path, Path, dict[str, Any]]:
     truth = tmp_path / "truth.json"
-    base = collect(tmp_path, BASELINE_PROFILE, O0, network=network, seed=seeds[0])
+    base = collect(tmp_path, BASELINE_PROFILE, O0, network=network, seed=seeds[0], export_type=kw.get("export_type", "text"))
     cand = collect(tmp_path, CANDIDATE_PROFILE, DISABLE_ALL, network=network, seed=seeds[1], truth=truth, **kw)
     return base, cand, json.loads(truth.read_text(encoding="utf-8"))["dcci"]
 

@@ -304,10 +304,11 @@ def test_ingest_of_the_whole_real_folder(tmp_path: Path) -> None:
 
     report = ingest_path(REAL, tmp_path / "data")
     assert sorted((f.path, f.rows) for f in report.files) == [
+        ("msinsight-db-level0-rank0/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db", 191),
         ("msinsight-level0-rank0/kernel_details.csv", 191),
         ("msinsight-level1-rank0/kernel_details.csv", 191),
         ("msprof-analyze-advisor-small/kernel_details.csv", 29),
-    ]  # step_trace_time.csv / op_statistic.csv are not SK artifacts: ignored
+    ]  # step_trace_time.csv / op_statistic.csv / analysis.db are not SK artifacts: ignored
     assert report.warnings == []
     kernels = pl.read_parquet(report.written[0])
-    assert kernels.height == 411 and kernels["start_ns"].null_count() == 0
+    assert kernels.height == 411 + 191 and kernels["start_ns"].null_count() == 0

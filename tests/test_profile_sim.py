@@ -90,3 +90,17 @@ def test_relative_session_path_works_from_any_cwd(tmp_path: Path, monkeypatch: p
     result = _collect(Path("."), "baseline_profile", {}, session=Path("rel-session"))
     assert result.status == "complete", result.reason
     assert Path(result.root).is_absolute() or (tmp_path / result.root).is_dir()
+
+
+def test_db_export_collection_is_sealed_and_ingested(tmp_path: Path) -> None:
+    """``sk-run profile --export-type db``: the simulator writes torch_npu's DB export only; the
+    contract seals it as the profiler_db file role and the kernels table is ingested from it."""
+    result = _collect(tmp_path, "baseline_profile", {}, export_type="db")
+    assert result.status == "complete", result.reason
+    manifest = load_manifest(result.root)
+    assert [r["path"].rsplit("/", 1)[-1] for r in manifest["files"]["profiler_db"]] == ["ascend_pytorch_profiler_0.db"]
+    assert "kernel_details" not in manifest["files"] or manifest["files"]["kernel_details"] == []
+    assert manifest["control"]["profile_env"]["SK_RUN_PROFILE_EXPORT"] == "db"
+    assert result.ingest["rows_by_table"]["kernels"] > 0
+    kernels = pl.read_parquet(tmp_path / "session" / "data" / "kernels" / "**" / "*.parquet", hive_partitioning=True)
+    assert kernels["source_file"].str.ends_with("ascend_pytorch_profiler_0.db").all() and kernels["is_sk"].any()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.errors import EnvironmentBlocker, InputError
 from sk_runner.backends import npu
 
 
@@ -129,15 +129,22 @@ class ProfilerLevel:
 class AiCMetrics:
     AiCoreNone, PipeUtilization = "AiCoreNone", "PipeUtilization"
 
+class ExportType:
+    Text, Db = "text", "db"
+
 class _ExperimentalConfig:
-    def __init__(self, profiler_level=ProfilerLevel.Level0, aic_metrics=AiCMetrics.AiCoreNone, l2_cache=False, **kw):
-        self.profiler_level, self.aic_metrics = profiler_level, aic_metrics
+    def __init__(self, profiler_level=ProfilerLevel.Level0, aic_metrics=AiCMetrics.AiCoreNone, l2_cache=False,
+                 export_type=ExportType.Text, **kw):
+        self.profiler_level, self.aic_metrics, self.export_type = profiler_level, aic_metrics, export_type
 
 def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True):
     def handler(prof):
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         out = os.path.join(dir_name or ".", f"{worker}_20261129000000000_ascend_pt", "ASCEND_PROFILER_OUTPUT")
         os.makedirs(out, exist_ok=True)
+        if prof.experimental_config.export_type == ExportType.Db:
+            open(os.path.join(out, "ascend_pytorch_profiler_0.db"), "wb").write(b"SQLite format 3\x00")
+            return
         with open(os.path.join(out, "kernel_details.csv"), "w") as fh:
             fh.write("Step Id,Name,Type,Start Time(us),Duration(us)\n1,SuperKernel_0,SuperKernel,1.0,2.0\n")
     handler.dir_name = dir_name
@@ -160,7 +167,7 @@ class profile:
 
 profiler = types.SimpleNamespace(profile=profile, tensorboard_trace_handler=tensorboard_trace_handler,
                                  _ExperimentalConfig=_ExperimentalConfig, ProfilerActivity=ProfilerActivity,
-                                 ProfilerLevel=ProfilerLevel, AiCMetrics=AiCMetrics)
+                                 ProfilerLevel=ProfilerLevel, AiCMetrics=AiCMetrics, ExportType=ExportType)
 '''
 
 FAKE_TORCH = r'''
@@ -212,6 +219,24 @@ def test_profile_collection_times_under_the_npu_profiler(fake_profiler: types.Mo
     (details,) = _kernel_details(tmp_path)
     assert details.read_text().splitlines()[1] == "1,SuperKernel_0,SuperKernel,1.0,2.0"
     assert (tmp_path / "log_0.log").read_text() == "Inference time (decode): 1.000 ms\n"
+
+
+def test_db_export_is_asked_of_the_npu_profiler(fake_profiler: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SK_RUN_PROFILE", "1")
+    monkeypatch.setenv("SK_RUN_PROFILE_EXPORT", "db")
+    with npu.TimingLog(tmp_path, rank=0, echo=io.StringIO()) as log:
+        log.record("decode", 1.0)
+    (prof,) = fake_profiler.profile.made
+    assert prof.experimental_config.export_type == "db" and prof.experimental_config.profiler_level == "Level1"
+    assert _kernel_details(tmp_path) == []
+    assert len(list(tmp_path.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"))) == 1
+    monkeypatch.setenv("SK_RUN_PROFILE_EXPORT", "parquet")
+    with pytest.raises(InputError, match="export type 'parquet' is not known"):
+        npu.TimingLog(tmp_path, rank=0, echo=io.StringIO()).__enter__()
+    monkeypatch.setenv("SK_RUN_PROFILE_EXPORT", "db")
+    del fake_profiler.profiler.ExportType  # an old torch_npu without the DB export
+    with pytest.raises(EnvironmentBlocker, match=r"no torch_npu.profiler.ExportType"):
+        npu.TimingLog(tmp_path, rank=0, echo=io.StringIO()).__enter__()
 
 
 @pytest.mark.parametrize("switch", [None, "0", "true"])

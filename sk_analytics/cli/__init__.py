@@ -23,7 +23,23 @@ COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+SUMMARIES = {
+    "contract": "Artifact collection contract of diagnostic profiles (formats.md §6).",
+    "dcci-diff": "Align SKs structurally, classify each, decompose slower ones into children and propose the one joint repair "
+                 "(exit 0: repair proposed, 1: no repair, 2: bad input).",
+    "ingest": "Read every SK artifact under PATH (rank logs, kernel_details.csv, sk_prof traces, SK metadata) into typed, "
+              "hive-partitioned Parquet tables under --out.",
+    "ledger": "Verify or print the hash-chained ledger of a session (folder or ledger.jsonl).",
+    "option-trial": "Compare trial candidates with the five-run incumbent (protocol §5 gate), print a table and the statistics "
+                    "beside the gate; exit 0 when accepted.",
+    "schema": "Generate the Parquet schema document from the schema constants.",
+    "stability": "Five-run stability of SOURCE (exactly 5 runs, decimal spread <= 5%); exit 0 when stable.",
+}  # fmt: skip
+"""First help paragraph of each command, so that ``sk-analyze --help`` imports none of them
+(tests/test_cli_help_speed.py keeps them equal to the commands' help)."""
+
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, summaries=SUMMARIES, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sk-tune")
 def cli() -> None:
     """Analyse SuperKernel Stage O evidence: ingest artifacts into Parquet,

@@ -23,9 +23,34 @@ class LazyGroup(click.Group):
     every feature own one module. ``commands`` maps name -> "module:attr".
     """
 
-    def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, summaries: Mapping[str, str] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
+        self.summaries = dict(summaries or {})
+        """First help paragraph of lazy commands: the group's ``--help`` lists them without
+        importing them (a test keeps each equal to its command's help)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's command list, with the summaries of lazy commands instead of importing them
+        (importing every command pulled Polars, SciPy and Arrow into ``--help``)."""
+        names = [name for name in self.list_commands(ctx) if name in self.summaries and name not in self.commands]
+        if not names:
+            super().format_commands(ctx, formatter)
+            return
+        entries: list[tuple[str, str | click.Command]] = []
+        for name in self.list_commands(ctx):
+            if name in names:
+                entries.append((name, self.summaries[name]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                entries.append((name, command))
+        if entries:
+            limit = formatter.width - 6 - max(len(name) for name, _ in entries)
+            rows = [(name, _short_help(entry, limit)) for name, entry in entries]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         available = {name for name, target in self.lazy_commands.items() if _module_exists(target.split(":")[0])}
@@ -36,6 +61,12 @@ class LazyGroup(click.Group):
             module_name, attr = self.lazy_commands[cmd_name].split(":")
             return getattr(importlib.import_module(module_name), attr)
         return super().get_command(ctx, cmd_name)
+
+
+def _short_help(entry: str | click.Command, limit: int) -> str:
+    """The short help click shows for a command, or for a summary the way click shortens a help text."""
+    command = entry if isinstance(entry, click.Command) else click.Command(None, help=entry)
+    return command.get_short_help_str(limit)
 
 
 def _module_exists(module_name: str) -> bool:

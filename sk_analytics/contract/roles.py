@@ -20,6 +20,9 @@ CANDIDATE_VERIFY = "candidate_verify"
 CAPTURE_ROLES: tuple[str, ...] = (BASELINE_PROFILE, CANDIDATE_PROFILE, CANDIDATE_COMPAT, CANDIDATE_VERIFY)
 
 PROFILER_KINDS: tuple[str, ...] = ("kernel_details", "task_time", "trace_view")
+PROFILER_DB = "profiler_db"
+"""The torch_npu DB export (``export_type=Db``): one SQLite file per rank that holds
+what the three text kinds hold, so it stands in for all of them."""
 SK_METADATA_KINDS: tuple[str, ...] = (
     "sk_graph_origin",
     "sk_graph_updated",
@@ -29,7 +32,7 @@ SK_METADATA_KINDS: tuple[str, ...] = (
 )
 SK_PROF = "sk_prof"
 OTHER = "other"
-ARTIFACT_KINDS: tuple[str, ...] = (*PROFILER_KINDS, *SK_METADATA_KINDS, SK_PROF, OTHER)
+ARTIFACT_KINDS: tuple[str, ...] = (*PROFILER_KINDS, PROFILER_DB, *SK_METADATA_KINDS, SK_PROF, OTHER)
 
 REQUIRED_KINDS: Mapping[str, tuple[str, ...]] = {
     BASELINE_PROFILE: PROFILER_KINDS,
@@ -43,6 +46,7 @@ _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("kernel_details", re.compile(r"kernel_details(_\d+)?\.csv")),
     ("task_time", re.compile(r"task_time(_[A-Za-z0-9.-]+)?\.(csv|json)")),
     ("trace_view", re.compile(r"trace_view\.json")),
+    (PROFILER_DB, re.compile(r"ascend_pytorch_profiler(_\d+)?\.db")),
     ("sk_graph_origin", re.compile(r"sk_graph_origin\.json")),
     ("sk_graph_updated", re.compile(r"sk_graph_updated\.json")),
     ("sk_fused_nodes", re.compile(r"sk_fused_nodes\.log")),
@@ -71,4 +75,6 @@ def required_kinds(role: str, *, require_sk_prof: bool = False) -> tuple[str, ..
 def missing_kinds(role: str, present: Iterable[str], *, require_sk_prof: bool = False) -> list[str]:
     """Required kinds of ``role`` that ``present`` lacks, in the documented order."""
     have = set(present)
+    if PROFILER_DB in have:  # a DB-exported profile: the database holds the text kinds' content
+        have |= set(PROFILER_KINDS)
     return [k for k in required_kinds(role, require_sk_prof=require_sk_prof) if k not in have]

@@ -1,7 +1,7 @@
 """Ingestion of SK artifacts into typed Parquet tables.
 
 One parser module per artifact kind (``timings``, ``kernel_details``,
-``sk_prof``, ``fused_nodes``, ``super_kernel_log``, ``graph_dump``), each
+``profiler_db`` (the same ``kernels`` table from the DB export), ``sk_prof``, ``fused_nodes``, ``super_kernel_log``, ``graph_dump``), each
 ``parse_*(path, *, root=None) -> ParseResult``; :mod:`.discover` finds the
 artifacts of a folder and :mod:`.collect` writes their tables::
 

@@ -16,8 +16,8 @@ A user script follows the workload contract with three calls::
 In a diagnostic profile collection (``sk-run profile`` sets ``SK_RUN_PROFILE=1``)
 the ``TimingLog`` block also runs under the torch_npu profiler
 (:func:`npu_profiler`), which writes
-``<run dir>/<host>_<pid>_…_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv``;
-a clean run (no ``SK_RUN_PROFILE``) never starts it.
+``<run dir>/<host>_<pid>_…_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv``
+(``ascend_pytorch_profiler_<rank>.db`` with ``SK_RUN_PROFILE_EXPORT=db``); a clean run (no ``SK_RUN_PROFILE``) never starts it.
 
 The exact-value probe asks the installed wrapper
 (``torch.npu.NPUGraph._validate_options(None, "optimize_options", {name: value})``).
@@ -48,6 +48,8 @@ T = TypeVar("T")
 COMPILE_KEYS = ("static_kernel_compile", "super_kernel_optimize", OPTIONS_KEY, DEBUG_OPTIONS_KEY)
 PROFILE_SWITCH = "SK_RUN_PROFILE"
 """Set to ``1`` by the runner for a diagnostic profile collection (:func:`sk_runner.profile.profile_env`)."""
+EXPORT_SWITCH = "SK_RUN_PROFILE_EXPORT"
+"""``db`` when the collection asks for torch_npu's DB export (``sk-run profile --export-type db``)."""
 
 
 def require_torch_npu() -> ModuleType:
@@ -106,21 +108,35 @@ def run_dir_from_env(run_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path(folder)
 
 
-def start_profiler(run_dir: str | os.PathLike[str]) -> Any:
+def export_type_requested(env: Mapping[str, str] | None = None) -> str:
+    """``db`` when the runner asked for the DB export (``SK_RUN_PROFILE_EXPORT=db``), else ``text``."""
+    value = (os.environ if env is None else env).get(EXPORT_SWITCH, "").strip().lower() or "text"
+    if value not in ("text", "db"):
+        raise InputError(EXPORT_SWITCH, f"export type {value!r} is not known", expected="text or db")
+    return value
+
+
+def start_profiler(run_dir: str | os.PathLike[str], export_type: str = "text") -> Any:
     """A torch_npu profiler (not yet entered) tracing CPU and NPU into ``run_dir``.
 
     Level1 with no AI Core metrics: enough for ``kernel_details.csv`` (kernel
     names and durations) at the lowest cost; the trace is parsed when the
     profiler stops (``tensorboard_trace_handler``), which writes
-    ``<run_dir>/<worker>_ascend_pt/ASCEND_PROFILER_OUTPUT/``.
+    ``<run_dir>/<worker>_ascend_pt/ASCEND_PROFILER_OUTPUT/``. With
+    ``export_type="db"`` the output is ``ascend_pytorch_profiler_<rank>.db``
+    instead (``_ExperimentalConfig(export_type=ExportType.Db)``).
     """
     require_torch_npu()
     profiler = getattr(importlib.import_module("torch_npu"), "profiler", None)
     needed = ("profile", "tensorboard_trace_handler", "_ExperimentalConfig", "ProfilerActivity", "ProfilerLevel", "AiCMetrics")
+    needed += ("ExportType",) if export_type == "db" else ()
     missing = [name for name in needed if not hasattr(profiler, name)]
     if missing:
         raise EnvironmentBlocker(f"this torch_npu has no torch_npu.profiler.{', '.join(missing)}: cannot profile")
-    experimental = profiler._ExperimentalConfig(aic_metrics=profiler.AiCMetrics.AiCoreNone, profiler_level=profiler.ProfilerLevel.Level1)
+    options: dict[str, Any] = {"aic_metrics": profiler.AiCMetrics.AiCoreNone, "profiler_level": profiler.ProfilerLevel.Level1}
+    if export_type == "db":
+        options["export_type"] = profiler.ExportType.Db
+    experimental = profiler._ExperimentalConfig(**options)
     return profiler.profile(
         activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.NPU],
         on_trace_ready=profiler.tensorboard_trace_handler(str(run_dir)),
@@ -135,7 +151,7 @@ def npu_profiler(run_dir: str | os.PathLike[str] | None = None, *, env: Mapping[
     if not profiling_requested(env):
         yield None
         return
-    with start_profiler(run_dir_from_env(run_dir)) as prof:
+    with start_profiler(run_dir_from_env(run_dir), export_type_requested(env)) as prof:
         yield prof
 
 

@@ -17,6 +17,8 @@ from sk_runner.sim.runner import SimRequest, run
 @click.option("--warmup", default=8, show_default=True, type=int, help="Length of the warm-up ramp in decode samples.")
 @click.option("--seed", default=None, type=int, help="Noise seed [default: $SK_RUN_SEED, else random].")
 @click.option("--profile", is_flag=True, help="Profiler on (also SK_RUN_PROFILE=1): kernel_details.csv, trace_view.json, task time.")
+@click.option("--export-type", "export_type", type=click.Choice(["text", "db"]), default=None,
+              help="Profiler export: text (CSV/JSON) or db (ascend_pytorch_profiler_<rank>.db) [default: $SK_RUN_PROFILE_EXPORT, else text].")
 @click.option("--network", default=None, help="Network spec file or built-in scenario name [default: moe-decode].")
 @click.option("--options-pointer", default=None, help="RFC 6901 pointer of the options object in the config.")
 @click.option("--ground-truth", "ground_truth", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
@@ -30,6 +32,7 @@ def sim(
     warmup: int,
     seed: int | None,
     profile: bool,
+    export_type: str | None,
     network: str | None,
     options_pointer: str | None,
     ground_truth: Path | None,
@@ -45,6 +48,7 @@ def sim(
         warmup=warmup,
         seed=seed,
         profile=profile,
+        export_type=export_type,
         network=network,
         options_pointer=options_pointer,
         ground_truth=ground_truth,

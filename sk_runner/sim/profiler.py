@@ -1,6 +1,9 @@
 """torch_npu profiler output of the profiled rank: ``kernel_details.csv``, ``trace_view.json``,
 ``step_trace_time.csv`` (``ASCEND_PROFILER_OUTPUT/``) and the msprof task-time summary
-``task_time_<ts>.csv`` (``PROF_*/mindstudio_profiler_output/``), formats.md §2 and §6.
+``task_time_<ts>.csv`` (``PROF_*/mindstudio_profiler_output/``), formats.md §2 and §6;
+with ``export_type="db"`` instead the SQLite export
+``ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_<rank>.db`` (:mod:`.profiler_db`) alone,
+as torch_npu writes it.
 
 One row per SK launch and unfused op per decode step, host clock, µs with 3
 decimals; ``Start Time(us)`` carries the trailing TAB of real files.
@@ -19,6 +22,7 @@ import polars as pl
 from sk_analytics.atomic import write_text
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.model import StepModel
+from sk_runner.sim.profiler_db import db_name, write_profiler_db
 from sk_runner.sim.naming import GraphNames
 from sk_runner.sim.timeline import Timeline
 
@@ -48,6 +52,7 @@ class ProfilerPaths:
     trace_view: Path
     step_trace: Path
     task_time: Path
+    db: Path
 
 
 def profiler_paths(run_dir: Path, ids: ProcessIds) -> ProfilerPaths:
@@ -57,7 +62,8 @@ def profiler_paths(run_dir: Path, ids: ProcessIds) -> ProfilerPaths:
     letters = "".join(chr(65 + int(c, 16) % 26) for c in f"{ids.rng_seed:016x}"[:16])
     out = root / "ASCEND_PROFILER_OUTPUT"
     prof = root / f"PROF_000001_{stamp}_{letters}" / "mindstudio_profiler_output"
-    return ProfilerPaths(root, out / "kernel_details.csv", out / "trace_view.json", out / "step_trace_time.csv", prof / f"task_time_{stamp}.csv")
+    return ProfilerPaths(root, out / "kernel_details.csv", out / "trace_view.json", out / "step_trace_time.csv", prof / f"task_time_{stamp}.csv",
+                         out / db_name(0))
 
 
 def kernel_rows(model: StepModel, names: GraphNames, timeline: Timeline, ids: ProcessIds, host_base_ns: int) -> pl.DataFrame:
@@ -191,10 +197,17 @@ def trace_view_text(rows: pl.DataFrame, rts_model_id: int, device_pid: int) -> s
     return "[\n" + head + ",\n" + ",\n".join(events.to_list()) + "\n]\n"
 
 
+EXPORT_TYPES = ("text", "db")
+"""torch_npu's ``ExportType.Text`` (CSV/JSON files) and ``ExportType.Db`` (one SQLite file)."""
+
+
 def write_profiler_output(run_dir: Path, ids: ProcessIds, model: StepModel, names: GraphNames, timeline: Timeline,
-                          decode_ms: np.ndarray, host_base_ns: int) -> ProfilerPaths:
+                          decode_ms: np.ndarray, host_base_ns: int, *, export_type: str = "text") -> ProfilerPaths:
     paths = profiler_paths(run_dir, ids)
     rows = kernel_rows(model, names, timeline, ids, host_base_ns)
+    if export_type == "db":
+        write_profiler_db(paths.db, rows, rts_model_id=ids.rts_model_id, pid=ids.pid)
+        return paths
     write_text(paths.kernel_details, kernel_details_text(rows, ids.rts_model_id))
     write_text(paths.task_time, task_time_text(rows))
     write_text(paths.step_trace, step_trace_text(rows, decode_ms, timeline.first_iteration))

@@ -26,7 +26,7 @@ from sk_runner.sim.naming import name_graph
 from sk_runner.sim.network import load_network
 from sk_runner.sim.noise import NoiseParams, step_multipliers
 from sk_runner.sim.options import EffectiveOptions, find_options, resolve
-from sk_runner.sim.profiler import write_profiler_output
+from sk_runner.sim.profiler import EXPORT_TYPES, write_profiler_output
 from sk_runner.sim.skmeta import write_sk_meta
 from sk_runner.sim.skprof import sk_prof_trace
 from sk_runner.sim.superlog import super_kernel_log
@@ -36,6 +36,8 @@ from sk_runner.sim.truth import write_ground_truth
 EXIT_CRASH = 1
 EXIT_DEVICE_FAULT = 134
 PROFILER_OVERHEAD = 1.12
+EXPORT_ENV = "SK_RUN_PROFILE_EXPORT"
+"""Export type of the profiler (``text``/``db``), set by ``sk-run profile --export-type``."""
 SK_PROF_OVERHEAD = 1.03
 FAILING_AFTER_SAMPLES = 3
 """Decode samples a crashing / faulting / hanging process still logs."""
@@ -62,9 +64,19 @@ class SimRequest:
     probe_only: bool = False
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
+    export_type: str | None = None
+    """``text`` or ``db``; None: ``$SK_RUN_PROFILE_EXPORT``, else ``text``."""
+
     @property
     def profiler_on(self) -> bool:
         return self.profile or self.env.get("SK_RUN_PROFILE", "") == "1"
+
+    def profiler_export(self) -> str:
+        """torch_npu's export type of the profiler output (``--export-type`` or ``SK_RUN_PROFILE_EXPORT``)."""
+        value = (self.export_type or self.env.get(EXPORT_ENV, "") or "text").strip().lower()
+        if value not in EXPORT_TYPES:
+            raise InputError(EXPORT_ENV, f"export type {value!r} is not known", expected=" or ".join(EXPORT_TYPES))
+        return value
 
     @property
     def save_meta(self) -> bool:
@@ -140,7 +152,8 @@ def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode
             if full_cores:
                 print(f"[WARNING] [sk time profiling] device 0: buffer full on {len(full_cores)} cores, see super_kernel.log", file=sys.stderr)
         if request.profiler_on:
-            write_profiler_output(request.run_dir, ids, model, names, timeline, decode_ms, host_base_ns)
+            write_profiler_output(request.run_dir, ids, model, names, timeline, decode_ms, host_base_ns,
+                                  export_type=request.profiler_export())
     if request.save_meta:
         write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=full_cores)
     elif sk_prof_kb is not None:

@@ -1,0 +1,50 @@
+"""`sk-analyze --help` and `sk-run --help` import no command (issue 14 §4): the group help lists
+the commands from their summaries, which must equal each command's own first help paragraph."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import click
+import pytest
+
+from sk_analytics.cli import SUMMARIES as ANALYZE_SUMMARIES
+from sk_analytics.cli import cli as analyze_cli
+from sk_runner.cli import SUMMARIES as RUN_SUMMARIES
+from sk_runner.cli import cli as run_cli_group
+
+GROUPS = [("sk_analytics.cli", analyze_cli, ANALYZE_SUMMARIES), ("sk_runner.cli", run_cli_group, RUN_SUMMARIES)]
+HEAVY = ("polars", "pyarrow", "numpy", "scipy", "jsonschema", "adbc_driver_sqlite")
+
+
+@pytest.mark.parametrize(("module", "group", "summaries"), GROUPS, ids=["sk-analyze", "sk-run"])
+def test_summaries_are_the_commands_first_help_paragraph(module: str, group: click.Group, summaries: dict[str, str]) -> None:
+    ctx = click.Context(group, **group.context_settings)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        first = " ".join((command.help or "").split("\n\n")[0].split())
+        assert summaries.get(name, first) == first, f"{name}: update SUMMARIES in {module}"
+
+
+@pytest.mark.parametrize(("module", "group", "summaries"), GROUPS, ids=["sk-analyze", "sk-run"])
+def test_group_help_is_the_same_with_and_without_importing(module: str, group: click.Group, summaries: dict[str, str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = group.get_help(click.Context(group, info_name="x", terminal_width=100, max_content_width=100, **group.context_settings))
+    monkeypatch.setattr(group, "summaries", {})
+    slow = group.get_help(click.Context(group, info_name="x", terminal_width=100, max_content_width=100, **group.context_settings))
+    assert fast == slow
+
+
+@pytest.mark.parametrize("module", ["sk_analytics.cli", "sk_runner.cli"])
+def test_help_imports_no_heavy_library(module: str) -> None:
+    code = (f"import sys; from {module} import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    elapsed = time.perf_counter() - started
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+    assert "Commands:" in done.stdout and elapsed < 30  # the timing target is measured by benchmarks/bench_cli_help.py
