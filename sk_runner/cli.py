@@ -19,6 +19,7 @@ COMMANDS = {
 
 
 SUMMARIES = {
+    "campaign": "Many Stage O sessions on a fleet, each pinned to one server (see docs/campaign.md).",
     "demo": "Run a complete Stage O sweep on the simulated device (default network) and print where the report is; "
             "--samples: the small ingest-only sample session.",
     "matrix": "Build (init) and seal (freeze) the winner option matrix of a session.",
