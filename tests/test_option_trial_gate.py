@@ -154,7 +154,10 @@ def test_strict_gate_needs_interval_above_zero(tmp_path: Path) -> None:
     protocol = trial(tmp_path / "p", uniform_runs(STABLE_BASE), uniform_runs(["99", "98", "99.5"]))
     strict = trial(tmp_path / "s", uniform_runs(STABLE_BASE), uniform_runs(["99", "98", "99.5"]), gate="strict")
     assert protocol["candidates"]["O1"]["option_trial_evaluation"] == strict["candidates"]["O1"]["option_trial_evaluation"]
-    assert strict["candidates"]["O1"]["gate"] == {"mode": "strict", "accepted": False, "protocol_accepted": True, "ci_excludes_zero": False}
+    assert strict["candidates"]["O1"]["gate"] == {
+        "mode": "strict", "accepted": False, "protocol_accepted": True, "ci_excludes_zero": False,
+        "allow_p90_regression_pct": 0.0, "allow_stddev_regression_pct": 0.0,
+    }
     assert strict["selection"]["option_trial_accepted"] is False
     assert strict["selection"]["protocol_accepted_candidates"] == ["O1"]
     win = trial(tmp_path / "w", uniform_runs(STABLE_BASE), uniform_runs(["90", "90.5", "89.5"]), gate="strict")

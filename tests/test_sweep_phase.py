@@ -124,6 +124,9 @@ def test_manifest_missing_field(tmp_path: Path) -> None:
         ({"policy": {"authorisations": "aggressive"}}, 2, "policy/authorisations must be a list of strings"),
         ({"policy": {"operator_adaptation": "yes"}}, 2, "policy/operator_adaptation must be true or false"),
         ({"policy": {"max_risk": "extreme"}}, 2, "policy/max_risk is 'extreme' (expected low or medium or high)"),
+        ({"policy": {"gate": "lenient"}}, 2, "policy/gate is 'lenient' (expected protocol or strict"),
+        ({"policy": {"allow_p90_regression_pct": -1}}, 2, "policy/allow_p90_regression_pct is -1 (expected a number >= 0)"),
+        ({"policy": {"allow_stddev_regression_pct": "2"}}, 2, "policy/allow_stddev_regression_pct is '2' (expected a number >= 0)"),
     ],
 )
 def test_bad_task(tmp_path: Path, capsys: pytest.CaptureFixture[str], task_change: dict[str, Any], code: int, needle: str) -> None:
@@ -131,6 +134,17 @@ def test_bad_task(tmp_path: Path, capsys: pytest.CaptureFixture[str], task_chang
     assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == code
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_gate_policy_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = {"gate": "strict", "allow_p90_regression_pct": 2, "allow_stddev_regression_pct": 5.5}
+    task = _write(tmp_path, policy=policy)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    capsys.readouterr()
+    recorded = json.loads((tmp_path / "session" / "session.json").read_text())["policy"]
+    assert {k: recorded[k] for k in policy} == {"gate": "strict", "allow_p90_regression_pct": 2.0, "allow_stddev_regression_pct": 5.5}
+    started = next(r for r in read_records(tmp_path / "session") if r.kind == "session_started")
+    assert started.data["policy"]["gate"] == "strict"
 
 
 def test_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

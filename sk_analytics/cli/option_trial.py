@@ -15,6 +15,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.api import GATE_MODES, evaluate_option_trial
+from sk_analytics.option_trial.gate import Allowances
 from sk_analytics.option_trial.api import stability as stability_check
 from sk_analytics.option_trial.report import LANGS, render_option_trial, render_stability
 from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
@@ -38,12 +39,18 @@ def _common(func: F) -> F:
 @click.option("--candidate", "candidates", multiple=True, required=True, help=f"NAME=SOURCE of a trial; SOURCE is {SOURCE_HELP}.")
 @click.option("--option-trial/--no-option-trial", default=True, help="Accepted for command-line compatibility; the decision is always the option-trial gate.")
 @click.option("--gate", type=click.Choice(GATE_MODES), default="protocol", show_default=True, help="strict: also require the 95% CI of the improvement to exclude zero.")
+@click.option("--allow-p90-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Pooled decode P90 may regress by up to this % before its check fails (the reference tool's option; the protocol uses 0).")
+@click.option("--allow-stddev-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Pooled decode stddev may regress by up to this % before its check fails (the reference tool's option; the protocol uses 0).")
 @_common
 def option_trial(
     baseline: str,
     candidates: tuple[str, ...],
     option_trial: bool,
     gate: str,
+    allow_p90_regression_pct: float,
+    allow_stddev_regression_pct: float,
     warmup: int,
     expected_ranks: int,
     json_out: Path | None,
@@ -53,6 +60,10 @@ def option_trial(
     print a table and the statistics beside the gate; exit 0 when accepted."""
     if not option_trial:
         raise UsageError("only the option-trial decision is implemented (drop --no-option-trial)")
+    try:
+        allowances = Allowances(allow_p90_regression_pct, allow_stddev_regression_pct)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     pairs = [parse_candidate_arg(value) for value in candidates]
     names = [name for name, _ in pairs]
     if len(set(names)) != len(names):
@@ -67,6 +78,7 @@ def option_trial(
         baseline_path=baseline,
         candidate_paths=dict(pairs),
         expected_ranks=None,  # load_source has checked every source already
+        allowances=allowances,
     )
     click.echo(render_option_trial(result, lang), nl=False)
     if json_out is not None:

@@ -14,7 +14,14 @@ import polars as pl
 
 from sk_analytics.errors import UsageError
 from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP, check_candidate
-from sk_analytics.option_trial.gate import INCUMBENT, evaluate_candidate, evaluate_stability, improvement_pct, selection
+from sk_analytics.option_trial.gate import (
+    INCUMBENT,
+    Allowances,
+    evaluate_candidate,
+    evaluate_stability,
+    improvement_pct,
+    selection,
+)
 from sk_analytics.option_trial.inference import trial_statistics
 from sk_analytics.option_trial.summary import RunMetric, summarize
 
@@ -50,6 +57,11 @@ def stability(
     return {"baseline": summary, "baseline_stability": evaluate_stability(summary)}
 
 
+def gate_policy(gate: str, allowances: Allowances) -> dict[str, Any]:
+    """What decided: the gate mode and the allowances, and whether that is the protocol as written."""
+    return {"mode": gate, **allowances.to_json(), "protocol_allowances": allowances.is_protocol}
+
+
 def evaluate_option_trial(
     baseline: pl.DataFrame,
     candidates: Mapping[str, pl.DataFrame],
@@ -59,6 +71,7 @@ def evaluate_option_trial(
     baseline_path: str = "baseline",
     candidate_paths: Mapping[str, str] | None = None,
     expected_ranks: int | None = DEFAULT_EXPECTED_RANKS,
+    allowances: Allowances = Allowances(),
 ) -> dict[str, Any]:
     """The option-trial summary JSON of ``candidates`` against ``baseline``.
 
@@ -66,7 +79,8 @@ def evaluate_option_trial(
     Parquet selection). ``expected_ranks=None`` skips the rank-count check
     (frames validated by the caller). ``gate="strict"`` additionally requires
     the 95 % CI of the improvement to exclude zero; the protocol checks and
-    ``option_trial_evaluation`` are never changed by it.
+    ``option_trial_evaluation`` are never changed by it. ``allowances``
+    are the reference tool's P90/stddev regression allowances (default 0 %).
     """
     if gate not in GATE_MODES:
         raise UsageError(f"unknown gate {gate!r} (expected one of {', '.join(GATE_MODES)})")
@@ -89,7 +103,7 @@ def evaluate_option_trial(
         )
         summary["per_run_metrics"] = _per_run(metrics)
         summary["improvement_pct"] = improvement_pct(base_summary["worst_rank_mean_ms"], summary["worst_rank_mean_ms"])
-        evaluation = evaluate_candidate(base_summary, base_stability, summary)
+        evaluation = evaluate_candidate(base_summary, base_stability, summary, allowances)
         summary["option_trial_evaluation"] = evaluation
         extra = trial_statistics(base_summary["run_worst_rank_means_ms"], summary["run_worst_rank_means_ms"])
         summary["statistics"] = extra
@@ -100,11 +114,13 @@ def evaluate_option_trial(
             "accepted": effective[name],
             "protocol_accepted": evaluation["accepted"],
             "ci_excludes_zero": strict_ok,
+            **allowances.to_json(),
         }
         summaries[name] = summary
     return {
         "schema_version": "sk-tune-option-trial-v1",
         "warmup": warmup,
+        "gate_policy": gate_policy(gate, allowances),
         "baseline": base_summary,
         "baseline_stability": base_stability,
         "candidates": summaries,

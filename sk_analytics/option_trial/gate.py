@@ -14,7 +14,10 @@ Pure functions over the summaries of :mod:`sk_analytics.option_trial.summary`.
 from __future__ import annotations
 
 import decimal
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from sk_analytics.option_trial.stats import DECIMAL_CONTEXT
@@ -25,6 +28,7 @@ CANDIDATE_MIN_RUNS = 3
 MIN_IMPROVEMENT_PCT = 0.0
 ALLOW_P90_REGRESSION_PCT = 0.0
 ALLOW_STDDEV_REGRESSION_PCT = 0.0
+"""The protocol's allowances (the reference tool's defaults); :class:`Allowances` may raise them."""
 STAGE = "winner_option_trial"
 INCUMBENT = "baseline"
 """``selection.recommended`` when no candidate is accepted (legacy value); never a candidate name."""
@@ -113,14 +117,60 @@ def relative_change_pct(new: float, old: float) -> float | None:
     return (new - old) / old * 100
 
 
-def _not_above(value: float | None, threshold: float) -> bool:
-    return value is not None and value <= threshold
+@dataclass(frozen=True)
+class Allowances:
+    """How far pooled P90 / stddev may regress (in %) before their check fails.
+
+    The reference tool's ``--allow-p90-regression-pct`` and
+    ``--allow-stddev-regression-pct`` (default 0: not worse at all).
+    """
+
+    p90_pct: float = ALLOW_P90_REGRESSION_PCT
+    stddev_pct: float = ALLOW_STDDEV_REGRESSION_PCT
+
+    def __post_init__(self) -> None:
+        for name, value in (("P90", self.p90_pct), ("stddev", self.stddev_pct)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"the {name} regression allowance {value!r} is not a finite number >= 0")
+
+    @property
+    def is_protocol(self) -> bool:
+        """Both allowances are the protocol's 0 %."""
+        return self.p90_pct == ALLOW_P90_REGRESSION_PCT and self.stddev_pct == ALLOW_STDDEV_REGRESSION_PCT
+
+    def to_json(self) -> dict[str, float]:
+        return {"allow_p90_regression_pct": float(self.p90_pct), "allow_stddev_regression_pct": float(self.stddev_pct)}
+
+
+def _decimal(value: float) -> Fraction:
+    """A float as the decimal the JSON shows (its shortest repr): ``0.1`` is exactly 1/10."""
+    return Fraction(repr(float(value)))
+
+
+def regression_within(new: float, old: float, allow_pct: float) -> bool:
+    """``(new - old) / old * 100 <= allow_pct`` in exact rational arithmetic.
+
+    Every number is read as the decimal it prints as (the summary JSON's
+    value, the allowance as typed), so a regression of exactly the allowance
+    passes; with a 0 allowance this is ``new <= old``. A zero or non-finite
+    ``old`` is undefined and fails closed.
+    """
+    if old == 0 or not (math.isfinite(new) and math.isfinite(old)):
+        return False
+    return (_decimal(new) - _decimal(old)) / _decimal(old) * 100 <= _decimal(allow_pct)
 
 
 def evaluate_candidate(
-    baseline: Mapping[str, Any], stability: Mapping[str, Any], candidate: Mapping[str, Any]
+    baseline: Mapping[str, Any],
+    stability: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    allowances: Allowances = Allowances(),
 ) -> dict[str, Any]:
-    """``option_trial_evaluation`` of one candidate: the seven checks."""
+    """``option_trial_evaluation`` of one candidate: the seven checks.
+
+    The P90/stddev checks compare exactly (:func:`regression_within`); with the
+    default allowances they are "not worse at all", as the protocol says.
+    """
     mean_improvement = improvement_pct(baseline["worst_rank_mean_ms"], candidate["worst_rank_mean_ms"])
     median_improvement = improvement_pct(
         baseline["median_run_worst_rank_mean_ms"], candidate["median_run_worst_rank_mean_ms"]
@@ -133,8 +183,12 @@ def evaluate_candidate(
         "candidate_min_runs": candidate["run_count"] >= CANDIDATE_MIN_RUNS,
         "mean_improvement": mean_improvement is not None and mean_improvement > MIN_IMPROVEMENT_PCT,
         "median_run_direction": median_improvement is not None and median_improvement > 0,
-        "p90_no_material_regression": _not_above(p90_regression, ALLOW_P90_REGRESSION_PCT),
-        "stddev_no_material_regression": _not_above(stddev_regression, ALLOW_STDDEV_REGRESSION_PCT),
+        "p90_no_material_regression": regression_within(
+            candidate["decode"]["p90_ms"], baseline["decode"]["p90_ms"], allowances.p90_pct
+        ),
+        "stddev_no_material_regression": regression_within(
+            candidate["decode"]["stddev_ms"], baseline["decode"]["stddev_ms"], allowances.stddev_pct
+        ),
     }
     return {
         "accepted": all(checks.values()),
@@ -144,8 +198,7 @@ def evaluate_candidate(
         "candidate_min_runs": CANDIDATE_MIN_RUNS,
         "min_improvement_pct": MIN_IMPROVEMENT_PCT,
         "mean_improvement_rule": "strictly_positive",
-        "allow_p90_regression_pct": ALLOW_P90_REGRESSION_PCT,
-        "allow_stddev_regression_pct": ALLOW_STDDEV_REGRESSION_PCT,
+        **allowances.to_json(),
         "mean_improvement_pct": mean_improvement,
         "median_run_improvement_pct": median_improvement,
         "p90_regression_pct": p90_regression,

@@ -33,6 +33,7 @@ _TEXT = {
         "null_rate": "无变化时均值+中位检查同时通过的概率",
         "need": "分辨该效应所需每侧运行数",
         "gate": "门禁模式",
+        "allow": "允许退化：P90 ≤ +{p90}%，标准差 ≤ +{sd}%",
         "decision": "结论",
         "recommended": "推荐",
         "yes": "是",
@@ -68,6 +69,7 @@ _TEXT = {
         "null_rate": "null pass rate of mean+median checks",
         "need": "runs per side to resolve this effect",
         "gate": "gate mode",
+        "allow": "allowed regression: P90 <= +{p90}%, stddev <= +{sd}%",
         "decision": "decision",
         "recommended": "recommended",
         "yes": "yes",
@@ -109,6 +111,11 @@ def _side_row(label: str, s: Mapping[str, Any], improvement: str, decision: str)
     ]
 
 
+def _allow_text(evaluation: Mapping[str, Any], t: Mapping[str, Any]) -> str:
+    """The P90/stddev allowances the checks used (``g`` format: 0, 2.5)."""
+    return t["allow"].format(p90=f"{evaluation['allow_p90_regression_pct']:g}", sd=f"{evaluation['allow_stddev_regression_pct']:g}")
+
+
 def _stability_lines(stability: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
     runs = ", ".join(_num(v) for v in stability["run_worst_rank_means_ms"])
     stable = t["yes"] if stability["stable"] else t["no"]
@@ -127,7 +134,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
     for name, s in result["candidates"].items():
         ev, st, gate = s["option_trial_evaluation"], s["statistics"], s["gate"]
         marks = " ".join(f"{t['check_names'][k]}={'✓' if v else '✗'}" for k, v in ev["checks"].items())
-        lines += [f"[{name}] {t['checks']}: {marks}", f"[{name}] {t['beside']}:"]
+        lines += [f"[{name}] {t['checks']}: {marks}  ({_allow_text(ev, t)})", f"[{name}] {t['beside']}:"]
         ci = st["ci_pct"]
         boot = st["bootstrap_ci_pct"]
         verdict = st["verdict_zh"] if lang == "zh" else st["verdict"]

@@ -33,6 +33,11 @@ class Policy:
     timeout_s: float = 600.0
     risky_timeout_s: float = 300.0
     max_collect_attempts: int = 2
+    gate: str = "protocol"
+    """Gate mode of every option trial (``sk_analytics.option_trial.GATE_MODES``)."""
+    allow_p90_regression_pct: float = 0.0
+    allow_stddev_regression_pct: float = 0.0
+    """The reference tool's P90/stddev regression allowances (the protocol: 0)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -138,7 +138,9 @@ class Executor:
 
     def do_Gate(self, a: m.Gate) -> Record:
         from sk_analytics.option_trial.api import evaluate_option_trial
+        from sk_analytics.option_trial.gate import Allowances
 
+        policy = self.session.policy
         self.check_same_identity(a.round, a.baseline_round)
         path = self.round_dir(a.round) / "option-trial-summary.json"
         if path.is_file():
@@ -148,14 +150,20 @@ class Executor:
                 self._frame(a.baseline_round), {a.round: self._frame(a.round)}, warmup=self.session.control.warmup,
                 baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
                 candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""}, expected_ranks=None,
+                gate=policy.gate,  # type: ignore[arg-type]
+                allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
             )
             write_json(path, summary)
         cand = summary["candidates"][a.round]
         ev = cand["option_trial_evaluation"]
         stats = cand.get("statistics") or {}
+        decided = cand.get("gate") or {"mode": "protocol", "accepted": ev["accepted"]}
         data = {
             "round": a.round, "baseline_round": a.baseline_round, "entry_id": a.entry_id,
-            "accepted": bool(ev["accepted"]), "checks": ev["checks"],
+            "accepted": bool(decided["accepted"]), "protocol_accepted": bool(ev["accepted"]), "gate_mode": decided["mode"],
+            "allow_p90_regression_pct": ev.get("allow_p90_regression_pct", 0.0),
+            "allow_stddev_regression_pct": ev.get("allow_stddev_regression_pct", 0.0),
+            "checks": ev["checks"],
             "mean_improvement_pct": ev.get("mean_improvement_pct"),
             "median_run_improvement_pct": ev.get("median_run_improvement_pct"),
             "p90_regression_pct": ev.get("p90_regression_pct"), "stddev_regression_pct": ev.get("stddev_regression_pct"),

@@ -17,6 +17,7 @@ from typing import Any
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import read_records
+from sk_analytics.option_trial.api import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
 from sk_analytics.strict_json import load_config_file, load_json_file
@@ -224,6 +225,11 @@ def _policy(raw: Any, path: Path) -> Policy:
         if name in raw:
             _number(raw[name], path, f"policy/{name}", minimum=minimum, integer=True)
     _number(raw.get("budget_runs"), path, "policy/budget_runs", minimum=1, integer=True, optional=True)
+    if raw.get("gate", "protocol") not in GATE_MODES:
+        raise InputError(path, f"policy/gate is {raw['gate']!r}", record="policy/gate", expected=" or ".join(GATE_MODES))
+    for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct"):
+        if name in raw:
+            raw = {**raw, name: float(_number(raw[name], path, f"policy/{name}", minimum=0, integer=False))}
     return Policy.from_json(raw)
 
 
