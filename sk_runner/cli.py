@@ -43,4 +43,7 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from sk_runner.lifetime import install_signal_handlers
+
+    install_signal_handlers()  # SIGINT -> exit 130, SIGTERM -> 143; never lost while a process starts
     raise SystemExit(run_cli(cli, "sk-run", argv))

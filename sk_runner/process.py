@@ -4,7 +4,9 @@ Every Stage O measurement is one fresh process (protocol §5). The process is
 started in a new session (so it leads its own process group); its stdout and
 stderr go straight to files; on timeout the whole group gets SIGTERM, then
 SIGKILL after a grace period, and we wait until no member of the group is left,
-so a hung workload never leaves a process behind.
+so a hung workload never leaves a process behind. Who owns the process after
+that (markers, the watchdog, the session's process table, deferred signals) is
+:mod:`sk_runner.lifetime`.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sk_analytics.errors import EnvironmentBlocker
+from sk_runner import lifetime
 
 #: Seconds between SIGTERM and SIGKILL of a timed-out process group.
 DEFAULT_GRACE_S = 5.0
@@ -71,7 +74,9 @@ def run_process(
 ) -> ProcessResult:
     """Start ``argv`` in its own process group and wait for it (and its group).
 
-    ``env`` is the *complete* child environment (nothing is inherited).
+    ``env`` is the *complete* child environment (nothing is inherited) except
+    the lifetime marker (:mod:`sk_runner.lifetime`) that lets the process tree,
+    also parts of it that left the group, be killed as a whole.
     ``on_start`` gets the child's pid (= its process group) once it runs, so a
     supervisor (a campaign) can record it and reap the group later.
     Raises :class:`EnvironmentBlocker` when the process cannot be started at
@@ -84,38 +89,34 @@ def run_process(
         raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: working directory {cwd} does not exist")
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    child_env, spawn = lifetime.child_env(env)
+    proc: subprocess.Popen[bytes] | None = None
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        started_ns = time.time_ns()
-        t0 = time.monotonic()
-        try:
-            proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                list(argv),
-                cwd=str(cwd),
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )
-        except OSError as exc:
-            raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: {exc.strerror or exc}") from exc
         timed_out = False
         try:
-            if on_start is not None:
-                on_start(proc.pid)
+            with lifetime.deferred_signals():  # an interrupt waits until the child is owned, then raises
+                started_ns = time.time_ns()
+                t0 = time.monotonic()
+                proc = _spawn(argv, cwd, child_env, out, err)
+                lifetime.spawned(proc.pid, spawn)
+                if on_start is not None:
+                    on_start(proc.pid)
             returncode = _wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
+            assert proc is not None
             timed_out = True
             returncode = _kill_group(proc, grace_s)
         except BaseException:
-            # Our own interruption (Ctrl-C, kill of sk-run): never orphan the group.
-            _kill_group(proc, grace_s=1.0)
+            # Our own interruption (Ctrl-C, SIGTERM of sk-run): never orphan the group or its escapees.
+            if proc is not None:
+                with lifetime.deferred_signals():  # a second Ctrl-C does not cut the clean-up short
+                    _kill_group(proc, grace_s=1.0)
+                    lifetime.ended(proc.pid)
             raise
         duration_s = time.monotonic() - t0
         ended_ns = time.time_ns()
     _reap_group(proc.pid, grace_s)
+    lifetime.ended(proc.pid)
     exit_code = returncode if returncode >= 0 else None
     sig = -returncode if returncode < 0 else None
     return ProcessResult(
@@ -127,6 +128,25 @@ def run_process(
         ended_ns=ended_ns,
         duration_s=duration_s,
     )
+
+
+def _spawn(argv: list[str], cwd: Path, env: Mapping[str, str], out: IO[bytes], err: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Popen in a new session, dying with us on Linux; a start failure is an environment blocker."""
+    linux = sys.platform.startswith("linux")
+    try:
+        return subprocess.Popen(  # noqa: S603 - argv list, no shell
+            list(argv),
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=_die_with_parent(os.getpid()) if linux else None,
+        )
+    except OSError as exc:
+        raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: {exc.strerror or exc}") from exc
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> int:
@@ -148,16 +168,24 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> int:
     return proc.wait()
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL when sk-run itself is killed (even by SIGKILL),
-    so a killed trial never leaves its workload running (Linux prctl)."""
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """In the child: get SIGKILL when the thread of sk-run that started it ends (even by
+    SIGKILL), so a killed trial never leaves its workload running (Linux prctl). A parent
+    that died before the prctl took effect is caught by the ppid check."""
     import ctypes
 
-    PR_SET_PDEATHSIG = 1
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def arm() -> None:
+        PR_SET_PDEATHSIG = 1
+        try:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return arm
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

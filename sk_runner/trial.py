@@ -56,6 +56,7 @@ from sk_runner.config import (
     scrub_env,
 )
 from sk_runner.fingerprint import TrialFingerprints, env_hash, source_revision
+from sk_runner import lifetime
 from sk_runner.probe import runtime_check
 from sk_runner.process import ProcessResult, run_process
 from sk_runner.scene import SceneRecord, record_blocker, seal_scene
@@ -586,6 +587,7 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     except Timeout:
         raise UsageError(f"round {spec.round} is being run by another sk-run process ({trial.dir / LOCK_NAME} is locked)") from None
     try:
+        lifetime.attach(spec.session)  # survivors of an earlier sk-run on this session die before anything starts
         steps = _Round(trial, derived, seed)
         return steps.probe() or steps.correctness() or steps.clean_runs()
     finally:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import click
@@ -14,11 +12,6 @@ from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.config import parse_set
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
-
-
-def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM -> KeyboardInterrupt, so the running workload group is killed too."""
-    raise KeyboardInterrupt
 
 
 def print_progress(event: Progress, round_name: str) -> None:
@@ -90,11 +83,7 @@ def trial(
         rerun_command=tuple(rerun_argv(params, workload)),
         same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
     )
-    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    try:
-        result = run_trial(spec, progress=lambda e: print_progress(e, round_name))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.lifetime
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:

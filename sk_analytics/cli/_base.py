@@ -87,9 +87,8 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     except SkTuneError as exc:
         click.echo(f"{prog_name}: error: {exc.one_line()}", err=True)
         return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo(f"{prog_name}: aborted", err=True)
-        return 130
+    except click.exceptions.Abort as exc:  # click's form of Ctrl-C (the interrupt is its cause)
+        return _interrupted(prog_name, exc.__cause__, "aborted")
     except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help is the answer
         exc.show()
         return exc.exit_code
@@ -98,15 +97,21 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
         return 2 if exc.exit_code == 1 else exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo(f"{prog_name}: interrupted", err=True)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(prog_name, exc, "interrupted")
     except OSError as exc:  # a file the command could not open/read/write that no parser anticipated
         code = EXIT_BAD_INPUT if exc.errno in _INPUT_ERRNOS else EXIT_ENVIRONMENT
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
         return code
     return int(result) if isinstance(result, int) else 0
+
+
+def _interrupted(prog_name: str, interrupt: BaseException | None, default: str) -> int:
+    """Exit 130 for Ctrl-C; an interrupt that carries its own code (sk-run's SIGTERM: 143) keeps it."""
+    code = getattr(interrupt, "exit_code", 130)
+    click.echo(f"{prog_name}: {getattr(interrupt, 'reason', default)}", err=True)
+    return code if isinstance(code, int) else 130
 
 
 _INPUT_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENAMETOOLONG})

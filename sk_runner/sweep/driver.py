@@ -23,6 +23,7 @@ from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_candidates
 from sk_analytics.strict_json import load_json_file
+from sk_runner import lifetime
 from sk_runner.backends.base import Backend
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
@@ -136,6 +137,7 @@ def run_sweep(
     except Timeout:
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
     try:
+        lifetime.attach(session.root)  # survivors of an earlier sk-run on this session die before anything starts
         return _loop(session, say, lang, max_actions, on_action)
     finally:
         lock.release()

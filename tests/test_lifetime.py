@@ -1,0 +1,180 @@
+"""Process lifetimes: every process sk-run starts dies with it, whatever kills it (sk_runner.lifetime)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from runner_fake import BASE_CONFIG
+
+from sk_analytics.strict_json import load_json_file
+from sk_runner import lifetime
+from sk_runner.process import process_alive, run_process
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="the guarantees tested here are Linux's (/proc)")
+
+PY = sys.executable
+SK_RUN = [PY, "-c", "from sk_runner.cli import main; main()"]
+
+# The workload forks a grandchild that leaves the group (setsid), ignores SIGTERM and
+# carries the test's marker in its argv; the workload itself hangs, unless TREE_CHECK is
+# set: then it records whether an earlier grandchild is still alive and exits 3.
+TREE = r'''
+import os, signal, sys, time
+run, marker = os.environ["SK_RUN_DIR"], sys.argv[1]
+check = os.environ.get("TREE_CHECK")
+if check:
+    pid = int(open(check).read())
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    open(os.path.join(run, "survivor-at-start.txt"), "w").write(state)
+    sys.exit(3)
+child = os.fork()
+if child == 0:
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.execv(sys.executable, [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)", marker])
+open(os.path.join(run, "grandchild.pid"), "w").write(str(child))
+time.sleep(300)
+'''
+
+
+def _with_marker(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose argv holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and process_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def _none_left(marker: str, timeout_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while _with_marker(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _trial(tmp_path: Path, marker: str) -> list[str]:
+    (tmp_path / "tree.py").write_text(TREE)
+    (tmp_path / "base.json").write_text(json.dumps(BASE_CONFIG))
+    (tmp_path / "session").mkdir(exist_ok=True)
+    return [*SK_RUN, "trial", "--session", str(tmp_path / "session"), "--round", "O0", "--incumbent", "--runs", "1",
+            "--base-config", str(tmp_path / "base.json"), "--backend", "command", "--ranks", "1", "--warmup", "1",
+            "--timeout", "120", "--", PY, str(tmp_path / "tree.py"), marker]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_PROF", "SK_RUN", "ASCEND_OP_COMPILE", "SK_TUNE_LIFETIME"))}
+
+
+def _start_tree(tmp_path: Path, marker: str) -> tuple[subprocess.Popen[bytes], int]:
+    """sk-run trial whose workload has started its setsid grandchild; returns (sk-run, grandchild pid)."""
+    proc = subprocess.Popen(_trial(tmp_path, marker), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_file = tmp_path / "session/experiments/Sbest/O0/CORRECTNESS/grandchild.pid"
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, "the workload never started its grandchild"
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    assert process_alive(grandchild) and len(_with_marker(marker)) == 3  # sk-run (the marker is in its argv), workload, grandchild
+    return proc, grandchild
+
+
+def test_sigkill_of_sk_run_kills_the_setsid_term_ignoring_grandchild(tmp_path: Path) -> None:
+    marker = f"sk-tune-tree-{uuid.uuid4().hex}"
+    proc, _ = _start_tree(tmp_path, marker)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _none_left(marker), f"still alive after sk-run was SIGKILLed: {_with_marker(marker)}"
+
+
+def test_next_sk_run_on_the_session_ends_survivors_before_it_starts_anything(tmp_path: Path) -> None:
+    marker = f"sk-tune-tree-{uuid.uuid4().hex}"
+    proc, grandchild = _start_tree(tmp_path, marker)
+    records = list((tmp_path / "session" / lifetime.TABLE_DIR).glob("*.json"))
+    assert len(records) == 1
+    record = load_json_file(records[0])
+    assert record["pid"] == proc.pid and record["watchdog_pid"]
+    os.kill(record["watchdog_pid"], signal.SIGKILL)  # the watchdog dies with its owner: only the table is left
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    assert process_alive(grandchild), "the survivor this test needs was killed by something else"
+    (tmp_path / "check").write_text(str(grandchild))
+    env = {**_env(), "TREE_CHECK": str(tmp_path / "check")}
+    done = subprocess.run(_trial(tmp_path, marker), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr  # the checking workload exits 3: a crash scene
+    scene = tmp_path / "session/experiments/Sbest/O0/FAILURE_SCENES/attempt-1"
+    state = next(scene.rglob("survivor-at-start.txt")).read_text()
+    assert state in ("gone", "Z", "X")  # dead before the next workload started
+    assert _none_left(marker, timeout_s=2.0)
+    assert list((tmp_path / "session" / lifetime.TABLE_DIR).glob("*.json")) == []  # both owners' records are gone
+
+
+def test_a_setsid_escapee_of_a_finished_process_is_killed(tmp_path: Path) -> None:
+    marker = f"sk-tune-escapee-{uuid.uuid4().hex}"
+    code = ("import os,sys,time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid(); os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]])\n"
+            "time.sleep(0.3)\n")
+    res = run_process([PY, "-c", code, marker], cwd=tmp_path, env={"PATH": os.environ.get("PATH", "")},
+                      stdout_path=tmp_path / "o", stderr_path=tmp_path / "e", timeout_s=30, grace_s=0.5)
+    assert res.exit_code == 0
+    assert _none_left(marker, timeout_s=2.0)
+
+
+def test_interrupt_while_a_process_starts_is_raised_once_it_is_owned_and_kills_it(tmp_path: Path) -> None:
+    """The interrupt lands inside the start (here: in the on_start hook) and is neither lost nor leaves the child."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    lifetime.install_signal_handlers()
+    pids: list[int] = []
+
+    def interrupt(pid: int) -> None:
+        pids.append(pid)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs here: deferred, not raised
+
+    try:
+        with pytest.raises(lifetime.Interrupted) as caught:
+            run_process([PY, "-c", "import time; time.sleep(300)"], cwd=tmp_path, env={}, stdout_path=tmp_path / "o",
+                        stderr_path=tmp_path / "e", timeout_s=60, on_start=interrupt)
+        assert caught.value.exit_code == 130 and caught.value.reason == "interrupted"
+        assert pids and not process_alive(pids[0])
+        with pytest.raises(lifetime.Interrupted) as caught:
+            with lifetime.deferred_signals():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+        assert caught.value.exit_code == 143 and caught.value.reason == "terminated"
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def test_sigint_and_sigterm_of_sk_run_exit_130_and_143_and_kill_the_tree(tmp_path: Path) -> None:
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        marker = f"sk-tune-tree-{uuid.uuid4().hex}"
+        root = tmp_path / sig.name
+        root.mkdir()
+        proc, _ = _start_tree(root, marker)
+        started = time.monotonic()
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == code
+        assert time.monotonic() - started < 15  # promptly
+        assert _none_left(marker, timeout_s=2.0)
