@@ -1,4 +1,4 @@
-"""Fault injection: SIGKILL the sweep at random points, resume, and get the same BASE and matrix."""
+"""Fault injection: SIGKILL or SIGINT the sweep at random points, resume, and get the same BASE and matrix."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from sk_analytics.errors import IntegrityError
 from sk_analytics.ledger import read_records, verify
 from sk_analytics.strict_json import load_json_file
+from sk_runner.process import process_alive
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session
 from sweep_helpers import base_identity, settled_statuses, small_session
@@ -46,29 +47,54 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple, float]:
     return _outcome(root), time.monotonic() - started
 
 
-def _kill_sweep_after(root: Path, delay_s: float) -> bool:
-    """Start ``sk-run sweep --resume`` in its own process group and SIGKILL the group after ``delay_s``."""
+def _session_processes(root: Path) -> list[int]:
+    """Live processes whose argv names the session folder (sk-run, the simulator)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                argv = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if str(root) in argv and process_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def _signal_sweep_after(root: Path, delay_s: float, sig: signal.Signals = signal.SIGKILL) -> bool:
+    """Start ``sk-run sweep --resume`` in its own process group and signal the group after ``delay_s``.
+
+    SIGINT is what a terminal's Ctrl-C sends to the foreground group: sk-run stops
+    promptly with exit 130 and leaves nothing running. True when the signal landed.
+    """
     code = "from sk_runner.cli import main; main()"
     proc = subprocess.Popen([sys.executable, "-c", code, "sweep", "--resume", str(root), "--quiet"], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         proc.wait(timeout=delay_s)
-        return False  # finished before the kill
+        return False  # finished before the signal
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        os.killpg(proc.pid, sig)
+        returncode = proc.wait(timeout=30)  # promptly
+        if sig != signal.SIGKILL:
+            assert returncode == 130, f"{sig.name}: exit {returncode}"
+        deadline = time.monotonic() + 10
+        while _session_processes(root):
+            assert time.monotonic() < deadline, f"alive after {sig.name}: {_session_processes(root)}"
+            time.sleep(0.05)
         return True
 
 
-@pytest.mark.parametrize("seed", [11, 23, 37])
-def test_kill_and_resume_reaches_same_result(seed: int, tmp_path: Path, reference: tuple[tuple, float]) -> None:
+@pytest.mark.parametrize(("seed", "sig"), [(11, signal.SIGKILL), (23, signal.SIGKILL), (37, signal.SIGKILL),
+                                           (5, signal.SIGINT), (19, signal.SIGINT)])
+def test_signal_and_resume_reaches_same_result(seed: int, sig: signal.Signals, tmp_path: Path, reference: tuple[tuple, float]) -> None:
     expected, duration = reference
     rng = random.Random(seed)
     root = tmp_path / "s"
     small_session(root, ENTRIES, noise=1.0)
     kills = 0
-    for _ in range(2):  # up to two kills at random points, then an uninterrupted resume
-        kills += _kill_sweep_after(root, rng.uniform(1.0, max(2.0, duration * 0.8)))
+    for _ in range(2):  # up to two signals at random points, then an uninterrupted resume
+        kills += _signal_sweep_after(root, rng.uniform(1.0, max(2.0, duration * 0.8)), sig)
     assert verify(root).ok  # a killed sweep never leaves a broken ledger
     outcome = run_sweep(load_session(root), say=lambda _: None)
     assert outcome is not None and outcome.outcome == "base"
@@ -83,6 +109,7 @@ def test_kill_and_resume_reaches_same_result(seed: int, tmp_path: Path, referenc
     cited = load_json_file(root / "handoff.json")["failure_scenes"]
     assert cited and all((root / s / "scene.json").is_file() for s in cited)
     assert kills >= 1
+    assert _session_processes(root) == []
 
 
 def test_tampered_ledger_or_matrix_refuses_resume(tmp_path: Path) -> None:
