@@ -264,6 +264,20 @@ def test_progress_rows_from_the_ledgers_live_table_and_event_lines(tmp_path: Pat
 
 
 @pytest.mark.slow
+def test_sigkill_of_the_driver_leaves_no_sweep_or_workload_alive(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, 1)
+    root = tmp_path / "root"
+    driver = _driver("run", str(spec), "--root", str(root), "--local")
+    try:
+        _wait(lambda: len(_live_workloads(root)) >= 2, 120)  # the sweep and one of its simulator runs
+        driver.kill()  # SIGKILL: no handler runs; the lifetime watchdogs end the tree
+        driver.communicate(timeout=60)
+        _wait(lambda: _live_workloads(root) == [], 20)
+    finally:
+        driver.kill()
+
+
+@pytest.mark.slow
 def test_ctrl_c_stops_the_campaign_resumably(tmp_path: Path) -> None:
     import signal
 

@@ -36,7 +36,6 @@ from sk_runner.campaign.job import (
     NodeInfo,
     reap_workers,
     same_server,
-    start_ticks,
 )
 from sk_runner.campaign.spec import CampaignSpec, TaskSpec, revalidate
 from sk_runner.campaign.state import (
@@ -49,6 +48,7 @@ from sk_runner.campaign.state import (
     session_dir,
     session_name,
 )
+from sk_runner.lifetime import start_ticks
 
 POLL_S = 1.0
 

@@ -6,7 +6,8 @@ local sequential path. A new session is pinned to the node that runs it
 session pinned to another server refuses to run (protocol §5.1: every round on
 the same environment). The sweep runs as its own process group through
 :func:`sk_runner.process.run_process` (killed as a whole on timeout, cancel or
-our own death); its pid is recorded in ``run/<session>.json`` so a later
+our own death, with every descendant: :mod:`sk_runner.lifetime`); its pid and
+lifetime marker are recorded in ``run/<session>.json`` so a later
 ``cancel``/``resume`` reaps survivors of a driver that died.
 """
 
@@ -25,6 +26,8 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import IntegrityError, SkTuneError
 from sk_analytics.strict_json import load_json_file
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
+from sk_runner import lifetime
+from sk_runner.lifetime import start_ticks
 from sk_runner.process import group_alive, kill_group, process_alive, run_process
 
 
@@ -99,14 +102,6 @@ def prepare_session(job: Job, node: NodeInfo) -> Path:
     return folder
 
 
-def start_ticks(pid: int) -> str | None:
-    """Kernel start time of ``pid`` (to tell a recorded process from a later one reusing its pid)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = None) -> JobResult:
     """Prepare the session on this node and run ``sk-run sweep --resume`` on it to its end (or timeout)."""
     root = Path(job.campaign_root)
@@ -116,7 +111,8 @@ def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = N
 
     def started(pid: int) -> None:
         write_json(root / RUN_DIR / f"{job.session}.json",
-                   {"pid": pid, "start_ticks": start_ticks(pid), "host": socket.gethostname(), **node.to_json()})
+                   {"pid": pid, "start_ticks": start_ticks(pid), "marker": lifetime.spawn_marker(pid), "host": socket.gethostname(),
+                    **node.to_json()})
         if on_start is not None:
             on_start(pid)
 
@@ -127,7 +123,9 @@ def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = N
 
 
 def reap_workers(root: Path, node_id: str | None = None) -> list[str]:
-    """Kill the process groups of recorded sweeps still alive on this host (optionally of one node only)."""
+    """Kill the recorded sweeps still alive on this host (optionally of one node only): each sweep's
+    process group, and every process carrying its lifetime marker (its workloads, also ones that left
+    the group), so nothing of a session survives a driver that died with its watchdog."""
     killed = []
     host = socket.gethostname()
     folder = Path(root) / RUN_DIR
@@ -142,7 +140,13 @@ def reap_workers(root: Path, node_id: str | None = None) -> list[str]:
             continue
         pid = int(rec["pid"])
         leader_ours = process_alive(pid) and start_ticks(pid) == rec.get("start_ticks")
+        marker = rec.get("marker")
+        found = False
         if leader_ours or (not process_alive(pid) and group_alive(pid)):  # orphans keep the dead leader's group id
             kill_group(pid, grace_s=2.0)
+            found = True
+        if isinstance(marker, str) and marker and lifetime.kill_spawn(marker):
+            found = True
+        if found:
             killed.append(path.stem)
     return killed
