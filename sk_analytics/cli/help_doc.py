@@ -29,7 +29,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_NEGATIVE, "decision negative or blocked (returned, not an error): the gate rejected, not stable, a value not ready, no repair, a trial or profile not ok, the sweep ended without BASE, a `--check` found drift"),
     (EXIT_BAD_INPUT, "bad input or usage: a missing, unreadable or malformed file, line or record, tampered evidence (`InputError`, `IntegrityError`), a usage error"),
     (EXIT_ENVIRONMENT, "environment (`EnvironmentBlocker`): torch_npu/CANN not loadable, workload not startable, profiling switches set for a clean run, any other OS error (e.g. disk full)"),
-    (130, "interrupted (Ctrl-C) or aborted"),
+    (130, "interrupted (Ctrl-C, SIGINT) or aborted: every process the command started is killed; `--resume` continues (docs/faults.md)"),
+    (143, "terminated (SIGTERM to `sk-run`): as 130"),
 )
 
 

@@ -1,0 +1,271 @@
+"""One invocation of a trial: validate, derive the config, prepare (or verify) the round, run its processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
+from sk_analytics.fingerprint import fingerprint, sha256_file
+from sk_analytics.ingest.collect import ingest_run_dir
+from sk_analytics.schema import RUNS, TIMINGS
+from sk_analytics.stage_o.identity import identity_differences
+from sk_analytics.strict_json import load_json_file
+from sk_analytics.tables import write_table
+from sk_runner.backends.base import RunRequest
+from sk_runner.config import (
+    DerivedConfig,
+    derive_config,
+    load_config,
+    options_pointer_of,
+    refuse_debug_options,
+    refuse_dirty_env,
+    scrub_env,
+)
+from sk_runner.fingerprint import TrialFingerprints, env_hash, source_revision
+from sk_runner.process import ProcessResult, run_process
+from sk_runner.scene import record_blocker
+from sk_runner.trial_outcome import RunOutcome, classify
+from sk_runner.trial_spec import (
+    META_SCHEMA,
+    MIN_TRIAL_RUNS,
+    ROUND_NAME,
+    TRIAL_SCHEMA,
+    Progress,
+    ProgressFn,
+    TrialSpec,
+    round_dir_of,
+)
+
+
+class TrialState:
+    """State of one invocation of :func:`sk_runner.trial.run_trial`: preparation of the round, its processes."""
+
+    def __init__(self, spec: TrialSpec, progress: ProgressFn | None) -> None:
+        self.spec = spec
+        self.progress = progress or (lambda event: None)
+        self.dir = round_dir_of(spec.session, spec.round)
+        self.env = dict(os.environ if spec.env is None else spec.env)
+        self.t0 = time.monotonic()
+        self.durations: list[float] = []
+
+    # -- preparation ---------------------------------------------------------------
+    def validate(self) -> None:
+        spec = self.spec
+        if not ROUND_NAME.match(spec.round):
+            raise UsageError(f"--round {spec.round!r}: expected a folder name like O1 or O0-INCUMBENT")
+        if spec.incumbent and spec.changes:
+            raise UsageError("--incumbent copies the base config: it takes no --set")
+        if not spec.incumbent and not spec.changes:
+            raise UsageError("a trial needs one --set /json/pointer=JSON_VALUE (or --incumbent for an unchanged copy)")
+        if spec.runs < 1 or (spec.top_up_to is not None and spec.top_up_to < 1):
+            raise UsageError("--runs and --top-up-to must be at least 1")
+        if not spec.incumbent and spec.target_runs < MIN_TRIAL_RUNS:
+            raise UsageError(f"a trial needs at least {MIN_TRIAL_RUNS} clean runs (protocol §5.2), got {spec.target_runs}")
+        if not spec.session.is_dir():
+            raise InputError(spec.session, "session folder not found", expected="an existing session directory")
+        if spec.cwd is not None and not Path(spec.cwd).is_dir():
+            raise InputError(spec.cwd, "working directory not found", expected="an existing folder for --cwd")
+        spec.control.check()
+
+    def blocker(self, stage: str, exc: EnvironmentBlocker) -> EnvironmentBlocker:
+        record_blocker(self.dir, round_name=self.spec.round, stage=stage, message=exc.one_line())
+        return exc
+
+    def check_environment(self) -> None:
+        try:
+            refuse_dirty_env(self.env)
+            self.spec.backend.check_ready()
+        except EnvironmentBlocker as exc:
+            raise self.blocker("environment", exc) from exc
+
+    def require_same_identity(self, recorded_in: Path, recorded: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+        differences = identity_differences(recorded, current)
+        if differences:
+            raise self.blocker("identity", EnvironmentBlocker(
+                f"{recorded_in}: this process would run with another {', '.join(differences)} than recorded there; "
+                "only the declared option may change (protocol §5.1): restore the recorded source/workload/environment"))
+
+    def session_seed(self) -> int:
+        """``spec.seed``, else ``seed`` of ``<session>/session.json``, else 0."""
+        if self.spec.seed is not None:
+            return self.spec.seed
+        path = self.spec.session / "session.json"
+        record = load_json_file(path) if path.is_file() else None
+        seed = record.get("seed") if isinstance(record, dict) else None
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+    def derive(self) -> DerivedConfig:
+        spec = self.spec
+        base = load_config(spec.base_config)
+        refuse_debug_options(base, spec.base_config)
+        derived = derive_config(base, spec.changes, joint_dcci=spec.joint_dcci, source=spec.base_config)
+        refuse_debug_options(derived.config, f"--set {', '.join(derived.allowed_pointers)}")
+        for change in spec.changes:
+            if options_pointer_of(change) is None:
+                raise UsageError(f"--set {change.pointer}: Stage O trials change an SK option (a pointer inside super_kernel_optimize_options)")
+        return derived
+
+    def identity(self, derived: DerivedConfig, seed: int) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "round": spec.round,
+            "role": spec.role_name,
+            "base_config_sha256": sha256_file(spec.base_config),
+            "changes": [{"pointer": c.pointer, "value": c.value} for c in spec.changes],
+            "joint_dcci": spec.joint_dcci,
+            "trial_config_sha256": fingerprint(derived.config),
+            "backend": spec.backend.identity(),
+            "control": spec.control.to_json(),
+            "session_seed": seed,
+        }
+
+    def prepare_round(self, derived: DerivedConfig, seed: int) -> tuple[dict[str, Any], Path]:
+        """Write (first time) or verify (resume) trial.json, config.json, config.diff.json.
+
+        Before any process starts, the recorded identity (source, workload,
+        controls, environment) must equal the round's own record on resume and
+        the ``same_identity_as`` round's record for a new round (protocol §5.1:
+        only the declared option may change); otherwise an environment blocker.
+        """
+        spec = self.spec
+        identity = self.identity(derived, seed)
+        trial_path = self.dir / "trial.json"
+        config_path = self.dir / "config.json"
+        fingerprints = TrialFingerprints(
+            source_revision=source_revision(spec.backend.source_path()),
+            config=derived.config,
+            control=spec.control.to_json(),
+            workload=spec.backend.workload(spec.control),
+            environment=spec.backend.environment(),
+        ).to_json()
+        if trial_path.is_file():
+            existing = load_json_file(trial_path)
+            old = existing.get("identity") if isinstance(existing, dict) else None
+            if old != identity:
+                differ = sorted(k for k in identity if not isinstance(old, dict) or old.get(k) != identity[k])
+                raise InputError(trial_path, f"round {spec.round} already holds a different trial (differs in {', '.join(differ)})",
+                                 expected="the same base config, --set, backend, controls and seed to resume, or a new --round")
+            if not config_path.is_file() or fingerprint(load_json_file(config_path)) != identity["trial_config_sha256"]:
+                raise InputError(config_path, "trial config changed since the trial started", expected="the config written by sk-run trial")
+            self.require_same_identity(trial_path, existing.get("fingerprints") or {}, fingerprints)
+            return existing, config_path
+        if spec.same_identity_as is not None:
+            reference = spec.same_identity_as / "trial.json"
+            self.require_same_identity(reference, load_json_file(reference).get("fingerprints") or {}, fingerprints)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_json(config_path, derived.config)
+        write_json(self.dir / "config.diff.json", derived.patch)
+        record = {
+            "schema_version": TRIAL_SCHEMA,
+            "identity": identity,
+            "base_config": str(spec.base_config.resolve()),
+            "config_path": str(config_path.resolve()),
+            "change_set": {
+                "allowed_json_pointers": derived.allowed_pointers,
+                "originals": list(derived.originals),
+                "only_change_zh": (f"仅改变 {', '.join(derived.allowed_pointers)}，其余（范围、源码、负载、精度、TP、缓存、预热、设备、运行控制）不变"
+                                   if derived.allowed_pointers else "与 incumbent 完全相同的配置副本（无新选项）"),
+            },
+            "fingerprints": fingerprints,
+            "created_ns": time.time_ns(),
+        }
+        write_json(trial_path, record)  # last: a round with trial.json is fully prepared
+        return record, config_path
+
+    # -- processes -----------------------------------------------------------------
+    @property
+    def workload_cwd(self) -> Path:
+        """Where every workload process of this trial starts (``--cwd``, else ours)."""
+        return (self.spec.cwd or Path.cwd()).resolve()
+
+    def child_env(self, contract_env: Mapping[str, str]) -> dict[str, str]:
+        """The caller's environment without unclean switches, plus the contract variables."""
+        return {**scrub_env(self.env), **contract_env}
+
+    def move_aside(self, folder: Path) -> None:
+        """An incomplete run folder (no meta.json) is kept, out of the way."""
+        if folder.exists():
+            dest = self.dir / "INCOMPLETE" / f"{folder.name}-{time.time_ns()}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(folder), str(dest))
+
+
+    def classify(self, result: ProcessResult, run_dir: Path, *, need_correctness: bool) -> RunOutcome:
+        """ok, or the first failure (:func:`sk_runner.trial_outcome.classify`)."""
+        return classify(result, run_dir, self.spec.control, need_correctness=need_correctness)
+
+    def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
+        request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
+        argv = self.spec.backend.argv(request)
+        try:
+            result = run_process(argv, cwd=self.workload_cwd, env=self.child_env(request.contract_env()), stdout_path=run_dir / "stdout.txt",
+                                 stderr_path=run_dir / "stderr.txt", timeout_s=self.spec.control.timeout_s)
+        except EnvironmentBlocker as exc:
+            self.move_aside(run_dir)
+            raise self.blocker(stage, exc) from exc
+        return request, argv, result
+
+    def meta(self, stage: str, run_name: str, request: RunRequest, argv: list[str], result: ProcessResult,
+             outcome: RunOutcome, config_sha: str, trial_fp: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "schema_version": META_SCHEMA,
+            "round": self.spec.round,
+            "role": self.spec.role_name,
+            "stage": stage,
+            "run": run_name,
+            "command": argv,
+            "cwd": str(self.workload_cwd),
+            "contract_env": request.contract_env(),
+            "env_hash": env_hash(self.child_env(request.contract_env())),
+            "config_path": str(request.config_path),
+            "config_sha256": config_sha,
+            "seed": request.seed,
+            "status": outcome.status,
+            "process": result.to_json(),
+            "rank_logs": outcome.logs,
+            "correctness": outcome.correctness,
+            "trial_fingerprint": trial_fp,
+        }
+        meta["fingerprint"] = fingerprint(meta)
+        return meta
+
+    def ingest(self, run_dir: Path, run_name: str, run_index: int, meta: Mapping[str, Any], outcome: RunOutcome) -> None:
+        """Timings (through the product's run-folder ingest, reusing the rank logs
+        :meth:`classify` parsed) and the RUNS row into ``<session>/data``.
+
+        A failed run gets an empty timings partition, replacing any left by an
+        interrupted earlier attempt of the same run.
+        """
+        data = self.spec.session / "data"
+        part = {"round": self.spec.round, "role": self.spec.role_name, "run": run_name}
+        if outcome.status == "ok":
+            ingest_run_dir(run_dir, data, self.spec.round, self.spec.role_name, run_name, parsed=outcome.parsed)
+        else:
+            write_table(pl.DataFrame(schema=TIMINGS.schema), TIMINGS, data, part)
+        write_table(self.runs_row(run_index, meta), RUNS, data, part)
+
+    @staticmethod
+    def runs_row(run_index: int, meta: Mapping[str, Any]) -> pl.DataFrame:
+        proc = meta["process"]
+        return pl.DataFrame({
+            "run_index": [run_index], "status": [meta["status"]], "exit_code": [proc["exit_code"]],
+            "signal": [proc["signal"]], "timed_out": [proc["timed_out"]], "started_ns": [proc["started_ns"]],
+            "ended_ns": [proc["ended_ns"]], "duration_s": [proc["duration_s"]], "config_sha256": [meta["config_sha256"]],
+            "env_hash": [meta["env_hash"]], "fingerprint": [meta["fingerprint"]], "command": [json.dumps(meta["command"], ensure_ascii=False)],
+        }, schema_overrides={"exit_code": pl.Int32, "signal": pl.Int32})
+
+    def tell(self, stage: str, k: int, n: int, message: str) -> None:
+        eta = None
+        if self.durations and n >= k and stage != "done":
+            eta = sum(self.durations) / len(self.durations) * (n - k + 1)
+        self.progress(Progress(stage, k, n, time.monotonic() - self.t0, eta, message))
+
