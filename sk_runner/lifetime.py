@@ -37,9 +37,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.atomic import write_json
-from sk_analytics.errors import SkTuneError
-from sk_analytics.strict_json import load_json_file
 from sk_runner.watchdog import MARKER_ENV, has_proc, kill_marked
 
 TABLE_DIR = ".processes"
@@ -163,6 +160,8 @@ class _Owner:
                 "watchdog_pid": None if self.watchdog is None else self.watchdog.pid, "argv": sys.argv[:8]}
 
     def write_record(self, folder: Path) -> None:
+        from sk_analytics.atomic import write_json  # here: `sk-run --help` installs the handlers without it
+
         write_json(folder / TABLE_DIR / f"{self.token}.json", self.record())
 
     def close(self) -> None:
@@ -234,6 +233,9 @@ def reap_survivors(folder: Path) -> list[int]:
     Records of live owners (another sk-run working in the same session) and of
     other hosts (a session on shared storage) are left alone.
     """
+    from sk_analytics.errors import SkTuneError
+    from sk_analytics.strict_json import load_json_file
+
     table = Path(folder) / TABLE_DIR
     killed: list[int] = []
     host = socket.gethostname()
