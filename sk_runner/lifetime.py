@@ -174,7 +174,10 @@ class _Owner:
             os.close(self.pipe)
             self.pipe = None
         for table in self.tables:
-            (table / TABLE_DIR / f"{self.token}.json").unlink(missing_ok=True)
+            try:
+                (table / TABLE_DIR / f"{self.token}.json").unlink(missing_ok=True)
+            except OSError:  # a read-only or vanished session: the next sk-run drops the record (owner dead)
+                pass
 
 
 _owner: _Owner | None = None

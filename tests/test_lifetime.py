@@ -178,3 +178,34 @@ def test_sigint_and_sigterm_of_sk_run_exit_130_and_143_and_kill_the_tree(tmp_pat
         assert proc.wait(timeout=30) == code
         assert time.monotonic() - started < 15  # promptly
         assert _none_left(marker, timeout_s=2.0)
+
+
+def test_reaping_spares_live_owners_and_other_hosts_and_drops_torn_records(tmp_path: Path) -> None:
+    import socket
+
+    table = tmp_path / lifetime.TABLE_DIR
+    table.mkdir()
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    survivor = subprocess.Popen([PY, "-c", "import time; time.sleep(300)"], env={lifetime.MARKER_ENV: "upper.3 deadowner.2"})
+    spared = subprocess.Popen([PY, "-c", "import time; time.sleep(300)"], env={lifetime.MARKER_ENV: "liveowner.1 otherhost.1"})
+    host = socket.gethostname()
+    records = {
+        "deadowner": {"token": "deadowner", "pid": dead.pid, "start_ticks": "1", "host": host},
+        "liveowner": {"token": "liveowner", "pid": os.getpid(), "start_ticks": lifetime.start_ticks(os.getpid()), "host": host},
+        "otherhost": {"token": "otherhost", "pid": dead.pid, "start_ticks": "1", "host": host + "-elsewhere"},
+    }
+    for name, rec in records.items():
+        (table / f"{name}.json").write_text(json.dumps(rec))
+    (table / "torn.json").write_text('{"token": "to')
+    try:
+        killed = lifetime.reap_survivors(tmp_path)
+        assert set(killed) == {survivor.pid}
+        assert survivor.wait(timeout=5) == -signal.SIGKILL
+        assert spared.poll() is None
+        assert sorted(p.stem for p in table.glob("*.json")) == ["liveowner", "otherhost"]
+    finally:
+        spared.kill()
+        survivor.kill()
+        spared.wait()
+        survivor.wait()
