@@ -69,15 +69,19 @@ def _signal_sweep_after(root: Path, delay_s: float, sig: signal.Signals = signal
     """
     code = "from sk_runner.cli import main; main()"
     proc = subprocess.Popen([sys.executable, "-c", code, "sweep", "--resume", str(root), "--quiet"], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        proc.wait(timeout=delay_s)
+        proc.communicate(timeout=delay_s)
         return False  # finished before the signal
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, sig)
-        returncode = proc.wait(timeout=30)  # promptly
+        _, err = proc.communicate(timeout=30)  # promptly
         if sig != signal.SIGKILL:
-            assert returncode == 130, f"{sig.name}: exit {returncode}"
+            assert proc.returncode == 130, f"{sig.name}: exit {proc.returncode}: {err.decode()}"
+            lines = err.decode().strip().splitlines()
+            assert lines[-1] == "sk-run: interrupted"
+            # once the sweep runs (not while Python still imports), the resume command is printed
+            assert [x for x in lines if x.startswith("continue with")] in ([], [f"continue with: sk-run sweep --resume {root}"])
         deadline = time.monotonic() + 10
         while _session_processes(root):
             assert time.monotonic() < deadline, f"alive after {sig.name}: {_session_processes(root)}"
@@ -86,7 +90,8 @@ def _signal_sweep_after(root: Path, delay_s: float, sig: signal.Signals = signal
 
 
 @pytest.mark.parametrize(("seed", "sig"), [(11, signal.SIGKILL), (23, signal.SIGKILL), (37, signal.SIGKILL),
-                                           (5, signal.SIGINT), (19, signal.SIGINT)])
+                                           (5, signal.SIGINT), (19, signal.SIGINT)],
+                         ids=["SIGKILL-11", "SIGKILL-23", "SIGKILL-37", "SIGINT-5", "SIGINT-19"])
 def test_signal_and_resume_reaches_same_result(seed: int, sig: signal.Signals, tmp_path: Path, reference: tuple[tuple, float]) -> None:
     expected, duration = reference
     rng = random.Random(seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import click
@@ -17,7 +18,11 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
     """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped)."""
     say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=False))
     click.echo(f"会话：{session.root}")
-    outcome = run_sweep(session, say=say, lang=lang)
+    try:
+        outcome = run_sweep(session, say=say, lang=lang)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: every started process is already killed
+        click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
+        raise
     assert outcome is not None
     click.echo(f"报告：{outcome.report}")
     click.echo(f"HTML：{outcome.html}")
