@@ -65,7 +65,8 @@ def test_allowance_decides_each_check(tmp_path: Path, p90: float, stddev: float,
     assert ev["allow_p90_regression_pct"] == p90 and ev["allow_stddev_regression_pct"] == stddev
     assert cand["gate"]["allow_p90_regression_pct"] == p90 and cand["gate"]["allow_stddev_regression_pct"] == stddev
     assert result["gate_policy"] == {"mode": "protocol", "allow_p90_regression_pct": p90,
-                                     "allow_stddev_regression_pct": stddev, "protocol_allowances": False}
+                                     "allow_stddev_regression_pct": stddev, "protocol_allowances": False,
+                                     "is_protocol": False, "label": "Stage O protocol gate", "label_zh": "Stage O 协议门禁"}
 
 
 def test_exact_boundary_passes_where_float_arithmetic_fails() -> None:

@@ -78,7 +78,7 @@ def test_two_candidates_fastest_accepted_recommended(capsys, folders) -> None:
 def test_strict_gate_exit_1(capsys, folders) -> None:
     base, win, _ = folders
     code, out, _ = run_cli(capsys, *trial_args(base, f"O1={win}"), "--gate", "strict", "--lang", "en")
-    assert code == 1 and "gate mode: strict  decision: rejected" in out
+    assert code == 1 and "gate mode: strict (protocol gate + 95 % CI of the improvement above 0 (stricter than the protocol))  decision: rejected" in out
 
 
 def test_stability_exit_codes(capsys, folders, tmp_path: Path) -> None:

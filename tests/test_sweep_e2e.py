@@ -118,3 +118,20 @@ def test_demo_command_runs_a_complete_sweep(tmp_path: Path, capsys: pytest.Captu
     assert statuses["aggressive-event1-task0-value0"] == "blocked" and statuses["early-start-1"] == "blocked"
     assert statuses["stream-fusion-0"] == "rejected"  # about 10 % slower in the ground truth
     assert verify(session).ok
+
+
+def test_stats_policy_decides_and_is_labelled_not_protocol(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from sweep_helpers import FAST_POLICY
+
+    root = tmp_path / "s"
+    session = small_session(root, ["auto-op-parallel-1"], noise=1.0, policy=replace(FAST_POLICY, gate="stats"))
+    outcome = run_sweep(session, say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    gate = next(r.data for r in read_records(root) if r.kind == "gate_result")
+    assert gate["gate_mode"] == "stats" and gate["gate_is_protocol"] is False and "NOT the Stage O protocol" in gate["gate_label"]
+    assert gate["accepted"] is gate["stats_accepted"] is True  # truth: about -3.7 %, far outside the simulator's noise
+    assert gate["summary_zh"].startswith("O1 对比 O0-INCUMBENT") and "统计策略（非协议）通过" in gate["summary_zh"]
+    report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    assert "判定依据: **sk-tune 统计策略，不是 Stage O 协议**" in report

@@ -136,15 +136,16 @@ def test_bad_task(tmp_path: Path, capsys: pytest.CaptureFixture[str], task_chang
     assert needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_gate_policy_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    policy = {"gate": "strict", "allow_p90_regression_pct": 2, "allow_stddev_regression_pct": 5.5}
+@pytest.mark.parametrize("gate", ["strict", "stats"])
+def test_gate_policy_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str], gate: str) -> None:
+    policy = {"gate": gate, "allow_p90_regression_pct": 2, "allow_stddev_regression_pct": 5.5}
     task = _write(tmp_path, policy=policy)
     assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
     capsys.readouterr()
     recorded = json.loads((tmp_path / "session" / "session.json").read_text())["policy"]
-    assert {k: recorded[k] for k in policy} == {"gate": "strict", "allow_p90_regression_pct": 2.0, "allow_stddev_regression_pct": 5.5}
+    assert {k: recorded[k] for k in policy} == {"gate": gate, "allow_p90_regression_pct": 2.0, "allow_stddev_regression_pct": 5.5}
     started = next(r for r in read_records(tmp_path / "session") if r.kind == "session_started")
-    assert started.data["policy"]["gate"] == "strict"
+    assert started.data["policy"]["gate"] == gate
 
 
 def test_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -23,10 +23,19 @@ from sk_analytics.option_trial.gate import (
     selection,
 )
 from sk_analytics.option_trial.inference import trial_statistics
+from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL
+from sk_analytics.option_trial.stats_gate import LABEL_ZH as STATS_LABEL_ZH
+from sk_analytics.option_trial.stats_gate import evaluate_stats
 from sk_analytics.option_trial.summary import RunMetric, summarize
 
-GateMode = Literal["protocol", "strict"]
-GATE_MODES: tuple[str, ...] = ("protocol", "strict")
+GateMode = Literal["protocol", "strict", "stats"]
+GATE_MODES: tuple[str, ...] = ("protocol", "strict", "stats")
+GATE_LABELS: dict[str, tuple[str, str]] = {
+    "protocol": ("Stage O protocol gate", "Stage O 协议门禁"),
+    "strict": ("protocol gate + 95 % CI of the improvement above 0 (stricter than the protocol)", "协议门禁 + 提升的95%置信区间高于0（比协议更严）"),
+    "stats": (STATS_LABEL, STATS_LABEL_ZH),
+}
+"""(en, zh) name of what decides under each gate mode; ``stats`` says it is not the protocol."""
 
 
 def _per_run(metrics: list[RunMetric]) -> list[dict[str, Any]]:
@@ -59,7 +68,16 @@ def stability(
 
 def gate_policy(gate: str, allowances: Allowances) -> dict[str, Any]:
     """What decided: the gate mode and the allowances, and whether that is the protocol as written."""
-    return {"mode": gate, **allowances.to_json(), "protocol_allowances": allowances.is_protocol}
+    en, zh = GATE_LABELS[gate]
+    return {
+        "mode": gate, **allowances.to_json(), "protocol_allowances": allowances.is_protocol,
+        "is_protocol": gate == "protocol" and allowances.is_protocol, "label": en, "label_zh": zh,
+    }
+
+
+def decides(gate: str, protocol_accepted: bool, ci_excludes_zero: bool, stats_accepted: bool) -> bool:
+    """The effective decision of ``gate`` from the three answers computed for every candidate."""
+    return {"protocol": protocol_accepted, "strict": protocol_accepted and ci_excludes_zero, "stats": stats_accepted}[gate]
 
 
 def evaluate_option_trial(
@@ -78,8 +96,10 @@ def evaluate_option_trial(
     Frames are timings frames with a ``run`` column (``read_candidate`` or a
     Parquet selection). ``expected_ranks=None`` skips the rank-count check
     (frames validated by the caller). ``gate="strict"`` additionally requires
-    the 95 % CI of the improvement to exclude zero; the protocol checks and
-    ``option_trial_evaluation`` are never changed by it. ``allowances``
+    the 95 % CI of the improvement to exclude zero; ``gate="stats"`` decides
+    by the statistics policy (:mod:`~sk_analytics.option_trial.stats_gate`,
+    not the protocol). The protocol checks and ``option_trial_evaluation``
+    are never changed by the mode. ``allowances``
     are the reference tool's P90/stddev regression allowances (default 0 %).
     """
     if gate not in GATE_MODES:
@@ -90,6 +110,7 @@ def evaluate_option_trial(
         # selection.recommended == "baseline" means "keep the incumbent": a candidate of that name would be indistinguishable
         raise UsageError(f"a candidate may not be named {INCUMBENT!r} (it is the name of the retained incumbent)")
     paths = dict(candidate_paths or {})
+    policy = gate_policy(gate, allowances)
     base_summary, base_metrics = _summarize_checked(
         baseline, label=baseline_path, warmup=warmup, expected_ranks=expected_ranks
     )
@@ -107,20 +128,25 @@ def evaluate_option_trial(
         summary["option_trial_evaluation"] = evaluation
         extra = trial_statistics(base_summary["run_worst_rank_means_ms"], summary["run_worst_rank_means_ms"])
         summary["statistics"] = extra
+        stats_ev = evaluate_stats(evaluation, base_summary, summary, allowances)
+        summary["stats_policy_evaluation"] = stats_ev
         strict_ok = bool(extra["ci_excludes_zero"])
-        effective[name] = evaluation["accepted"] and (gate == "protocol" or strict_ok)
+        effective[name] = decides(gate, evaluation["accepted"], strict_ok, stats_ev["accepted"])
         summary["gate"] = {
             "mode": gate,
             "accepted": effective[name],
+            "is_protocol": policy["is_protocol"],
+            "label": policy["label"],
             "protocol_accepted": evaluation["accepted"],
             "ci_excludes_zero": strict_ok,
+            "stats_accepted": stats_ev["accepted"],
             **allowances.to_json(),
         }
         summaries[name] = summary
     return {
         "schema_version": "sk-tune-option-trial-v1",
         "warmup": warmup,
-        "gate_policy": gate_policy(gate, allowances),
+        "gate_policy": policy,
         "baseline": base_summary,
         "baseline_stability": base_stability,
         "candidates": summaries,

@@ -2,7 +2,9 @@
 
 With 3-5 runs per side the protocol gate passes by chance alone far too often.
 These figures are reported next to it and never change it (only
-``--gate strict`` uses :func:`ci_excludes_zero` as an extra requirement).
+``--gate strict`` uses :func:`ci_excludes_zero` as an extra requirement;
+``--gate stats`` decides with :func:`welch_lower_bound`, see
+:mod:`sk_analytics.option_trial.stats_gate`).
 
 All figures work on the **log** of the per-run metrics (worst-rank mean of
 each run), so effects are ratios and runs of different scale mix cleanly:
@@ -43,23 +45,56 @@ NEUTRAL_MARGIN_FLOOR_PCT = 0.5
 MAX_RUNS_SEARCHED = 10_000
 
 
-def _pct(log_effect: float) -> float:
+def log_improvement_pct(log_effect: float) -> float:
     """Log effect -> improvement % of the candidate over the baseline."""
     return (1.0 - math.exp(-log_effect)) * 100.0
 
 
+def welch_terms(base: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Welch's ``d = mean(base) - mean(cand)``, its standard error and the
+    Welch-Satterthwaite degrees of freedom along the last axis (any leading
+    shape: one trial or many). ``df`` is NaN where the standard error is 0;
+    every figure is NaN with < 2 values on a side. A constant side has a
+    variance of exactly 0 (not the rounding residue of an inexact mean)."""
+    nb, nc = base.shape[-1], cand.shape[-1]
+
+    def var_of_mean(x: np.ndarray, n: int) -> np.ndarray:
+        if n < 2:
+            return np.full(x.shape[:-1], np.nan)
+        return np.where(x.max(axis=-1) == x.min(axis=-1), 0.0, x.var(axis=-1, ddof=1) / n)
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = base.mean(axis=-1) - cand.mean(axis=-1)
+        vb, vc = var_of_mean(base, nb), var_of_mean(cand, nc)
+        se = np.sqrt(vb + vc)
+        df = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (nc - 1))
+    return d, se, np.where(se > 0, df, np.nan)
+
+
+def welch_lower_bound(base: np.ndarray, cand: np.ndarray, level: float) -> np.ndarray:
+    """One-sided ``1 - level`` lower confidence bound of ``mean(base) - mean(cand)``
+    (Welch t) along the last axis; NaN with < 2 values on a side.
+
+    Two constant sides (standard error 0) give their exact difference, so a
+    tie of equal values is a bound of exactly 0.
+    """
+    d, se, df = welch_terms(base, cand)
+    with np.errstate(invalid="ignore"):
+        t = sps.t.ppf(1.0 - level, np.where(np.isnan(df), 1.0, df))
+        bound = np.where(se > 0, d - t * se, base[..., 0] - cand[..., 0])
+    return np.where(np.isnan(se), np.nan, bound)
+
+
 def welch_interval(base: np.ndarray, cand: np.ndarray, confidence: float = CONFIDENCE) -> dict[str, Any] | None:
     """Welch CI of ``mean(base) - mean(cand)`` (logs); None with < 2 runs a side."""
-    nb, nc = base.size, cand.size
-    if nb < 2 or nc < 2:
+    if base.size < 2 or cand.size < 2:
         return None
-    d = float(base.mean() - cand.mean())
-    vb, vc = float(base.var(ddof=1)) / nb, float(cand.var(ddof=1)) / nc
-    se = math.sqrt(vb + vc)
+    d_, se_, df_ = welch_terms(base, cand)
+    d, se = float(d_), float(se_)
     if se == 0.0:
         p = 0.0 if d > 0 else (1.0 if d < 0 else 0.5)
         return {"log_effect": d, "ci_low_log": d, "ci_high_log": d, "se_log": 0.0, "df": None, "t_crit": None, "p_one_sided": p}
-    df = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (nc - 1))
+    df = float(df_)
     t_crit = float(sps.t.ppf(0.5 + confidence / 2, df))
     p = float(sps.t.sf(d / se, df))
     return {
@@ -71,6 +106,13 @@ def welch_interval(base: np.ndarray, cand: np.ndarray, confidence: float = CONFI
         "t_crit": t_crit,
         "p_one_sided": p,
     }
+
+
+def ci_excludes_zero(base_logs: np.ndarray, cand_logs: np.ndarray) -> np.ndarray | bool:
+    """The two-sided :data:`CONFIDENCE` Welch interval of the log improvement
+    lies above 0 (what ``--gate strict`` adds); vectorised over leading axes."""
+    excludes = welch_lower_bound(base_logs, cand_logs, (1 - CONFIDENCE) / 2) > 0
+    return bool(excludes) if excludes.ndim == 0 else excludes
 
 
 def bootstrap_interval(
@@ -121,7 +163,7 @@ def verdict(interval: dict[str, Any] | None, margin_pct: float) -> str:
     """``win`` / ``loss`` / ``neutral`` / ``inconclusive`` from the Welch CI."""
     if interval is None:
         return "inconclusive"
-    low, high = _pct(interval["ci_low_log"]), _pct(interval["ci_high_log"])
+    low, high = log_improvement_pct(interval["ci_low_log"]), log_improvement_pct(interval["ci_high_log"])
     if low > 0:
         return "win"
     if high < 0:
@@ -171,19 +213,19 @@ def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict
     margin = max(noise_pct or 0.0, NEUTRAL_MARGIN_FLOOR_PCT)
     d = float(base.mean() - cand.mean())
     result = verdict(welch, margin)
-    excludes = welch is not None and _pct(welch["ci_low_log"]) > 0
+    excludes = ci_excludes_zero(base, cand)
     return {
         "method": "log per-run worst-rank means; Welch t interval; percentile bootstrap cross-check",
         "confidence": CONFIDENCE,
         "run_count": {"baseline": int(base.size), "candidate": int(cand.size)},
-        "improvement_pct": _pct(d),
-        "ci_pct": None if welch is None else [_pct(welch["ci_low_log"]), _pct(welch["ci_high_log"])],
+        "improvement_pct": log_improvement_pct(d),
+        "ci_pct": None if welch is None else [log_improvement_pct(welch["ci_low_log"]), log_improvement_pct(welch["ci_high_log"])],
         "welch": welch,
-        "bootstrap_ci_pct": None if boot is None else [_pct(boot["ci_low_log"]), _pct(boot["ci_high_log"])],
+        "bootstrap_ci_pct": None if boot is None else [log_improvement_pct(boot["ci_low_log"]), log_improvement_pct(boot["ci_high_log"])],
         "bootstrap": boot,
         "methods_agree": None
         if welch is None or boot is None
-        else (_pct(welch["ci_low_log"]) > 0) == (_pct(boot["ci_low_log"]) > 0),
+        else (log_improvement_pct(welch["ci_low_log"]) > 0) == (log_improvement_pct(boot["ci_low_log"]) > 0),
         "ci_excludes_zero": excludes,
         "noise": {
             "baseline_run_cv_pct": noise_pct,

@@ -14,7 +14,7 @@ LANGS = ("zh", "en")
 
 _TEXT = {
     "zh": {
-        "title": "Stage O 选项试验（协议门禁）",
+        "title": "Stage O 选项试验（{label}）",
         "stability_title": "五次运行稳定性检查",
         "head": ["对象", "运行数", "最慢rank均值ms", "中位运行ms", "P50ms", "P90ms", "标准差ms", "提升%", "协议门禁"],
         "baseline": "基线",
@@ -33,6 +33,8 @@ _TEXT = {
         "null_rate": "无变化时均值+中位检查同时通过的概率",
         "need": "分辨该效应所需每侧运行数",
         "gate": "门禁模式",
+        "stats_policy": "统计策略（非协议，单侧{level:g}%检验）",
+        "would": "会",
         "allow": "允许退化：P90 ≤ +{p90}%，标准差 ≤ +{sd}%",
         "decision": "结论",
         "recommended": "推荐",
@@ -47,10 +49,13 @@ _TEXT = {
             "median_run_direction": "中位运行提升",
             "p90_no_material_regression": "P90不变差",
             "stddev_no_material_regression": "标准差不变差",
+            "mean_improvement_significant": "均值显著提升",
+            "p90_not_significantly_worse": "P90不显著变差",
+            "stddev_not_significantly_worse": "标准差不显著变差",
         },
     },
     "en": {
-        "title": "Stage O option trial (protocol gate)",
+        "title": "Stage O option trial ({label})",
         "stability_title": "Five-run stability check",
         "head": ["side", "runs", "worst-rank-mean-ms", "median-run-ms", "p50-ms", "p90-ms", "stddev-ms", "improvement%", "protocol-gate"],
         "baseline": "baseline",
@@ -69,6 +74,8 @@ _TEXT = {
         "null_rate": "null pass rate of mean+median checks",
         "need": "runs per side to resolve this effect",
         "gate": "gate mode",
+        "stats_policy": "statistics policy (NOT the protocol, one-sided {level:g}% tests)",
+        "would": "would be ",
         "allow": "allowed regression: P90 <= +{p90}%, stddev <= +{sd}%",
         "decision": "decision",
         "recommended": "recommended",
@@ -78,6 +85,7 @@ _TEXT = {
         "check_names": {name: name for name in (
             "baseline_stable", "baseline_min_runs", "candidate_min_runs", "mean_improvement",
             "median_run_direction", "p90_no_material_regression", "stddev_no_material_regression",
+            "mean_improvement_significant", "p90_not_significantly_worse", "stddev_not_significantly_worse",
         )},
     },
 }
@@ -122,6 +130,26 @@ def _stability_lines(stability: Mapping[str, Any], t: Mapping[str, Any]) -> list
     return [f"{t['stable']}: {stable}  {t['spread']}: {_num(stability['spread_pct'], 3)}", f"{t['runs']}: [{runs}]"]
 
 
+def _marks(checks: Mapping[str, bool], t: Mapping[str, Any]) -> str:
+    return " ".join(f"{t['check_names'][k]}={'✓' if v else '✗'}" for k, v in checks.items())
+
+
+def _gate_label(result: Mapping[str, Any], lang: str) -> str:
+    """What decides, as recorded in ``gate_policy`` (the statistics policy says it is not the protocol)."""
+    policy = result.get("gate_policy") or {}
+    default = "协议门禁" if lang == "zh" else "protocol gate"
+    return str(policy.get("label_zh" if lang == "zh" else "label") or default)
+
+
+def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
+    """The statistics policy's answer beside the protocol's (absent in summaries written before it existed)."""
+    sp = s.get("stats_policy_evaluation")
+    if sp is None:
+        return []
+    verdict = t["accepted"] if sp["accepted"] else t["rejected"]
+    return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t)} → {t['would']}{verdict}"]
+
+
 def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
     """The option-trial table in ``lang``."""
     t = _TEXT[lang]
@@ -130,11 +158,11 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
     for name, s in result["candidates"].items():
         ev = s["option_trial_evaluation"]
         rows.append(_side_row(name, s, _num(s["improvement_pct"], 2), t["accepted"] if ev["accepted"] else t["rejected"]))
-    lines = [t["title"], *_table(rows), *_stability_lines(result["baseline_stability"], t)]
+    lines = [t["title"].format(label=_gate_label(result, lang)), *_table(rows), *_stability_lines(result["baseline_stability"], t)]
     for name, s in result["candidates"].items():
         ev, st, gate = s["option_trial_evaluation"], s["statistics"], s["gate"]
-        marks = " ".join(f"{t['check_names'][k]}={'✓' if v else '✗'}" for k, v in ev["checks"].items())
-        lines += [f"[{name}] {t['checks']}: {marks}  ({_allow_text(ev, t)})", f"[{name}] {t['beside']}:"]
+        lines += [f"[{name}] {t['checks']}: {_marks(ev['checks'], t)}  ({_allow_text(ev, t)})", *_stats_line(name, s, t),
+                  f"[{name}] {t['beside']}:"]
         ci = st["ci_pct"]
         boot = st["bootstrap_ci_pct"]
         verdict = st["verdict_zh"] if lang == "zh" else st["verdict"]
@@ -145,7 +173,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
             f"  {t['risk']}: {_num(st['false_win_risk']['p_value_one_sided'], 3)}"
             f"  {t['null_rate']}: {_num(st['false_win_risk']['null_run_checks_pass_rate'], 3)}",
             f"  {t['need']}: {st['runs_needed_per_side'] if st['runs_needed_per_side'] is not None else t['none']}",
-            f"[{name}] {t['gate']}: {gate['mode']}  {t['decision']}: {t['accepted'] if gate['accepted'] else t['rejected']}",
+            f"[{name}] {t['gate']}: {gate['mode']} ({_gate_label(result, lang)})  {t['decision']}: {t['accepted'] if gate['accepted'] else t['rejected']}",
         ]
     lines.append(f"{t['recommended']}: {result['selection']['recommended']}")
     return "\n".join(lines) + "\n"

@@ -34,6 +34,7 @@ from sk_analytics.explore.stage_o import (
     rounds,
 )
 from sk_analytics.markdown import table
+from sk_analytics.option_trial.api import GATE_LABELS
 from sk_analytics.stage_o.figures import RunColumn, svg_run_metrics, svg_sk_deltas
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.stage_o.report_dcci import dcci_section
@@ -139,6 +140,18 @@ def _gate_rows(view: SessionView, round_name: str, t: Mapping[str, str]) -> list
             for r in checks.iter_rows(named=True)]
 
 
+def _decision_line(gate: Mapping[str, Any], lang: str) -> str:
+    """Who decided the round (a non-protocol policy says so) and what the protocol and the statistics policy answered."""
+    t = TEXT[lang]
+    mode = str(gate.get("gate_mode") or "protocol")
+    en, zh = GATE_LABELS.get(mode, GATE_LABELS["protocol"])
+    parts = [f"{t['decided_by']}: **{zh if lang == 'zh' else en}**",
+             f"{t['protocol_gate']}: {t['passed'] if gate.get('protocol_accepted', gate.get('accepted')) else t['not_passed']}"]
+    if gate.get("stats_accepted") is not None:
+        parts.append(f"{t['stats_policy']}: {t['passed'] if gate['stats_accepted'] else t['not_passed']}")
+    return "- " + t["sep"].join(parts)
+
+
 def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> list[str]:
     t = TEXT[lang]
     sep = t["sep"]
@@ -159,6 +172,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
         if info.gate:
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]
+            lines.append(_decision_line(g, lang))
             lines.append(f"- {t['stats']}: verdict={g.get('verdict')}{sep}95% CI={ci_text(g.get('ci_pct'))}")
             lines.append(f"- {t['runs_base']}: {[round(x, 4) for x in g.get('baseline_run_metrics') or []]}{sep}"
                          f"{t['runs_cand']}: {[round(x, 4) for x in g.get('candidate_run_metrics') or []]}")

@@ -161,6 +161,9 @@ class Executor:
         data = {
             "round": a.round, "baseline_round": a.baseline_round, "entry_id": a.entry_id,
             "accepted": bool(decided["accepted"]), "protocol_accepted": bool(ev["accepted"]), "gate_mode": decided["mode"],
+            "gate_is_protocol": bool(decided.get("is_protocol", decided["mode"] == "protocol")),
+            "gate_label": decided.get("label", "Stage O protocol gate"),
+            "stats_accepted": (cand.get("stats_policy_evaluation") or {}).get("accepted"),
             "allow_p90_regression_pct": ev.get("allow_p90_regression_pct", 0.0),
             "allow_stddev_regression_pct": ev.get("allow_stddev_regression_pct", 0.0),
             "checks": ev["checks"],
@@ -176,7 +179,7 @@ class Executor:
             "summary_path": self.rel(path),
         }
         data["summary_zh"] = (f"{a.round} 对比 {a.baseline_round}：均值改善 {_pct(data['mean_improvement_pct'])}，"
-                              f"门禁{'通过' if data['accepted'] else '未通过'}（统计判断 {data['verdict']}）")
+                              f"{_decider_zh(data['gate_mode'])}{'通过' if data['accepted'] else '未通过'}（统计判断 {data['verdict']}）")
         return "gate_result", data
 
     def do_CheckStability(self, a: m.CheckStability) -> Record:
@@ -282,6 +285,11 @@ class Executor:
 
 def _pct(value: Any) -> str:
     return "—" if value is None else f"{float(value):+.3f}%"
+
+
+def _decider_zh(mode: str) -> str:
+    """Who decided a gate, in the ledger's Chinese summary (the statistics policy says it is not the protocol)."""
+    return {"protocol": "门禁", "strict": "严格门禁（协议+置信区间）", "stats": "统计策略（非协议）"}.get(mode, "门禁")
 
 
 _FAILURE_ZH = {
