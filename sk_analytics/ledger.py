@@ -3,14 +3,21 @@
 Every Stage O decision is a ledger record; the sweep's state machine has no
 other memory, so the ledger must be impossible to rewrite unnoticed:
 
-* each line is one record ``{seq, prev, ts_ns, kind, data, hash}``; ``seq``
+* each line is one record ``{seq, prev, ts_ns, kind, data, hash, sig}``; ``seq``
   counts from 0, ``prev`` is the previous record's ``hash`` (64 zeros for the
-  first) and ``hash`` is the canonical-JSON SHA-256 of the record without it;
+  first), ``hash`` is the canonical-JSON SHA-256 of the record without ``hash``
+  and ``sig``, and ``sig`` the Ed25519 signature of ``hash`` by the user's key
+  (:mod:`sk_analytics.signing`): a chain has no secret, so without it anyone could
+  re-chain a rewritten history; one valid signature binds every record before it;
 * appends happen under a file lock, are written in one ``write`` and fsynced;
 * after each append the *head* file (``<ledger>.head``) is replaced atomically
-  with the last ``seq``/``hash`` and the file's byte length, so deleting the
-  last record(s) — which leaves a perfectly valid shorter chain — is still
-  detected.
+  with the last ``seq``/``hash`` and the file's byte length, signed too, so
+  deleting the last record(s) — which leaves a perfectly valid shorter chain —
+  is still detected, and an append never re-anchors a head no trusted key signed.
+
+Unsigned records (sk-tune before signing), keys missing from the trusted-keys
+file and invalid signatures are verification problems named by their rule
+(``signed``, ``trusted-key``, ``signature-valid``), never warnings.
 
 Where the full check runs: :func:`verify`, :func:`read_records` (used when a
 session is loaded or resumed and by the sweep before each decision) and
@@ -50,9 +57,13 @@ from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint, sha256_bytes
 from sk_analytics.strict_json import loads_strict
 
-HEAD_SCHEMA = "sk-tune-ledger-head-v1"
+HEAD_SCHEMA = "sk-tune-ledger-head-v2"
+EARLIER_HEAD_SCHEMAS = ("sk-tune-ledger-head-v1",)  # unsigned heads of sk-tune before signing
 GENESIS = "0" * 64
-RECORD_KEYS = frozenset({"seq", "prev", "ts_ns", "kind", "data", "hash"})
+RECORD_KEYS = frozenset({"seq", "prev", "ts_ns", "kind", "data", "hash", "sig"})
+UNSIGNED_RECORD_KEYS = RECORD_KEYS - {"sig"}  # records of sk-tune before signing: parsed, then refused (rule signed)
+RECORD_PURPOSE = "ledger-record"
+HEAD_PURPOSE = "ledger-head"
 LEDGER_NAME = "ledger.jsonl"
 
 
@@ -66,6 +77,7 @@ class LedgerRecord:
     kind: str
     data: dict[str, Any]
     hash: str
+    sig: dict[str, Any] | None = None  # {key, sig}: Ed25519 over the hash (sk_analytics.signing)
 
     def body(self) -> dict[str, Any]:
         """The hashed part of the record (everything but ``hash``)."""
@@ -91,6 +103,8 @@ class VerifyReport:
     head_hash: str | None
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: "NAME (SHA256:…)" of each trusted key -> how many records it signed
+    signers: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -105,6 +119,7 @@ class VerifyReport:
             "head_hash": self.head_hash,
             "problems": [asdict(p) for p in self.problems],
             "warnings": list(self.warnings),
+            "signers": dict(self.signers),
         }
 
 
@@ -179,7 +194,7 @@ def _parse_line(line: bytes, number: int) -> tuple[LedgerRecord | None, Problem 
         return None, Problem(number, "not_json", f"not UTF-8 ({exc.reason}); line truncated or edited")
     except InputError as exc:
         return None, Problem(number, "not_json", f"not a strict JSON record ({exc.message}); line truncated or edited")
-    if not isinstance(obj, dict) or set(obj) != RECORD_KEYS:
+    if not isinstance(obj, dict) or set(obj) not in (RECORD_KEYS, UNSIGNED_RECORD_KEYS):
         keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         return None, Problem(number, "bad_record", f"record keys {keys}, expected {sorted(RECORD_KEYS)}")
     if not (
@@ -191,7 +206,7 @@ def _parse_line(line: bytes, number: int) -> tuple[LedgerRecord | None, Problem 
         and isinstance(obj["hash"], str)
     ):
         return None, Problem(number, "bad_record", "record field types wrong (seq/ts_ns int, kind/prev/hash str, data object)")
-    return LedgerRecord(obj["seq"], obj["prev"], obj["ts_ns"], obj["kind"], obj["data"], obj["hash"]), None
+    return LedgerRecord(obj["seq"], obj["prev"], obj["ts_ns"], obj["kind"], obj["data"], obj["hash"], obj.get("sig")), None
 
 
 def _read_head(path: Path) -> tuple[dict[str, Any] | None, Problem | None]:
@@ -204,13 +219,59 @@ def _read_head(path: Path) -> tuple[dict[str, Any] | None, Problem | None]:
         return None, Problem(None, "head", f"head file {hp.name} unreadable: {exc}")
     if not (
         isinstance(head, dict)
-        and head.get("schema_version") == HEAD_SCHEMA
+        and head.get("schema_version") in (HEAD_SCHEMA, *EARLIER_HEAD_SCHEMAS)
         and isinstance(head.get("seq"), int)
         and isinstance(head.get("hash"), str)
         and (isinstance(head.get("bytes"), int) or "bytes" not in head)
     ):
-        return None, Problem(None, "head", f"head file {hp.name} malformed (expected schema_version {HEAD_SCHEMA}, seq, hash, bytes)")
+        return None, Problem(None, "head", f"head file {hp.name} malformed (expected schema_version {HEAD_SCHEMA}, seq, hash, bytes, sig)")
     return head, None
+
+
+def head_body(seq: int, hash_: str, size: int) -> dict[str, Any]:
+    """The signed part of a head anchor."""
+    return {"schema_version": HEAD_SCHEMA, "seq": seq, "hash": hash_, "bytes": size}
+
+
+def _head_payload(head: Mapping[str, Any]) -> str:
+    """What a head's signature covers (a head without ``bytes`` was never signed)."""
+    return canonical_json(head_body(head["seq"], head["hash"], head.get("bytes", -1)))
+
+
+def _signature_problems(records: list[LedgerRecord], head: Mapping[str, Any] | None, ledger: Path) -> tuple[list[Problem], dict[str, int]]:
+    """Check every record's and the head's signature against the trusted keys.
+
+    Returns the problems (the first record failing each rule, with a count of the
+    later ones, so a re-chained ledger reads as one finding) and, per signing key,
+    how many records it signed. Unsigned, unknown-key and invalid signatures are
+    problems, never warnings. The trusted-keys file must lie outside the session.
+    """
+    from sk_analytics.signing import SignatureError, trusted_keys
+
+    keys = trusted_keys(outside=ledger.parent)
+    first: dict[str, Problem] = {}
+    more: dict[str, int] = {}
+    signers: dict[str, int] = {}
+    for record in records:
+        try:
+            signer = keys.verify(record.sig, RECORD_PURPOSE, record.hash)
+        except SignatureError as exc:
+            if exc.rule in first:
+                more[exc.rule] = more.get(exc.rule, 0) + 1
+            else:
+                first[exc.rule] = Problem(record.seq + 1, exc.rule, exc.detail)
+            continue
+        signers[signer.label()] = signers.get(signer.label(), 0) + 1
+    problems = [
+        p if not more.get(rule) else Problem(p.line, p.code, f"{p.message}; {more[rule]} later record(s) fail this rule too")
+        for rule, p in first.items()
+    ]
+    if head is not None:
+        try:
+            keys.verify(head.get("sig"), HEAD_PURPOSE, _head_payload(head))
+        except SignatureError as exc:
+            problems.append(Problem(None, exc.rule, f"head file {head_path(ledger).name}: {exc.detail}"))
+    return problems, signers
 
 
 def verify(path: str | os.PathLike[str]) -> VerifyReport:
@@ -222,7 +283,7 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
 
 
 def _check(ledger: Path) -> tuple[_Scan, VerifyReport]:
-    """One read of the ledger: its records and the verification report."""
+    """One read of the ledger: its records and the verification report (problems in line order)."""
     scan = _scan(ledger)
     head, head_problem = _read_head(ledger)
     report = VerifyReport(
@@ -234,12 +295,21 @@ def _check(ledger: Path) -> tuple[_Scan, VerifyReport]:
     )
     if head_problem is not None:
         report.problems.append(head_problem)
-        return scan, report
+    else:
+        _check_head(scan, head, ledger, report)
+    sig_problems, report.signers = _signature_problems(scan.records, head, ledger)
+    report.problems.extend(sig_problems)
+    report.problems.sort(key=lambda p: (p.line is None, p.line or 0))  # the first bad record comes first
+    return scan, report
+
+
+def _check_head(scan: _Scan, head: dict[str, Any] | None, ledger: Path, report: VerifyReport) -> None:
+    """The head anchor names the last record (or the one before it, an interrupted append)."""
     last = scan.records[-1] if scan.records else None
     if head is None:
         if last is not None:
             report.problems.append(Problem(None, "head", f"head file {head_path(ledger).name} missing for a non-empty ledger"))
-        return scan, report
+        return
     if last is None:
         report.problems.append(Problem(None, "head", f"head anchors seq {head['seq']} but the ledger has no records (records deleted)"))
     elif last.seq == head["seq"]:
@@ -259,7 +329,6 @@ def _check(ledger: Path) -> tuple[_Scan, VerifyReport]:
             f"head anchors byte offset {anchored_end} but record seq {head['seq']} ends at byte {scan.line_ends[head['seq']]};"
             " the next append re-anchors it"
         )
-    return scan, report
 
 
 def raw_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
@@ -303,6 +372,9 @@ class Ledger:
         if not kind:
             raise InputError(self.path, "ledger record kind must be non-empty")
         canonical_json(dict(data))  # refuse NaN / non-JSON before touching the file
+        from sk_analytics.signing import signer
+
+        key = signer(outside=self.path.parent)  # the key may never live in the session it vouches for
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             recovered = self._recover_torn_tail()
@@ -317,8 +389,9 @@ class Ledger:
                 "kind": kind,
                 "data": json.loads(canonical_json(payload)),
             }
-            record = LedgerRecord(**body, hash=record_hash(body))
-            line = json.dumps({**body, "hash": record.hash}, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
+            digest = record_hash(body)
+            record = LedgerRecord(**body, hash=digest, sig=key.sign(RECORD_PURPOSE, digest))
+            line = json.dumps({**body, "hash": record.hash, "sig": record.sig}, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line.encode("utf-8"))
@@ -326,7 +399,10 @@ class Ledger:
                 size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
-            write_json(head_path(self.path), {"schema_version": HEAD_SCHEMA, "seq": record.seq, "hash": record.hash, "bytes": size})
+            anchor = head_body(record.seq, record.hash, size)
+            head = {**anchor, "sig": key.sign(HEAD_PURPOSE, canonical_json(anchor))}
+            write_json(head_path(self.path), head)
+            _OWN_HEADS[str(self.path)] = canonical_json(head)
             return record
 
     def _last_record(self) -> LedgerRecord | None:
@@ -335,7 +411,7 @@ class Ledger:
         Raises :class:`IntegrityError` when the ledger fails verification.
         """
         head, head_problem = _read_head(self.path)
-        if head is not None and head_problem is None and self.path.exists():
+        if head is not None and head_problem is None and self.path.exists() and _head_signed(self.path, head):
             last = _anchored_tail(self.path, head)
             if last is not None:
                 return last
@@ -402,6 +478,25 @@ def _line_before(fh: BinaryIO, end: int, chunk: int = 1 << 16) -> tuple[int, byt
         parts.append(buf)
         start = low
     return start, b"".join(reversed(parts))
+
+
+_OWN_HEADS: dict[str, str] = {}
+"""ledger path -> canonical JSON of the head this process last wrote there: a process that
+appends record after record re-reads its own head and need not verify it again."""
+
+
+def _head_signed(ledger: Path, head: Mapping[str, Any]) -> bool:
+    """A trusted key signed this head: an append never re-anchors (and so launders) a head
+    forged after records were cut off the end. Its hash covers the anchored record."""
+    from sk_analytics.signing import SignatureError, trusted_keys
+
+    if _OWN_HEADS.get(str(ledger)) == canonical_json(dict(head)):
+        return True
+    try:
+        trusted_keys(outside=ledger.parent).verify(head.get("sig"), HEAD_PURPOSE, _head_payload(head))
+    except SignatureError:
+        return False
+    return True
 
 
 def _intact(record: LedgerRecord | None, problem: Problem | None, seq: int, prev: str | None = None) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.contract import ProducerInfo, begin, command_fingerprint, finalize
+from sk_analytics.contract.manifest import UNSIGNED_KEYS, sign_manifest
 from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.fingerprint import fingerprint
 
@@ -92,12 +93,18 @@ def make_collection(
     return root
 
 
-def edit_manifest(root: Path, edit: Callable[[dict[str, Any]], None], *, refingerprint: bool) -> None:
+def edit_manifest(
+    root: Path, edit: Callable[[dict[str, Any]], None], *, refingerprint: bool, resign: bool = True
+) -> None:
     """Change a sealed manifest in place, as a forger would. ``refingerprint``
-    recomputes ``manifest_fingerprint`` so that only the edit itself can be caught."""
+    recomputes ``manifest_fingerprint`` and (``resign``) signs it again with the
+    test run's trusted key — a forger *holding the key* — so that only the edit
+    itself can be caught; ``resign=False`` keeps the old signature (a forger without the key)."""
     path = root / MANIFEST_NAME
     data = json.loads(path.read_text())
     edit(data)
     if refingerprint:
-        data["manifest_fingerprint"] = fingerprint({k: v for k, v in data.items() if k != "manifest_fingerprint"})
+        data["manifest_fingerprint"] = fingerprint({k: v for k, v in data.items() if k not in UNSIGNED_KEYS})
+        if resign:
+            data = sign_manifest(data, root)
     path.write_text(json.dumps(data))

@@ -92,8 +92,9 @@ def test_finalize_records_every_file_by_kind(tmp_path: Path) -> None:
     assert list(manifest) == [
         "schema_version", "capture_role", "capture_root", "capture", "source_revision", "config",
         "config_fingerprint", "control", "control_fingerprint", "producer", "workload", "workload_fingerprint",
-        "files", "manifest_fingerprint",
+        "files", "manifest_fingerprint", "signature",
     ]
+    assert set(manifest["signature"]) == {"key", "sig"} and manifest["signature"]["key"].startswith("SHA256:")
     assert manifest["capture_root"] == "."
     assert sorted(manifest["files"]) == sorted(
         ["kernel_details", "task_time", "trace_view", "sk_graph_origin", "sk_graph_updated", "sk_fused_nodes",
@@ -107,7 +108,7 @@ def test_finalize_records_every_file_by_kind(tmp_path: Path) -> None:
     # aliases folded: batch_size -> batch
     assert manifest["workload"]["batch"] == 4 and "batch_size" not in manifest["workload"]
     assert manifest["workload_fingerprint"] == fingerprint(manifest["workload"])
-    body = {k: v for k, v in manifest.items() if k != "manifest_fingerprint"}
+    body = {k: v for k, v in manifest.items() if k not in ("manifest_fingerprint", "signature")}
     assert manifest["manifest_fingerprint"] == fingerprint(body)
     assert load_manifest(root) == manifest
 

@@ -30,6 +30,11 @@ def _codes(path: Path) -> set[str]:
     return {p.code for p in verify(path).problems}
 
 
+def _rehash(obj: dict) -> str:
+    """The chain hash a forger recomputes for an edited record (everything but hash and sig)."""
+    return fingerprint({k: v for k, v in obj.items() if k not in ("hash", "sig")})
+
+
 def test_chain_and_head(tmp_path: Path) -> None:
     path = _make(tmp_path)
     records = read_records(tmp_path)
@@ -37,13 +42,14 @@ def test_chain_and_head(tmp_path: Path) -> None:
     assert records[0].prev == GENESIS
     assert all(b.prev == a.hash for a, b in zip(records, records[1:]))
     body = json.loads(_lines(path)[2])
-    del body["hash"]
+    del body["hash"], body["sig"]
     assert fingerprint(body) == records[2].hash
     head = json.loads(head_path(path).read_text())
     assert (head["seq"], head["hash"]) == (3, records[3].hash)
     report = verify(path)
     assert report.ok and report.records == 4 and not report.warnings
     assert records[1].data == {"i": 1, "summary_zh": "第1步"}
+    assert list(report.signers.values()) == [4] and "SHA256:" in next(iter(report.signers))
 
 
 def test_edited_record_detected(tmp_path: Path) -> None:
@@ -60,11 +66,10 @@ def test_edited_record_with_recomputed_hash_breaks_chain(tmp_path: Path) -> None
     lines = _lines(path)
     obj = json.loads(lines[1])
     obj["data"]["i"] = 9
-    del obj["hash"]
-    obj["hash"] = fingerprint(obj)
+    obj["hash"] = _rehash(obj)  # the old signature stays: the forger has no key
     lines[1] = json.dumps(obj) + "\n"
     path.write_text("".join(lines), encoding="utf-8")
-    assert [(p.line, p.code) for p in verify(path).problems] == [(3, "chain")]
+    assert [(p.line, p.code) for p in verify(path).problems] == [(2, "signature-valid"), (3, "chain")]
 
 
 def test_edited_last_record_with_recomputed_hash_fails_head(tmp_path: Path) -> None:
@@ -72,11 +77,10 @@ def test_edited_last_record_with_recomputed_hash_fails_head(tmp_path: Path) -> N
     lines = _lines(path)
     obj = json.loads(lines[-1])
     obj["data"]["i"] = 99
-    del obj["hash"]
-    obj["hash"] = fingerprint(obj)
+    obj["hash"] = _rehash(obj)
     lines[-1] = json.dumps(obj) + "\n"
     path.write_text("".join(lines), encoding="utf-8")
-    assert _codes(path) == {"head"}
+    assert _codes(path) == {"head", "signature-valid"}
 
 
 def test_reordered_records_detected(tmp_path: Path) -> None:
@@ -162,9 +166,10 @@ def test_read_records_and_append_refuse_tampered(tmp_path: Path) -> None:
 
 
 def test_head_one_behind_is_a_warning_and_reanchored(tmp_path: Path) -> None:
-    path = _make(tmp_path, 3)
-    records = read_records(path)
-    head_path(path).write_text(json.dumps({"schema_version": "sk-tune-ledger-head-v1", "seq": 1, "hash": records[1].hash}))
+    path = _make(tmp_path, 2)
+    old_head = head_path(path).read_text(encoding="utf-8")
+    Ledger(path).append("event", {"i": 2})
+    head_path(path).write_text(old_head, encoding="utf-8")  # crash after the write, before the head update
     report = verify(path)
     assert report.ok and len(report.warnings) == 1
     Ledger(path).append("event", {"i": 3})
@@ -306,14 +311,34 @@ def test_reserialized_ledger_warns_and_append_reanchors(tmp_path: Path) -> None:
     assert report.ok and not report.warnings and _head(path)["bytes"] == path.stat().st_size
 
 
-def test_legacy_head_without_bytes_still_appends(tmp_path: Path) -> None:
+def test_forged_unsigned_head_is_refused(tmp_path: Path) -> None:
+    """Records deleted at the end and the head rewritten to the new last record: the head's signature is missing."""
+    path = _make(tmp_path, 3)
+    records = read_records(path)
+    path.write_text("".join(_lines(path)[:2]), encoding="utf-8")
+    head_path(path).write_text(json.dumps({"schema_version": "sk-tune-ledger-head-v2", "seq": 1, "hash": records[1].hash,
+                                           "bytes": path.stat().st_size}), encoding="utf-8")
+    problems = verify(path).problems
+    assert [(p.line, p.code) for p in problems] == [(None, "signed")] and "head" in problems[0].message
+    with pytest.raises(IntegrityError, match="refusing to append"):
+        Ledger(path).append("event", {"i": 3})
+
+
+def test_unsigned_ledger_of_earlier_sk_tune_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ledger written before signing (records without sig, head v1 without bytes) fails with rule signed."""
     path = _make(tmp_path, 2)
-    head = _head(path)
-    del head["bytes"]
-    head_path(path).write_text(json.dumps(head), encoding="utf-8")
-    assert verify(path).ok
-    assert Ledger(path).append("event", {"i": 2}).seq == 2
-    assert _head(path)["bytes"] == path.stat().st_size
+    lines = [json.dumps({k: v for k, v in json.loads(line).items() if k != "sig"}) + "\n" for line in _lines(path)]
+    path.write_text("".join(lines), encoding="utf-8")
+    head = {k: v for k, v in _head(path).items() if k not in ("sig", "bytes")}
+    head_path(path).write_text(json.dumps({**head, "schema_version": "sk-tune-ledger-head-v1"}), encoding="utf-8")
+    problems = verify(path).problems
+    assert [(p.line, p.code) for p in problems] == [(1, "signed"), (None, "signed")]
+    assert "1 later record(s)" in problems[0].message
+    assert run_cli(cli, "sk-analyze", ["ledger", "verify", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ledger.jsonl:1" in err and "rule signed" in err
+    with pytest.raises(IntegrityError, match="refusing to append"):
+        Ledger(path).append("event", {"i": 2})
 
 
 def test_ledger_that_is_a_folder_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

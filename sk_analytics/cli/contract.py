@@ -23,6 +23,7 @@ from sk_analytics.contract import (
     load_manifest,
     validate_set,
 )
+from sk_analytics.contract.manifest import check_signature, manifest_location
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.strict_json import load_config_file, loads_strict
 
@@ -113,7 +114,9 @@ def verify_cmd(root: Path, require_sk_prof: bool, archive: bool) -> int:
     """Re-verify one sealed collection (manifest, marker, session binding and every file)."""
     manifest = load_manifest(root, require_sk_prof=require_sk_prof, archive=archive)
     mode = "archive" if archive else "live"
-    click.echo(f"valid {manifest['capture_role']} ({mode} check): manifest_fingerprint {manifest['manifest_fingerprint']}")
+    signer = check_signature(manifest, manifest_location(root)[0], root)
+    click.echo(f"valid {manifest['capture_role']} ({mode} check): manifest_fingerprint {manifest['manifest_fingerprint']},"
+               f" signed by {signer}")
     return 0
 
 

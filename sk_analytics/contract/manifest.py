@@ -23,14 +23,20 @@ from sk_analytics.contract.roles import classify, missing_kinds
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.contract.scan import MANIFEST_NAME, FileRecord, list_files, live_stat, record_file, scan_root
 from sk_analytics.contract.schemas import check_schema
-from sk_analytics.contract.session import SessionRecord, body_fingerprint, check_binding, check_marker, load_session
+from sk_analytics.contract.session import SessionRecord, check_binding, check_marker, load_session
 from sk_analytics.contract.workload import normalize_workload
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.signing import SignatureError, signer, trusted_keys
 from sk_analytics.strict_json import load_json_file
 
-MANIFEST_SCHEMA = "sk-tune-collection-manifest-v2"
-EARLIER_SCHEMAS = ("sk-tune-collection-manifest-v1",)
+MANIFEST_SCHEMA = "sk-tune-collection-manifest-v3"
+EARLIER_SCHEMAS = {
+    "sk-tune-collection-manifest-v1": "without inode/device records or a signature",
+    "sk-tune-collection-manifest-v2": "without a signature",
+}
+SIGNATURE_PURPOSE = "collection-manifest"
+UNSIGNED_KEYS = ("manifest_fingerprint", "signature")  # the signature covers manifest_fingerprint, which covers the rest
 
 
 @dataclass(frozen=True)
@@ -139,12 +145,12 @@ def check_manifest(manifest: Any, source: str | PathLike[str], *, require_sk_pro
     if isinstance(manifest, dict) and manifest.get("schema_version") in EARLIER_SCHEMAS:
         raise ContractInputError(
             "manifest-version", source,
-            f"{manifest['schema_version']} was sealed by an earlier sk-tune without inode/device records or a signature;"
+            f"{manifest['schema_version']} was sealed by an earlier sk-tune {EARLIER_SCHEMAS[manifest['schema_version']]};"
             " it cannot be verified any more",
             expected=f"{MANIFEST_SCHEMA} (collect the profile again)",
         )
     check_schema("manifest", manifest, source)
-    if body_fingerprint(manifest, "manifest_fingerprint") != manifest["manifest_fingerprint"]:
+    if fingerprint({k: v for k, v in manifest.items() if k not in UNSIGNED_KEYS}) != manifest["manifest_fingerprint"]:
         raise ContractIntegrityError("fingerprint", source, "manifest_fingerprint does not match the manifest (edited?)")
     for part in ("config", "control", "workload"):
         if fingerprint(manifest[part]) != manifest[f"{part}_fingerprint"]:
@@ -206,8 +212,34 @@ def finalize(
         producer=producer,
     )
     check_manifest(manifest, target, require_sk_prof=require_sk_prof)
-    write_json(target, manifest)
-    return manifest
+    signed = sign_manifest(manifest, root)
+    write_json(target, signed)
+    return signed
+
+
+def _as_contract_error(exc: SignatureError, source: str | PathLike[str]) -> ContractIntegrityError:
+    return ContractIntegrityError(exc.rule, exc.path or source, exc.detail)
+
+
+def sign_manifest(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
+    """``manifest`` plus its ``signature``: the user's key over ``manifest_fingerprint``
+    (which covers every other key). The key may not lie inside the root."""
+    try:
+        key = signer(outside=root)
+    except SignatureError as exc:
+        raise _as_contract_error(exc, root) from exc
+    return {**manifest, "signature": key.sign(SIGNATURE_PURPOSE, manifest["manifest_fingerprint"])}
+
+
+def check_signature(manifest: dict[str, Any], root: Path, source: str | PathLike[str]) -> str:
+    """Rules signed, trusted-key, signature-valid: a trusted key signed this very manifest.
+
+    Returns ``NAME (SHA256:…)`` of the signer. The trusted-keys file may not lie inside the root.
+    """
+    try:
+        return trusted_keys(outside=root).verify(manifest.get("signature"), SIGNATURE_PURPOSE, manifest["manifest_fingerprint"]).label()
+    except SignatureError as exc:
+        raise _as_contract_error(exc, source) from exc
 
 
 def manifest_location(path: str | PathLike[str]) -> tuple[Path, Path]:
@@ -223,7 +255,8 @@ def manifest_location(path: str | PathLike[str]) -> tuple[Path, Path]:
 def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False, archive: bool = False) -> dict[str, Any]:
     """Read a root's manifest and re-verify it against the disk.
 
-    Checks every rule of :func:`check_manifest`, that the marker names the
+    Checks every rule of :func:`check_manifest`, that a trusted key signed the
+    manifest (:func:`check_signature`, live and archive), that the marker names the
     manifest's session, that each listed file is unchanged (sha256, size) and
     that no file was added after finalize. The *live* check (default, for
     analysis in place) also recomputes the session binding from the root's
@@ -238,6 +271,7 @@ def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False, a
         raise ContractInputError("required-files", target, "no manifest: the collection was never finalized")
     manifest = load_json_file(target)
     check_manifest(manifest, target, require_sk_prof=require_sk_prof)
+    check_signature(manifest, root, target)
     check_marker(root, manifest["capture"]["session_fingerprint"], manifest["capture_role"])
     if not archive:
         check_binding(root, manifest, target)

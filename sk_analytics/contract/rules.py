@@ -12,6 +12,7 @@ from __future__ import annotations
 from os import PathLike
 
 from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.signing import SIGNING_RULES
 
 #: rule id -> what the rule demands (shown in docs/contract.md and messages).
 RULES: dict[str, str] = {
@@ -37,7 +38,8 @@ RULES: dict[str, str] = {
     "live-stat": "live check: every listed file keeps the ctime, mtime, size, inode and device recorded at finalize",
     "session-binding": "live check: the session fingerprint recomputed from role, absolute root and started_ns matches"
     " (root not moved or copied, start not shifted)",
-    "manifest-version": "the manifest is of the current schema (earlier manifests lack inode/device and signatures)",
+    "manifest-version": "the manifest is of the current schema (earlier manifests lack inode/device or a signature)",
+    **SIGNING_RULES,
     "set-roles": "a set is exactly {baseline_profile, candidate_profile} or all four roles",
     "distinct-roots": "every collection of a set has its own root",
     "distinct-sessions": "every collection of a set has its own session",
@@ -46,6 +48,7 @@ RULES: dict[str, str] = {
     "declared-change-only": "configs differ only at the declared change set",
     "declared-change-differs": "every declared change really differs between baseline and candidate",
     "change-set": "declared changes are distinct RFC 6901 pointers to object members of the config",
+    "ledger-pair": "inside a sweep, each collection of a DCCI pair is the one the session's ledger recorded at finalize",
 }
 
 

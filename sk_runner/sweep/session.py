@@ -16,6 +16,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError, UsageError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import Ledger, read_records
+from sk_analytics.signing import signer
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
@@ -106,16 +107,18 @@ def create_session(
 ) -> SweepSession:
     """Create a new session folder: SEED config, session.json, first ledger record.
 
-    ``placement`` (a campaign's node affinity) becomes part of the fingerprinted identity."""
+    ``placement`` (a campaign's node affinity) becomes part of the fingerprinted identity;
+    ``signing_key`` names the fingerprint of the key that signs the session's ledger."""
     root = Path(root)
     if (root / SESSION_FILE).exists() or (root / "ledger.jsonl").exists():
         raise UsageError(f"{root} already holds a session; resume it with --resume or choose a new --session")
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} is not empty; a new session needs an empty or new folder")
+    key = signer(outside=root)  # refuse a key inside the session before anything is written
     root.mkdir(parents=True, exist_ok=True)
     write_json(root / SEED_CONFIG_FILE, seed_config)
     session = SweepSession(root, seed, backend, control, policy, task, placement)
-    identity = {**session.identity(), "created_ns": time.time_ns()}
+    identity = {**session.identity(), "created_ns": time.time_ns(), "signing_key": key.fingerprint}
     write_json(root / SESSION_FILE, identity)
     session.ledger.append(
         "session_started",
@@ -139,6 +142,11 @@ def load_session(root: Path) -> SweepSession:
         raise IntegrityError(f"{root}: ledger does not start with session_started")
     if records[0].data["session_fingerprint"] != fingerprint(data):
         raise IntegrityError(f"{path}: session identity changed since the session started (fingerprint mismatch)")
+    started_by = (records[0].sig or {}).get("key")
+    if data.get("signing_key") != started_by:
+        raise IntegrityError(
+            f"{path}: rule trusted-key: session.json names signing key {data.get('signing_key')} but the session was started by {started_by}"
+        )
     session = SweepSession(
         root,
         int(data["seed"]),

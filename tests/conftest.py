@@ -1,0 +1,26 @@
+"""Test-wide setup: a signing key and trusted-keys file of the test run, never the user's.
+
+Session-scoped and set in ``os.environ`` before any other fixture (autouse
+fixtures of a scope run first), so the sweeps, CLIs and Ray workers the tests
+start sign with it too. No test writes into ``~``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sk_analytics.signing import KEY_ENV, TRUSTED_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def signing_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The run's key (created on first use, trusted on creation); yields its path."""
+    folder = tmp_path_factory.mktemp("signing")
+    key = folder / "signing_key"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(KEY_ENV, str(key))
+        mp.setenv(TRUSTED_ENV, str(folder / "trusted_keys"))
+        yield key
