@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sk_analytics.errors import EXIT_OK, IntegrityError
 from sk_analytics.ledger import LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
+
+if TYPE_CHECKING:
+    from sk_analytics.stage_o.crosscheck import Disagreement
 
 
 @click.group("ledger")
@@ -20,20 +25,34 @@ def ledger() -> None:
 @click.argument("session_or_file", type=click.Path(exists=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
 def verify(session_or_file: str, as_json: bool) -> int:
-    """Detect truncated, edited, reordered, inserted or deleted records (exit 2 if any)."""
+    """Detect truncated, edited, reordered, inserted, deleted or unsigned records (exit 2 if any);
+    for a session folder also output files (handoff, BASE, settled matrix, reports) that disagree with it."""
+    from sk_analytics.stage_o.crosscheck import RULE
+
     report = verify_ledger(session_or_file)
+    disagreement = _cross_check(Path(session_or_file)) if report.ok else None
     if as_json:
-        click.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        files = None if disagreement is None else {"file": disagreement.file, "rule": RULE, "message": disagreement.message}
+        click.echo(json.dumps({**report.to_json(), "files_disagreeing": files}, ensure_ascii=False, indent=2))
     else:
         for problem in report.problems:
             where = f"line {problem.line}" if problem.line else "head"
-            click.echo(f"FAIL {where} [{problem.code}] {problem.message}")
+            click.echo(f"FAIL {where} [rule {problem.code}] {problem.message}")
         for warning in report.warnings:
             click.echo(f"WARN {warning}")
     if not report.ok:
-        raise IntegrityError(f"{report.path}: ledger verification failed with {len(report.problems)} problem(s)")
+        first = report.problems[0]
+        where = f"{report.path}:{first.line}" if first.line else report.path
+        raise IntegrityError(
+            f"{where}: ledger verification failed with {len(report.problems)} problem(s); first: rule {first.code}: {first.message}"
+        )
+    if disagreement is not None:
+        if not as_json:
+            click.echo(f"FAIL file {disagreement.file} [rule {RULE}] {disagreement.message}")
+        raise IntegrityError(f"{Path(session_or_file) / disagreement.file}: rule {RULE}: {disagreement.message}")
     if not as_json:
-        click.echo(f"ok: {report.path}: {report.records} record(s), chain intact, head seq {report.head_seq}")
+        signers = "; ".join(f"{count} record(s) signed by {who}" for who, count in report.signers.items())
+        click.echo(f"ok: {report.path}: {report.records} record(s), chain intact, head seq {report.head_seq}; {signers or 'no records'}")
     return EXIT_OK
 
 
@@ -53,6 +72,15 @@ def show(session_or_file: str, as_json: bool) -> int:
         click.echo(f"WARNING: ledger fails verification ({len(report.problems)} problem(s)); run `sk-analyze ledger verify`", err=True)
         return 2
     return EXIT_OK
+
+
+def _cross_check(path: Path) -> Disagreement | None:
+    """For a sweep session folder: the first output file that disagrees with the ledger."""
+    from sk_analytics.stage_o.crosscheck import SESSION_FILE, first_disagreement
+
+    if not (path.is_dir() and (path / SESSION_FILE).is_file()):
+        return None
+    return first_disagreement(path)
 
 
 def format_record(record: LedgerRecord) -> str:

@@ -1,0 +1,166 @@
+"""The session's output files agree with its signed ledger (``sk-analyze ledger verify SESSION``).
+
+The ledger is signed; the files a sweep derives from it are not. Someone who
+cannot sign could still replace ``handoff.json`` (say ``stream-fusion-0``
+accepted) or re-render a report from an edited copy of the evidence. Each file
+is therefore re-derived from, or bound to, a ledger record:
+
+* ``session.json`` — its fingerprint is the first record's ``session_fingerprint``;
+* ``handoff.json`` — its fingerprint is the last ``handoff_written`` record's, and
+  the ledger head it names is a record of this ledger;
+* ``BASE/sbest-base.json`` — self-consistent and the ``base_fingerprint`` of the
+  ``base_frozen`` record;
+* ``matrix.settled.json`` — equal to the settled matrix re-derived from the ledger;
+* ``EXPERIMENT_REPORT.md``, ``report.html`` — equal to the reports re-rendered from
+  the ledger (either language; the session path as recorded in the hand-off or as it is now).
+
+A file present without its record, or recorded but missing, disagrees too.
+:func:`first_disagreement` names the first file that does not agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ledger import LedgerRecord, read_records
+from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, report_texts, settled_matrix
+from sk_analytics.stage_o.session_view import SessionView, load_view
+from sk_analytics.strict_json import load_json_file
+
+RULE = "ledger-agreement"
+SESSION_FILE = "session.json"
+HANDOFF_FILE = "handoff.json"
+BASE_FILE = "BASE/sbest-base.json"
+SETTLED_FILE = "matrix.settled.json"
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A session file that does not agree with the ledger: which, and how."""
+
+    file: str
+    message: str
+
+
+def _last(records: Sequence[LedgerRecord], kind: str) -> LedgerRecord | None:
+    return next((r for r in reversed(records) if r.kind == kind), None)
+
+
+def _bound(root: Path, rel: str, record: LedgerRecord | None, what: str) -> Disagreement | dict[str, Any] | None:
+    """The file ``rel`` when the ledger has ``record`` for it; a disagreement when only one of them exists."""
+    path = root / rel
+    if record is None:
+        return Disagreement(rel, f"{rel} exists but the ledger records no {what}") if path.exists() else None
+    if not path.is_file():
+        return Disagreement(rel, f"the ledger records {what} (seq {record.seq}) but {rel} is missing")
+    return load_json_file(path)  # type: ignore[no-any-return]
+
+
+def _session(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
+    if not records or records[0].kind != "session_started":
+        return Disagreement(SESSION_FILE, "the ledger does not start with session_started")
+    data = _bound(root, SESSION_FILE, records[0], "a session start")
+    if isinstance(data, Disagreement) or data is None:
+        return data
+    if fingerprint(data) != records[0].data.get("session_fingerprint"):
+        return Disagreement(SESSION_FILE, "session.json is not the identity the first ledger record fingerprinted")
+    return None
+
+
+def _handoff(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
+    record = _last(records, "handoff_written")
+    data = _bound(root, HANDOFF_FILE, record, "a hand-off")
+    if isinstance(data, Disagreement) or data is None:
+        return data
+    assert record is not None
+    if fingerprint(data) != record.data.get("handoff_fingerprint"):
+        return Disagreement(HANDOFF_FILE, f"handoff.json differs from the hand-off recorded at seq {record.seq} (fingerprint)")
+    head = (data.get("ledger") or {}).get("head") or {}
+    seq = head.get("seq")
+    if not isinstance(seq, int) or not 0 <= seq < len(records) or records[seq].hash != head.get("hash"):
+        return Disagreement(HANDOFF_FILE, f"handoff.json names ledger head seq {seq}, which is not a record of this ledger")
+    return None
+
+
+def _base(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
+    record = _last(records, "base_frozen")
+    data = _bound(root, BASE_FILE, record, "a frozen Sbest-BASE")
+    if isinstance(data, Disagreement) or data is None:
+        return data
+    assert record is not None
+    body = {k: v for k, v in data.items() if k != "base_fingerprint"}
+    if data.get("base_fingerprint") != fingerprint(body):
+        return Disagreement(BASE_FILE, "sbest-base.json was edited (base_fingerprint does not match its content)")
+    if data["base_fingerprint"] != record.data.get("base_fingerprint"):
+        return Disagreement(BASE_FILE, f"sbest-base.json is not the BASE frozen at seq {record.seq} (base_fingerprint differs)")
+    return None
+
+
+def _settled(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+    data = _bound(root, SETTLED_FILE, _last(records, "handoff_written"), "a hand-off")
+    if isinstance(data, Disagreement) or data is None:
+        return data
+    expected = settled_matrix(view())
+    if fingerprint(data) == fingerprint(expected):
+        return None
+    statuses = {e["id"]: e.get("status") for e in data.get("entries", [])}
+    for entry in expected["entries"]:
+        if statuses.get(entry["id"]) != entry["status"]:
+            return Disagreement(
+                SETTLED_FILE, f"entry {entry['id']} is {statuses.get(entry['id'])} in {SETTLED_FILE}, the ledger settled it {entry['status']}"
+            )
+    return Disagreement(SETTLED_FILE, f"{SETTLED_FILE} differs from the settled matrix derived from the ledger")
+
+
+def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+    record = _last(records, "handoff_written")
+    for name in (REPORT_MD, REPORT_HTML):
+        path = root / name
+        if record is None:
+            if path.exists():
+                return Disagreement(name, f"{name} exists but the ledger records no hand-off")
+            continue
+        if not path.is_file():
+            return Disagreement(name, f"the ledger records the reports (seq {record.seq}) but {name} is missing")
+    if record is None:
+        return None
+    actual = {name: (root / name).read_text(encoding="utf-8") for name in (REPORT_MD, REPORT_HTML)}
+    handoff = root / HANDOFF_FILE
+    roots = {str(root), str(root.resolve())}
+    if handoff.is_file():
+        roots.add(str(load_json_file(handoff).get("session_path")))
+    v = view()
+    rendered: list[dict[str, str]] = []
+    for lang in REPORT_LANGS:
+        for where in sorted(roots):
+            rendered.append(report_texts(replace(v, root=Path(where)), lang))  # only the next steps show the path
+            if rendered[-1] == actual:
+                return None
+    differing = REPORT_HTML if any(r[REPORT_MD] == actual[REPORT_MD] for r in rendered) else REPORT_MD
+    return Disagreement(differing, f"{differing} is not the report rendered from the ledger (in zh or en)")
+
+
+CHECKS: tuple[Callable[[Path, Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None], ...] = (
+    _session, _handoff, _base, _settled, _reports,
+)
+
+
+def first_disagreement(root: Path) -> Disagreement | None:
+    """The first session file that does not agree with the (verified) ledger, or None."""
+    records = read_records(root)
+    loaded: list[SessionView] = []
+
+    def view() -> SessionView:
+        if not loaded:
+            loaded.append(load_view(root))
+        return loaded[0]
+
+    for check in CHECKS:
+        found = check(root, records, view)
+        if found is not None:
+            return found
+    return None

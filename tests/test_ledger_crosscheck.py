@@ -1,0 +1,129 @@
+"""``ledger verify SESSION`` cross-checks the output files against the signed ledger (issue 13).
+
+One real sweep (stream-fusion-0 rejected) is run once; each test edits a copy
+the way a person without the key would, and the first disagreeing file is named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sk_analytics.cli import cli
+from sk_analytics.cli._base import run_cli
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ledger import GENESIS, head_body, head_path
+from sk_runner.sweep.driver import run_sweep
+from sk_runner.sweep.handoff import write_reports
+from sweep_helpers import settled_statuses, small_session
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("crosscheck") / "s"
+    outcome = run_sweep(small_session(root, ["stream-fusion-0"]), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    assert settled_statuses(root) == {"stream-fusion-0": "rejected"}
+    return root
+
+
+@pytest.fixture
+def session(finished: Path, tmp_path: Path) -> Path:
+    """A copy of the finished session in another folder (as an archive would hold it)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(finished, copy, symlinks=True)
+    return copy
+
+
+def _verify(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = run_cli(cli, "sk-analyze", ["ledger", "verify", str(root)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def _edit_json(path: Path, edit: Callable[[dict[str, Any]], None], seal: str | None = None) -> None:
+    """Edit a JSON file; ``seal`` names its self-fingerprint field, recomputed like a forger would."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    if seal:
+        data[seal] = fingerprint({k: v for k, v in data.items() if k != seal})
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def _refused(root: Path, capsys: pytest.CaptureFixture[str], file: str, detail: str) -> None:
+    code, text = _verify(root, capsys)
+    assert code == 2, text
+    assert f"FAIL file {file} [rule ledger-agreement]" in text and detail in text, text
+    assert f"{root / file}: rule ledger-agreement:" in text
+
+
+def _flip(entries: list[dict[str, Any]]) -> None:
+    for entry in entries:
+        if entry["id"] == "stream-fusion-0":
+            entry["status"] = "accepted"
+
+
+def test_untouched_copy_agrees_in_either_report_language(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _verify(session, capsys)
+    assert code == 0 and "signed by" in text, text
+    write_reports(session, lang="en")  # a resume may re-render the reports in English
+    assert _verify(session, capsys)[0] == 0
+
+
+def test_forged_handoff_is_named(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _edit_json(session / "handoff.json", lambda h: _flip(h["entries"]), seal="handoff_fingerprint")
+    _refused(session, capsys, "handoff.json", "differs from the hand-off recorded at seq")
+
+
+def test_forged_base_is_named(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _edit_json(session / "BASE/sbest-base.json", lambda b: b.update(options={"stream_fusion": 0}), seal="base_fingerprint")
+    _refused(session, capsys, "BASE/sbest-base.json", "is not the BASE frozen at seq")
+
+
+def test_forged_settled_matrix_names_the_entry(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _edit_json(session / "matrix.settled.json", lambda m: _flip(m["entries"]))
+    _refused(session, capsys, "matrix.settled.json", "entry stream-fusion-0 is accepted in matrix.settled.json, the ledger settled it rejected")
+
+
+@pytest.mark.parametrize("name", ["EXPERIMENT_REPORT.md", "report.html"])
+def test_edited_report_is_named(session: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    path = session / name
+    path.write_text(path.read_text(encoding="utf-8").replace("stream-fusion-0", "stream-fusion-O", 1), encoding="utf-8")
+    _refused(session, capsys, name, "is not the report rendered from the ledger")
+
+
+def test_missing_handoff_is_named(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (session / "handoff.json").unlink()
+    _refused(session, capsys, "handoff.json", "handoff.json is missing")
+
+
+def test_edited_session_identity_is_named(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _edit_json(session / "session.json", lambda s: s.update(seed=8))
+    _refused(session, capsys, "session.json", "not the identity the first ledger record fingerprinted")
+
+
+def test_rechained_session_ledger_fails_on_the_first_forged_record(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13, point 3: stream-fusion-0 flipped to accepted, every hash and the head recomputed."""
+    ledger = session / "ledger.jsonl"
+    prev, lines, first = GENESIS, [], None
+    for number, line in enumerate(ledger.read_text(encoding="utf-8").splitlines(), start=1):
+        rec = json.loads(line)
+        if rec["kind"] == "entry_settled" and rec["data"].get("entry_id") == "stream-fusion-0":
+            rec["data"]["status"] = "accepted"
+            first = first or number
+        rec["prev"] = prev
+        rec["hash"] = prev = fingerprint({k: v for k, v in rec.items() if k not in ("hash", "sig")})
+        lines.append(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
+    ledger.write_text("".join(lines), encoding="utf-8")
+    old = json.loads(head_path(ledger).read_text(encoding="utf-8"))
+    head_path(ledger).write_text(json.dumps({**head_body(len(lines) - 1, prev, ledger.stat().st_size), "sig": old["sig"]}))
+    code, text = _verify(session, capsys)
+    assert first is not None and code == 2
+    assert f"FAIL line {first} [rule signature-valid]" in text and f"ledger.jsonl:{first}: ledger verification failed" in text
