@@ -221,6 +221,25 @@ def test_a_session_never_continues_on_another_server(tmp_path: Path) -> None:
     assert verify(relinked).ok
 
 
+def test_job_signs_its_session_with_the_drivers_key(tmp_path: Path) -> None:
+    """The driver's SK_TUNE_SIGNING_KEY travels with the job: the node creates and signs the session with it."""
+    import os
+
+    from sk_analytics.signing import KEY_ENV, signer
+    from sk_runner.campaign.job import Job, NodeInfo, prepare_session, signing_environment
+
+    task = write_task(tmp_path / "tasks" / "a", seed=3)
+    campaign_key = (KEY_ENV, str(tmp_path / "keys" / "campaign_key"))
+    before = os.environ[KEY_ENV]
+    job = Job(str(tmp_path / "root"), "a", str(task), "a-1", None, signing_env=(campaign_key,))
+    with signing_environment(job.signing_env):
+        folder = prepare_session(job, NodeInfo("id-a", "server-a", "host-a"))
+        expected = signer().fingerprint
+    assert os.environ[KEY_ENV] == before and signer().fingerprint != expected
+    assert json.loads((folder / "session.json").read_text())["signing_key"] == expected
+    assert {r.sig["key"] for r in read_records(folder) if r.sig} == {expected}  # the campaign key is trusted on creation
+
+
 def test_progress_rows_from_the_ledgers_live_table_and_event_lines(tmp_path: Path) -> None:
     import io
 

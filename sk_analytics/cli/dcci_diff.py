@@ -23,15 +23,17 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--tables-out", "tables_out", type=click.Path(path_type=Path, file_okay=False),
               help="Also write the derived sk_occurrences/sk_children Parquet tables of both sides here.")
+@click.option("--session", "session", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Sweep session whose signed ledger must have recorded both collections (rule ledger-pair).")
 def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, report_md: Path | None, lang: str,
-              tables_out: Path | None) -> int:
+              tables_out: Path | None, session: Path | None) -> int:
     """Align SKs structurally, classify each, decompose slower ones into children and
     propose the one joint repair (exit 0: repair proposed, 1: no repair, 2: bad input)."""
     from sk_analytics.atomic import write_json, write_text
     from sk_analytics.dcci.pipeline import analyze_pair, load_pair, write_derived_tables
     from sk_analytics.dcci.report import render
 
-    pair = load_pair(baseline, candidate)
+    pair = load_pair(baseline, candidate, session=session)
     result = analyze_pair(pair, warmup=warmup)
     write_json(json_out, result)
     if tables_out is not None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from sk_analytics.contract import BASELINE_PROFILE, CANDIDATE_PROFILE, MANIFEST_NAME, validate_set
+from sk_analytics.contract.ledger_pair import check_recorded_pair
 from sk_analytics.dcci.analysis import SideInput, analyze
 from sk_analytics.dcci.load import load_side
 from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
@@ -40,17 +41,19 @@ class CollectionPair:
     disable_all_config: dict[str, Any]
 
 
-def load_pair(baseline_root: Path, candidate_root: Path, *, disable_all_config: dict[str, Any] | None = None) -> CollectionPair:
+def load_pair(
+    baseline_root: Path, candidate_root: Path, *, disable_all_config: dict[str, Any] | None = None, session: Path | None = None
+) -> CollectionPair:
     """Validate the manifest set (refusing anything but the declared DCCI difference) and parse both roots.
 
     ``disable_all_config`` defaults to the candidate manifest's exact config;
-    when given it must be that config.
+    when given it must be that config. With ``session`` (a sweep session) both
+    manifests must be the ones its ledger recorded at finalize (rule ledger-pair).
     """
-    contract = validate_set(
-        {BASELINE_PROFILE: baseline_root, CANDIDATE_PROFILE: candidate_root},
-        allowed_changes=(DCCI_POINTER,),
-        require_sk_prof=True,
-    )
+    roots = {BASELINE_PROFILE: baseline_root, CANDIDATE_PROFILE: candidate_root}
+    contract = validate_set(roots, allowed_changes=(DCCI_POINTER,), require_sk_prof=True)
+    if session is not None:
+        check_recorded_pair(session, roots, {role: contract["roles"][role]["manifest_fingerprint"] for role in roots})
     expected = contract["roles"][CANDIDATE_PROFILE]["config_fingerprint"]
     if disable_all_config is None:
         # the manifest was just re-verified by validate_set; read its config without hashing the files again
@@ -80,11 +83,13 @@ def dcci_diff(
     *,
     warmup: int,
     disable_all_config: dict[str, Any] | None = None,
+    session: Path | None = None,
 ) -> dict[str, Any]:
-    """The DCCI diff JSON (docs/dcci-diff.md) of two validated collection roots."""
+    """The DCCI diff JSON (docs/dcci-diff.md) of two validated collection roots (recorded by ``session``'s ledger, if given)."""
     if warmup < 0:
         raise InputError(None, f"warmup {warmup} is negative", expected="an integer >= 0")
-    return analyze_pair(load_pair(baseline_root, candidate_root, disable_all_config=disable_all_config), warmup=warmup)
+    pair = load_pair(baseline_root, candidate_root, disable_all_config=disable_all_config, session=session)
+    return analyze_pair(pair, warmup=warmup)
 
 
 def write_derived_tables(pair: CollectionPair, data_dir: Path) -> list[Path]:

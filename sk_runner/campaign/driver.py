@@ -29,6 +29,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, UsageError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import Ledger, read_records
+from sk_analytics.signing import forwarded_env
 from sk_analytics.strict_json import load_json_file
 from sk_runner.campaign.job import (
     Job,
@@ -252,7 +253,7 @@ class Driver:
         self._submit(task, name, None, supersedes)
 
     def _submit(self, task: TaskSpec, name: str, pin: NodeInfo | None, supersedes: str | None) -> None:
-        job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes)
+        job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes, forwarded_env())
         self.running[task.id] = Running(task.id, name, self.ex.submit(job, task.resources, pin))
 
     def _note_placements(self, tasks: dict[str, TaskState]) -> None:

@@ -8,7 +8,9 @@ the same environment). The sweep runs as its own process group through
 :func:`sk_runner.process.run_process` (killed as a whole on timeout, cancel or
 our own death, with every descendant: :mod:`sk_runner.lifetime`); its pid and
 lifetime marker are recorded in ``run/<session>.json`` so a later
-``cancel``/``resume`` reaps survivors of a driver that died.
+``cancel``/``resume`` reaps survivors of a driver that died. The driver's
+signing key and trusted-keys file (when set) travel with the job, so the node
+signs the session's ledger and manifests with them (docs/campaign.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,23 @@ class Job:
     session: str
     timeout_s: float | None
     supersedes: str | None = None
+    #: the driver's SK_TUNE_SIGNING_KEY / SK_TUNE_TRUSTED_KEYS (absolute): the node signs the session with them
+    signing_env: tuple[tuple[str, str], ...] = ()
+
+
+@contextmanager
+def signing_environment(env: tuple[tuple[str, str], ...]) -> Iterator[None]:
+    """Set the job's signing variables for its duration (a no-op where they already hold, as in the driver's threads)."""
+    changed = {name: os.environ.get(name) for name, value in env if os.environ.get(name) != value}
+    os.environ.update({name: value for name, value in env if name in changed})
+    try:
+        yield
+    finally:
+        for name, old in changed.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
 
 
 @dataclass(frozen=True)
@@ -105,7 +125,8 @@ def prepare_session(job: Job, node: NodeInfo) -> Path:
 def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = None) -> JobResult:
     """Prepare the session on this node and run ``sk-run sweep --resume`` on it to its end (or timeout)."""
     root = Path(job.campaign_root)
-    folder = prepare_session(job, node)
+    with signing_environment(job.signing_env):
+        folder = prepare_session(job, node)
     stamp = time.time_ns()
     logs = root / LOGS_DIR / job.session
 
@@ -117,7 +138,7 @@ def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = N
             on_start(pid)
 
     argv = [sys.executable, "-c", "from sk_runner.cli import main; main()", "sweep", "--resume", str(folder), "--quiet"]
-    result = run_process(argv, cwd=folder, env=dict(os.environ), stdout_path=logs / f"{stamp}.out", stderr_path=logs / f"{stamp}.err",
+    result = run_process(argv, cwd=folder, env={**os.environ, **dict(job.signing_env)}, stdout_path=logs / f"{stamp}.out", stderr_path=logs / f"{stamp}.err",
                          timeout_s=job.timeout_s, on_start=started)
     return JobResult(job.session, node.to_json(), result.exit_code, result.signal, result.timed_out, result.duration_s)
 

@@ -21,10 +21,13 @@ class DcciStep:
     reason_zh: str | None = None
 
 
-def run_dcci_diff(baseline_root: Path, candidate_root: Path, out: Path, *, warmup: int, disable_all_config: dict[str, Any]) -> DcciStep:
+def run_dcci_diff(
+    baseline_root: Path, candidate_root: Path, out: Path, *, warmup: int, disable_all_config: dict[str, Any], session: Path
+) -> DcciStep:
     """Diff the O0 and disable-all collections; write ``dcci-diff.json`` and its report once.
 
-    A collection pair that fails the contract is not an error of the sweep: the
+    Both collections must be the ones ``session``'s ledger recorded at finalize
+    (rule ledger-pair). A collection pair that fails the contract is not an error of the sweep: the
     protocol says to stop attribution and propose no repair, so it comes back
     as ``ok=False`` with the reason.
     """
@@ -35,7 +38,7 @@ def run_dcci_diff(baseline_root: Path, candidate_root: Path, out: Path, *, warmu
         result = load_json_file(out)
     else:
         try:
-            result = dcci_diff(baseline_root, candidate_root, warmup=warmup, disable_all_config=disable_all_config)
+            result = dcci_diff(baseline_root, candidate_root, warmup=warmup, disable_all_config=disable_all_config, session=session)
         except (InputError, IntegrityError) as exc:
             reason = f"诊断采集未通过契约或归因检查：{exc.one_line()}"
             write_json(out.with_name("dcci-diff.refused.json"), {"reason": exc.one_line(), "reason_zh": reason})

@@ -225,7 +225,7 @@ class Executor:
         out = self.root / "experiments" / "Sbest" / DCCI_DIR / "dcci-diff.json"
         result = run_dcci_diff(self.root / a.baseline_root, self.root / a.candidate_root, out,
                                warmup=self.session.control.warmup,
-                               disable_all_config=load_json_file(self.config_of(a.disable_all_round)))
+                               disable_all_config=load_json_file(self.config_of(a.disable_all_round)), session=self.root)
         return "dcci_diff_result", {
             "entry_id": a.entry_id, "ok": result.ok, "path": self.rel(out), "patterns": result.patterns,
             "slower_sks": result.slower, "reason_zh": result.reason_zh,
