@@ -158,7 +158,10 @@ def _load_signer(path: Path) -> Signer:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SignatureError("signing-key", path, f"cannot read the signing key: {exc.strerror or exc}") from exc
     try:
         if data.lstrip().startswith(b"-----BEGIN OPENSSH PRIVATE KEY"):
             key = serialization.load_ssh_private_key(data, password=None)
@@ -179,19 +182,23 @@ def _create_key(path: Path) -> None:
 
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".signing_key.", dir=path.parent)  # mkstemp creates 0600
     try:
-        os.write(fd, pem)
-        os.fsync(fd)
-        os.close(fd)
-        os.link(tmp, path)  # atomic and exclusive: a concurrent first use keeps the key that won
-    except FileExistsError:
-        return
-    finally:
-        os.unlink(tmp)
-    line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode("ascii")
-    add_trusted_key(trusted_keys_path(), f"{getpass.getuser()}@{socket.gethostname()}", line)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".signing_key.", dir=path.parent)  # mkstemp creates 0600
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(pem)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.link(tmp, path)  # atomic and exclusive: a concurrent first use keeps the key that won
+        except FileExistsError:
+            return
+        finally:
+            os.unlink(tmp)
+        line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode("ascii")
+        add_trusted_key(trusted_keys_path(), f"{getpass.getuser()}@{socket.gethostname()}", line)
+    except OSError as exc:
+        raise SignatureError("signing-key", path, f"cannot create the signing key: {exc.strerror or exc}") from exc
 
 
 def add_trusted_key(path: Path, name: str, public_line: str) -> None:
@@ -285,7 +292,11 @@ def trusted_keys(*, outside: str | os.PathLike[str] | None = None) -> TrustedKey
     cache_key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
     cached = _TRUSTED.get(cache_key)
     if cached is None:
-        cached = _TRUSTED[cache_key] = TrustedKeys(path, parse_trusted_keys(path.read_text(encoding="utf-8"), path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SignatureError("trusted-keys", path, f"cannot read the trusted-keys file: {exc}") from exc
+        cached = _TRUSTED[cache_key] = TrustedKeys(path, parse_trusted_keys(text, path))
     return cached
 
 

@@ -96,6 +96,13 @@ def test_key_or_trusted_file_inside_the_session_is_refused(tmp_path: Path, monke
         trusted_keys(outside=session)
 
 
+def test_key_that_cannot_be_created_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "a-file" / "signing_key"))
+    with pytest.raises(SignatureError, match="a-file/signing_key: rule signing-key: cannot create the signing key"):
+        signer()
+
+
 def test_trusted_keys_file_errors_name_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(SignatureError, match=r"trusted:2: rule trusted-keys: expected `NAME ssh-ed25519"):
         parse_trusted_keys("# team keys\nalice ssh-rsa AAAA\n", tmp_path / "trusted")

@@ -145,7 +145,7 @@ def load_session(root: Path) -> SweepSession:
     started_by = (records[0].sig or {}).get("key")
     if data.get("signing_key") != started_by:
         raise IntegrityError(
-            f"{path}: rule trusted-key: session.json names signing key {data.get('signing_key')} but the session was started by {started_by}"
+            f"{path}: session.json names signing key {data.get('signing_key')} but its first ledger record was signed by {started_by}"
         )
     session = SweepSession(
         root,
