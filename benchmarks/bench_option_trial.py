@@ -8,11 +8,18 @@ Data: baseline and candidate, 5 runs each x 8 ranks x 20,000 decode samples
 
 Times are the best of ``--repeat`` runs of each side (the machine is shared;
 the minimum is the least disturbed measurement), measured in the same process.
+
+Memory: the real ``sk-analyze option-trial`` command and the reference tool
+each run as a child process on the same logs; the peak resident set of each
+(``wait4`` rusage, imports included) is printed with its ratio to the size
+of the logs read (issue 18 target: <= 3x), with their end-to-end wall times.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,6 +65,59 @@ def reference(base: Path, cand: Path) -> tuple[dict, dict, dict]:
     return rb, rc, ref.gate(rb, rc)
 
 
+REFERENCE_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import ot_reference as ref
+rb = ref.summarize(ref.read_folder(Path({base!r})), {warmup})
+rc = ref.summarize(ref.read_folder(Path({cand!r})), {warmup})
+print(ref.gate(rb, rc))
+"""
+
+
+PEAK_REPORTER = """
+import atexit, sys
+def _report_peak():
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    sys.stderr.write(f"\\nVMHWM_KB {peak}\\n")
+atexit.register(_report_peak)
+"""
+"""Prefix of every child: it reports its own high-water mark at exit. (Linux
+``VmHWM`` of the child's own address space: ``wait4``'s ``ru_maxrss`` would
+start from this process's size at fork, which exec does not reset.)"""
+
+
+def child_peak(code: str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (bytes) of one ``python -c code`` child."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", PEAK_REPORTER + code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode not in (0, 1):  # 1: the option was rejected, still a full run
+        raise SystemExit(f"child failed with exit {done.returncode}: {done.stderr[-800:]}")
+    return wall, float(done.stderr.rsplit("VMHWM_KB ", 1)[1].split()[0]) * 1024.0
+
+
+def memory_table(base: Path, cand: Path, ranks: int, log_bytes: int, repeat: int) -> list[str]:
+    """Lines reporting the peak RSS and wall time of the CLI and of the reference,
+    each in its own process (best of ``repeat``)."""
+    argv = ["option-trial", "--baseline", str(base), "--candidate", f"O1={cand}", "--expected-ranks", str(ranks), "--warmup", str(WARMUP)]
+    cli = f"from sk_analytics.cli import main\nmain({argv!r})\n"
+    reference = REFERENCE_CHILD.format(tests=str(ROOT / "tests"), base=str(base), cand=str(cand), warmup=WARMUP)
+    rows = {}
+    for name, code in (("sk-analyze option-trial", cli), ("reference tool", reference)):
+        runs = [child_peak(code) for _ in range(repeat)]
+        rows[name] = (min(w for w, _ in runs), min(m for _, m in runs))
+    lines = [f"processes (best of {repeat}):         wall    peak RSS  RSS / logs read ({log_bytes / 1e6:.1f} MB)"]
+    for name, (wall, peak) in rows.items():
+        lines.append(f"{name:26s} {wall:8.3f} s  {peak / 1e6:7.1f} MB  {peak / log_bytes:6.2f}x")
+    (ours_wall, ours_peak), (ref_wall, ref_peak) = rows.values()
+    lines.append(f"process speed-up:          {ref_wall / ours_wall:7.1f}x   peak RSS ours/reference {ours_peak / ref_peak:.2f}"
+                 f"   ours/logs {ours_peak / log_bytes:.2f}x (target <= 3x)")
+    return lines
+
+
 def best_of(repeat: int, func: Callable[[], Any]) -> tuple[float, float, Any]:
     """Smallest wall time and smallest CPU time (all threads) of ``repeat``
     calls, and the last result."""
@@ -75,6 +135,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--memory-repeat", type=int, default=2, help="child runs per side for the memory table")
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,6 +155,8 @@ def main() -> None:
             args.repeat, lambda: evaluate_option_trial(frames[0], {"O1": frames[1]}, warmup=WARMUP, expected_ranks=None)
         )
         t_ref, c_ref, (rb, rc, checks) = best_of(args.repeat, lambda: reference(base, cand))
+        del frames  # the children do not see this process's memory; free it anyway while they run
+        memory = memory_table(base, cand, args.ranks, size, args.memory_repeat)
 
     same = (
         result["baseline"]["run_worst_rank_means_exact_ms"] == rb["run_worst_rank_means_exact_ms"]
@@ -106,6 +169,7 @@ def main() -> None:
     print(f"pure-Python reference:         {t_ref:7.3f} s  {c_ref:7.3f} s")
     print(f"speed-up:                      {t_ref / t_ours:7.1f}x  {c_ref / c_ours:7.1f}x  (target >= 5x)")
     print(f"same numbers and decision:     {same}")
+    print("\n".join(memory))
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ import click
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
-from sk_analytics.option_trial.api import GATE_MODES, evaluate_option_trial
+from sk_analytics.option_trial.api import GATE_MODES, SideSummary, evaluate_option_trial, summarize_side
 from sk_analytics.option_trial.gate import Allowances
 from sk_analytics.option_trial.api import stability as stability_check
 from sk_analytics.option_trial.report import LANGS, render_option_trial, render_stability
+from sk_analytics.option_trial.stats import split_samples
 from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,11 +70,18 @@ def option_trial(
     names = [name for name, _ in pairs]
     if len(set(names)) != len(names):
         raise UsageError(f"--candidate has duplicate names: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
-    base_frame = load_source(baseline, expected_ranks=expected_ranks, warmup=warmup)
-    frames = {name: load_source(path, expected_ranks=expected_ranks, warmup=warmup) for name, path in pairs}
+
+    def summary_of(source: str) -> SideSummary:
+        # One source at a time, and its timings frame (validated by load_source) is a temporary: only the
+        # compact samples outlive split_samples, so the memory peak is one side's frame, not every side's.
+        samples = split_samples(load_source(source, expected_ranks=expected_ranks, warmup=warmup), warmup)
+        return summarize_side(samples, label=source, warmup=warmup)
+
+    base_summary = summary_of(baseline)
+    summaries = {name: summary_of(path) for name, path in pairs}
     result = evaluate_option_trial(
-        base_frame,
-        frames,
+        base_summary,
+        summaries,
         warmup=warmup,
         gate=gate,  # type: ignore[arg-type]
         baseline_path=baseline,

@@ -84,7 +84,7 @@ def rank_means(timings: pl.LazyFrame | pl.DataFrame, warmup: int = DEFAULT_WARMU
         raise InputError(None, f"timings frame lacks column(s) {', '.join(missing)}",
                          expected="the session's timings table with its round/role/run partitions")
     frame = timings.lazy().select(needed)
-    samples = split_samples(frame, warmup)
+    samples = split_samples(frame, warmup, keys=(*PARTITIONS, "rank"))
     (stats,) = collect_stats([stats_query(samples.decode, [*PARTITIONS, "rank"], samples.scale)])
     worst = (pl.col("mean_ms") == pl.col("mean_ms").max().over(PARTITIONS)) & (
         pl.col("rank") == pl.col("rank").filter(pl.col("mean_ms") == pl.col("mean_ms").max()).min().over(PARTITIONS))

@@ -119,28 +119,76 @@ def _extract(lines: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-def _parse_logs(logs: list[RankLog]) -> pl.DataFrame:
-    """``timings`` rows (plus ``run`` and ``file_id``) of several rank logs,
-    parsed in one vectorized pass. A match whose number is not a decimal
-    (``1.2.3``) raises :class:`InputError` naming the file and line."""
-    hits = _extract(_lines(logs)).with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
+BATCH_BYTES = 2 << 20
+"""Logs are parsed in batches of about this much text: the decoded text and
+its line split exist for one batch at a time, so memory stays near the size
+of the parsed samples rather than a multiple of all the text."""
+
+
+def _batches(logs: list[RankLog]) -> list[list[int]]:
+    """Indices of ``logs`` cut into consecutive batches of about :data:`BATCH_BYTES`
+    (a log is never split; an unreadable size counts as 0 and fails on read)."""
+    batches: list[list[int]] = [[]]
+    size = 0
+    for index, log in enumerate(logs):
+        try:
+            length = log.path.stat().st_size
+        except OSError:
+            length = 0
+        if batches[-1] and size + length > BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(index)
+        size += length
+    return batches
+
+
+def _per_file(logs: list[RankLog], ids: list[int], field: str, dtype: pl.DataType) -> pl.Expr:
+    """Column of ``field`` of each row's log (rows carry the batch-local ``file_id``)."""
+    return pl.lit(pl.Series([getattr(logs[i], field) for i in ids], dtype=dtype)).gather(pl.col("file_id"))
+
+
+def _parse_batch(logs: list[RankLog], ids: list[int]) -> pl.DataFrame:
+    """``timings`` rows (plus ``run`` and the global ``file_id``) of the logs
+    ``ids`` of ``logs``; the first malformed value raises :class:`InputError`
+    naming file and line.
+
+    ``phase``, ``source_file`` and ``run`` are Categorical (a few distinct
+    values over many rows: 4 bytes a row instead of a string view each);
+    :meth:`Table.conform` casts them back to strings where a table is written.
+    """
+    hits = _extract(_lines([logs[i] for i in ids])).with_columns(
+        pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms")
+    )
     bad = hits.filter(pl.col("value_ms").is_null())
     if bad.height:
         first = bad.row(0, named=True)
         raise InputError(
-            logs[first["file_id"]].path,
+            logs[ids[first["file_id"]]].path,
             f"timing value {first['value_text']!r} is not a decimal number",
             line=first["line"],
             expected="digits with at most one '.'",
         )
-    by_file = pl.col("file_id")
-    frame = hits.with_columns(
-        pl.lit(pl.Series([log.run_index for log in logs], dtype=pl.Int32)).gather(by_file).alias("run_index"),
-        pl.lit(pl.Series([log.rank for log in logs], dtype=pl.Int32)).gather(by_file).alias("rank"),
-        pl.lit(pl.Series([log.source_file for log in logs], dtype=pl.Utf8)).gather(by_file).alias("source_file"),
-        pl.lit(pl.Series([log.run for log in logs], dtype=pl.Utf8)).gather(by_file).alias("run"),
+    return hits.select(
+        _per_file(logs, ids, "run_index", pl.Int32()).alias("run_index"),
+        _per_file(logs, ids, "rank", pl.Int32()).alias("rank"),
+        pl.col("phase").cast(pl.Categorical),
+        "sample_index",
+        "value_ms",
+        "value_text",
+        "line",
+        _per_file(logs, ids, "source_file", pl.Categorical()).alias("source_file"),
+        _per_file(logs, ids, "run", pl.Categorical()).alias("run"),
+        pl.lit(pl.Series(ids, dtype=pl.Int32)).gather(pl.col("file_id")).alias("file_id"),
     )
-    return frame.select(*TIMINGS.column_names, "run", "file_id")
+
+
+def _parse_logs(logs: list[RankLog]) -> pl.DataFrame:
+    """``timings`` rows (plus ``run`` and ``file_id``, the index in ``logs``)
+    of several rank logs, parsed vectorized a batch at a time (see
+    :data:`BATCH_BYTES`). A match whose number is not a decimal (``1.2.3``)
+    raises :class:`InputError` naming the file and line."""
+    return pl.concat([_parse_batch(logs, ids) for ids in _batches(logs)], rechunk=False)
 
 
 def parse_rank_log(path: Path, *, root: Path | None = None) -> ParseResult:
@@ -217,7 +265,8 @@ def read_candidate(
             f"no decode samples remain after warmup={warmup} ({n} decode samples)",
             expected=f"more than {warmup} decode samples per rank",
         )
-    return frame.drop("file_id")
+    frame.drop_in_place("file_id")  # in place: `drop` would copy every (chunked) column
+    return frame
 
 
 def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, warmup: int) -> None:

@@ -8,6 +8,7 @@ and ``gate`` (the effective decision of the chosen gate mode).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import polars as pl
@@ -23,10 +24,11 @@ from sk_analytics.option_trial.gate import (
     selection,
 )
 from sk_analytics.option_trial.inference import trial_statistics
+from sk_analytics.option_trial.stats import Samples
 from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL
 from sk_analytics.option_trial.stats_gate import LABEL_ZH as STATS_LABEL_ZH
 from sk_analytics.option_trial.stats_gate import evaluate_stats
-from sk_analytics.option_trial.summary import RunMetric, summarize
+from sk_analytics.option_trial.summary import RunMetric, summarize, summarize_samples
 
 GateMode = Literal["protocol", "strict", "stats"]
 GATE_MODES: tuple[str, ...] = ("protocol", "strict", "stats")
@@ -42,7 +44,26 @@ def _per_run(metrics: list[RunMetric]) -> list[dict[str, Any]]:
     return [{"run": m.run, "worst_rank": m.worst_rank, "mean_ms": m.mean_ms, "mean_exact_ms": m.mean_exact_ms} for m in metrics]
 
 
-def _summarize_checked(
+@dataclass(frozen=True)
+class SideSummary:
+    """One source's summary computed ahead of the decision, so that its samples
+    can be released before the next source is read (the CLI reads and
+    summarises one source at a time: memory holds one side's samples, not all)."""
+
+    label: str
+    warmup: int
+    summary: dict[str, Any]
+    metrics: list[RunMetric]
+
+
+def summarize_side(samples: Samples, *, label: str, warmup: int) -> SideSummary:
+    """The summary of one source's :func:`~sk_analytics.option_trial.stats.split_samples`
+    (of a validated frame), for :func:`evaluate_option_trial`."""
+    summary, metrics = summarize_samples(samples, warmup=warmup, path=label)
+    return SideSummary(label, warmup, summary, metrics)
+
+
+def _summarize_frame(
     frame: pl.DataFrame, *, label: str, warmup: int, expected_ranks: int | None
 ) -> tuple[dict[str, Any], list[RunMetric]]:
     if warmup < 0:
@@ -50,6 +71,18 @@ def _summarize_checked(
     if expected_ranks is not None:
         check_candidate(frame, label=label, expected_ranks=expected_ranks, warmup=warmup)
     return summarize(frame, warmup=warmup, path=label)
+
+
+def _summarize_checked(
+    frame: pl.DataFrame | SideSummary, *, label: str, warmup: int, expected_ranks: int | None
+) -> tuple[dict[str, Any], list[RunMetric]]:
+    """Summary and run metrics of a frame, or of a :class:`SideSummary` made
+    with the same label and warm-up (a copy: the caller adds keys to it)."""
+    if not isinstance(frame, SideSummary):
+        return _summarize_frame(frame, label=label, warmup=warmup, expected_ranks=expected_ranks)
+    if (frame.label, frame.warmup) != (label, warmup):
+        raise UsageError(f"summary of {frame.label!r} (warm-up {frame.warmup}) given for {label!r} (warm-up {warmup})")
+    return dict(frame.summary), list(frame.metrics)
 
 
 def stability(
@@ -81,8 +114,8 @@ def decides(gate: str, protocol_accepted: bool, ci_excludes_zero: bool, stats_ac
 
 
 def evaluate_option_trial(
-    baseline: pl.DataFrame,
-    candidates: Mapping[str, pl.DataFrame],
+    baseline: pl.DataFrame | SideSummary,
+    candidates: Mapping[str, pl.DataFrame | SideSummary],
     warmup: int = DEFAULT_WARMUP,
     gate: GateMode = "protocol",
     *,
@@ -94,7 +127,8 @@ def evaluate_option_trial(
     """The option-trial summary JSON of ``candidates`` against ``baseline``.
 
     Frames are timings frames with a ``run`` column (``read_candidate`` or a
-    Parquet selection). ``expected_ranks=None`` skips the rank-count check
+    Parquet selection), or their :func:`summarize_side` (made with the same
+    path and warm-up). ``expected_ranks=None`` skips the rank-count check
     (frames validated by the caller). ``gate="strict"`` additionally requires
     the 95 % CI of the improvement to exclude zero; ``gate="stats"`` decides
     by the statistics policy (:mod:`~sk_analytics.option_trial.stats_gate`,

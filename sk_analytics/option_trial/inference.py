@@ -34,7 +34,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+
+from sk_analytics.lazy_module import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported on first use: reading and summarising logs does not carry it
 
 CONFIDENCE = 0.95
 POWER = 0.80

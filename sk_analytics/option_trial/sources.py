@@ -19,7 +19,6 @@ import polars as pl
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ingest.timings import check_candidate, read_candidate
 from sk_analytics.schema import TIMINGS
-from sk_analytics.tables import scan_table
 
 PARQUET_PREFIX = "parquet:"
 SELECTION_KEYS = ("round", "role")
@@ -55,6 +54,8 @@ def parse_parquet_spec(spec: str) -> ParquetSelection:
 
 def read_parquet_selection(selection: ParquetSelection, *, label: str) -> pl.DataFrame:
     """The selected timings rows with the ``run`` partition as the run column."""
+    from sk_analytics.tables import scan_table  # pyarrow behind it: only a Parquet source pays for it (~60 MB resident)
+
     if not (selection.data_dir / TIMINGS.name).is_dir():
         raise InputError(selection.data_dir, "no timings table here", expected="a session data folder with timings/")
     predicate = pl.lit(True)

@@ -14,10 +14,11 @@ over samples. Definitions (formats.md §1, identical to the legacy
   order statistics, evaluated with exactly the legacy float formula
   ``x[lo] + (x[lo + 1] - x[lo]) * (pos - lo)``;
 * ``mean_ms`` and ``stddev_ms`` (population) are computed from **exact
-  integer sums**: each value's decimal text becomes an Int128 count of
-  ``10**-scale`` ms, sums and sums of squares are exact, so the result
-  does not depend on sample order (equal samples give bit-equal statistics)
-  and floats are rounded only at the end.
+  integer sums**: each value's decimal text becomes an integer count of
+  ``10**-scale`` ms (Int64 where every sum of squares fits, else Int128),
+  sums and sums of squares are exact, so the result does not depend on
+  sample order (equal samples give bit-equal statistics) and floats are
+  rounded only at the end.
 
 Values printed as Python float repr (15-17 significant digits, so 10**15 or
 more units each) would overflow those Int128 sums or round twice in float64.
@@ -91,36 +92,68 @@ def decimal_scale(frame: pl.DataFrame | pl.LazyFrame) -> int:
     return int(frame.lazy().select(_frac_digits().max()).collect().item() or 0)
 
 
-def with_units(frame: pl.LazyFrame, scale: int, *, max_ms: float | None = None) -> pl.LazyFrame:
+def with_units(frame: pl.LazyFrame, scale: int, *, max_ms: float | None = None, dtype: pl.DataType = pl.Int128()) -> pl.LazyFrame:
     """Add ``frac_digits`` and ``units`` (exact value * 10**scale).
 
     Fast path (every realistic log): units from the float view, exact by the
-    bound of :data:`_FLOAT_EXACT_UNITS`. Otherwise the digits of the text
+    bound of :data:`_FLOAT_EXACT_UNITS`, as ``dtype`` (Int64 where
+    :func:`narrow_units` allows it). Otherwise the digits of the text
     (without its '.') are scaled by ``10**(scale - frac_digits)`` in Int128.
     """
     if "frac_digits" not in frame.collect_schema().names():
         frame = frame.with_columns(_frac_digits().alias("frac_digits"))
     if max_ms is not None and max_ms * 10**scale < _FLOAT_EXACT_UNITS and scale <= 15:
-        return frame.with_columns((pl.col("value_ms") * float(10**scale)).round().cast(pl.Int128).alias("units"))
+        return frame.with_columns((pl.col("value_ms") * float(10**scale)).round().cast(dtype).alias("units"))
     powers = {k: 10 ** (scale - k) for k in range(scale + 1)}
     digits = pl.concat_str(pl.lit("0"), pl.col("value_text").str.replace(".", "", literal=True)).cast(pl.Int128)
     return frame.with_columns((digits * pl.col("frac_digits").replace_strict(powers, return_dtype=pl.Int128)).alias("units"))
 
 
-def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int) -> Samples:
-    """Decode samples after warm-up and prefill samples, both with exact units."""
-    with_digits = frame.lazy().with_columns(_frac_digits().alias("frac_digits")).collect()
-    scale = int(with_digits["frac_digits"].max() or 0)  # type: ignore[arg-type]
-    max_ms = with_digits["value_ms"].max()
+def narrow_units(rows: int, max_ms: float | None, scale: int) -> bool:
+    """Whether Int64 holds every unit count and every group's sum of squares
+    (``rows * max_units**2 < 2**62``, a bit of margin): then the samples carry Int64 units,
+    half the memory of Int128, with the same exact sums."""
+    if max_ms is None or not rows:
+        return True
+    top = (max_ms + 1.0) * 10**scale
+    return top < _FLOAT_EXACT_UNITS and rows * top * top < 2.0**62
+
+
+SAMPLE_KEYS = ("run", "rank")
+"""Group keys the option-trial statistics use; :func:`split_samples` keeps them."""
+
+
+def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tuple[str, ...] = SAMPLE_KEYS) -> Samples:
+    """Decode samples after warm-up and prefill samples, both with exact units.
+
+    Both are materialised once, compact: the group ``keys`` present in
+    ``frame``, ``value_ms``, ``frac_digits`` (Int8) and ``units`` (Int64 when
+    :func:`narrow_units`), so the grouped queries run on a fraction of the
+    input's size and never touch the decimal text again. The input is first
+    scanned only for its bounds (scale, largest value, widest integer part).
+    """
+    lazy = frame.lazy().with_columns(_frac_digits().alias("frac_digits"))
     digits = pl.col("value_text").str.replace(".", "", literal=True).str.len_bytes().cast(pl.Int32)
-    whole = with_digits.select((digits - pl.col("frac_digits")).max()).item() or 0
+    bounds = lazy.select(
+        pl.col("frac_digits").max().alias("scale"),
+        pl.col("value_ms").max().alias("max_ms"),
+        (digits - pl.col("frac_digits")).max().alias("whole"),
+        pl.len().alias("rows"),
+    ).collect().row(0, named=True)
+    scale, max_ms, whole, rows = int(bounds["scale"] or 0), bounds["max_ms"], int(bounds["whole"] or 0), bounds["rows"]
     if whole + scale > 36:
         raise InputError(None, f"timing values carry too many digits for exact statistics ({whole + scale} at scale {scale})",
                          expected="at most 36 digits per value, decimals of the most precise value included")
-    lazy = with_units(with_digits.lazy(), scale, max_ms=max_ms)  # type: ignore[arg-type]
-    decode = lazy.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup))
-    prefill = lazy.filter(pl.col("phase") == "prefill")
-    return Samples(decode, prefill, scale, wide=needs_wide(with_digits.height, max_ms, scale))  # type: ignore[arg-type]
+    dtype = pl.Int64() if narrow_units(rows, max_ms, scale) else pl.Int128()
+    kept = [key for key in keys if key in lazy.collect_schema().names()]
+    compact = with_units(lazy, scale, max_ms=max_ms, dtype=dtype).select(
+        *kept, "phase", "sample_index", "value_ms", pl.col("frac_digits").cast(pl.Int8), "units"
+    )
+    decode, prefill = pl.collect_all([
+        compact.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup)).drop("phase", "sample_index"),
+        compact.filter(pl.col("phase") == "prefill").drop("phase", "sample_index"),
+    ])
+    return Samples(decode.lazy(), prefill.lazy(), scale, wide=needs_wide(rows, max_ms, scale))
 
 
 def needs_wide(rows: int, max_ms: float | None, scale: int) -> bool:
@@ -180,9 +213,12 @@ def _finish(aggregated: pl.LazyFrame, scale: int) -> pl.LazyFrame:
     """
     unit = float(10**scale)
     n128 = pl.col("count").cast(pl.Int128)
-    numerator = n128 * pl.col("sumsq_units") - pl.col("sum_units") * pl.col("sum_units")
+    s1 = pl.col("sum_units").cast(pl.Int128)  # the sums of Int64 units are Int64: widen before squaring
+    numerator = n128 * pl.col("sumsq_units").cast(pl.Int128) - s1 * s1
     n_float = pl.col("count").cast(pl.Float64)
     return aggregated.with_columns(
+        pl.col("sum_units").cast(pl.Int128),
+        pl.col("sumsq_units").cast(pl.Int128),
         (pl.col("sum_units").cast(pl.Float64) / (n_float * unit)).alias("mean_ms"),
         (numerator.cast(pl.Float64).sqrt() / (n_float * unit)).alias("stddev_ms"),
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from sk_analytics.errors import InputError
 from sk_analytics.option_trial.stats import (
     Samples,
     collect_stats,
@@ -43,7 +44,7 @@ def run_order(frame: pl.DataFrame) -> pl.DataFrame:
     return (
         frame.lazy()
         .select(pl.col("run").unique())
-        .with_columns(pl.col("run").str.extract(r"([0-9]+)$", 1).cast(pl.Int64).alias("run_number"))
+        .with_columns(pl.col("run").cast(pl.Utf8).str.extract(r"([0-9]+)$", 1).cast(pl.Int64).alias("run_number"))
         .sort(["run_number", "run"], nulls_last=True)
         .with_row_index("run_pos")
         .select("run", "run_pos")
@@ -69,20 +70,40 @@ def summarize(frame: pl.DataFrame, *, warmup: int, path: str) -> tuple[dict[str,
 
     Returns the JSON-ready summary and the run metrics (in run order).
     """
-    samples: Samples = split_samples(frame, warmup)
-    order = run_order(frame)
+    return summarize_samples(split_samples(frame, warmup), warmup=warmup, path=path)
+
+
+def summarize_samples(samples: Samples, *, warmup: int, path: str) -> tuple[dict[str, Any], list[RunMetric]]:
+    """:func:`summarize` from the compact samples of :func:`split_samples` (made
+    with the same ``warmup``): the timings frame itself may be gone already.
+
+    Per-rank and per-run statistics are grouped one run at a time (the
+    transient memory of a group-by is a run's samples, not the side's); the
+    pooled ones take every sample of the side. All are collected together.
+    """
+    order = run_order(pl.concat([samples.decode.select("run"), samples.prefill.select("run")]).collect())
+    if not order.height:
+        raise InputError(path, "no timing samples", expected="run-*/log_<rank>.log with timing lines")
     scale = samples.scale
     wide = samples.wide
-    rank_stats, run_decode_stats, run_prefill_stats, pooled_decode, pooled_prefill = collect_stats(
-        [
-            stats_query(samples.decode, ["run", "rank"], scale, wide=wide).join(order.lazy(), on="run").sort("run_pos", "rank"),
-            stats_query(samples.decode, ["run"], scale, wide=wide),
-            stats_query(samples.prefill, ["run"], scale, wide=wide),
-            stats_query(samples.decode, [], scale, wide=wide),
-            stats_query(samples.prefill, [], scale, wide=wide),
-        ],
+    runs = order.get_column("run")
+    per_run: list[pl.LazyFrame] = []
+    for run in runs:
+        decode, prefill = (part.filter(pl.col("run") == run) for part in (samples.decode, samples.prefill))
+        per_run += [
+            stats_query(decode, ["run", "rank"], scale, wide=wide),
+            stats_query(decode, ["run"], scale, wide=wide),
+            stats_query(prefill, ["run"], scale, wide=wide),
+        ]
+    frames = collect_stats(
+        [*per_run, stats_query(samples.decode, [], scale, wide=wide), stats_query(samples.prefill, [], scale, wide=wide)],
         scale=scale,
     )
+    pooled_decode, pooled_prefill = frames[-2:]
+    rank_stats, run_decode_stats, run_prefill_stats = (
+        pl.concat(frames[kind:-2:3]) for kind in range(3)
+    )
+    rank_stats = rank_stats.join(order, on="run").sort("run_pos", "rank")
     run_decode = _records_by_run(run_decode_stats)
     run_prefill = _records_by_run(run_prefill_stats)
 

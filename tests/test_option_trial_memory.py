@@ -1,0 +1,148 @@
+"""The option-trial memory path (issue 18, memory): logs parsed in batches,
+compact columns, Int64 units where exact, one side's samples alive at a
+time in the CLI, heavy imports kept out of the log-reading phase. Every
+change must leave the numbers bit-identical."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import sk_analytics.ingest.timings as timings
+from ot_logs import uniform_runs, write_candidate
+from sk_analytics.cli import main
+from sk_analytics.errors import InputError, UsageError
+from sk_analytics.option_trial import evaluate_option_trial
+from sk_analytics.option_trial.api import summarize_side
+from sk_analytics.option_trial.stats import collect_stats, narrow_units, split_samples, stats_query
+
+RUNS = [
+    {0: ["9", "9", "10.5", "11", "10.25"], 1: ["9", "9", "10", "12.125", "9.5"]},
+    {0: ["9", "9", "10", "10", "10.75"], 1: ["9", "9", "11.5", "10", "10"]},
+    {0: ["9", "9", "10.5", "10", "10"], 1: ["9", "9", "10", "10.5", "10.5"]},
+]
+
+
+def test_batches_cut_between_logs_and_never_inside_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = write_candidate(tmp_path / "c", RUNS)
+    logs = [timings._rank_log(p, None) for p in sorted(folder.glob("run-*/log_*.log"))]
+    monkeypatch.setattr(timings, "BATCH_BYTES", 1)
+    assert timings._batches(logs) == [[i] for i in range(len(logs))]
+    monkeypatch.setattr(timings, "BATCH_BYTES", 1 << 30)
+    assert timings._batches(logs) == [list(range(len(logs)))]
+
+
+def test_batched_parse_equals_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows, their order, ranks, runs, source files and sample indices do not depend on batching."""
+    folder = write_candidate(tmp_path / "c", RUNS, prefill=["50", "51.5"])
+    one_pass = timings.read_candidate(folder, expected_ranks=2, warmup=2, root=folder)
+    monkeypatch.setattr(timings, "BATCH_BYTES", 1)
+    batched = timings.read_candidate(folder, expected_ranks=2, warmup=2, root=folder)
+    assert batched.equals(one_pass)
+    last = batched.filter(pl.col("run") == "run-3", pl.col("rank") == 1, pl.col("phase") == "decode")
+    assert last["source_file"].to_list() == ["run-3/log_1.log"] * 5
+    assert last["sample_index"].to_list() == [0, 1, 2, 3, 4]
+
+
+def test_malformed_value_in_a_later_batch_names_its_own_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = [dict(r) for r in RUNS]
+    runs[2] = {0: RUNS[2][0], 1: ["9", "9", "1.2.3", "10", "10"]}
+    folder = write_candidate(tmp_path / "c", runs)
+    monkeypatch.setattr(timings, "BATCH_BYTES", 1)
+    with pytest.raises(InputError, match=r"run-3/log_1.log:6: timing value '1.2.3'"):
+        timings.read_candidate(folder, expected_ranks=2, warmup=2)
+
+
+def test_repeated_strings_are_categorical_in_memory_and_strings_in_tables(tmp_path: Path) -> None:
+    folder = write_candidate(tmp_path / "c", RUNS)
+    frame = timings.read_candidate(folder, expected_ranks=2, warmup=2)
+    assert {frame.schema[c] for c in ("phase", "source_file", "run")} == {pl.Categorical()}
+    parsed = timings.parse_rank_logs(sorted(folder.glob("run-1/log_*.log")), root=folder)
+    assert {parsed[0].frame.schema[c] for c in ("phase", "source_file")} == {pl.String()}
+
+
+def test_int64_units_only_where_every_sum_of_squares_fits() -> None:
+    assert narrow_units(800_000, 30.0, 3)
+    assert not narrow_units(800_000, 30.0, 9)  # 3e10 units: squares of a group pass 2**62
+    assert not narrow_units(10, 1e12, 3)  # beyond the float-exact units bound
+    assert narrow_units(0, None, 0)
+
+
+@pytest.mark.parametrize(("text", "dtype"), [("12.345", pl.Int64), ("123456.789012", pl.Int128)])
+def test_narrow_and_wide_units_give_identical_statistics(text: str, dtype: pl.DataType) -> None:
+    """The same exact sums whatever the units' integer width (checked against the limb path)."""
+    values = [text, "0.001", text, "7.5", "7.5", text]
+    frame = pl.DataFrame({
+        "run": ["run-1"] * 6, "rank": [0] * 6, "phase": ["decode"] * 6, "sample_index": list(range(6)),
+        "value_text": values, "value_ms": [float(v) for v in values],
+    })
+    samples = split_samples(frame, 0)
+    (narrow,) = collect_stats([stats_query(samples.decode, ["rank"], samples.scale)])
+    (wide,) = collect_stats([stats_query(samples.decode, ["rank"], samples.scale, wide=True)], scale=samples.scale)
+    assert samples.decode.collect_schema()["units"] == dtype
+    columns = ["count", "sum_units", "mean_ms", "stddev_ms", "p50_ms", "p90_ms", "min_ms", "max_ms"]
+    assert narrow.select(columns).rows() == wide.select(columns).rows()
+
+
+def test_summaries_made_ahead_give_the_same_decision(tmp_path: Path) -> None:
+    base = timings.read_candidate(write_candidate(tmp_path / "b", uniform_runs(["100", "102.5", "97.5", "100", "100"])),
+                                  expected_ranks=2, warmup=2)
+    cand = timings.read_candidate(write_candidate(tmp_path / "c", uniform_runs(["99", "98", "99.5"])), expected_ranks=2, warmup=2)
+    from_frames = evaluate_option_trial(base, {"O1": cand}, warmup=2, baseline_path="b", candidate_paths={"O1": "c"}, expected_ranks=2)
+    ahead = evaluate_option_trial(
+        summarize_side(split_samples(base, 2), label="b", warmup=2),
+        {"O1": summarize_side(split_samples(cand, 2), label="c", warmup=2)},
+        warmup=2, baseline_path="b", candidate_paths={"O1": "c"}, expected_ranks=2,
+    )
+    assert json.dumps(ahead, sort_keys=True) == json.dumps(from_frames, sort_keys=True)
+    with pytest.raises(UsageError, match="warm-up 2.*given for 'b' \\(warm-up 3\\)"):
+        evaluate_option_trial(summarize_side(split_samples(base, 2), label="b", warmup=2), {"O1": cand}, warmup=3, baseline_path="b",
+                              expected_ranks=2)
+    with pytest.raises(UsageError, match="summary of 'c'.*given for 'b'"):
+        evaluate_option_trial(summarize_side(split_samples(cand, 2), label="c", warmup=2), {"O1": cand}, warmup=2, baseline_path="b",
+                              expected_ranks=2)
+
+
+def test_cli_releases_each_side_before_reading_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The memory peak is one side's frame: a source's timings frame is gone (only its compact
+    samples were kept, and only until summarised) when the next source is read."""
+    import sk_analytics.cli.option_trial as cli
+
+    base = write_candidate(tmp_path / "b", uniform_runs(["100", "102.5", "97.5", "100", "100"]))
+    cand = write_candidate(tmp_path / "c", uniform_runs(["99", "98", "99.5"]))
+    alive: list[weakref.ref[pl.DataFrame]] = []
+    real = cli.load_source
+
+    def tracked(*args, **kwargs) -> pl.DataFrame:
+        gc.collect()
+        assert [ref for ref in alive if ref() is not None] == []
+        frame = real(*args, **kwargs)
+        alive.append(weakref.ref(frame))
+        return frame
+
+    monkeypatch.setattr(cli, "load_source", tracked)
+    with pytest.raises(SystemExit) as info:
+        main(["option-trial", "--baseline", str(base), "--candidate", f"O1={cand}", "--warmup", "2", "--expected-ranks", "2"])
+    assert info.value.code == 0 and len(alive) == 2
+    capsys.readouterr()
+
+
+def test_reading_logs_imports_neither_scipy_nor_pyarrow() -> None:
+    """scipy.stats (~50 MB resident) loads only when the statistics run; pyarrow only for Parquet sources."""
+    code = (
+        "import sys\n"
+        "import sk_analytics.cli.option_trial\n"
+        "from sk_analytics.option_trial.inference import sps\n"
+        "print(type(sys.modules['scipy.stats']).__name__, 'pyarrow' in sys.modules)\n"
+        "sps.t.ppf(0.975, 4)\n"
+        "print(type(sys.modules['scipy.stats']).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["_LazyModule", "False", "module"]
