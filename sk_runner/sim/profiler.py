@@ -56,8 +56,15 @@ class ProfilerPaths:
 
 
 def profiler_paths(run_dir: Path, ids: ProcessIds) -> ProfilerPaths:
-    """``<host>_<pid>_<ts>_ascend_pt/`` with its two output folders (torch_npu layout)."""
-    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(ids.started_ns / 1e9)) + f"{ids.started_ns // 1_000_000 % 1000:03d}"
+    """``<host>_<pid>_<ts>_ascend_pt/`` with its two output folders (torch_npu layout).
+
+    ``<ts>`` is local time to the millisecond, truncated as torch_npu does
+    (``strftime("%Y%m%d%H%M%S%f")[:-3]``); whole seconds are taken in integers,
+    since the float ``started_ns / 1e9`` rounds to the next second in the last
+    ~100 ns before one (tests/test_torch_npu_api.py checks the rule).
+    """
+    seconds, rest_ns = divmod(ids.started_ns, 1_000_000_000)
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{rest_ns // 1_000_000:03d}"
     root = run_dir / f"{ids.host}_{ids.pid}_{stamp}_ascend_pt"
     letters = "".join(chr(65 + int(c, 16) % 26) for c in f"{ids.rng_seed:016x}"[:16])
     out = root / "ASCEND_PROFILER_OUTPUT"
