@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench notebook clean
+.PHONY: demo test bench notebook clean torch-npu-sources
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ test: $(STAMP)
 notebook: $(STAMP)
 	$(BIN)/pip install -q -e '.[jupyter]'
 	$(BIN)/jupyter lab --notebook-dir=examples
+
+# The real torch-npu releases' Python sources for tests/test_torch_npu_api.py (the npu backend's
+# API check): pip-downloads each wheel of the checked range once (~45 MB each), keeps only its
+# .py files in .cache/torch-npu/<version>/. Not part of `make test` (minutes of downloads):
+# without the cache those tests skip and say to run this.
+torch-npu-sources: $(STAMP)
+	$(BIN)/python tests/torch_npu_sources.py
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
