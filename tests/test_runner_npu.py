@@ -98,6 +98,13 @@ def test_validate_option_through_the_wrapper(fake_torch: types.SimpleNamespace) 
     assert fake_torch.calls[0] == ("validate", "optimize_options", {"auto_op_parallel": 1})
 
 
+def test_a_debug_option_is_validated_in_the_debug_table(fake_torch: types.SimpleNamespace) -> None:
+    """The real wrapper keeps optimize_options and debug_options apart (super_kernel_debug_options)."""
+    verdict = npu.validate_option("debug_sync_all", 1)
+    assert fake_torch.calls[-1] == ("validate", "debug_options", {"debug_sync_all": 1})
+    assert verdict.evidence["call"] == """torch.npu.NPUGraph._validate_options(None, "debug_options", {'debug_sync_all': 1})"""
+
+
 def test_npu_backend_readiness(fake_torch: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     backend = npu.NpuBackend([sys.executable, "infer.py", "--config", "{config}"])
     backend.check_ready()

@@ -19,9 +19,10 @@ import pytest
 import torch_npu_sources
 from npu_backend_uses import backend_uses, read_uses
 from py_sources import Params, SourceTree
-from torch_npu_api import api_problems
+from torch_npu_api import api_problems, option_gaps
 from torch_npu_facts import RuleNotFound, folder_rule
 
+from sk_analytics.stage_o.options import REGISTRY
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.profiler import profiler_paths
 
@@ -109,7 +110,7 @@ GOOD: dict[str, str] = {
     "torch_npu/npu/graphs.py": """
         class NPUGraph:
             def _validate_options(self, option_name, options=None):
-                valid = {"optimize_options": {"split_mode": int}}
+                valid = {"optimize_options": {"split_mode": {"value_type": int}}, "debug_options": {"debug_sync_all": {"value_type": int}}}
                 if option_name not in valid:
                     raise RuntimeError(option_name)
     """,
@@ -185,6 +186,15 @@ def test_each_break_is_reported(tmp_path: Path, file: str, old: str, new: str, e
     assert any(expected in p for p in problems), problems
 
 
+def test_option_gaps_are_the_registry_options_missing_from_the_asked_table(tmp_path: Path) -> None:
+    gaps = option_gaps(write_tree(tmp_path, GOOD))
+    settable = {s.name for s in REGISTRY if s.kind != "not_settable"}
+    assert gaps == settable - {"split_mode", "debug_sync_all"}
+    moved = mutated("torch_npu/npu/graphs.py", '"debug_options": {"debug_sync_all"', '"debug_options": {"debug_other"')
+    assert "debug_sync_all" in option_gaps(write_tree(tmp_path / "moved", moved))
+    assert option_gaps(write_tree(tmp_path / "none", mutated("torch_npu/npu/graphs.py", "def _validate_options(", "def _other("))) == set()
+
+
 def test_the_backend_uses_read_from_its_ast_cover_the_profiler_and_the_probe() -> None:
     uses = backend_uses()
     paths = set(uses.paths())
@@ -198,7 +208,7 @@ def test_the_backend_uses_read_from_its_ast_cover_the_profiler_and_the_probe() -
     assert calls["torch_npu.profiler._ExperimentalConfig"].keywords == {"aic_metrics", "profiler_level", "export_type"}
     assert calls["torch_npu.profiler.profile"].keywords == {"activities", "on_trace_ready", "experimental_config"}
     assert calls["torch_npu.profiler.tensorboard_trace_handler"].positional == 1
-    assert calls["torch.npu.NPUGraph._validate_options"].positional_literals[:2] == (None, "optimize_options")
+    assert calls["torch.npu.NPUGraph._validate_options"].positional_literals[0] is None  # self, through the class
     assert calls["torch.compile"].literal_keywords["backend"] == "npugraph_ex"
 
 

@@ -13,7 +13,10 @@ import ast
 
 from npu_backend_uses import BackendUses, Call, in_torch_npu, torch_npu_path
 from py_sources import Definition, SourceTree, decorator_names, reads_name
-from torch_npu_facts import device_module, registered_compile_backends
+from torch_npu_facts import device_module, registered_compile_backends, wrapper_options
+
+from sk_analytics.stage_o.options import REGISTRY
+from sk_runner.backends.npu import wrapper_section
 
 COMPILED_PREFIX = "torch_npu._C"
 """torch_npu's compiled extension: its classes (``ProfilerActivity``) are not in the ``.py`` sources."""
@@ -96,6 +99,15 @@ def device_module_problems(tree: SourceTree, uses: BackendUses) -> list[str]:
         return []
     installed = device_module(tree)
     return [] if "torch_npu.npu" in installed else [f"torch.npu: torch_npu does not register torch_npu.npu as torch's npu module (found {installed or 'none'})"]
+
+
+def option_gaps(tree: SourceTree) -> set[str]:
+    """Settable options of the SK registry that the release's wrapper does not know in the table
+    ``sk-run probe`` asks (:func:`sk_runner.backends.npu.wrapper_section`): it would reject them."""
+    tables = wrapper_options(tree)
+    if tables is None:
+        return set()  # no wrapper: reported by name_problems
+    return {spec.name for spec in REGISTRY if spec.kind != "not_settable" and spec.name not in tables.get(wrapper_section(spec.name), set())}
 
 
 def api_problems(tree: SourceTree, uses: BackendUses) -> list[str]:

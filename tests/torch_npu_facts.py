@@ -212,3 +212,19 @@ def device_module(tree: SourceTree, device: str = "npu", package: str = "torch_n
         for path, call in _calls_named(tree, package, "_register_device_module", "_register_device_module")
         if len(call.args) == 2 and isinstance(call.args[0], ast.Constant) and call.args[0].value == device
     }
+
+
+def wrapper_options(tree: SourceTree) -> dict[str, set[str]] | None:
+    """The option tables of ``NPUGraph._validate_options`` (``{"optimize_options": {names}, "debug_options": {...}}``):
+    the dict literal in its body keyed by ``"optimize_options"``; None when the release has no such method."""
+    definition = tree.resolve("torch_npu.npu.NPUGraph._validate_options")
+    if definition is None or definition.node is None:
+        return None
+    for node in ast.walk(definition.node):
+        if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "optimize_options" for k in node.keys):
+            return {
+                str(k.value): {str(n.value) for n in v.keys if isinstance(n, ast.Constant)}
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Dict)
+            }
+    raise RuleNotFound(f"{definition.where}: no option table keyed by 'optimize_options'")

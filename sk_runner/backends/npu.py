@@ -20,7 +20,8 @@ the ``TimingLog`` block also runs under the torch_npu profiler
 (``ascend_pytorch_profiler_<rank>.db`` with ``SK_RUN_PROFILE_EXPORT=db``); a clean run (no ``SK_RUN_PROFILE``) never starts it.
 
 The exact-value probe asks the installed wrapper
-(``torch.npu.NPUGraph._validate_options(None, "optimize_options", {name: value})``).
+(``torch.npu.NPUGraph._validate_options(None, "optimize_options", {name: value})``,
+``"debug_options"`` for a debug option).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import IO, Any, TypeVar
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError
+from sk_analytics.stage_o.options import BY_NAME
 from sk_runner.backends.base import Control, WrapperVerdict
 from sk_runner.backends.command import CommandBackend
 from sk_runner.config import DEBUG_OPTIONS_KEY, OPTIONS_KEY, load_config
@@ -223,6 +225,13 @@ def write_correctness(passed: bool, run_dir: str | os.PathLike[str] | None = Non
     return write_json(run_dir_from_env(run_dir) / "correctness.json", {"passed": bool(passed), **details})
 
 
+def wrapper_section(option: str) -> str:
+    """The ``_validate_options`` table an option is checked in: ``debug_options`` for the registry's debug
+    options (``super_kernel_debug_options``), else ``optimize_options`` (the real wrapper keeps two tables)."""
+    spec = BY_NAME.get(option)
+    return "debug_options" if spec is not None and spec.debug else "optimize_options"
+
+
 def validate_option(option: str, value: Any) -> WrapperVerdict:
     """Ask the installed wrapper whether it accepts ``option = value`` exactly."""
     torch = require_torch_npu()
@@ -230,9 +239,10 @@ def validate_option(option: str, value: Any) -> WrapperVerdict:
     validate = getattr(graph, "_validate_options", None)
     if validate is None:
         raise EnvironmentBlocker("this torch_npu has no torch.npu.NPUGraph._validate_options: cannot probe option values")
-    evidence = {"call": f'torch.npu.NPUGraph._validate_options(None, "optimize_options", {{{option!r}: {value!r}}})'}
+    section = wrapper_section(option)
+    evidence = {"call": f'torch.npu.NPUGraph._validate_options(None, "{section}", {{{option!r}: {value!r}}})'}
     try:
-        returned = validate(None, "optimize_options", {option: value})
+        returned = validate(None, section, {option: value})
     except Exception as exc:  # the wrapper signals rejection by raising
         return WrapperVerdict(False, f"wrapper rejected {option}={value!r}: {type(exc).__name__}: {exc}", evidence)
     if returned is False:
