@@ -1,5 +1,7 @@
 """Atomic writes: every result is written to a temp file in the same folder,
-fsynced, then renamed over the target, so a crash never leaves half a file."""
+fsynced, then renamed over the target, so a crash never leaves half a file.
+
+Each write passes the session's write seam (:func:`sk_analytics.io_seam.guard`)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from sk_analytics.io_seam import guard
+
 
 @contextmanager
-def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temp path beside ``target``; on success it replaces ``target``."""
+def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iterator[Path]:
+    """Yield a temp path beside ``target``; on success it replaces ``target``.
+
+    ``site`` names the write for the seam (``parquet`` for tables)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -22,6 +28,7 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        guard(site, target)  # after the temp file was written: a fault leaves it, and only it, to clean up
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)

@@ -7,6 +7,8 @@ documented exit code, so no Python traceback ever reaches a user for bad input:
 * 1 decision negative / blocked (returned by commands, not raised)
 * 2 bad input or usage (:class:`InputError`, :class:`IntegrityError`)
 * 3 environment (:class:`EnvironmentBlocker`)
+* 70 internal error (``EX_SOFTWARE``): an unexpected exception, i.e. a bug of
+  ours; never 1, so a bug can never read as a negative decision
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ EXIT_OK = 0
 EXIT_NEGATIVE = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
+EXIT_INTERNAL = 70
 
 
 class SkTuneError(Exception):
@@ -93,9 +96,11 @@ class IntegrityError(SkTuneError):
 
 
 class EnvironmentBlocker(SkTuneError):
-    """The environment cannot run the request (backend missing, dirty env, no device)."""
+    """The environment cannot run the request (backend missing, dirty env, no device, disk full)."""
 
     exit_code = EXIT_ENVIRONMENT
+    recorded_in: Path | None = None
+    """The ``environment-blockers.jsonl`` that holds it, once someone recorded it."""
 
 
 def display_path(path: str | Path) -> str:

@@ -35,9 +35,14 @@ the latest on resume or ``ledger verify``) reports it.
 :func:`verify` reports truncated, edited, reordered, inserted or deleted
 records. A crash between the append and the head update leaves the head one
 record behind with an intact chain; that state is reported as a warning and
-the next append re-anchors it. A torn final line (power loss mid-write) is
-never silently dropped: :meth:`Ledger.append` moves its bytes to a side file
-and records that in the next record.
+the next append re-anchors it. A torn final line (power loss or a full disk
+mid-write) is never silently dropped: when its bytes can be the start of a
+record (a JSON-object prefix) and begin exactly where the anchored chain
+ends, :func:`recover_torn_tail` (called when a session is resumed) and
+:meth:`Ledger.append` move them to a side file ``ledger.jsonl.torn-<ns>``,
+which :func:`verify` then names in a warning (a recovery made by the append
+itself is also cited in the record it appends). Any other unterminated line
+is still refused.
 """
 
 from __future__ import annotations
@@ -52,9 +57,10 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock
 
-from sk_analytics.atomic import write_json
+from sk_analytics.atomic import atomic_path, write_json
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint, sha256_bytes
+from sk_analytics.io_seam import append_bytes
 from sk_analytics.strict_json import loads_strict
 
 HEAD_SCHEMA = "sk-tune-ledger-head-v2"
@@ -293,6 +299,8 @@ def _check(ledger: Path) -> tuple[_Scan, VerifyReport]:
         None if head is None else head["hash"],
         list(scan.problems),
     )
+    report.warnings.extend(f"torn final record of an interrupted append kept in {side.name} (cut off on resume)"
+                           for side in sorted(ledger.parent.glob(f"{ledger.name}.torn-*")))
     if head_problem is not None:
         report.problems.append(head_problem)
     else:
@@ -392,13 +400,7 @@ class Ledger:
             digest = record_hash(body)
             record = LedgerRecord(**body, hash=digest, sig=key.sign(RECORD_PURPOSE, digest))
             line = json.dumps({**body, "hash": record.hash, "sig": record.sig}, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
-                size = os.fstat(fd).st_size
-            finally:
-                os.close(fd)
+            size = append_bytes(self.path, line.encode("utf-8"), site="ledger")
             anchor = head_body(record.seq, record.hash, size)
             head = {**anchor, "sig": key.sign(HEAD_PURPOSE, canonical_json(anchor))}
             write_json(head_path(self.path), head)
@@ -421,12 +423,20 @@ class Ledger:
             raise IntegrityError(f"{self.path}: refusing to append to a ledger that fails verification: {first.message}")
         return scan.records[-1] if scan.records else None
 
-    def _recover_torn_tail(self) -> dict[str, Any] | None:
-        """Move an unterminated final line aside, keeping its bytes.
+    def recover_torn_tail(self) -> dict[str, Any] | None:
+        """Under the lock: move a torn final line aside (see :func:`recover_torn_tail`)."""
+        with self._lock:
+            return self._recover_torn_tail()
 
-        Only a record that was never anchored by the head (a crash mid-write)
-        is recovered; a cut through an anchored record stays a verification
-        failure.
+    def _recover_torn_tail(self) -> dict[str, Any] | None:
+        """Move an unterminated final line aside, keeping its bytes; what was moved, or None.
+
+        Only the start of a record that was never anchored by the head (a
+        crash or a full disk mid-write) is recovered: its bytes must begin
+        where the anchored chain ends (the head's record, or the one complete
+        record an interrupted head update leaves after it) and be a prefix of
+        a JSON object. A cut through an anchored record, or bytes that cannot
+        be the start of a record, stay a verification failure.
         """
         if not self.path.exists():
             return None
@@ -439,19 +449,77 @@ class Ledger:
         if head is None:
             fresh = keep_len == 0
         elif "bytes" in head:
-            fresh = head["bytes"] == keep_len
+            fresh = head["bytes"] == keep_len or _anchored_tail(self.path, head, size=keep_len) is not None
         else:  # head written before byte offsets were anchored
             with open(self.path, "rb") as fh:
                 fresh = head["seq"] == fh.read(keep_len).count(b"\n") - 1
-        if not fresh:
+        if not fresh or not is_json_object_prefix(torn):
             return None  # not a fresh torn append: leave it for verify to report
         side = self.path.with_name(f"{self.path.name}.torn-{time.time_ns()}")
-        side.write_bytes(torn)
+        with atomic_path(side) as tmp:
+            tmp.write_bytes(torn)
         with open(self.path, "r+b") as fh:
             fh.truncate(keep_len)
             fh.flush()
             os.fsync(fh.fileno())
         return {"file": side.name, "bytes": len(torn), "sha256": sha256_bytes(torn)}
+
+
+def recover_torn_tail(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Cut off a torn final record (the start of an append that never finished), keeping its bytes.
+
+    Called when a session is resumed. Returns ``{file, bytes, sha256}`` of the
+    side file beside the ledger, or None when there was nothing to recover
+    (anything not recoverable is left for :func:`read_records` to refuse).
+    """
+    ledger = resolve_ledger_path(path)
+    return Ledger(ledger).recover_torn_tail() if ledger.exists() else None
+
+
+_JSON_SCALAR_CHARS = frozenset("0123456789+-.eEtruefalsn \t\r")
+
+
+def is_json_object_prefix(data: bytes) -> bool:
+    """Whether ``data`` can be the beginning of one JSON object (what a write cut short leaves).
+
+    Checks UTF-8 (a character cut at the very end is allowed), that it opens
+    with ``{``, that brackets nest and close in order outside strings, that
+    strings hold no raw control characters, and that nothing follows the
+    object once it closed. Not a full parser: a prefix that passes may still
+    not complete to a record, but arbitrary or foreign bytes do not pass.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason != "unexpected end of data":
+            return False
+        text = data[: exc.start].decode("utf-8", errors="strict")
+    if not text.startswith("{"):
+        return False
+    stack = ["}"]
+    in_string = escaped = False
+    for char in text[1:]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            elif char < " ":
+                return False
+        elif not stack and char not in " \t\r":
+            return False  # something after the object closed
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if stack.pop() != char:
+                return False
+        elif char not in ":," and char not in _JSON_SCALAR_CHARS:
+            return False
+    return True
 
 
 def _byte_at(fh: BinaryIO, offset: int) -> bytes:
@@ -510,8 +578,10 @@ def _intact(record: LedgerRecord | None, problem: Problem | None, seq: int, prev
     )
 
 
-def _anchored_tail(path: Path, head: Mapping[str, Any]) -> LedgerRecord | None:
+def _anchored_tail(path: Path, head: Mapping[str, Any], *, size: int | None = None) -> LedgerRecord | None:
     """The last record, confirmed against the head anchor alone (O(record), not O(ledger)).
+
+    ``size``: look only at the file's first ``size`` bytes (what is left when a torn tail is cut off).
 
     The head's record must end exactly at the head's ``bytes`` offset, carry the
     head's seq and hash and hash to itself; after it the file may hold at most
@@ -520,7 +590,7 @@ def _anchored_tail(path: Path, head: Mapping[str, Any]) -> LedgerRecord | None:
     full check, which also names the problem.
     """
     anchored_end = head.get("bytes")
-    size = path.stat().st_size
+    size = path.stat().st_size if size is None else size
     if not isinstance(anchored_end, int) or isinstance(anchored_end, bool) or not 0 < anchored_end <= size:
         return None
     with open(path, "rb") as fh:

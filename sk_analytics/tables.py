@@ -51,7 +51,7 @@ def write_table(
     metadata = dict(arrow.schema.metadata or {})
     metadata.update({b"schema_version": SCHEMA_VERSION.encode(), b"table": table.name.encode()})
     arrow = arrow.replace_schema_metadata(metadata)
-    with atomic_path(target) as tmp:
+    with atomic_path(target, site="parquet") as tmp:
         pq.write_table(arrow, tmp, compression="zstd")
     return target
 

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner import lifetime
+from sk_runner.process_faults import EnvironmentFault, process_fault
 
 #: Seconds between SIGTERM and SIGKILL of a timed-out process group.
 DEFAULT_GRACE_S = 5.0
@@ -71,6 +72,7 @@ def run_process(
     timeout_s: float | None,
     grace_s: float = DEFAULT_GRACE_S,
     on_start: Callable[[int], None] | None = None,
+    environment_faults: bool = True,
 ) -> ProcessResult:
     """Start ``argv`` in its own process group and wait for it (and its group).
 
@@ -81,7 +83,10 @@ def run_process(
     supervisor (a campaign) can record it and reap the group later.
     Raises :class:`EnvironmentBlocker` when the process cannot be started at
     all (missing executable, bad cwd): that is a failure before the command
-    started, not a workload failure.
+    started, not a workload failure. With ``environment_faults`` a process that
+    failed because of the machine (disk full, I/O error, read-only file system,
+    no file descriptors: :mod:`sk_runner.process_faults`) raises
+    :class:`~sk_runner.process_faults.EnvironmentFault` instead of returning.
     """
     if not argv:
         raise EnvironmentBlocker("empty workload command")
@@ -119,6 +124,10 @@ def run_process(
     lifetime.ended(proc.pid)
     exit_code = returncode if returncode >= 0 else None
     sig = -returncode if returncode < 0 else None
+    if environment_faults and not timed_out and returncode != 0:
+        evidence = process_fault(stderr_path)
+        if evidence is not None:
+            raise EnvironmentFault(argv[0], evidence)
     return ProcessResult(
         pid=proc.pid,
         exit_code=exit_code,

@@ -15,9 +15,7 @@ each in ``<round dir>/environment-blockers.jsonl``, never a scene.
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import stat
 import time
 from collections.abc import Mapping
@@ -27,9 +25,11 @@ from typing import Any
 
 from sk_analytics.atomic import write_json, write_text
 from sk_analytics.fingerprint import sha256_file
+from sk_analytics.io_seam import append_bytes, copy_file, copy_tree, environment_errno
 from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE
 from sk_runner.attempts import new_attempt_dir
 from sk_runner.process import ProcessResult
+from sk_runner.process_faults import tail_text
 
 SCENE_SCHEMA = "sk-tune-failure-scene-v1"
 SCENES_DIR = "FAILURE_SCENES"
@@ -102,23 +102,13 @@ def scenes_root(round_dir: Path) -> Path:
     return round_dir / SCENES_DIR
 
 
-def _tail(path: Path | None, chars: int = STDERR_TAIL_CHARS) -> str:
-    if path is None or not path.is_file():
-        return ""
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - chars))
-        return fh.read().decode("utf-8", errors="replace")
-
-
 def _copy_artifacts(record: SceneRecord, dest: Path) -> list[dict[str, Any]]:
     """Copy raw outputs into ``dest`` unchanged; return their manifest."""
     dest.mkdir()
     if record.raw_dir.is_dir():
-        shutil.copytree(record.raw_dir, dest / "run", symlinks=True)
+        copy_tree(record.raw_dir, dest / "run")
     if record.config_path.is_file():
-        shutil.copy2(record.config_path, dest / "config.json")
+        copy_file(record.config_path, dest / "config.json")
     files = []
     for path in sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()):
         files.append({"path": path.relative_to(dest.parent).as_posix(), "sha256": sha256_file(path), "size": path.stat().st_size})
@@ -156,7 +146,7 @@ def scene_document(record: SceneRecord, attempt: int, folder: Path, files: list[
             "outcome": record.outcome,
             "message": record.message,
             **({} if proc is None else proc.to_json()),
-            "stderr_tail": _tail(record.stderr_path),
+            "stderr_tail": tail_text(record.stderr_path, STDERR_TAIL_CHARS),
         },
         "artifacts": {"files": files, "fingerprints": record.fingerprints},
         "gate_progress": record.gate_progress,
@@ -251,14 +241,22 @@ def _make_read_only(folder: Path) -> None:
             path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def record_blocker(round_dir: Path, *, round_name: str, stage: str, message: str, extra: Mapping[str, Any] | None = None) -> Path:
-    """Append one environment blocker (a failure before any command started)."""
-    round_dir.mkdir(parents=True, exist_ok=True)
+def record_blocker(round_dir: Path, *, round_name: str, stage: str, message: str,
+                   extra: Mapping[str, Any] | None = None) -> Path | None:
+    """Append one environment blocker (a failure before any command started, or of the machine).
+
+    None when it could not be written because of the environment itself (the
+    disk that stopped the step may still be full): the caller's error still
+    says what happened, and the step is retried on resume.
+    """
     path = round_dir / BLOCKERS_FILE
     line = json.dumps({"ts_ns": time.time_ns(), "round": round_name, "stage": stage, "message": message, **dict(extra or {})},
                       ensure_ascii=False, sort_keys=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        round_dir.mkdir(parents=True, exist_ok=True)
+        append_bytes(path, (line + "\n").encode("utf-8"))
+    except OSError as exc:
+        if environment_errno(exc) is None:
+            raise
+        return None
     return path

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +14,7 @@ import polars as pl
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.fingerprint import fingerprint, sha256_file
+from sk_analytics.io_seam import move
 from sk_analytics.ingest.collect import ingest_run_dir
 from sk_analytics.schema import RUNS, TIMINGS
 from sk_analytics.stage_o.identity import identity_differences
@@ -77,7 +77,7 @@ class TrialState:
         spec.control.check()
 
     def blocker(self, stage: str, exc: EnvironmentBlocker) -> EnvironmentBlocker:
-        record_blocker(self.dir, round_name=self.spec.round, stage=stage, message=exc.one_line())
+        exc.recorded_in = record_blocker(self.dir, round_name=self.spec.round, stage=stage, message=exc.one_line())
         return exc
 
     def check_environment(self) -> None:
@@ -196,7 +196,7 @@ class TrialState:
         if folder.exists():
             dest = self.dir / "INCOMPLETE" / f"{folder.name}-{time.time_ns()}"
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(folder), str(dest))
+            move(folder, dest)
 
 
     def classify(self, result: ProcessResult, run_dir: Path, *, need_correctness: bool) -> RunOutcome:

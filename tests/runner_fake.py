@@ -6,7 +6,7 @@ Behaviour follows the SK options of its config, like a real runtime would:
 ``split_mode=2`` -> rank 1 writes no log; ``auto_op_parallel`` outside 0..1 ->
 invalid-and-defaulted line in super_kernel.log when the metadata dump is on.
 ``FAKE_SLEEP`` seconds of sleep before writing logs (for kill tests);
-``FAKE_FAIL_RUN=run-<k>`` makes that clean run exit 3.
+``FAKE_FAIL_RUN=run-<k>`` makes that clean run exit 3 (printing ``FAKE_FAIL_MESSAGE`` on stderr).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ if agg.get("value_breaker_bypass") == 3:
     time.sleep(300)
 time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
 if os.environ.get("FAKE_FAIL_RUN") and run.endswith(os.environ["FAKE_FAIL_RUN"]):
-    print("injected failure", file=sys.stderr)
+    print(os.environ.get("FAKE_FAIL_MESSAGE", "injected failure"), file=sys.stderr)
     sys.exit(3)
 base = 10.0 - 0.5 * int(opts.get("auto_op_parallel", 0) == 1)
 for r in range(ranks):

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from sk_analytics.atomic import write_json
+from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.io_seam import Fault, inject
+from sk_analytics.ledger import read_records
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.matrix import build_matrix, protocol_candidates
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Control
+from sk_runner.process import process_alive
 from sk_runner.sweep.demo import DEMO_SEED_CONFIG
 from sk_runner.sweep.session import BackendSpec, SweepSession, create_session
 
@@ -46,3 +51,59 @@ def settled_statuses(root: Path) -> dict[str, str]:
 def base_identity(root: Path) -> dict[str, Any]:
     base = load_json_file(root / "BASE" / "sbest-base.json")
     return {"round": base["round"], "options": base["options"], "option_changes": base["option_changes"]}
+
+
+def runs_per_round(root: Path) -> dict[str, list[str]]:
+    """The complete clean runs of every round."""
+    rounds = root / "experiments" / "Sbest"
+    return {
+        d.name: sorted(p.name for p in (d / "CLEAN").glob("run-*") if (p / "meta.json").is_file())
+        for d in sorted(rounds.iterdir()) if (d / "CLEAN").is_dir()
+    }
+
+
+def gate_numbers(root: Path) -> list[tuple[str, Any, Any, bool]]:
+    """Every recorded gate: round, worst-rank means of both sides, accepted."""
+    return [(r.data["round"], r.data["baseline_mean_ms"], r.data["candidate_mean_ms"], r.data["accepted"])
+            for r in read_records(root) if r.kind == "gate_result"]
+
+
+def sweep_outcome(root: Path) -> tuple[dict[str, str], dict[str, Any], dict[str, list[str]], list[tuple[str, Any, Any, bool]]]:
+    """What a finished sweep decided: settled statuses, Sbest-BASE, clean runs per round, gate numbers."""
+    return settled_statuses(root), base_identity(root), runs_per_round(root), gate_numbers(root)
+
+
+def session_processes(root: Path) -> list[int]:
+    """Live processes whose argv names the session folder (sk-run, the simulator)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                argv = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if str(root) in argv and process_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def sweep_with_fault(root: Path, fault: Fault | None) -> EnvironmentBlocker | None:
+    """Resume the sweep in this process with ``fault`` injected at its write seam (None: no fault of sk-run's own).
+
+    Returns the environment blocker it stopped with (None: it finished before
+    the fault was due). Whatever it stopped with, nothing of the session is
+    left running and its error says how to resume.
+    """
+    from sk_runner.sweep.driver import run_sweep
+    from sk_runner.sweep.session import load_session
+
+    with inject(fault) as plan:
+        try:
+            run_sweep(load_session(root), say=lambda _: None)
+        except EnvironmentBlocker as exc:
+            assert fault is None or plan.fired >= 1, f"stopped without the injected fault: {exc.one_line()}"
+            assert exc.one_line().endswith(f"Free the cause, then: sk-run sweep --resume {root}")
+            assert session_processes(root) == []
+            return exc
+    assert plan.fired == 0
+    return None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import click
 import pytest
 
@@ -31,6 +34,24 @@ def test_input_error_is_one_line_with_file_and_line(capsys: pytest.CaptureFixtur
 def test_environment_blocker_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(_group_raising(EnvironmentBlocker("torch_npu is not importable")), "x", ["boom"]) == 3
     assert "torch_npu" in capsys.readouterr().err
+
+
+def test_unexpected_exception_exits_70_with_saved_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run_cli(_group_raising(KeyError(None)), "sk-run", ["boom"]) == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("sk-run boom: internal error (KeyError: None); traceback saved to ")
+    saved = Path(err.split("traceback saved to ")[1].split(". This is a bug")[0])
+    assert saved.parent == tmp_path and "raise exc" in saved.read_text(encoding="utf-8")
+    assert "Traceback" not in err
+
+
+def test_internal_error_without_a_writable_temp_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "absent"))
+    assert run_cli(_group_raising(RecursionError("deep")), "sk-analyze", ["boom"]) == 70
+    assert "the traceback could not be saved" in capsys.readouterr().err
 
 
 def test_unknown_option_is_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import IntegrityError
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import GENESIS, Ledger, head_path, read_records, verify
+from sk_analytics.ledger import GENESIS, Ledger, head_path, is_json_object_prefix, read_records, recover_torn_tail, verify
 
 
 def _make(tmp_path: Path, n: int = 4) -> Path:
@@ -188,6 +188,64 @@ def test_torn_unanchored_tail_is_moved_aside(tmp_path: Path) -> None:
     side = tmp_path / record.data["_recovered_torn_tail"]["file"]
     assert side.read_bytes() == b'{"seq": 2, "prev": "ab'
     assert verify(path).ok
+
+
+def _next_line(path: Path, i: int) -> bytes:
+    """The exact bytes the next append would write (its hash depends on time: only its shape matters here)."""
+    last = read_records(path)[-1]
+    body = {"seq": last.seq + 1, "prev": last.hash, "ts_ns": 1, "kind": "event", "data": {"i": i, "summary_zh": "第四步"}}
+    return (json.dumps({**body, "hash": "0" * 64}, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+
+
+@pytest.mark.parametrize("cut", [1, 7, 20, 31, 64, -40, -2])
+def test_torn_record_prefix_is_cut_off_on_resume(tmp_path: Path, cut: int) -> None:
+    """What a power loss or a full disk leaves in the middle of an append: any prefix of the record's line."""
+    path = _make(tmp_path, 3)
+    before = path.read_bytes()
+    torn = _next_line(path, 3)[:cut]  # also cuts through the multi-byte characters of the Chinese summary
+    with open(path, "ab") as fh:
+        fh.write(torn)
+    with pytest.raises(IntegrityError, match="final line is not terminated"):
+        read_records(path)
+    recovered = recover_torn_tail(tmp_path)
+    assert recovered is not None and recovered["bytes"] == len(torn)
+    assert path.read_bytes() == before and (tmp_path / recovered["file"]).read_bytes() == torn
+    report = verify(path)
+    assert report.ok and report.warnings == [f"torn final record of an interrupted append kept in {recovered['file']} (cut off on resume)"]
+    assert recover_torn_tail(tmp_path) is None  # nothing left to recover
+    assert Ledger(path).append("event", {"i": 3}).seq == 3
+
+
+def test_torn_record_after_an_unanchored_one_is_recovered(tmp_path: Path) -> None:
+    """Two crashes in a row: a record whose head update was lost, then a torn one after it."""
+    path = _make(tmp_path, 3)
+    records = read_records(path)
+    head = json.loads(head_path(path).read_text(encoding="utf-8"))
+    head_path(path).write_text(json.dumps({**head, "seq": 1, "hash": records[1].hash,
+                                           "bytes": len("".join(_lines(path)[:2]).encode("utf-8"))}), encoding="utf-8")
+    with open(path, "ab") as fh:
+        fh.write(_next_line(path, 3)[:30])
+    assert recover_torn_tail(tmp_path) is not None
+    assert len(read_records(path)) == 3
+
+
+@pytest.mark.parametrize("tail", [b"garbage", b"\xff\xfe{", b'{"data": 1}} trailing', b'["not", "an object"'])
+def test_tail_that_cannot_be_a_record_still_refuses(tmp_path: Path, tail: bytes) -> None:
+    path = _make(tmp_path, 2)
+    with open(path, "ab") as fh:
+        fh.write(tail)
+    assert recover_torn_tail(tmp_path) is None
+    with pytest.raises(IntegrityError, match="final line is not terminated"):
+        read_records(path)
+    assert not list(tmp_path.glob("*.torn-*"))
+
+
+def test_json_object_prefix() -> None:
+    record = json.dumps({"data": {"a": [1, {"b": 'x"y\\'}], "z": "中文", "n": -1.5e3, "t": True, "f": None}, "seq": 3},
+                        ensure_ascii=False).encode("utf-8")
+    assert all(is_json_object_prefix(record[:i]) for i in range(1, len(record) + 1))
+    for bad in (b"", b"}", b'{"a": 1}}', b'{"a": xyz', b'{"a": [1}', b'{"a": "\x01"'):
+        assert not is_json_object_prefix(bad)
 
 
 def test_torn_anchored_record_is_not_recovered(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from sk_runner.backends.base import Control
 from sk_runner.backends.command import CommandBackend
 from sk_runner.config import parse_set
 from sk_runner.process import group_alive, process_alive
+from sk_runner.process_faults import EnvironmentFault
 from sk_runner.trial import TrialSpec, derive_seed, run_trial
 
 CONTROL = Control(ranks=2, iterations=None, warmup=2, timeout_s=30.0)
@@ -226,6 +227,24 @@ def test_joint_dcci_trial_probes_both_options_and_diff_has_two_pointers(tmp_path
     probe = json.loads((rd / "probe.json").read_text())
     assert probe["options"] == {"dcci_before_kernel_start": ["MatMulV3.*"], "dcci_after_kernel_end": ["MatMulV3.*"]}
     assert len(probe["runtime"]["option_lines"]) == 2
+
+
+def test_run_that_died_of_a_full_disk_is_a_blocker_not_a_scene(tmp_path: Path) -> None:
+    """A workload killed by ENOSPC failed for the machine: recorded as an environment blocker, no scene,
+    no RUNS row; the same trial run again continues with that run (protocol §8)."""
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    full = {**(spec.env or {}), "FAKE_FAIL_RUN": "run-2",
+            "FAKE_FAIL_MESSAGE": "OSError: [Errno 28] No space left on device: 'log_1.log'"}
+    with pytest.raises(EnvironmentFault, match=r"died of an environment fault \(ENOSPC: OSError: \[Errno 28\]"):
+        run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", env=full))
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    blocker = json.loads((rd / "environment-blockers.jsonl").read_text())
+    assert blocker["stage"] == "clean" and "No space left on device" in blocker["message"]
+    assert not (rd / "FAILURE_SCENES").exists()
+    assert [p.name.rsplit("-", 1)[0] for p in (rd / "INCOMPLETE").iterdir()] == ["run-2"]
+    assert scan_table(tmp_path / "session/data", "runs").collect()["status"].to_list() == ["ok"]
+    again = run_trial(spec)
+    assert again.status == "ok" and again.new_runs == [2, 3]
 
 
 def test_missing_workload_executable_is_a_recorded_blocker(tmp_path: Path) -> None:

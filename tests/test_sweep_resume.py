@@ -1,7 +1,9 @@
-"""Fault injection: SIGKILL or SIGINT the sweep at random points, resume, and get the same BASE and matrix."""
+"""Fault injection: SIGKILL or SIGINT the sweep at random points, or ENOSPC/EIO at every write site,
+resume, and get the same BASE, matrix and gate numbers."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -14,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from sk_analytics.errors import IntegrityError
+from sk_analytics.io_seam import Fault
 from sk_analytics.ledger import read_records, verify
 from sk_analytics.strict_json import load_json_file
-from sk_runner.process import process_alive
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session
-from sweep_helpers import base_identity, settled_statuses, small_session
+from sweep_helpers import session_processes, small_session, sweep_outcome, sweep_with_fault
 
 pytestmark = pytest.mark.slow
 
@@ -27,38 +29,12 @@ ENTRIES = ["auto-op-parallel-1", "aggressive-task1-value0", "split-mode-3"]
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _runs_per_round(root: Path) -> dict[str, list[str]]:
-    rounds = root / "experiments" / "Sbest"
-    return {
-        d.name: sorted(p.name for p in (d / "CLEAN").glob("run-*") if (p / "meta.json").is_file())
-        for d in sorted(rounds.iterdir()) if (d / "CLEAN").is_dir()
-    }
-
-
-def _outcome(root: Path) -> tuple[dict[str, str], dict, dict[str, list[str]]]:
-    return settled_statuses(root), base_identity(root), _runs_per_round(root)
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple, float]:
     root = tmp_path_factory.mktemp("ref") / "s"
     started = time.monotonic()
     run_sweep(small_session(root, ENTRIES, noise=1.0), say=lambda _: None)
-    return _outcome(root), time.monotonic() - started
-
-
-def _session_processes(root: Path) -> list[int]:
-    """Live processes whose argv names the session folder (sk-run, the simulator)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                argv = (entry / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            if str(root) in argv and process_alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
+    return sweep_outcome(root), time.monotonic() - started
 
 
 def _signal_sweep_after(root: Path, delay_s: float, sig: signal.Signals = signal.SIGKILL) -> bool:
@@ -83,8 +59,8 @@ def _signal_sweep_after(root: Path, delay_s: float, sig: signal.Signals = signal
             # once the sweep runs (not while Python still imports), the resume command is printed
             assert [x for x in lines if x.startswith("continue with")] in ([], [f"continue with: sk-run sweep --resume {root}"])
         deadline = time.monotonic() + 10
-        while _session_processes(root):
-            assert time.monotonic() < deadline, f"alive after {sig.name}: {_session_processes(root)}"
+        while session_processes(root):
+            assert time.monotonic() < deadline, f"alive after {sig.name}: {session_processes(root)}"
             time.sleep(0.05)
         return True
 
@@ -103,7 +79,7 @@ def test_signal_and_resume_reaches_same_result(seed: int, sig: signal.Signals, t
     assert verify(root).ok  # a killed sweep never leaves a broken ledger
     outcome = run_sweep(load_session(root), say=lambda _: None)
     assert outcome is not None and outcome.outcome == "base"
-    assert _outcome(root) == expected
+    assert sweep_outcome(root) == expected
     assert verify(root).ok
     kinds = [r.kind for r in read_records(root)]
     assert kinds.count("base_frozen") == 1 and kinds.count("matrix_frozen") == 1
@@ -114,7 +90,33 @@ def test_signal_and_resume_reaches_same_result(seed: int, sig: signal.Signals, t
     cited = load_json_file(root / "handoff.json")["failure_scenes"]
     assert cited and all((root / s / "scene.json").is_file() for s in cited)
     assert kills >= 1
-    assert _session_processes(root) == []
+    assert session_processes(root) == []
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO], ids=["ENOSPC", "EIO"])
+def test_fault_at_every_write_site_resumes_to_same_result(code: int, tmp_path: Path, reference: tuple[tuple, float]) -> None:
+    """One leg per write site (seeded point), then a disk that fails every write; each leg stops the sweep
+    as an environment blocker, and the final resume decides exactly what the uninterrupted sweep did."""
+    expected, _ = reference
+    rng = random.Random(code)
+    root = tmp_path / "s"
+    small_session(root, ENTRIES, noise=1.0)
+    legs = {
+        "copy": Fault(code, "copy", 1),  # the first failure scene being sealed
+        "parquet": Fault(code, "parquet", rng.randint(1, 6)),  # a run's timings: the run stays incomplete
+        "move": Fault(code, "move", 1),  # ... and moving that run aside on resume
+        "ledger": Fault(code, "ledger", rng.randint(1, 4), torn=True),  # half a record on disk
+        "atomic": Fault(code, "atomic", rng.randint(1, 20)),
+        "every write": Fault(code, None, rng.randint(1, 40)),  # nothing can be written, the blocker neither
+    }
+    stops = {name: sweep_with_fault(root, fault) for name, fault in legs.items()}
+    assert [name for name, stop in stops.items() if stop is None] == []
+    outcome = run_sweep(load_session(root), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    assert sweep_outcome(root) == expected
+    assert verify(root).ok and session_processes(root) == []
+    trial_keys = [(r.data["round"], r.data["phase"]) for r in read_records(root) if r.kind == "trial_result"]
+    assert len(trial_keys) == len(set(trial_keys))
 
 
 def test_tampered_ledger_or_matrix_refuses_resume(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Each sub-command lives in its own module of this package and is imported
 lazily (see :class:`~sk_analytics.cli._base.LazyGroup`). Commands return their
-exit code (0 ok, 1 decision negative, 2 bad input, 3 environment).
+exit code (0 ok, 1 decision negative, 2 bad input, 3 environment, 70 internal error).
 """
 
 from __future__ import annotations

@@ -5,14 +5,19 @@ from __future__ import annotations
 import errno
 import importlib
 import importlib.util
-from collections.abc import Mapping
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from sk_analytics.atomic import write_text
-from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_NEGATIVE, EXIT_OK, SkTuneError
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
 
 
 class LazyGroup(click.Group):
@@ -104,7 +109,35 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
         return code
+    except Exception as exc:  # a bug of ours: its own exit code, never 1 ("decision negative")
+        return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
     return int(result) if isinstance(result, int) else 0
+
+
+def _internal_error(prog_name: str, argv: Sequence[str], exc: Exception) -> int:
+    """One line naming the failing command and the file holding the traceback; exit 70 (EX_SOFTWARE)."""
+    command = " ".join([prog_name, *[a for a in argv if not a.startswith("-")][:1]])
+    saved = save_traceback(prog_name, argv, exc)
+    where = f"traceback saved to {saved}" if saved is not None else "the traceback could not be saved"
+    what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    click.echo(f"{command}: internal error ({what}); {where}. This is a bug in sk-tune, not a result: "
+               "please report it with that file", err=True)
+    return EXIT_INTERNAL
+
+
+def save_traceback(prog_name: str, argv: Sequence[str], exc: BaseException) -> Path | None:
+    """Write the traceback of ``exc`` to a new file in the temp folder; its path (None when it cannot be written)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(tempfile.gettempdir()) / f"sk-tune-crash-{stamp}-{os.getpid()}.txt"
+    text = "".join([f"{prog_name} {' '.join(argv)}\n", f"python {sys.version.split()[0]}\n\n",
+                    *traceback.format_exception(type(exc), exc, exc.__traceback__)])
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError:
+        return None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
 
 
 def _interrupted(prog_name: str, interrupt: BaseException | None, default: str) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from sk_analytics.cli._base import run_cli, write_or_check
-from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_NEGATIVE, EXIT_OK
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK
 
 DEFAULT_PATH = Path("docs") / "cli.md"
 WIDTH = 78  # what --help prints in any terminal of 80+ columns (click wraps at min(columns, 80) - 2)
@@ -29,6 +29,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_NEGATIVE, "decision negative or blocked (returned, not an error): the gate rejected, not stable, a value not ready, no repair, a trial or profile not ok, the sweep ended without BASE, a `--check` found drift"),
     (EXIT_BAD_INPUT, "bad input or usage: a missing, unreadable or malformed file, line or record, tampered evidence (`InputError`, `IntegrityError`), a usage error"),
     (EXIT_ENVIRONMENT, "environment (`EnvironmentBlocker`): torch_npu/CANN not loadable, workload not startable, profiling switches set for a clean run, any other OS error (e.g. disk full)"),
+    (EXIT_INTERNAL, "internal error (`EX_SOFTWARE`): an unexpected exception, a bug of sk-tune; one line names the command and the file its traceback was saved to (docs/faults.md)"),
     (130, "interrupted (Ctrl-C, SIGINT) or aborted: every process the command started is killed; `--resume` continues (docs/faults.md)"),
     (143, "terminated (SIGTERM to `sk-run`): as 130"),
 )

@@ -23,6 +23,7 @@ from sk_analytics.contract.rules import ContractInputError, ContractIntegrityErr
 from sk_analytics.contract.scan import MARKER_NAME
 from sk_analytics.contract.schemas import check_schema
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.io_seam import guard
 from sk_analytics.strict_json import load_json_file
 
 SESSION_SCHEMA = "sk-tune-collection-session-v1"
@@ -130,6 +131,7 @@ def begin(role: str, root: str | PathLike[str], session_out: str | PathLike[str]
     root_abs.mkdir(parents=True, exist_ok=True)
     wall_ns = time.time_ns()
     marker = root_abs / MARKER_NAME
+    guard("atomic", marker)
     with open(marker, "w", encoding="utf-8") as fh:
         fh.write("{}\n")
     st = marker.stat()

@@ -138,8 +138,9 @@ def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = N
             on_start(pid)
 
     argv = [sys.executable, "-c", "from sk_runner.cli import main; main()", "sweep", "--resume", str(folder), "--quiet"]
-    result = run_process(argv, cwd=folder, env={**os.environ, **dict(job.signing_env)}, stdout_path=logs / f"{stamp}.out", stderr_path=logs / f"{stamp}.err",
-                         timeout_s=job.timeout_s, on_start=started)
+    result = run_process(argv, cwd=folder, env={**os.environ, **dict(job.signing_env)}, stdout_path=logs / f"{stamp}.out",
+                         stderr_path=logs / f"{stamp}.err", timeout_s=job.timeout_s, on_start=started,
+                         environment_faults=False)  # a sweep reports its own faults by its exit code (3)
     return JobResult(job.session, node.to_json(), result.exit_code, result.signal, result.timed_out, result.duration_s)
 
 

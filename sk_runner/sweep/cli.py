@@ -18,6 +18,8 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
     """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped)."""
     say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=False))
     click.echo(f"会话：{session.root}")
+    for notice in session.notices:
+        click.echo(f"sk-run: warning: {notice}", err=True)
     try:
         outcome = run_sweep(session, say=say, lang=lang)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: every started process is already killed

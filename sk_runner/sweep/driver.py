@@ -17,7 +17,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
-from sk_analytics.errors import UsageError
+from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
@@ -26,6 +26,7 @@ from sk_analytics.strict_json import load_json_file
 from sk_runner import lifetime
 from sk_runner.backends.base import Backend
 from sk_runner.sweep.executor import Executor
+from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
 from sk_runner.sweep.session import SweepSession
 from sk_runner.sweep.verify import verify_incumbent
@@ -136,15 +137,29 @@ def run_sweep(
         lock.acquire(timeout=0)
     except Timeout:
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
+    step = _Step()
     try:
         lifetime.attach(session.root)  # survivors of an earlier sk-run on this session die before anything starts
-        return _loop(session, say, lang, max_actions, on_action)
+        return _loop(session, say, lang, max_actions, on_action, step)
+    except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
+        stop = environment_stop(session.root, step.action, exc)
+        if stop is None:
+            raise
+        raise stop from exc
     finally:
         lock.release()
 
 
+@dataclass
+class _Step:
+    """The action being carried out (None before the first and between actions): where a fault is recorded."""
+
+    action: m.Action | None = None
+
+
 def _loop(
-    session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None
+    session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None,
+    step: _Step,
 ) -> SweepOutcome | None:
     backend = session.backend.build()
     backend.check_ready()
@@ -171,6 +186,7 @@ def _loop(
             return None
         if on_action is not None:
             on_action(action)
+        step.action = action
         if isinstance(action, m.FreezeMatrix):
             fp = freeze_session_matrix(session.root)
             say(f"选项矩阵已冻结：{len(matrix['entries'])} 个条目，指纹 {fp[:12]}")
@@ -180,4 +196,5 @@ def _loop(
             session.ledger.append(kind, data)
             if kind not in ("entry_settled", "session_stopped") and "summary_zh" in data:
                 say(f"    → {data['summary_zh']}")
+        step.action = None
         done += 1

@@ -267,10 +267,10 @@ def enter_phase(
         session = load_session(root)
         if (session.task or {}).get("task_fingerprint") != task.fingerprint:
             raise IntegrityError(f"{root}: the session belongs to another task; use a new --session")
-        return session, plan(task, root)
-    session = create_session(root, task.seed_config, seed=task.seed, backend=task.backend, control=task.control,
-                             policy=task.policy, task=record, placement=placement)
-    entry = plan(task, root)
+    else:
+        session = create_session(root, task.seed_config, seed=task.seed, backend=task.backend, control=task.control,
+                                 policy=task.policy, task=record, placement=placement)
+    entry = plan(task, root)  # recorded once, also when an earlier entry stopped right after creating the session
     if not any(r.kind == "phase_entry" for r in read_records(root)):
         session.ledger.append("phase_entry", {**entry, "summary_zh": f"阶段入口校验通过（任务指纹 {task.fingerprint[:12]}）"})
     return session, entry

@@ -7,6 +7,9 @@ refuses a session whose identity or SEED config changed since.
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +18,7 @@ from typing import Any
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError, UsageError
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import Ledger, read_records
+from sk_analytics.ledger import Ledger, read_records, recover_torn_tail
 from sk_analytics.signing import signer
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.strict_json import load_json_file
@@ -72,6 +75,8 @@ class SweepSession:
     task: dict[str, Any] | None = None
     #: Where a campaign pinned this session (node id, host); absent outside campaigns.
     placement: dict[str, Any] | None = None
+    #: Warnings of loading it for the user (a torn ledger tail cut off).
+    notices: tuple[str, ...] = ()
 
     @property
     def seed_config_path(self) -> Path:
@@ -107,6 +112,10 @@ def create_session(
 ) -> SweepSession:
     """Create a new session folder: SEED config, session.json, first ledger record.
 
+    All of it is built in a hidden sibling folder and renamed into place in one
+    step, so a crash (or a full disk) during creation leaves no half session:
+    the folder is absent (or still empty) and the same command creates it
+    again. The sibling of a creator that died is removed by the next creation.
     ``placement`` (a campaign's node affinity) becomes part of the fingerprinted identity;
     ``signing_key`` names the fingerprint of the key that signs the session's ledger."""
     root = Path(root)
@@ -115,17 +124,36 @@ def create_session(
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} is not empty; a new session needs an empty or new folder")
     key = signer(outside=root)  # refuse a key inside the session before anything is written
-    root.mkdir(parents=True, exist_ok=True)
-    write_json(root / SEED_CONFIG_FILE, seed_config)
-    session = SweepSession(root, seed, backend, control, policy, task, placement)
-    identity = {**session.identity(), "created_ns": time.time_ns(), "signing_key": key.fingerprint}
-    write_json(root / SESSION_FILE, identity)
-    session.ledger.append(
-        "session_started",
-        {"session_fingerprint": fingerprint(identity), "seed_config_fingerprint": identity["seed_config_fingerprint"],
-         "policy": identity["policy"], "summary_zh": f"Stage O 会话开始（SEED 配置指纹 {identity['seed_config_fingerprint'][:12]}）"},
-    )
-    return session
+    root.parent.mkdir(parents=True, exist_ok=True)
+    drop_abandoned_creations(root)
+    staging = root.with_name(f"{CREATING_PREFIX}{root.name}.{os.getpid()}.{time.time_ns()}")
+    staging.mkdir()
+    try:
+        write_json(staging / SEED_CONFIG_FILE, seed_config)
+        staged = SweepSession(staging, seed, backend, control, policy, task, placement)
+        identity = {**staged.identity(), "created_ns": time.time_ns(), "signing_key": key.fingerprint}
+        write_json(staging / SESSION_FILE, identity)
+        staged.ledger.append(
+            "session_started",
+            {"session_fingerprint": fingerprint(identity), "seed_config_fingerprint": identity["seed_config_fingerprint"],
+             "policy": identity["policy"], "summary_zh": f"Stage O 会话开始（SEED 配置指纹 {identity['seed_config_fingerprint'][:12]}）"},
+        )
+        try:
+            os.rename(staging, root)  # replaces an empty folder at root; anything else there refuses
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise
+            raise UsageError(f"{root} was filled by someone else while this session was created; choose a new --session") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return SweepSession(root, seed, backend, control, policy, task, placement)
+
+
+CREATING_PREFIX = ".creating-"
+"""Hidden sibling ``.creating-<name>.<pid>.<ns>`` in which :func:`create_session` builds a session."""
+
+
 
 
 def load_session(root: Path) -> SweepSession:
@@ -137,6 +165,10 @@ def load_session(root: Path) -> SweepSession:
     data = load_json_file(path)
     if not isinstance(data, dict) or data.get("schema_version") != SESSION_SCHEMA:
         raise InputError(path, "unknown session format", expected=SESSION_SCHEMA)
+    torn = recover_torn_tail(root)  # an append cut short by a crash or a full disk: its bytes are kept aside
+    notices = () if torn is None else (
+        f"ledger: cut off the torn final record of an interrupted append ({torn['bytes']} bytes, kept in {torn['file']}); "
+        "its step runs again",)
     records = read_records(root)
     if not records or records[0].kind != "session_started":
         raise IntegrityError(f"{root}: ledger does not start with session_started")
@@ -155,6 +187,7 @@ def load_session(root: Path) -> SweepSession:
         Policy.from_json(data["policy"]),
         data.get("task"),
         data.get("placement"),
+        notices,
     )
     seed_fp = fingerprint(load_json_file(session.seed_config_path))
     if seed_fp != data["seed_config_fingerprint"]:

@@ -1,0 +1,170 @@
+"""The one seam every write of a session goes through, and the environment faults it can raise.
+
+A full disk, an I/O error, a read-only remount, a permission change or an
+exhausted file-descriptor table are *environment* faults (protocol §8
+environment blockers): they say nothing about an option and must never be
+recorded as a decision. Every write of a session (atomic files and Parquet
+through :mod:`sk_analytics.atomic`, ledger and blocker appends, scene copies,
+folders moved aside) passes :func:`guard` with the name of its site, so
+
+* callers can tell such a fault from a bug by its errno alone
+  (:func:`environment_errno`), and
+* a test injects ENOSPC, EIO, EROFS, EACCES or EMFILE at any write site, or
+  at the n-th write of a whole sweep, without editing a call site
+  (:func:`inject` in this process; ``SK_TUNE_INJECT_FAULT=ENOSPC:atomic:1``
+  in the environment of a process started later, e.g. a workload).
+
+Outside a test :func:`guard` is one global read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENVIRONMENT_ERRNOS: frozenset[int] = frozenset(
+    code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM,
+                      errno.EMFILE, errno.ENFILE) if code is not None
+)
+"""Errnos that mean "the machine cannot store or open files now", not "the input is wrong"."""
+
+SITES = ("atomic", "parquet", "ledger", "append", "copy", "move")
+"""Write sites: whole files written atomically (JSON, text, reports), Parquet tables,
+ledger records, appended lines (environment blockers), scene copies, folders moved aside."""
+
+
+def environment_errno(exc: BaseException) -> str | None:
+    """The errno name (``ENOSPC`` …) when ``exc`` is an environment fault, else None."""
+    if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+    return None
+
+
+# --------------------------------------------------------------------------- injection
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An OSError to raise at the ``nth`` write matching ``site`` (None: any site).
+
+    ``sticky``: every later matching write fails too, as on a disk that stays
+    full until someone frees it. ``torn``: an append writes the first half of
+    its bytes before failing (what ENOSPC in the middle of a write leaves).
+    """
+
+    code: int
+    site: str | None = None
+    nth: int = 1
+    sticky: bool = True
+    torn: bool = False
+
+
+@dataclass
+class FaultPlan:
+    """The writes seen while a plan is active; raises its fault when due."""
+
+    fault: Fault | None
+    writes: list[tuple[str, str]] = field(default_factory=list)
+    matching: int = 0
+    fired: int = 0
+
+    def hit(self, site: str, path: str) -> Fault | None:
+        """Record one write; the fault to raise at it, if any."""
+        self.writes.append((site, path))
+        fault = self.fault
+        if fault is None or (fault.site is not None and fault.site != site):
+            return None
+        self.matching += 1
+        if self.matching == fault.nth or (fault.sticky and self.matching > fault.nth):
+            self.fired += 1
+            return fault
+        return None
+
+
+FAULT_ENV = "SK_TUNE_INJECT_FAULT"
+"""``ERRNO:SITE:N`` (SITE ``*``: any site): the N-th matching write of this process fails, and every later one."""
+
+
+def parse_fault(text: str) -> Fault:
+    """A :class:`Fault` from ``ERRNO:SITE:N`` (e.g. ``ENOSPC:parquet:2``); ValueError when malformed."""
+    name, site, nth = text.split(":")
+    code = getattr(errno, name.strip().upper(), None)
+    if not isinstance(code, int) or (site != "*" and site not in SITES) or int(nth) < 1:
+        raise ValueError(f"{FAULT_ENV}={text!r}: expected ERRNO:SITE:N with SITE among {', '.join(SITES)} or *")
+    return Fault(code, None if site == "*" else site, int(nth))
+
+
+_ACTIVE: FaultPlan | None = FaultPlan(parse_fault(os.environ[FAULT_ENV])) if os.environ.get(FAULT_ENV) else None
+
+
+@contextmanager
+def inject(fault: Fault | None = None) -> Iterator[FaultPlan]:
+    """Activate ``fault`` for the writes of this process (None: only record the writes)."""
+    global _ACTIVE
+    previous, _ACTIVE = _ACTIVE, FaultPlan(fault)
+    try:
+        yield _ACTIVE
+    finally:
+        _ACTIVE = previous
+
+
+def _fault_error(fault: Fault, path: str) -> OSError:
+    return OSError(fault.code, f"{os.strerror(fault.code)} (injected)", path)
+
+
+def _due(site: str, path: str | os.PathLike[str]) -> Fault | None:
+    plan = _ACTIVE
+    return None if plan is None else plan.hit(site, os.fspath(path))
+
+
+def guard(site: str, path: str | os.PathLike[str]) -> None:
+    """Called by every write before it changes the file system; raises an injected fault."""
+    fault = _due(site, path)
+    if fault is not None:
+        raise _fault_error(fault, os.fspath(path))
+
+
+# --------------------------------------------------------------------------- guarded primitives
+
+
+def append_bytes(path: str | os.PathLike[str], data: bytes, *, site: str = "append") -> int:
+    """Append ``data`` with one write and fsync it; the file's size afterwards.
+
+    The file is created with mode 0o644 less the umask, like other tools' files.
+    """
+    fault = _due(site, path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if fault is not None:
+            if fault.torn:
+                os.write(fd, data[: len(data) // 2])
+                os.fsync(fd)
+            raise _fault_error(fault, os.fspath(path))
+        os.write(fd, data)
+        os.fsync(fd)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """Copy a folder (links kept as links)."""
+    guard("copy", dest)
+    shutil.copytree(src, dest, symlinks=True)
+
+
+def copy_file(src: Path, dest: Path) -> None:
+    """Copy one file with its times and mode."""
+    guard("copy", dest)
+    shutil.copy2(src, dest)
+
+
+def move(src: Path, dest: Path) -> None:
+    """Move a file or folder (a rename when both are on one file system)."""
+    guard("move", dest)
+    shutil.move(str(src), str(dest))

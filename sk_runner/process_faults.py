@@ -1,0 +1,93 @@
+"""Did a failed workload or producer die of an environment fault?
+
+A process that failed because the disk was full, the file system went
+read-only, an I/O error hit it, its permissions changed or it ran out of file
+descriptors failed for the machine, not for the option it ran: protocol §8
+makes that an environment blocker, and the step is retried on ``--resume``
+instead of being decided. The process tells us on stderr (a Python
+``OSError`` prints ``[Errno 28] No space left on device``; ``sk-run sim``
+prints the C library's text); a process whose stderr itself could not be
+written is recognised by the disk it wrote to having no space left.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sk_analytics.errors import EnvironmentBlocker
+
+LOW_SPACE_BYTES = 64 * 1024
+"""Below this many free bytes on the run folder's file system a failed process counts as ENOSPC."""
+
+TAIL_CHARS = 8000
+"""How much of the end of stderr is searched (a traceback's last lines name the error)."""
+
+_CODES = tuple(code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EIO, errno.EROFS, errno.EACCES,
+                                 errno.EMFILE, errno.ENFILE) if code is not None)
+"""EPERM is left out: "Operation not permitted" is printed for too many unrelated reasons."""
+
+_SIGNATURE = re.compile(
+    "|".join(rf"(?P<e{code}>\[Errno {code}\]|{re.escape(os.strerror(code))})" for code in _CODES)
+)
+
+
+@dataclass(frozen=True)
+class FaultEvidence:
+    """Which environment fault, and the stderr line (or disk figure) that shows it."""
+
+    errno_name: str
+    evidence: str
+
+    def describe(self) -> str:
+        return f"{self.errno_name}: {self.evidence}"
+
+
+class EnvironmentFault(EnvironmentBlocker):
+    """A started process died of an environment fault: a blocker, never a decision."""
+
+    def __init__(self, argv0: str, evidence: FaultEvidence) -> None:
+        self.evidence = evidence
+        super().__init__(f"{argv0} died of an environment fault ({evidence.describe()})")
+
+
+def tail_text(path: Path | None, chars: int = TAIL_CHARS) -> str:
+    """The last ``chars`` bytes of a file as text ('' when it is missing or unreadable)."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - chars))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def classify_fault(stderr_tail: str, free_bytes: int | None) -> FaultEvidence | None:
+    """The environment fault a failed process shows: its last stderr line naming one, else a full disk."""
+    for line in reversed(stderr_tail.splitlines()):
+        match = _SIGNATURE.search(line)
+        if match is not None:
+            code = int(next(name for name, value in match.groupdict().items() if value is not None)[1:])
+            return FaultEvidence(errno.errorcode[code], " ".join(line.split())[-300:])
+    if free_bytes is not None and free_bytes < LOW_SPACE_BYTES:
+        return FaultEvidence("ENOSPC", f"{free_bytes} bytes free where the process wrote its output")
+    return None
+
+
+def free_bytes(path: Path) -> int | None:
+    """Free bytes for unprivileged writers on ``path``'s file system (None when unknown)."""
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def process_fault(stderr_path: Path) -> FaultEvidence | None:
+    """:func:`classify_fault` of a failed process from its stderr file and the disk it lies on."""
+    return classify_fault(tail_text(stderr_path), free_bytes(stderr_path.parent))

@@ -1,0 +1,62 @@
+"""Environment faults of a sweep: recorded as protocol §8 blockers, never as decisions.
+
+An ``OSError`` of the machine (disk full, I/O error, read-only file system,
+permissions, no file descriptors) raised by ``sk-run`` itself, or a workload
+or producer that died of one (:class:`~sk_runner.process_faults.EnvironmentFault`),
+stops the sweep before the step's outcome reaches the ledger. The step is
+therefore asked for again by ``sk-run sweep --resume``; what it left behind
+is incomplete by construction (a run without ``meta.json``, a temp file, an
+unsealed scene, a torn ledger tail) and is set aside or ignored by the resume.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.io_seam import environment_errno
+from sk_analytics.stage_o import machine as m
+from sk_analytics.stage_o.layout import EXPERIMENTS
+from sk_runner.scene import record_blocker
+
+SESSION_ROUND = "SESSION"
+"""Blocker folder of steps that belong to no round (matrix, hand-off, reports)."""
+DCCI_ROUND = "DCCI"
+
+_DCCI_ACTIONS = (m.CollectProfile, m.DcciDiff, m.ProbeRepair)
+
+
+def blocker_round(action: m.Action | None) -> str:
+    """The round folder whose ``environment-blockers.jsonl`` takes a fault of ``action``."""
+    if isinstance(action, _DCCI_ACTIONS):
+        return DCCI_ROUND
+    name = getattr(action, "round", None)
+    return name if isinstance(name, str) and name else SESSION_ROUND
+
+
+def environment_stop(root: Path, action: m.Action | None, exc: BaseException) -> EnvironmentBlocker | None:
+    """The error a sweep stops with for an environment fault (recorded as a blocker), or None for any other error.
+
+    The message names the fault and the step and ends with the resume command.
+    """
+    if isinstance(exc, EnvironmentBlocker):
+        what, code = exc.one_line(), getattr(getattr(exc, "evidence", None), "errno_name", None)
+    else:
+        code = environment_errno(exc)
+        if code is None:
+            return None
+        assert isinstance(exc, OSError)
+        where = f" at {exc.filename}" if exc.filename else ""
+        what = f"sk-run could not write{where}: {exc.strerror or exc} ({code})"
+    step = "session" if action is None else action.kind
+    round_name = blocker_round(action)
+    recorded = exc.recorded_in if isinstance(exc, EnvironmentBlocker) else None
+    if recorded is None:
+        extra = {"errno": code, "action": step} if code else {"action": step}
+        recorded = record_blocker(root / EXPERIMENTS / round_name, round_name=round_name, stage=step, message=what, extra=extra)
+    note = f"recorded in {recorded.relative_to(root)}" if recorded is not None else "not recorded: the session folder is not writable"
+    stop = EnvironmentBlocker(f"{round_name} {step}: {what}; nothing was decided ({note}). "
+                              f"Free the cause, then: sk-run sweep --resume {shlex.quote(str(root))}")
+    stop.recorded_in = recorded
+    return stop

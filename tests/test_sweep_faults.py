@@ -1,0 +1,157 @@
+"""Environment faults never decide: ENOSPC/EIO at the sweep's write sites, or a real full disk, stop it as a
+blocker, and ``--resume`` reaches the same Sbest-BASE, options and gate numbers as an uninterrupted sweep.
+
+(A workload that died of a full disk: tests/test_runner_trial.py; every site with both errnos:
+tests/test_sweep_resume.py, slow.)"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sk_analytics.io_seam import Fault, inject
+from sk_analytics.ledger import read_records, verify
+from sk_analytics.stage_o.session_view import load_environment_blockers
+from sk_runner.sweep.driver import run_sweep
+from sk_runner.sweep.demo import DEMO_SEED_CONFIG
+from sk_runner.sweep.session import BackendSpec, create_session, load_session
+from sweep_helpers import FAST_POLICY, SMALL, session_processes, small_session, sweep_outcome, sweep_with_fault
+
+ENTRIES = ["split-mode-3"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple, dict[str, int], Path]:
+    """The uninterrupted sweep's outcome and how many writes it made at each site."""
+    root = tmp_path_factory.mktemp("ref") / "s"
+    session = small_session(root, ENTRIES, noise=1.0)
+    with inject(None) as plan:
+        run_sweep(session, say=lambda _: None)
+    counts: dict[str, int] = {}
+    for site, _ in plan.writes:
+        counts[site] = counts.get(site, 0) + 1
+    return sweep_outcome(root), counts, root
+
+
+def test_faults_at_seeded_write_sites_resume_to_the_same_base(tmp_path: Path, reference: tuple[tuple, dict[str, int], Path]) -> None:
+    expected, counts, _ = reference
+    assert {"atomic", "parquet", "ledger"} <= set(counts)
+    rng = random.Random(2026)
+    root = tmp_path / "s"
+    small_session(root, ENTRIES, noise=1.0)
+    legs = [Fault(errno.ENOSPC, "parquet", rng.randint(1, counts["parquet"] // 4)),
+            Fault(errno.EIO, "ledger", rng.randint(1, 2), torn=True),  # a record cut in the middle of its line
+            Fault(errno.ENOSPC, "atomic", rng.randint(1, counts["atomic"] // 4)),
+            Fault(errno.ENOSPC, None, rng.randint(1, 10))]  # the disk is full for every write: the blocker cannot be recorded
+    stops = [sweep_with_fault(root, fault) for fault in legs]
+    assert all(stop is not None for stop in stops)
+    assert "(EIO)" in stops[1].one_line() and "(ENOSPC)" in stops[0].one_line()  # type: ignore[union-attr]
+    assert "not recorded" in stops[3].one_line()  # type: ignore[union-attr]
+    # recorded as environment blockers for the report (protocol §8), never as a decision in the ledger
+    blockers = load_environment_blockers(root)
+    assert len(blockers) == 3 and {b["errno"] for b in blockers} == {"ENOSPC", "EIO"}
+    decided = [r for r in read_records(root) if "environment" in str(r.data.get("reason", "")).lower()]
+    assert decided == []
+    outcome = run_sweep(load_session(root), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    assert sweep_outcome(root) == expected
+    assert verify(root).ok and list(root.glob("ledger.jsonl.torn-*"))
+    assert session_processes(root) == []
+
+
+def _size_kib(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) // 1024
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A small RAM file system of our own (needs root and a kernel that lets us mount one)."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root; the injected ENOSPC tests cover the same paths without one")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); the injected ENOSPC tests cover the same paths")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _sk_run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_real_full_disk_then_resume(tmpfs: Path, reference: tuple[tuple, dict[str, int], Path]) -> None:
+    """A real full disk (a tmpfs smaller than the session): exit 3 with a blocker, then after more space the same BASE."""
+    expected, _, ref_root = reference
+    size = max(1024, _size_kib(ref_root) * 6 // 10)
+    subprocess.run(["mount", "-o", f"remount,size={size}k", str(tmpfs)], check=True)
+    root = tmpfs / "s"
+    small_session(root, ENTRIES, noise=1.0)
+    full = _sk_run("sweep", "--resume", str(root), "--quiet")
+    assert full.returncode == 3, full.stderr
+    lines = full.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ENOSPC" in lines[0] and "nothing was decided" in lines[0], lines
+    assert lines[0].endswith(f"Free the cause, then: sk-run sweep --resume {root}")
+    assert session_processes(root) == []
+    subprocess.run(["mount", "-o", f"remount,size={size * 4}k", str(tmpfs)], check=True)  # the user frees space
+    resumed = _sk_run("sweep", "--resume", str(root), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert sweep_outcome(root) == expected and verify(root).ok
+    assert session_processes(root) == []
+
+
+def _create(root: Path) -> None:
+    create_session(root, dict(DEMO_SEED_CONFIG), seed=7, backend=BackendSpec("sim", None, 0.0), control=SMALL, policy=FAST_POLICY)
+
+
+_KILL_AT_WRITE = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from sk_analytics import io_seam
+from test_sweep_faults import _create
+
+class KillAt(io_seam.FaultPlan):
+    def hit(self, site, path):
+        self.writes.append((site, path))
+        if len(self.writes) == {n}:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return None
+
+io_seam._ACTIVE = KillAt(None)
+_create(__import__("pathlib").Path({root!r}))
+"""
+
+
+def test_interrupted_session_creation_leaves_nothing_half_made(tmp_path: Path) -> None:
+    """A fault or SIGKILL at every write of the creation: the folder is absent, and the same creation then works."""
+    with inject(None) as plan:
+        _create(tmp_path / "count")
+    writes = len(plan.writes)
+    assert [site for site, _ in plan.writes] == ["atomic", "atomic", "ledger", "atomic"]  # SEED, session.json, record, head
+    for n in range(1, writes + 1):
+        root = tmp_path / f"fault-{n}"
+        with inject(Fault(errno.ENOSPC, None, n)), pytest.raises(OSError):
+            _create(root)
+        assert not root.exists() and not list(tmp_path.glob(f".creating-fault-{n}.*"))
+        _create(root)
+        assert load_session(root).seed == 7
+    for n in (1, 2, 3):  # killed: a dead creator's folder is left, and dropped by the next creation
+        root = tmp_path / f"kill-{n}"
+        code = _KILL_AT_WRITE.format(tests=str(Path(__file__).parent), n=n, root=str(root))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == -9, done.stderr
+        assert not root.exists() and len(list(tmp_path.glob(f".creating-kill-{n}.*"))) == 1
+        _create(root)
+        assert load_session(root).seed == 7 and not list(tmp_path.glob(f".creating-kill-{n}.*"))
