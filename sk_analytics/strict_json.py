@@ -6,6 +6,11 @@ fingerprint or a value that canonical JSON cannot represent. Every evidence
 file (manifests, session records, configs, workload/control descriptions) is
 therefore read through these functions, which raise :class:`InputError`
 naming the file, the line and the offending key.
+
+Hostile input is refused the same way: nesting deeper than
+:data:`MAX_DEPTH` levels (it would otherwise end in a ``RecursionError``), and
+YAML anchors/aliases (an "alias bomb" of a few lines expands to gigabytes when
+turned into JSON data).
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from typing import Any
 import yaml
 
 from sk_analytics.errors import InputError
+
+
+MAX_DEPTH = 200
+"""Deepest nesting of arrays/objects accepted in any JSON or YAML input (configs are under 10)."""
 
 
 class DuplicateKeyError(InputError):
@@ -48,13 +57,34 @@ def loads_strict(text: str, source: str | PathLike[str] = "<json>") -> Any:
     """Parse JSON ``text``; duplicate keys and NaN/Infinity raise :class:`InputError`."""
     src = str(source)
     try:
-        return json.loads(text, object_pairs_hook=_reject_duplicates(src), parse_constant=_reject_constant)
-    except DuplicateKeyError:
+        return _shallow(json.loads(text, object_pairs_hook=_reject_duplicates(src), parse_constant=_reject_constant), src)
+    except RecursionError:
+        raise _too_deep(src) from None
+    except (DuplicateKeyError, _TooDeep):
         raise
     except json.JSONDecodeError as exc:
         raise InputError(src, f"invalid JSON: {exc.msg}", line=exc.lineno, expected="strict JSON") from exc
     except ValueError as exc:
         raise InputError(src, f"invalid JSON: {exc}", expected="strict JSON without NaN/Infinity") from exc
+
+
+class _TooDeep(InputError):
+    """Nesting beyond :data:`MAX_DEPTH`."""
+
+
+def _too_deep(source: str) -> _TooDeep:
+    return _TooDeep(source, f"nested deeper than {MAX_DEPTH} levels", expected=f"at most {MAX_DEPTH} levels of arrays/objects")
+
+
+def _shallow(value: Any, source: str) -> Any:
+    """``value`` itself, after checking (without recursion) that it nests at most :data:`MAX_DEPTH` levels."""
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH + 1):
+        level = [sub for item in level if isinstance(item, (dict, list))
+                 for sub in (item.values() if isinstance(item, dict) else item) if isinstance(sub, (dict, list))]
+        if not level:
+            return value
+    raise _too_deep(source)
 
 
 def read_text_file(path: Path) -> str:
@@ -76,7 +106,14 @@ def load_json_file(path: str | PathLike[str]) -> Any:
 
 
 class _StrictYamlLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings refuse duplicate keys."""
+    """SafeLoader whose mappings refuse duplicate keys and which refuses aliases."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise InputError(self.name, "YAML alias (*name) refused: an alias can expand a few lines into gigabytes",
+                             line=mark.line + 1, expected="a config without anchors (&name) and aliases (*name)")
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: _StrictYamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -115,11 +152,14 @@ def load_config_file(path: str | PathLike[str]) -> Any:
             data = loader.get_single_data()
         finally:
             loader.dispose()
+    except RecursionError:
+        raise _too_deep(str(p)) from None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
         raise InputError(p, f"invalid YAML: {exc.problem}", line=line) from exc
     except yaml.YAMLError as exc:
         raise InputError(p, f"invalid YAML: {exc}") from exc
+    _shallow(data, str(p))
     bad_key = _non_string_key(data)
     if bad_key is not None:
         raise InputError(p, f"mapping key {bad_key!r} is not a string", expected="JSON-compatible YAML")

@@ -110,6 +110,13 @@ def test_too_few_post_warmup_occurrences_is_insufficient() -> None:
     assert result["repair"]["proposed"] is False
 
 
+def test_sk_without_a_launch_after_warmup_on_both_sides_is_classified_not_a_crash() -> None:
+    """Every launch inside warm-up on both sides: nothing to compare, reported as insufficient evidence (it was KeyError: None)."""
+    result = run(n=2, warmup=2)
+    assert {(s["class"], s["reason"]) for s in result["sks"]} == {("insufficient_evidence", "no_occurrence_after_warmup")}
+    assert all(s["class_zh"] == "证据不足" for s in result["sks"]) and result["repair"]["proposed"] is False
+
+
 def test_ambiguous_scope_id_is_insufficient_not_guessed() -> None:
     cp = profile(process="200", model_id="7_2", sks=SKS_CAND, occurrences=10, child_ns=slow_second_matmul, variant=1)
     dup = cp["structure"].filter(pl.col("scope_id") == 12).with_columns(pl.lit(99).alias("line"), pl.lit("sk_dup").alias("sk_func_name"))

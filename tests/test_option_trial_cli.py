@@ -107,6 +107,24 @@ def test_bad_candidate_is_one_line_exit_2(capsys, folders, tmp_path: Path, make,
     assert err.count("\n") == 1 and err.startswith("sk-analyze: error: ") and message in err
 
 
+@pytest.mark.parametrize(("value", "message"), [
+    ("9" * 400, "run-5/log_0.log:6: timing value of 400 characters cannot be a decode time (expected at most 32 characters)"),
+    ("inf", "run-5/log_0.log:6: timing value 'inf' cannot be a decode time"),
+    ("NaN", "run-5/log_0.log:6: timing value 'NaN' cannot be a decode time"),
+    ("1.5e3", "run-5/log_0.log:6: timing value '1.5e3' cannot be a decode time"),
+    ("-12.5", "run-5/log_0.log:6: timing value '-12.5' cannot be a decode time"),
+])
+def test_impossible_timing_value_is_an_error_not_a_skipped_sample(capsys, folders, tmp_path: Path, value: str, message: str) -> None:
+    """Overflowing, infinite, exponent and negative values name file and line (exit 2), for every command reading them."""
+    base, _, _ = folders
+    bad = write_candidate(tmp_path / "c", uniform_runs(["100"] * 4 + [value]))
+    for args in (trial_args(base, f"O1={bad}"), ["stability", str(bad), "--warmup", "2", "--expected-ranks", "2"]):
+        out_file = tmp_path / "out.json"
+        code, out, err = run_cli(capsys, *args, "--json-out", str(out_file))
+        assert (code, out) == (2, "") and err.count("\n") == 1 and message in err and "Traceback" not in err
+        assert not out_file.exists()
+
+
 def test_unreadable_log_exit_2(capsys, folders, tmp_path: Path) -> None:
     base, _, _ = folders
     bad = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"]}])

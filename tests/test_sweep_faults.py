@@ -66,8 +66,9 @@ def test_faults_at_seeded_write_sites_resume_to_the_same_base(tmp_path: Path, re
     assert session_processes(root) == []
 
 
-def _size_kib(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) // 1024
+def _used_kib(folder: Path) -> int:
+    """Disk use of a folder in KiB, counted in blocks like a file system does."""
+    return int(subprocess.run(["du", "-sk", str(folder)], capture_output=True, text=True, check=True).stdout.split()[0])
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root; the injected ENOSPC tests cover the same paths without one")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); the injected ENOSPC tests cover the same paths")
     try:
@@ -95,17 +96,19 @@ def _sk_run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_real_full_disk_then_resume(tmpfs: Path, reference: tuple[tuple, dict[str, int], Path]) -> None:
     """A real full disk (a tmpfs smaller than the session): exit 3 with a blocker, then after more space the same BASE."""
     expected, _, ref_root = reference
-    size = max(1024, _size_kib(ref_root) * 6 // 10)
-    subprocess.run(["mount", "-o", f"remount,size={size}k", str(tmpfs)], check=True)
     root = tmpfs / "s"
     small_session(root, ENTRIES, noise=1.0)
+    free_kib = (_used_kib(ref_root) - _used_kib(root)) // 2  # the disk fills up half-way through the sweep
+    ballast = tmpfs / "ballast"
+    with open(ballast, "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, (os.statvfs(tmpfs).f_bavail * os.statvfs(tmpfs).f_frsize) - free_kib * 1024)
     full = _sk_run("sweep", "--resume", str(root), "--quiet")
     assert full.returncode == 3, full.stderr
     lines = full.stderr.strip().splitlines()
     assert len(lines) == 1 and "ENOSPC" in lines[0] and "nothing was decided" in lines[0], lines
     assert lines[0].endswith(f"Free the cause, then: sk-run sweep --resume {root}")
     assert session_processes(root) == []
-    subprocess.run(["mount", "-o", f"remount,size={size * 4}k", str(tmpfs)], check=True)  # the user frees space
+    ballast.unlink()  # the user frees space
     resumed = _sk_run("sweep", "--resume", str(root), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert sweep_outcome(root) == expected and verify(root).ok

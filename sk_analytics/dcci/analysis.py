@@ -116,6 +116,10 @@ def _sk_samples(sides: list[_Side], alignment: Alignment, warmup: int) -> pl.Dat
     return pl.concat(frames, how="vertical")
 
 
+NO_OCCURRENCE_AFTER_WARMUP = "no_occurrence_after_warmup"
+"""Reason of an aligned SK that was not launched after warm-up on either side (insufficient evidence)."""
+
+
 def _stats_json(row: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {c: row[prefix + c] for c in STAT_COLUMNS}
 
@@ -132,9 +136,12 @@ def classify_sks(samples: pl.DataFrame, identities: pl.DataFrame) -> pl.DataFram
     frame = identities.join(stats, on="uid", how="left").join(mwu, on="uid", how="left").join(lane, on="uid", how="left")
     frame = frame.with_columns(pl.col("base_count", "cand_count").fill_null(0))
     not_aligned = pl.col("align_status") != ALIGNED
+    unlaunched = pl.col("class").is_null()  # aligned, but no launch after warm-up on either side: nothing to compare
     return frame.with_columns(
-        pl.when(not_aligned).then(pl.lit(INSUFFICIENT)).otherwise(pl.col("class")).alias("class"),
-        pl.when(not_aligned).then(pl.col("align_status")).otherwise(pl.col("reason")).alias("reason"),
+        pl.when(not_aligned | unlaunched).then(pl.lit(INSUFFICIENT)).otherwise(pl.col("class")).alias("class"),
+        pl.when(not_aligned).then(pl.col("align_status"))
+        .when(unlaunched).then(pl.lit(NO_OCCURRENCE_AFTER_WARMUP))
+        .otherwise(pl.col("reason")).alias("reason"),
     ).sort("uid")
 
 

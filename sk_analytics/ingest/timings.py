@@ -1,7 +1,10 @@
 """Rank timing logs (``run-<k>/log_<rank>.log``) -> the ``timings`` table.
 
 A timing line matches ``Inference time \\((decode|prefill)\\): ([0-9.]+) ms``
-(formats.md §1); every other line is ignored. The value's decimal text is
+(formats.md §1); every other line is ignored, except one whose value is a
+number that cannot be a decode time (a sign, an exponent, ``inf``, ``nan``)
+or is longer than :data:`MAX_VALUE_CHARS`: that is bad input naming the file
+and line, never a silently skipped sample. The value's decimal text is
 kept exactly (``value_text``) beside its float view, because the Stage O
 stability spread is computed in decimal arithmetic. Parsing is vectorized:
 the lines of every log of a candidate become one Polars string column and the
@@ -28,6 +31,13 @@ from sk_analytics.schema import TIMINGS
 
 TIMING_PATTERN = r"Inference time \((decode|prefill)\): ([0-9.]+) ms"
 """The timing-line pattern of the existing Stage O tooling (kept verbatim)."""
+
+IMPOSSIBLE_PATTERN = (r"Inference time \((?:decode|prefill)\): "
+                      r"((?i:[-+][0-9.]+(?:e[-+]?[0-9]+)?|[-+]?[0-9.]*e[-+]?[0-9]+|[-+]?inf(?:inity)?|[-+]?nan)) ms")
+"""A timing line whose number is signed, has an exponent, or is inf/nan: refused, not skipped."""
+
+MAX_VALUE_CHARS = 32
+"""Longest decimal text of a timing value (a measured millisecond figure has far fewer digits)."""
 
 _MARKER = "Inference time ("
 _DECODE_PREFIX = "Inference time (decode): "
@@ -93,18 +103,30 @@ def _lines(logs: list[RankLog]) -> pl.LazyFrame:
     )
 
 
-def _extract(lines: pl.LazyFrame) -> pl.DataFrame:
+def _extract(lines: pl.LazyFrame, logs: list[RankLog]) -> pl.DataFrame:
     """Timing matches of many logs at once: file_id, line, phase, value_text.
 
     Several matches on one line are all kept (the legacy tool used
-    ``findall`` over the file).
+    ``findall`` over the file). A line with an impossible value raises
+    :class:`InputError` naming its file and line.
     """
     hit = pl.col("hit")
     decode = pl.col("is_decode")
     start = pl.when(decode).then(len(_DECODE_PREFIX)).otherwise(len(_PREFILL_PREFIX))
-    return (
+    marked = (
         lines.filter(pl.col("text").str.contains(_MARKER, literal=True))
-        .select("file_id", "line", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"))
+        .select("file_id", "line", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"),
+                pl.col("text").str.extract(IMPOSSIBLE_PATTERN, 1).alias("impossible"))
+        .collect()
+    )
+    impossible = marked.drop_nulls("impossible")
+    if impossible.height:
+        first = impossible.row(0, named=True)
+        raise InputError(logs[first["file_id"]].path, f"timing value {first['impossible'][:40]!r} cannot be a decode time",
+                         line=first["line"], expected="a plain non-negative decimal number of milliseconds (no sign, exponent, inf or nan)")
+    return (
+        marked.lazy()
+        .drop("impossible")
         .explode("hit")
         .drop_nulls("hit")
         .with_columns(hit.str.starts_with(_DECODE_PREFIX).alias("is_decode"))
@@ -157,9 +179,13 @@ def _parse_batch(logs: list[RankLog], ids: list[int]) -> pl.DataFrame:
     values over many rows: 4 bytes a row instead of a string view each);
     :meth:`Table.conform` casts them back to strings where a table is written.
     """
-    hits = _extract(_lines([logs[i] for i in ids])).with_columns(
-        pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms")
-    )
+    batch = [logs[i] for i in ids]
+    hits = _extract(_lines(batch), batch).with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
+    too_long = hits.filter(pl.col("value_text").str.len_bytes() > MAX_VALUE_CHARS)
+    if too_long.height:
+        first = too_long.row(0, named=True)
+        raise InputError(batch[first["file_id"]].path, f"timing value of {len(first['value_text'])} characters cannot be a decode time",
+                         line=first["line"], expected=f"at most {MAX_VALUE_CHARS} characters")
     bad = hits.filter(pl.col("value_ms").is_null())
     if bad.height:
         first = bad.row(0, named=True)

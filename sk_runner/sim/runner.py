@@ -19,6 +19,7 @@ import numpy as np
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import InputError
 from sk_analytics.strict_json import load_config_file
+from sk_runner.backends.base import size_problem
 from sk_runner.sim import logs
 from sk_runner.sim.identity import ProcessIds, new_process_ids
 from sk_runner.sim.model import StepModel, compile_model
@@ -189,8 +190,9 @@ def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
 
 def run(request: SimRequest) -> int:
     """Run one simulated process; returns the exit code (a hang never returns)."""
-    if request.ranks < 1 or request.iterations < 1 or request.warmup < 0:
-        raise InputError(None, "--ranks and --iterations must be >= 1 and --warmup >= 0")
+    problem = size_problem(request.ranks, request.iterations, 0) or size_problem(1, None, request.warmup)
+    if problem is not None:  # before anything is allocated: sizes come from the command line
+        raise InputError(None, problem)
     options = load_options(request)
     network = load_network(request.network)
     model = compile_model(network, options)
