@@ -24,7 +24,10 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it owner-only; a result file is as readable as any other
+    finally:
+        os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
@@ -36,6 +39,20 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def current_umask() -> int:
+    """The process umask (read from /proc on Linux: setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -45,9 +45,11 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     parsed = [_parse_value(v) for v in values]
     out_dir = out or (session / "probes" if session is not None else Path("sk-probes"))
     base = load_config(config) if config is not None else None
-    if session is not None and session.is_dir():
+    if session is not None:
         from sk_runner import lifetime
+        from sk_runner.trial_spec import require_session
 
+        require_session(session)
         lifetime.attach(session)  # survivors of an earlier sk-run on this session die before anything starts
     result = probe_values(option, parsed, make_backend(backend, list(workload), network=network), out_dir=out_dir, base_config=base,
                           base_source=config)

@@ -45,6 +45,7 @@ from sk_runner.fingerprint import source_revision
 from sk_runner import lifetime
 from sk_runner.process import ProcessResult, run_process
 from sk_runner.trial import ROUND_NAME, round_dir_of
+from sk_runner.trial_spec import require_session
 
 DEFAULT_SK_PROF_KB = 1024
 MAX_SK_PROF_KB = 5120
@@ -319,8 +320,8 @@ def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> Pr
     if spec.max_attempts < 1:
         raise UsageError("--max-attempts must be at least 1")
     spec.backend.check_ready()
-    if Path(spec.session).is_dir():
-        lifetime.attach(spec.session)  # survivors of an earlier sk-run on this session die before anything starts
+    require_session(spec.session)
+    lifetime.attach(spec.session)  # survivors of an earlier sk-run on this session die before anything starts
     collector = _Collector(spec, progress)
     attempts: list[AttemptRecord] = []
     iterations: int | None = first_window

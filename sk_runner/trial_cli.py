@@ -21,9 +21,13 @@ def print_progress(event: Progress, round_name: str) -> None:
 
 
 def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
-    """The sk-run command that resumes this trial (recorded in failure scenes)."""
-    argv = ["sk-run", "trial", "--session", str(params["session"]), "--round", params["round_name"],
-            "--base-config", str(params["base_config"]), "--backend", params["backend"]]
+    """The sk-run command that resumes this trial (recorded in failure scenes).
+
+    Every path is absolute and the workload's working directory is pinned
+    (``--cwd``), so the command works from any folder."""
+    argv = ["sk-run", "trial", "--session", str(Path(params["session"]).resolve()), "--round", params["round_name"],
+            "--base-config", str(Path(params["base_config"]).resolve()), "--backend", params["backend"],
+            "--cwd", str(Path(params["cwd"] or Path.cwd()).resolve())]
     argv += [a for s in params["sets"] for a in ("--set", s)]
     for flag in ("joint_dcci", "incumbent"):
         if params[flag]:

@@ -42,6 +42,7 @@ from sk_runner.trial_spec import (
     Progress,
     ProgressFn,
     TrialSpec,
+    require_session,
     round_dir_of,
 )
 
@@ -70,8 +71,7 @@ class TrialState:
             raise UsageError("--runs and --top-up-to must be at least 1")
         if not spec.incumbent and spec.target_runs < MIN_TRIAL_RUNS:
             raise UsageError(f"a trial needs at least {MIN_TRIAL_RUNS} clean runs (protocol §5.2), got {spec.target_runs}")
-        if not spec.session.is_dir():
-            raise InputError(spec.session, "session folder not found", expected="an existing session directory")
+        require_session(spec.session)
         if spec.cwd is not None and not Path(spec.cwd).is_dir():
             raise InputError(spec.cwd, "working directory not found", expected="an existing folder for --cwd")
         spec.control.check()

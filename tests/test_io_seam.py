@@ -145,3 +145,16 @@ def test_producer_fault_injected_through_the_environment(tmp_path: Path) -> None
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 3 and "No space left on device" in done.stderr
     assert not (tmp_path / "schema.md").exists()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    """Reports and other results are as readable as any file the user creates (they were always 0600)."""
+    old = os.umask(umask)
+    try:
+        write_text(tmp_path / "report.md", "# r\n")
+        write_table(pl.DataFrame(schema=RUNS.schema), RUNS, tmp_path / "data", {"round": "O1", "role": "trial", "run": "run-1"})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "report.md").stat().st_mode & 0o777 == mode
+    assert next((tmp_path / "data").rglob("*.parquet")).stat().st_mode & 0o777 == mode

@@ -84,10 +84,12 @@ def test_strict_gate_exit_1(capsys, folders) -> None:
 def test_stability_exit_codes(capsys, folders, tmp_path: Path) -> None:
     base, win, _ = folders
     assert run_cli(capsys, "stability", str(base), "--warmup", "2", "--expected-ranks", "2")[0] == 0
-    code, out, _ = run_cli(capsys, "stability", str(win), "--warmup", "2", "--expected-ranks", "2", "--lang", "en", "--json-out", str(tmp_path / "s.json"))
+    unstable = write_candidate(tmp_path / "unstable", uniform_runs(["100", "110", "100", "100", "100"]))
+    code, out, _ = run_cli(capsys, "stability", str(unstable), "--warmup", "2", "--expected-ranks", "2", "--lang", "en", "--json-out", str(tmp_path / "s.json"))
     assert code == 1 and "baseline stable: no" in out
     data = json.loads((tmp_path / "s.json").read_text())
-    assert data["baseline_stability"]["checks"] == {"required_run_count": False, "max_spread_pct": True}
+    assert data["baseline_stability"]["checks"] == {"required_run_count": True, "max_spread_pct": False}
+    assert run_cli(capsys, "stability", str(win), "--warmup", "2", "--expected-ranks", "2")[0] == 2  # 3 runs: no verdict
 
 
 @pytest.mark.parametrize(
@@ -123,6 +125,15 @@ def test_impossible_timing_value_is_an_error_not_a_skipped_sample(capsys, folder
         code, out, err = run_cli(capsys, *args, "--json-out", str(out_file))
         assert (code, out) == (2, "") and err.count("\n") == 1 and message in err and "Traceback" not in err
         assert not out_file.exists()
+
+
+@pytest.mark.parametrize("runs", [4, 6])
+def test_stability_of_other_than_five_runs_says_it_needs_five(capsys, tmp_path: Path, runs: int) -> None:
+    folder = write_candidate(tmp_path / "c", uniform_runs(["100"] * runs))
+    code, out, err = run_cli(capsys, "stability", str(folder), "--warmup", "2", "--expected-ranks", "2", "--json-out", str(tmp_path / "s.json"))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert f"has {runs} run(s): the stability check needs 5 runs (expected exactly 5 clean runs" in err and "not stable" not in err
+    assert not (tmp_path / "s.json").exists()
 
 
 def test_unreadable_log_exit_2(capsys, folders, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ def _args(tmp_path: Path, mode: str) -> list[str]:
     (tmp_path / "producer.py").write_text(PRODUCER)
     (tmp_path / "config.json").write_text(json.dumps(CONFIG))
     (tmp_path / "workload.json").write_text(json.dumps(WORKLOAD))
+    (tmp_path / "s").mkdir(exist_ok=True)  # profile, like trial, refuses a missing session folder
     return ["profile", "--session", str(tmp_path / "s"), "--round", "DCCI", "--role", "candidate_profile",
             "--config", str(tmp_path / "config.json"), "--iterations", "12", "--warmup", "2", "--ranks", "1",
             "--backend", "command", "--workload", str(tmp_path / "workload.json"), "--no-ingest",

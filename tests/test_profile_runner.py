@@ -63,6 +63,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path, Path]:
     script.write_text(PRODUCER)
     config = tmp_path / "config.json"
     config.write_text(json.dumps(CONFIG))
+    (tmp_path / "session").mkdir()
     return tmp_path / "session", config, script
 
 

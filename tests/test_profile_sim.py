@@ -37,6 +37,7 @@ def _collect(base: Path, role: str, options: dict, **kw: object) -> ProfileResul
     args = dict(session=base / "session", round="DCCI", role=role, config=config, backend=_PinnedSim(base),
                 control=Control(ranks=2, iterations=8, warmup=2, timeout_s=120), seed=5)
     args.update(kw)
+    Path(args["session"]).mkdir(exist_ok=True)  # type: ignore[arg-type]
     return collect_profile(ProfileSpec(**args))  # type: ignore[arg-type]
 
 

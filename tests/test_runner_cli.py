@@ -124,3 +124,45 @@ def test_unknown_options_are_refused_not_passed_to_the_workload(tmp_path: Path, 
     assert run_cli(cli, "sk-run", ["probe", "--option", " ", "--value", "1", "--out", str(tmp_path / "probes")]) == 2
     assert "--option needs an SK option name" in capsys.readouterr().err
     assert not (tmp_path / "probes").exists() and not (tmp_path / "session/experiments").exists()
+
+
+def test_missing_session_folder_is_refused_alike_by_trial_probe_and_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One behaviour for all: a mistyped session path is an error, never a new empty session."""
+    missing = tmp_path / "no-such-session"
+    argv = write_fake(tmp_path)
+    commands = {
+        "trial": ["trial", "--session", str(missing), "--round", "O1", "--base-config", str(tmp_path / "base.json"), SET,
+                  "--backend", "command", "--ranks", "2", "--warmup", "2", "--", *argv],
+        "probe": ["probe", "--session", str(missing), "--option", "auto_op_parallel", "--value", "1", "--backend", "command",
+                  "--", *argv],
+        "profile": ["profile", "--session", str(missing), "--round", "DCCI", "--role", "baseline_profile",
+                    "--config", str(tmp_path / "base.json"), "--backend", "command", "--", *argv],
+    }
+    for name, args in commands.items():
+        assert run_cli(cli, "sk-run", args) == 2, name
+        err = capsys.readouterr().err
+        assert err == f"sk-run: error: {missing}: session folder not found (expected an existing session directory)\n", (name, err)
+        assert not missing.exists()
+
+
+def test_scene_rerun_command_works_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Relative --session/--base-config on the command line; the scene's rerun command holds absolute paths and the cwd."""
+    _clean_env(monkeypatch)
+    argv = write_fake(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    failing = ["trial", "--session", "session", "--round", "O4", "--base-config", "base.json",
+               "--set=/super_kernel_optimize_options/early_start=1", "--backend", "command", "--ranks", "2", "--warmup", "2",
+               "--timeout", "30", "--", *argv]
+    assert run_cli(cli, "sk-run", failing) == 1
+    capsys.readouterr()
+    scene = json.loads((tmp_path / "session/experiments/Sbest/O4/FAILURE_SCENES/attempt-1/scene.json").read_text(encoding="utf-8"))
+    rerun = scene["follow_up"]["rerun_trial"]
+    assert rerun[:2] == ["sk-run", "trial"]
+    for flag in ("--session", "--base-config", "--cwd"):
+        assert Path(rerun[rerun.index(flag) + 1]).is_absolute(), flag
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert run_cli(cli, "sk-run", rerun[1:]) == 1  # the same trial again, from another folder: a new attempt
+    assert (tmp_path / "session/experiments/Sbest/O4/FAILURE_SCENES/attempt-2/scene.json").is_file()
+    assert list(elsewhere.iterdir()) == []

@@ -236,3 +236,15 @@ def test_pretty_printed_crlf_and_bom_traces(tmp_path: Path) -> None:
     assert info.value.location is not None
     record_starts = [n for n, line in enumerate(text.splitlines(), start=1) if line == "  {"]
     assert (info.value.line, info.value.location.record) == (record_starts[3], 3)
+
+
+def test_cut_at_a_batch_boundary_keeps_every_record_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut exactly after a record whose batch was already full: the last batch is empty, and every record was kept."""
+    monkeypatch.setattr(sk_prof, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(sk_prof, "HEAD_BYTES", 64)
+    events = sk_prof_events(30, seed=1)
+    full = write_sk_prof(tmp_path / "full" / "sk_prof_device_1.json", events).read_text()
+    path = _write(tmp_path, "\n".join(full.split("\n")[:20]) + "\n", "sk_prof_device_1.json")
+    result = parse_sk_prof(path)
+    assert result.rows == 19
+    assert result.warnings == [f"{path}: truncated after record 18 (array not closed); kept every record"]

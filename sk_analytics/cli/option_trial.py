@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 import click
 
 from sk_analytics.atomic import write_json
-from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError, UsageError
 from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.api import GATE_MODES, SideSummary, evaluate_option_trial, summarize_side
-from sk_analytics.option_trial.gate import Allowances
+from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, Allowances
 from sk_analytics.option_trial.api import stability as stability_check
 from sk_analytics.option_trial.report import LANGS, render_option_trial, render_stability
 from sk_analytics.option_trial.stats import split_samples
@@ -100,9 +100,16 @@ def option_trial(
 @_common
 def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | None, lang: str) -> int:
     """Five-run stability of SOURCE (exactly 5 runs, decimal spread <= 5%);
-    exit 0 when stable."""
+    exit 0 when stable.
+
+    Exit 1 when not stable; a SOURCE with another number of runs gets no
+    verdict: exit 2 saying it needs 5 runs."""
     frame = load_source(source, expected_ranks=expected_ranks, warmup=warmup)
     result = stability_check(frame, warmup, path=source, expected_ranks=None)  # checked by load_source
+    runs = result["baseline"]["run_count"]
+    if runs != BASELINE_REQUIRED_RUNS:  # too few (or many) runs is no verdict on stability: not "not stable"
+        raise InputError(source, f"has {runs} run(s): the stability check needs {BASELINE_REQUIRED_RUNS} runs",
+                         expected=f"exactly {BASELINE_REQUIRED_RUNS} clean runs (protocol §4)")
     click.echo(render_stability(result, lang), nl=False)
     if json_out is not None:
         write_json(json_out, result)

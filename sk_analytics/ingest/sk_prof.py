@@ -162,6 +162,8 @@ class _Batch:
     at_eof: bool
     closed: bool
     """At the end of the file: whether the array (or object) was closed."""
+    records_before: int = 0
+    """Records of the file in earlier batches (a cut exactly at a batch boundary leaves this batch empty)."""
 
 
 def _batches(path: Path) -> Iterator[_Batch]:
@@ -188,8 +190,8 @@ def _batches(path: Path) -> Iterator[_Batch]:
                         _refuse_text_after_end(path, data, line)
                 pieces, carry, line = _split(path, data, line, keep_last=not at_eof)
                 pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
+                yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed, record)
                 record += pieces.height
-                yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed)
                 if at_eof:
                     return
     except OSError as exc:
@@ -302,7 +304,7 @@ def _parse_batch(path: Path, batch: _Batch, warnings: list[str]) -> pl.DataFrame
     fields = pl.concat([fast, _generic_fields(records.filter(~pl.col("fast")).select("record", "line", "text"))])
     fields = fields.sort("record").with_columns(_typed_columns()).with_columns(_problem().alias("problem"))
     if batch.at_eof and not batch.closed:
-        fields = _truncate(path, fields, warnings)
+        fields = _truncate(path, fields, warnings, batch.records_before)
     bad = fields.filter(pl.col("problem").is_not_null())
     if bad.height:
         row = bad.row(0, named=True)
@@ -392,10 +394,15 @@ def _problem() -> pl.Expr:
     return pl.when(pl.col("empty")).then(pl.lit(None, dtype=pl.Utf8)).otherwise(expr)
 
 
-def _truncate(path: Path, fields: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
-    """Unclosed array (killed writer): drop a bad last record and say where it stopped."""
+def _truncate(path: Path, fields: pl.DataFrame, warnings: list[str], records_before: int) -> pl.DataFrame:
+    """Unclosed array (killed writer): drop a bad last record and say where it stopped.
+
+    ``fields`` are the last batch's records; ``records_before`` those of earlier batches."""
     if fields.height == 0:
-        warnings.append(f"{path}: truncated before the first record (no trace events)")
+        if records_before:  # cut exactly after a record that ended an earlier batch
+            warnings.append(f"{path}: truncated after record {records_before - 1} (array not closed); kept every record")
+        else:
+            warnings.append(f"{path}: truncated before the first record (no trace events)")
         return fields
     last = fields.row(fields.height - 1, named=True)
     if last["problem"] is not None:
