@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jsonpointer import resolve_pointer
 
@@ -14,32 +14,33 @@ from sk_analytics.fingerprint import fingerprint
 from sk_analytics.stage_o.machine import FreezeBase
 from sk_analytics.stage_o.matrix import load_matrix
 from sk_analytics.strict_json import load_json_file
-from sk_runner.trial import complete_runs
-
-if TYPE_CHECKING:
-    from sk_runner.sweep.executor import Executor
+from sk_runner.sweep.session import SweepSession, session_relative
+from sk_runner.trial import complete_runs, round_dir_of
 
 BASE_SCHEMA = "sk-tune-sbest-base-v1"
 BASE_FILE = Path("BASE") / "sbest-base.json"
 
 
-def freeze_base(ex: Executor, action: FreezeBase) -> tuple[Path, dict[str, Any]]:
-    """Write ``BASE/sbest-base.json`` once (a resumed freeze reuses and re-verifies it)."""
-    path = ex.root / BASE_FILE
+def freeze_base(session: SweepSession, action: FreezeBase) -> tuple[Path, dict[str, Any]]:
+    """Write ``BASE/sbest-base.json`` once (a resumed freeze reuses and re-verifies it).
+
+    Takes the session, not the executor that calls it: the executor imports this module, never the reverse."""
+    root = session.root
+    path = root / BASE_FILE
     if path.is_file():
         identity = load_json_file(path)
         body = {k: v for k, v in identity.items() if k != "base_fingerprint"}
         if identity.get("base_fingerprint") != fingerprint(body) or identity.get("round") != action.round:
             raise IntegrityError(f"{path}: Sbest-BASE identity was edited or belongs to another round")
         return path, identity
-    round_dir = ex.round_dir(action.round)
+    round_dir = round_dir_of(root, action.round)
     config = load_json_file(round_dir / "config.json")
     trial = load_json_file(round_dir / "trial.json")
     runs = complete_runs(round_dir)
-    if len(runs) != ex.session.policy.incumbent_runs:
-        raise IntegrityError(f"{round_dir}: BASE needs exactly {ex.session.policy.incumbent_runs} clean runs, found {len(runs)}")
+    if len(runs) != session.policy.incumbent_runs:
+        raise IntegrityError(f"{round_dir}: BASE needs exactly {session.policy.incumbent_runs} clean runs, found {len(runs)}")
     metas = [load_json_file(round_dir / "CLEAN" / f"run-{k}" / "meta.json") for k in runs]
-    matrix = load_matrix(ex.root / "matrix.json")
+    matrix = load_matrix(root / "matrix.json")
     fps = trial["fingerprints"]
     identity: dict[str, Any] = {
         "schema_version": BASE_SCHEMA,
@@ -48,7 +49,7 @@ def freeze_base(ex: Executor, action: FreezeBase) -> tuple[Path, dict[str, Any]]
         "source_revision": fps.get("source_revision"),
         "scope": fps.get("workload"),
         "control": fps.get("control"),
-        "config_path": ex.rel(round_dir / "config.json"),
+        "config_path": session_relative(root, round_dir / "config.json"),
         "config": config,
         "config_fingerprint": fingerprint(config),
         "options_root": matrix["options_root"],

@@ -27,7 +27,8 @@ from sk_analytics.stage_o import machine as m
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
-from sk_runner.sweep.session import SweepSession
+from sk_runner.sweep.base import freeze_base
+from sk_runner.sweep.session import SweepSession, session_relative
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
 
 Record = tuple[str, dict[str, Any]]
@@ -49,13 +50,7 @@ class Executor:
         return self.session.root
 
     def rel(self, path: Path | str | None) -> str | None:
-        if path is None:
-            return None
-        p = Path(path)
-        try:
-            return p.resolve().relative_to(self.root.resolve()).as_posix()
-        except ValueError:
-            return str(p)
+        return session_relative(self.root, path)
 
     def round_dir(self, round_name: str) -> Path:
         return round_dir_of(self.root, round_name)
@@ -262,9 +257,7 @@ class Executor:
         return "session_stopped", {"reason_zh": a.reason_zh, "evidence": dict(a.evidence), "summary_zh": a.reason_zh}
 
     def do_FreezeBase(self, a: m.FreezeBase) -> Record:
-        from sk_runner.sweep.base import freeze_base
-
-        path, identity = freeze_base(self, a)
+        path, identity = freeze_base(self.session, a)
         return "base_frozen", {
             "round": a.round, "path": self.rel(path), "base_fingerprint": identity["base_fingerprint"],
             "accepted_entries": list(a.accepted_entries),

@@ -99,6 +99,17 @@ class SweepSession:
         } | ({} if self.placement is None else {"placement": self.placement})
 
 
+def session_relative(root: Path, path: Path | str | None) -> str | None:
+    """``path`` relative to the session folder (how records name files), or as given when outside it."""
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(p)
+
+
 def create_session(
     root: Path,
     seed_config: dict[str, Any],
