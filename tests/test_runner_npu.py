@@ -314,6 +314,7 @@ def test_npu_profile_collection_writes_kernel_details_under_its_root(fake_profil
     argv, env = _user_workload(tmp_path)
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"super_kernel_optimize": True, "super_kernel_optimize_options": {}}))
+    (tmp_path / "session").mkdir()  # profile, like trial, refuses a missing session folder
     spec = ProfileSpec(session=tmp_path / "session", round="DIAG", role="candidate_compat", config=config,
                        backend=npu.NpuBackend(argv), control=Control(ranks=1, iterations=12, warmup=2, timeout_s=60),
                        workload={"model": "tiny", "input": "p", "batch_size": 1, "mode": "decode", "runtime": "fake"},
