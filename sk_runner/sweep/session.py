@@ -176,7 +176,15 @@ def load_session(root: Path) -> SweepSession:
     data = load_json_file(path)
     if not isinstance(data, dict) or data.get("schema_version") != SESSION_SCHEMA:
         raise InputError(path, "unknown session format", expected=SESSION_SCHEMA)
-    torn = recover_torn_tail(root)  # an append cut short by a crash or a full disk: its bytes are kept aside
+    try:
+        torn = recover_torn_tail(root)  # an append cut short by a crash or a full disk: its bytes are kept aside
+    except OSError as exc:  # the disk is still full: a blocker with the resume command, never a traceback
+        from sk_runner.sweep.faults import environment_stop
+
+        stop = environment_stop(root, None, exc)
+        if stop is None:
+            raise
+        raise stop from exc
     notices = () if torn is None else (
         f"ledger: cut off the torn final record of an interrupted append ({torn['bytes']} bytes, kept in {torn['file']}); "
         "its step runs again",)
