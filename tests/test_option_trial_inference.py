@@ -9,6 +9,8 @@ import pytest
 from scipy import stats as sps
 
 from sk_analytics.option_trial.inference import (
+    equivalence,
+    log_effect_of_pct,
     null_run_checks_pass_rate,
     runs_needed,
     trial_statistics,
@@ -58,7 +60,9 @@ def test_single_candidate_run_is_inconclusive() -> None:
     st = trial_statistics(BASE, [90.0])
     assert st["ci_pct"] is None and st["bootstrap_ci_pct"] is None and st["verdict"] == "inconclusive"
     assert st["false_win_risk"]["p_value_one_sided"] is None
-    assert st["runs_needed_per_side"] is not None  # from the baseline noise alone
+    # no effect detected: no figure for the observed effect, one for a 0.5 % effect from the baseline noise alone
+    assert st["runs_needed_per_side"] is None
+    assert st["runs_needed"]["basis"] == "no_effect_detected" and st["runs_needed"]["per_side"] is not None
 
 
 def test_zero_noise_identical_runs() -> None:
@@ -93,3 +97,30 @@ def test_zero_run_metric_has_no_log_statistics() -> None:
     st = trial_statistics([0.0, 1.0], [1.0, 1.0, 1.0])
     assert st["verdict"] == "inconclusive" and st["ci_pct"] is None and st["ci_excludes_zero"] is False
     assert st["improvement_pct"] is None and st["runs_needed_per_side"] is None
+
+
+def test_runs_needed_only_for_a_detected_effect() -> None:
+    win = trial_statistics(BASE, CAND)
+    sd = math.sqrt((4 * 2.5e-4 + 2 * 1e-4) / 6)  # pooled sd of the logs
+    assert win["runs_needed"] == {"basis": "observed_effect", "effect_pct": win["improvement_pct"],
+                                  "per_side": runs_needed(0.04, sd), "power": 0.8, "confidence": 0.95}
+    assert win["runs_needed_per_side"] == runs_needed(0.04, sd)
+    # a null trial: the observed effect is noise, so no figure promises to resolve it
+    logs = np.array([0.004, -0.006, 0.001])
+    null = trial_statistics(BASE, list(100 * np.exp(logs)))
+    assert null["verdict"] != "win" and null["runs_needed_per_side"] is None
+    figure = null["runs_needed"]
+    assert figure["basis"] == "no_effect_detected" and figure["effect_pct"] == 0.5
+    assert figure["per_side"] == runs_needed(log_effect_of_pct(0.5), math.sqrt((4 * 2.5e-4 + 2 * logs.var(ddof=1)) / 6))
+
+
+def test_equivalence_tost_at_half_a_percent() -> None:
+    tight = np.log([100.0, 100.05, 99.95, 100.02, 99.98])
+    same = equivalence(tight, tight + 0.0001)
+    assert same["equivalent"] is True and same["margin_pct"] == 0.5
+    low, high = same["ci90_pct"]
+    assert -0.5 < low < high < 0.5
+    noisy = equivalence(np.log(BASE), np.log(BASE) + 0.001)  # 1.6 % noise: the 90 % CI reaches past +/- 0.5 %
+    assert noisy["equivalent"] is False and noisy["ci90_pct"][0] < -0.5
+    assert equivalence(np.log([100.0]), tight)["ci90_pct"] is None
+    assert log_effect_of_pct(0.5) == pytest.approx(-math.log(0.995), rel=1e-15)

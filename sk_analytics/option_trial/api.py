@@ -1,8 +1,10 @@
 """Python API of the option-trial decision (called by the CLI and the sweep).
 
 ``evaluate_option_trial`` returns the summary JSON of formats.md §1 (every
-legacy key kept) plus, per candidate, ``statistics`` (figures beside the gate)
-and ``gate`` (the effective decision of the chosen gate mode).
+legacy key kept) plus, per candidate, ``statistics`` (figures beside the gate),
+``stats_policy_evaluation`` (the statistics policy's answer), ``advice`` (is
+the protocol's answer likely noise, what would settle it) and ``gate`` (the
+effective decision of the chosen gate mode).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sk_analytics.option_trial.gate import (
     improvement_pct,
     selection,
 )
+from sk_analytics.option_trial.advice import advise
 from sk_analytics.option_trial.inference import trial_statistics
 from sk_analytics.option_trial.stats import Samples
 from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL
@@ -164,6 +167,7 @@ def evaluate_option_trial(
         summary["statistics"] = extra
         stats_ev = evaluate_stats(evaluation, base_summary, summary, allowances)
         summary["stats_policy_evaluation"] = stats_ev
+        summary["advice"] = advise(base_summary, summary)
         strict_ok = bool(extra["ci_excludes_zero"])
         effective[name] = decides(gate, evaluation["accepted"], strict_ok, stats_ev["accepted"])
         summary["gate"] = {

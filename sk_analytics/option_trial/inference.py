@@ -22,9 +22,15 @@ each run), so effects are ratios and runs of different scale mix cleanly:
   least this large if the option changed nothing) and the chance that the
   gate's two run-level checks (mean and median run improve) pass when nothing
   changed, for these run counts (simulated; an upper bound for the full gate);
-* runs needed per side to resolve the observed effect: smallest n with
-  ``(t_0.975 + t_0.80) * s * sqrt(2 / n) <= |d|`` (5 % two-sided, 80 % power,
-  ``s`` the pooled sd of the log run metrics).
+* equivalence: a TOST at +/- :data:`EQUIVALENCE_MARGIN_PCT` (two one-sided
+  5 % Welch tests: the 90 % interval lies inside the margin);
+* runs needed per side: smallest n with ``(t_0.975 + t_0.80) * s *
+  sqrt(2 / n) <= |d|`` (5 % two-sided, 80 % power, ``s`` the pooled sd of
+  the log run metrics), for the observed effect only when the 95 % interval
+  excludes 0. When it does not, no effect was detected: the observed ``d``
+  is then noise and a figure computed from it would promise a win that is
+  not there, so the figure is given for an effect of the equivalence margin
+  instead, and the TOST says whether effects beyond the margin are excluded.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ NULL_SIMULATIONS = 20_000
 SEED = 20_260_501
 NEUTRAL_MARGIN_FLOOR_PCT = 0.5
 MAX_RUNS_SEARCHED = 10_000
+EQUIVALENCE_MARGIN_PCT = 0.5
+"""Effects within +/- this (in %) count as no effect (TOST margin; the simulator's neutral band)."""
+EQUIVALENCE_LEVEL = 0.05
 
 
 def log_improvement_pct(log_effect: float) -> float:
@@ -156,6 +165,34 @@ def runs_needed(log_effect: float, sd: float | None) -> int | None:
     return int(n[ok[0]]) if ok.size else None
 
 
+def log_effect_of_pct(improvement_pct: float) -> float:
+    """Inverse of :func:`log_improvement_pct`."""
+    return -math.log1p(-improvement_pct / 100)
+
+
+def equivalence(base: np.ndarray, cand: np.ndarray, margin_pct: float = EQUIVALENCE_MARGIN_PCT) -> dict[str, Any]:
+    """TOST at +/- ``margin_pct``: both one-sided :data:`EQUIVALENCE_LEVEL`
+    Welch tests reject an improvement beyond the margin, i.e. the 90 %
+    interval of the improvement lies strictly inside it."""
+    low = float(welch_lower_bound(base, cand, EQUIVALENCE_LEVEL))
+    high = -float(welch_lower_bound(cand, base, EQUIVALENCE_LEVEL))
+    if math.isnan(low) or math.isnan(high):
+        return {"margin_pct": margin_pct, "ci90_pct": None, "equivalent": False}
+    inside = log_effect_of_pct(-margin_pct) < low and high < log_effect_of_pct(margin_pct)
+    return {"margin_pct": margin_pct, "ci90_pct": [log_improvement_pct(low), log_improvement_pct(high)], "equivalent": bool(inside)}
+
+
+def runs_needed_figure(log_effect: float, sd: float | None, detected: bool) -> dict[str, Any]:
+    """What :func:`runs_needed` answers, honestly: for the observed effect when
+    the interval excludes 0 (``detected``), else for an effect of the
+    equivalence margin (the observed one is then noise)."""
+    if detected:
+        return {"basis": "observed_effect", "effect_pct": log_improvement_pct(log_effect),
+                "per_side": runs_needed(log_effect, sd), "power": POWER, "confidence": CONFIDENCE}
+    return {"basis": "no_effect_detected", "effect_pct": EQUIVALENCE_MARGIN_PCT,
+            "per_side": runs_needed(log_effect_of_pct(EQUIVALENCE_MARGIN_PCT), sd), "power": POWER, "confidence": CONFIDENCE}
+
+
 def _pooled_sd(base: np.ndarray, cand: np.ndarray) -> float | None:
     parts = [(x.size - 1, float(x.var(ddof=1))) for x in (base, cand) if x.size >= 2]
     dof = sum(k for k, _ in parts)
@@ -194,6 +231,8 @@ def _undefined(nb: int, nc: int) -> dict[str, Any]:
         "verdict_zh": VERDICT_ZH["inconclusive"],
         "false_win_risk": {"p_value_one_sided": None, "null_run_checks_pass_rate": None},
         "runs_needed_per_side": None,
+        "runs_needed": None,
+        "equivalence": None,
     }
 
 
@@ -217,6 +256,8 @@ def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict
     d = float(base.mean() - cand.mean())
     result = verdict(welch, margin)
     excludes = ci_excludes_zero(base, cand)
+    detected = result in ("win", "loss")
+    figure = runs_needed_figure(d, _pooled_sd(base, cand), detected)
     return {
         "method": "log per-run worst-rank means; Welch t interval; percentile bootstrap cross-check",
         "confidence": CONFIDENCE,
@@ -241,5 +282,7 @@ def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict
             "p_value_one_sided": None if welch is None else welch["p_one_sided"],
             "null_run_checks_pass_rate": null_run_checks_pass_rate(base.size, cand.size),
         },
-        "runs_needed_per_side": runs_needed(d, _pooled_sd(base, cand)),
+        "runs_needed_per_side": figure["per_side"] if detected else None,
+        "runs_needed": figure,
+        "equivalence": equivalence(base, cand),
     }

@@ -32,6 +32,11 @@ _TEXT = {
         "risk": "误判为提升的风险：单侧p值",
         "null_rate": "无变化时均值+中位检查同时通过的概率",
         "need": "分辨该效应所需每侧运行数",
+        "need_observed": "分辨该效应（{effect:+.2f}%，{power:g}%把握）所需每侧运行数: {runs}",
+        "no_effect": "未检出效应；{tost}；检出{margin:g}%效应（{power:g}%把握）每侧所需运行数: {runs}",
+        "equivalent": "±{margin:g}%等效性检验（TOST）：等效，90%区间{ci}",
+        "not_equivalent": "±{margin:g}%等效性检验（TOST）：未能证明等效，90%区间{ci}",
+        "advice": "建议",
         "gate": "门禁模式",
         "stats_policy": "统计策略（非协议，单侧{level:g}%检验）",
         "would": "会",
@@ -73,6 +78,11 @@ _TEXT = {
         "risk": "false-win risk: one-sided p",
         "null_rate": "null pass rate of mean+median checks",
         "need": "runs per side to resolve this effect",
+        "need_observed": "runs per side to resolve this effect ({effect:+.2f}%, {power:g}% power): {runs}",
+        "no_effect": "no effect detected; {tost}; runs per side to detect a {margin:g}% effect ({power:g}% power): {runs}",
+        "equivalent": "TOST at ±{margin:g}%: equivalent, 90% CI {ci}",
+        "not_equivalent": "TOST at ±{margin:g}%: not shown equivalent, 90% CI {ci}",
+        "advice": "advice",
         "gate": "gate mode",
         "stats_policy": "statistics policy (NOT the protocol, one-sided {level:g}% tests)",
         "would": "would be ",
@@ -150,6 +160,30 @@ def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[s
     return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t)} → {t['would']}{verdict}"]
 
 
+def _interval(ci: list[float] | None) -> str:
+    return "-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]"
+
+
+def _need_text(st: Mapping[str, Any], t: Mapping[str, Any]) -> str:
+    """Runs needed, for the observed effect only when one was detected; else the equivalence test and the margin's figure."""
+    figure = st.get("runs_needed")
+    if figure is None:  # summaries written before the figure had a basis, or no logarithm
+        return f"{t['need']}: {st['runs_needed_per_side'] if st['runs_needed_per_side'] is not None else t['none']}"
+    runs = t["none"] if figure["per_side"] is None else str(figure["per_side"])
+    if figure["basis"] == "observed_effect":
+        return t["need_observed"].format(effect=figure["effect_pct"], power=figure["power"] * 100, runs=runs)
+    eq = st["equivalence"]
+    tost = t["equivalent" if eq["equivalent"] else "not_equivalent"].format(margin=eq["margin_pct"], ci=_interval(eq["ci90_pct"]))
+    return t["no_effect"].format(tost=tost, margin=figure["effect_pct"], power=figure["power"] * 100, runs=runs)
+
+
+def _advice_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any], lang: str) -> list[str]:
+    advice = s.get("advice")
+    if advice is None:
+        return []
+    return [f"[{name}] {t['advice']}: {advice['text_zh'] if lang == 'zh' else advice['text']}"]
+
+
 def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
     """The option-trial table in ``lang``."""
     t = _TEXT[lang]
@@ -163,16 +197,14 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
         ev, st, gate = s["option_trial_evaluation"], s["statistics"], s["gate"]
         lines += [f"[{name}] {t['checks']}: {_marks(ev['checks'], t)}  ({_allow_text(ev, t)})", *_stats_line(name, s, t),
                   f"[{name}] {t['beside']}:"]
-        ci = st["ci_pct"]
-        boot = st["bootstrap_ci_pct"]
         verdict = st["verdict_zh"] if lang == "zh" else st["verdict"]
         lines += [
-            f"  {t['ci']}: " + ("-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]")
-            + f"  {t['boot']}: " + ("-" if boot is None else f"[{boot[0]:+.2f}%, {boot[1]:+.2f}%]"),
+            f"  {t['ci']}: {_interval(st['ci_pct'])}  {t['boot']}: {_interval(st['bootstrap_ci_pct'])}",
             f"  {t['noise']}: {_num(st['noise']['baseline_run_cv_pct'], 2)}  {t['verdict']}: {verdict}",
             f"  {t['risk']}: {_num(st['false_win_risk']['p_value_one_sided'], 3)}"
             f"  {t['null_rate']}: {_num(st['false_win_risk']['null_run_checks_pass_rate'], 3)}",
-            f"  {t['need']}: {st['runs_needed_per_side'] if st['runs_needed_per_side'] is not None else t['none']}",
+            f"  {_need_text(st, t)}",
+            *_advice_line(name, s, t, lang),
             f"[{name}] {t['gate']}: {gate['mode']} ({_gate_label(result, lang)})  {t['decision']}: {t['accepted'] if gate['accepted'] else t['rejected']}",
         ]
     lines.append(f"{t['recommended']}: {result['selection']['recommended']}")

@@ -166,6 +166,7 @@ class Executor:
             "median_run_improvement_pct": ev.get("median_run_improvement_pct"),
             "p90_regression_pct": ev.get("p90_regression_pct"), "stddev_regression_pct": ev.get("stddev_regression_pct"),
             "verdict": stats.get("verdict"), "ci_pct": stats.get("ci_pct"),
+            "advice": cand.get("advice"),
             "baseline_mean_ms": summary["baseline"]["worst_rank_mean_ms"], "candidate_mean_ms": cand["worst_rank_mean_ms"],
             "baseline_median_run_ms": summary["baseline"]["median_run_worst_rank_mean_ms"],
             "candidate_median_run_ms": cand["median_run_worst_rank_mean_ms"],

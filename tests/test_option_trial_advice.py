@@ -1,0 +1,95 @@
+"""Advice beside the protocol decision: noise flags and what would settle them."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from ot_logs import uniform_runs, write_candidate
+from sk_analytics.cli import main
+from sk_analytics.ingest.timings import read_candidate
+from sk_analytics.option_trial import evaluate_option_trial
+from sk_analytics.option_trial.advice import MAX_CANDIDATE_RUNS, candidate_runs_to_resolve
+from test_option_trial_stats_gate import BASE_MEANS, CAND_MEANS, spread_runs
+
+STABLE_BASE = ["100", "102.5", "97.5", "100", "100"]
+
+
+def _detectable(vb: float, sc2: float, nb: int, n: int, level: float) -> float:
+    vc = sc2 / n
+    df = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (n - 1))
+    return (sps.t.ppf(1 - level, df) + sps.t.ppf(0.8, df)) * math.sqrt(vb + vc)
+
+
+def test_candidate_runs_to_resolve_hand_values() -> None:
+    base = np.array([0.0, 0.01, -0.01, 0.005, -0.005])  # sample variance 6.25e-5
+    cand = np.array([0.02, 0.0, 0.01])  # sample variance 1e-4
+    n = candidate_runs_to_resolve(base, cand, 0.02, 0.025)
+    assert n is not None and n > 3
+    assert _detectable(6.25e-5 / 5, 1e-4, 5, n, 0.025) <= 0.02 < _detectable(6.25e-5 / 5, 1e-4, 5, n - 1, 0.025)
+    # the baseline's own noise alone: (t + t) * sqrt(1.25e-5) > 0.005 for every candidate count
+    assert candidate_runs_to_resolve(base, cand, 0.005, 0.025) is None
+    assert candidate_runs_to_resolve(base, cand, 0.0, 0.025) is None
+    assert candidate_runs_to_resolve(np.array([1.0, 1.0]), np.array([2.0, 2.0, 2.0]), 1.0, 0.025) == 3  # no noise at all
+
+
+def _trial(tmp_path: Path, base_runs, cand_runs) -> dict:
+    base = read_candidate(write_candidate(tmp_path / "base", base_runs), expected_ranks=2, warmup=2)
+    cand = read_candidate(write_candidate(tmp_path / "cand", cand_runs), expected_ranks=2, warmup=2)
+    return evaluate_option_trial(base, {"O1": cand}, warmup=2, expected_ranks=2)["candidates"]["O1"]
+
+
+def test_protocol_accept_inside_the_noise_could_be_noise(tmp_path: Path) -> None:
+    cand = _trial(tmp_path, uniform_runs(STABLE_BASE), uniform_runs(["99", "98", "99.5"]))
+    assert cand["option_trial_evaluation"]["accepted"] is True and cand["statistics"]["ci_excludes_zero"] is False
+    advice = cand["advice"]
+    assert advice["kind"] == "could_be_noise" and advice["protocol_accepted"] is True
+    # 1.8 % baseline noise over 5 runs leaves +/- 2.2 % on its own: no candidate count resolves +1.2 %
+    assert advice["settle"] == [{"for": "mean_improvement", "candidate_runs": None}]
+    assert "could be noise" in advice["text"] and f"up to {MAX_CANDIDATE_RUNS}" in advice["text"]
+    assert "可能只是噪声" in advice["text_zh"]
+
+
+def test_could_be_noise_with_a_settling_count(tmp_path: Path) -> None:
+    # quiet baseline (0.32 % noise), noisy candidate about 1 % faster
+    cand = _trial(tmp_path, spread_runs(BASE_MEANS, [1.0] * 5), spread_runs([99.0, 99.9, 98.1], [0.7, 0.7, 0.7]))
+    assert cand["option_trial_evaluation"]["accepted"] is True and cand["statistics"]["ci_excludes_zero"] is False
+    runs = cand["advice"]["settle"][0]["candidate_runs"]
+    assert isinstance(runs, int) and 3 < runs <= MAX_CANDIDATE_RUNS
+    assert f"{runs} candidate runs (now 3; the protocol asks for at least 3)" in cand["advice"]["text"]
+    assert f"候选运行增至{runs}次（当前3次；协议要求至少3次）" in cand["advice"]["text_zh"]
+
+
+def test_reject_by_variance_check_alone_is_likely_a_lost_gain(tmp_path: Path) -> None:
+    cand = _trial(tmp_path, spread_runs(BASE_MEANS, [1.0] * 5), spread_runs(CAND_MEANS, [1.03, 0.99, 1.04]))
+    assert cand["option_trial_evaluation"]["failed_checks"] == ["stddev_no_material_regression"]
+    advice = cand["advice"]
+    assert advice["kind"] == "gain_lost_to_variance_check" and advice["protocol_accepted"] is False
+    # per-run stddev: baseline exactly 1 (no variance), candidate 1.02 with sample variance 7e-4, so Welch df = n - 1:
+    # (t_0.95,12 + t_0.8,12) * sqrt(7e-4 / 13) = 0.0195 <= 0.02 < (t_0.95,11 + t_0.8,11) * sqrt(7e-4 / 12) = 0.0204
+    assert advice["settle"] == [{"for": "stddev_no_material_regression", "candidate_runs": 13}]
+    assert "likely a real gain lost to the variance check" in advice["text"]
+    assert "13 candidate runs would show whether the pooled stddev regression of +0.14% is real" in advice["text"]
+    assert "The statistics policy (not the protocol) would accept." in advice["text"]
+    assert "统计策略（非协议）会接受" in advice["text_zh"]
+
+
+def test_consistent_decisions(tmp_path: Path) -> None:
+    win = _trial(tmp_path / "w", uniform_runs(STABLE_BASE), uniform_runs(["90", "90.5", "89.5"]))
+    assert win["option_trial_evaluation"]["accepted"] is True and win["advice"]["kind"] == "consistent"
+    loss = _trial(tmp_path / "l", uniform_runs(STABLE_BASE), uniform_runs(["110", "111", "109"]))
+    assert loss["option_trial_evaluation"]["accepted"] is False and loss["advice"]["kind"] == "consistent"
+
+
+def test_advice_is_printed_in_both_languages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write_candidate(tmp_path / "base", uniform_runs(STABLE_BASE))
+    cand = write_candidate(tmp_path / "cand", uniform_runs(["99", "98", "99.5"]))
+    args = ["option-trial", "--baseline", str(base), "--candidate", f"O1={cand}", "--warmup", "2", "--expected-ranks", "2"]
+    for lang, needle in (("zh", "[O1] 建议: 协议接受，但提升的95%置信区间"), ("en", "[O1] advice: accepted by the protocol, but the 95% CI")):
+        with pytest.raises(SystemExit):
+            main([*args, "--lang", lang])
+        assert needle in capsys.readouterr().out
