@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from sk_analytics.atomic import atomic_path, write_text
+from sk_runner.sim.superlog import logged_lines
 
 H32 = "5f3c0a9e1b2d4c6f8a7e9d0c1b2a3f4e"
 
@@ -205,12 +206,8 @@ def fused_nodes_text(sks: Sequence[FusedSk], *, prefix: bool = True, max_line: i
         payloads.extend(fused_member_payload(i, m) for i, m in enumerate(sk.members))
     if not prefix:
         return "".join(p + "\n" for p in payloads)
-    lines: list[str] = []
-    for number, payload in enumerate(payloads, start=100):
-        head = LOG_PREFIX.format(line=number)
-        pieces = [payload[i : i + max_line] for i in range(0, max(len(payload), 1), max_line)]
-        lines.append(head + pieces[0])
-        lines.extend(f"{head}[CONT:{k}] {piece}" for k, piece in enumerate(pieces[1:], start=1))
+    lines = [line for number, payload in enumerate(payloads, start=100)
+             for line in logged_lines(LOG_PREFIX.format(line=number), payload, max_line)]
     return "".join(line + "\n" for line in lines)
 
 

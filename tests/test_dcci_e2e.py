@@ -40,19 +40,20 @@ WARMUP = 2
 
 
 def collect(base: Path, role: str, config: dict[str, Any], *, network: str, seed: int, sk_prof_kb: int = 1024,
-            truth: Path | None = None, finalize_root: bool = True, export_type: str = "text") -> Path:
-    """begin -> simulated profile process -> finalize (the producer is this test process)."""
+            truth: Path | None = None, finalize_root: bool = True, export_type: str = "text", ranks: int = 1) -> Path:
+    """begin -> simulated profile process (every rank profiled) -> finalize (the producer is this test process)."""
     root, session = base / role / "root", base / role / "session.json"
     begin(role, root, session)
     config_file = base / role / "config.json"
     config_file.write_text(json.dumps(config), encoding="utf-8")
     started = time.time_ns()
     env = {**os.environ, "ASCEND_PROF_SK_ON": str(sk_prof_kb), "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1"}
-    request = SimRequest(config=config_file, run_dir=root, ranks=1, iterations=ITERATIONS, warmup=WARMUP, seed=seed,
+    request = SimRequest(config=config_file, run_dir=root, ranks=ranks, iterations=ITERATIONS, warmup=WARMUP, seed=seed,
                          profile=True, network=network, ground_truth=truth, env=env, export_type=export_type)
     assert run(request) == 0
     if finalize_root:
-        finalize(session, source_revision="rev-1", config=config, control={"sk_prof_kb": sk_prof_kb}, workload=WORKLOAD,
+        finalize(session, source_revision="rev-1", config=config, control={"sk_prof_kb": sk_prof_kb},
+                 workload={**WORKLOAD, "rank": ranks},
                  producer=ProducerInfo(os.getpid(), started, time.time_ns(), command_fingerprint(["sim", role])),
                  require_sk_prof=True)
     return root
@@ -60,7 +61,8 @@ def collect(base: Path, role: str, config: dict[str, Any], *, network: str, seed
 
 def pair(tmp_path: Path, network: str, seeds: tuple[int, int], **kw: Any) -> tuple[Path, Path, dict[str, Any]]:
     truth = tmp_path / "truth.json"
-    base = collect(tmp_path, BASELINE_PROFILE, O0, network=network, seed=seeds[0], export_type=kw.get("export_type", "text"))
+    base = collect(tmp_path, BASELINE_PROFILE, O0, network=network, seed=seeds[0], export_type=kw.get("export_type", "text"),
+                   ranks=kw.get("ranks", 1))
     cand = collect(tmp_path, CANDIDATE_PROFILE, DISABLE_ALL, network=network, seed=seeds[1], truth=truth, **kw)
     return base, cand, json.loads(truth.read_text(encoding="utf-8"))["dcci"]
 
@@ -70,7 +72,8 @@ def _sk_key(sk: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
 
 
 def check_against_truth(result: dict[str, Any], truth: dict[str, Any]) -> None:
-    slower = {_sk_key(s) for s in result["sks"] if s["class"] == "significantly_slower"}
+    """The SKs decided slower (on their deciding rank), their significant children and the repair are the truth's."""
+    slower = {_sk_key(s) for s in result["sks"] if s["class"] == "significantly_slower" and s["deciding"]}
     assert slower == {_sk_key(s) for s in truth["regressed_sks"]}
     by_uid = {s["uid"]: s for s in result["sks"]}
     found = {
@@ -178,7 +181,7 @@ def test_truncated_sk_prof_blocks_children_and_is_reported(tmp_path: Path) -> No
     env = {**os.environ, "ASCEND_PROF_SK_ON": "1024", "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1"}
     assert run(SimRequest(config=config_file, run_dir=root, ranks=1, iterations=ITERATIONS, warmup=WARMUP, seed=2,
                           profile=True, network="moe-decode", env=env)) == 0
-    prof = next(root.glob("sk_meta/*/sk_prof_device_*.json"))
+    prof = next(root.glob("sk_meta/*/sk_*_device_*.json"))  # seed 2: the legacy sk_event_dev_device_0.json
     data = prof.read_bytes()
     prof.write_bytes(data[: int(len(data) * 0.9)])  # the process was killed mid-write
     finalize(session, source_revision="rev-1", config=DISABLE_ALL, control={"sk_prof_kb": 1024}, workload=WORKLOAD,

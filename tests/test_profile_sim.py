@@ -58,7 +58,8 @@ def test_valid_pair_on_the_simulator(pair: tuple[Path, ProfileResult, ProfileRes
     manifest = load_manifest(candidate.root)
     pid = manifest["producer"]["native_pid"]
     sk_prof = [r["path"] for r in manifest["files"]["sk_prof"]]
-    assert sk_prof == [f"sk_meta/{pid}/sk_prof_device_0.json"]  # written by the producer itself
+    # rank 0 is the producer itself, rank 1 the process after it (the simulator stands in for both)
+    assert sorted(sk_prof) == sorted([f"sk_meta/{pid}/sk_prof_device_0.json", f"sk_meta/{pid + 1}/sk_prof_device_1.json"])
     assert manifest["workload"]["iterations"] == 8 and manifest["workload"]["rank"] == 2
 
 
@@ -99,9 +100,11 @@ def test_db_export_collection_is_sealed_and_ingested(tmp_path: Path) -> None:
     result = _collect(tmp_path, "baseline_profile", {}, export_type="db")
     assert result.status == "complete", result.reason
     manifest = load_manifest(result.root)
-    assert [r["path"].rsplit("/", 1)[-1] for r in manifest["files"]["profiler_db"]] == ["ascend_pytorch_profiler_0.db"]
+    dbs = sorted(r["path"].rsplit("/", 1)[-1] for r in manifest["files"]["profiler_db"])
+    assert dbs == ["ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]  # one per rank
     assert "kernel_details" not in manifest["files"] or manifest["files"]["kernel_details"] == []
     assert manifest["control"]["profile_env"]["SK_RUN_PROFILE_EXPORT"] == "db"
     assert result.ingest["rows_by_table"]["kernels"] > 0
     kernels = pl.read_parquet(tmp_path / "session" / "data" / "kernels" / "**" / "*.parquet", hive_partitioning=True)
-    assert kernels["source_file"].str.ends_with("ascend_pytorch_profiler_0.db").all() and kernels["is_sk"].any()
+    assert kernels["source_file"].str.contains(r"ascend_pytorch_profiler_[01]\.db$").all() and kernels["is_sk"].any()
+    assert kernels.group_by("device_id").agg(pl.col("source_file").n_unique()).sort("device_id").rows() == [(0, 1), (1, 1)]

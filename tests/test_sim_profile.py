@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +12,14 @@ import polars as pl
 import pytest
 
 from sk_analytics.contract.roles import classify
+from sk_analytics.errors import InputError
+from sk_analytics.ingest.fused_nodes import parse_fused_nodes
 from sk_analytics.ingest.kernel_details import parse_kernel_details
 from sk_analytics.ingest.sk_prof import parse_sk_prof
 from sk_runner.sim.profiler import KERNEL_DETAILS_HEADER
 from sk_runner.sim.runner import SimRequest, run
 from sk_runner.sim.skprof import BYTES_PER_EVENT
+from sk_runner.sim.variants import LONG_MEMBER_SHARE, FormatVariant, draw_variant
 
 PROFILE_ENV = {"ASCEND_PROF_SK_ON": "1024", "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1", "SK_RUN_PROFILE": "1"}
 ITERATIONS = 12
@@ -25,11 +29,14 @@ PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \[\d+:\d+\] \[INFO\
 
 
 def _profile(tmp_path: Path, name: str, env: dict[str, str] | None = None, options: dict | None = None, **kwargs) -> Path:
+    """A profiled run of 2 ranks, by default only rank 0 profiled (seed 5: kernel lines past 4096 characters)."""
     cfg = tmp_path / f"{name}.json"
     cfg.write_text(json.dumps({"super_kernel_optimize_options": options or {}}))
     run_dir = tmp_path / name
     kwargs.setdefault("iterations", ITERATIONS)
-    assert run(SimRequest(config=cfg, run_dir=run_dir, ranks=2, seed=5, env=PROFILE_ENV if env is None else env, **kwargs)) == 0
+    kwargs.setdefault("profile_ranks", "0")
+    kwargs.setdefault("seed", 5)
+    assert run(SimRequest(config=cfg, run_dir=run_dir, ranks=2, env=PROFILE_ENV if env is None else env, **kwargs)) == 0
     return run_dir
 
 
@@ -44,12 +51,25 @@ def _one(run_dir: Path, pattern: str) -> Path:
     return found[0]
 
 
-def read_fused_nodes(path: Path) -> pl.DataFrame:
-    """Minimal reader of sk_fused_nodes.log for cross-checks (prefix required on every line)."""
-    rows, header = [], None
+def fused_payloads(path: Path) -> list[str]:
+    """Logical lines of sk_fused_nodes.log: prefix required on every physical line, each
+    ``[CONT:<n>]`` piece (n = 1, 2, ... after a full 4096-character line) joined to its line."""
+    payloads: list[str] = []
     for line in path.read_text().splitlines():
         assert PREFIX.match(line), line
         payload = PREFIX.sub("", line)
+        if cont := re.match(r"\[CONT:(\d+)\] ", payload):
+            assert len(payloads[-1]) == 4096 * int(cont.group(1)), (len(payloads[-1]), cont.group(0))
+            payloads[-1] += payload[cont.end():]
+        else:
+            payloads.append(payload)
+    return payloads
+
+
+def read_fused_nodes(path: Path) -> pl.DataFrame:
+    """Minimal reader of sk_fused_nodes.log for cross-checks."""
+    rows, header = [], None
+    for payload in fused_payloads(path):
         if m := FUSED_HEADER.search(payload):
             header = (m.group(1), int(m.group(2)))
             continue
@@ -72,7 +92,7 @@ def test_layout_of_a_profile_run(profiled: Path) -> None:
     assert {p.name for p in model_dir.iterdir()} == {"super_kernel.log", "sk_fused_nodes.log", "sk_graph_origin.json",
                                                       "sk_graph_updated.json", "sk_scope_split.log", "sk_task_queue.json"}
     assert _one(profiled, "sk_meta/*/sk_prof_device_0.json").parent == model_dir.parent
-    assert len(list(profiled.glob("*_ascend_pt"))) == 1  # only rank 0 (device 0) is profiled
+    assert len(list(profiled.glob("*_ascend_pt"))) == 1  # --profile-ranks 0: only rank 0 (device 0)
 
 
 def test_kernel_details_real_header_rows_and_exact_times(profiled: Path) -> None:
@@ -260,3 +280,71 @@ def test_ground_truth_file(tmp_path: Path) -> None:
     data = json.loads(truth.read_text())
     assert data["network"] == "dcci-gain" and data["dcci"]["disable_all"]["class"] == "gain"
     assert data["dcci"]["regressed_sks"] == [] and data["dcci"]["repair"] is None
+
+
+def test_long_kernel_lines_continue_past_4096_characters(profiled: Path) -> None:
+    """Seed 5 draws the variant with many resolved handles: the logger continues those lines on
+    [CONT:n] lines, and the product's parser reads the same members as the minimal reader."""
+    assert draw_variant(5).long_member_share > 0
+    path = _one(profiled, "sk_meta/*/model_*_*/sk_fused_nodes.log")
+    assert "[CONT:1] " in path.read_text()
+    assert max(len(p) for p in fused_payloads(path)) > 4096
+    mine = read_fused_nodes(path)
+    parsed = parse_fused_nodes(path).frame
+    assert parsed.get_column("func_name").to_list() == mine.get_column("func_name").to_list()
+    assert parsed.height == mine.height
+
+
+def _seed(*, legacy: bool, long_lines: bool) -> int:
+    return next(s for s in range(100) if draw_variant(s) == FormatVariant(legacy, LONG_MEMBER_SHARE if long_lines else 0.0))
+
+
+@pytest.fixture(scope="module")
+def every_rank(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both ranks profiled (the default), pre-2026-05 sk_prof naming."""
+    return _profile(tmp_path_factory.mktemp("ranks"), "r", profile_ranks=None, seed=_seed(legacy=True, long_lines=False), iterations=6)
+
+
+def test_every_rank_writes_its_profile_in_torch_npus_layout(every_rank: Path) -> None:
+    folders = sorted(every_rank.glob("*_ascend_pt"), key=lambda p: int(p.name.split("_")[-4]))
+    assert len(folders) == 2
+    pids = [int(f.name.split("_")[-4]) for f in folders]
+    assert len(set(pids)) == 2
+    for device, (folder, pid) in enumerate(zip(folders, pids)):
+        details = parse_kernel_details(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").frame
+        assert details.get_column("device_id").unique().to_list() == [device]
+        queue = json.loads(_one(every_rank, f"sk_meta/{pid}/model_*_*/sk_task_queue.json").read_text())
+        assert queue["deviceId"] == device
+        trace = _one(every_rank, f"sk_meta/{pid}/sk_*.json")
+        assert trace.name == f"sk_event_dev_device_{device}.json"  # the legacy name of this seed's build
+        events = parse_sk_prof(trace).frame
+        model_dir = _one(every_rank, f"sk_meta/{pid}/model_*_*").name
+        assert events.get_column("model_id").unique().to_list() == [model_dir.split("_")[1]]  # args.modelRI
+        assert '"modelRI":' in trace.read_text()
+    # one graph, two processes: the same kernels, each rank numbering its own ids
+    fused = [read_fused_nodes(_one(every_rank, f"sk_meta/{pid}/model_*_*/sk_fused_nodes.log")) for pid in pids]
+    assert fused[0]["func_name"].to_list() == fused[1]["func_name"].to_list()
+    assert fused[0]["scope_id"].to_list() != fused[1]["scope_id"].to_list()
+
+
+def test_profile_ranks_limits_the_profiled_ranks(tmp_path: Path) -> None:
+    run_dir = _profile(tmp_path, "one", profile_ranks="1", iterations=6)
+    folder = _one(run_dir, "*_ascend_pt")
+    details = parse_kernel_details(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").frame
+    assert details.get_column("device_id").unique().to_list() == [1]
+    assert _one(run_dir, "sk_meta/*/sk_prof_device_*.json").name == "sk_prof_device_1.json"
+    with pytest.raises(InputError, match=r"SK_RUN_PROFILE_RANKS: value '2' names a rank outside the 2 ranks"):
+        _profile(tmp_path, "bad", profile_ranks="2")
+    with pytest.raises(InputError, match=r"value 'x' is not a list of ranks"):
+        _profile(tmp_path, "bad2", env={**PROFILE_ENV, "SK_RUN_PROFILE_RANKS": "x"}, profile_ranks=None)
+
+
+def test_db_export_of_every_rank(tmp_path: Path) -> None:
+    run_dir = _profile(tmp_path, "db", profile_ranks="all", export_type="db", iterations=6)
+    dbs = sorted(p.name for p in run_dir.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/*.db"))
+    assert dbs == ["ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
+    for rank in (0, 1):
+        path = _one(run_dir, f"*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db")
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchall() == [(rank, rank)]
+            assert db.execute("SELECT DISTINCT deviceId FROM TASK").fetchall() == [(rank,)]

@@ -19,6 +19,8 @@ from sk_runner.sim.runner import SimRequest, run
 @click.option("--profile", is_flag=True, help="Profiler on (also SK_RUN_PROFILE=1): kernel_details.csv, trace_view.json, task time.")
 @click.option("--export-type", "export_type", type=click.Choice(["text", "db"]), default=None,
               help="Profiler export: text (CSV/JSON) or db (ascend_pytorch_profiler_<rank>.db) [default: $SK_RUN_PROFILE_EXPORT, else text].")
+@click.option("--profile-ranks", "profile_ranks", default=None, metavar="all|R[,R...]",
+              help="Ranks that write profiling artifacts, each in its own folders [default: $SK_RUN_PROFILE_RANKS, else all].")
 @click.option("--network", default=None, help="Network spec file or built-in scenario name [default: moe-decode].")
 @click.option("--options-pointer", default=None, help="RFC 6901 pointer of the options object in the config.")
 @click.option("--ground-truth", "ground_truth", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
@@ -33,6 +35,7 @@ def sim(
     seed: int | None,
     profile: bool,
     export_type: str | None,
+    profile_ranks: str | None,
     network: str | None,
     options_pointer: str | None,
     ground_truth: Path | None,
@@ -49,6 +52,7 @@ def sim(
         seed=seed,
         profile=profile,
         export_type=export_type,
+        profile_ranks=profile_ranks,
         network=network,
         options_pointer=options_pointer,
         ground_truth=ground_truth,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,10 @@ class ProcessIds:
     device_clock_offset_us: float
     """Device clock = host clock - this offset (device clock counts from device boot)."""
     rng_seed: int
+    rank: int = 0
+    """The process's rank in its tensor-parallel group (``RANK``)."""
+    device_id: int = 0
+    """The NPU the rank runs on (one device per rank)."""
 
     @property
     def model_id(self) -> str:
@@ -45,13 +50,14 @@ class ProcessIds:
         return np.random.default_rng(self.rng_seed)
 
 
-def new_process_ids() -> ProcessIds:
-    """Fresh ids for this process."""
-    entropy = np.random.default_rng([os.getpid(), time.time_ns() & 0xFFFFFFFF, int.from_bytes(os.urandom(4), "little")])
+def new_process_ids(rank: int = 0, pid: int | None = None) -> ProcessIds:
+    """Fresh ids for this process (``rank`` on device ``rank``; ``pid`` defaults to this process's)."""
+    pid = os.getpid() if pid is None else pid
+    entropy = np.random.default_rng([pid, rank, time.time_ns() & 0xFFFFFFFF, int.from_bytes(os.urandom(4), "little")])
     started = time.time_ns()
     boot_us = float(entropy.uniform(3.0e9, 9.0e10))  # device up for 1 h .. 1 day
     return ProcessIds(
-        pid=os.getpid(),
+        pid=pid,
         host=socket.gethostname().split(".")[0] or "localhost",
         started_ns=started,
         rts_model_id=int(entropy.integers(0, 64)),
@@ -62,4 +68,16 @@ def new_process_ids() -> ProcessIds:
         task_id_base=int(entropy.integers(1, 30000)),
         device_clock_offset_us=started / 1000.0 - boot_us,
         rng_seed=int(entropy.integers(0, 2**63 - 1)),
+        rank=rank,
+        device_id=rank,
     )
+
+
+def rank_process_ids(ranks: Iterable[int]) -> dict[int, ProcessIds]:
+    """Ids of the given ranks of one tensor-parallel launch, rank r on device r.
+
+    The simulator is one OS process standing in for all ranks: rank 0 has this
+    process's pid, rank r the pid r after it, and every rank its own ids (each
+    numbers its model, scopes, nodes and tasks independently, as real ranks do)."""
+    pid = os.getpid()
+    return {r: new_process_ids(rank=r, pid=pid + r) for r in ranks}

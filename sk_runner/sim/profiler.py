@@ -1,9 +1,10 @@
-"""torch_npu profiler output of the profiled rank: ``kernel_details.csv``, ``trace_view.json``,
+"""torch_npu profiler output of one profiled rank: ``kernel_details.csv``, ``trace_view.json``,
 ``step_trace_time.csv`` (``ASCEND_PROFILER_OUTPUT/``) and the msprof task-time summary
 ``task_time_<ts>.csv`` (``PROF_*/mindstudio_profiler_output/``), formats.md §2 and §6;
 with ``export_type="db"`` instead the SQLite export
 ``ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_<rank>.db`` (:mod:`.profiler_db`) alone,
-as torch_npu writes it.
+as torch_npu writes it. Every rank writes its own ``<host>_<pid>_<ts>_ascend_pt/``
+folder (its own pid and ids; its device id in every row).
 
 One row per SK launch and unfused op per decode step, host clock, µs with 3
 decimals; ``Start Time(us)`` carries the trailing TAB of real files.
@@ -70,7 +71,7 @@ def profiler_paths(run_dir: Path, ids: ProcessIds) -> ProfilerPaths:
     out = root / "ASCEND_PROFILER_OUTPUT"
     prof = root / f"PROF_000001_{stamp}_{letters}" / "mindstudio_profiler_output"
     return ProfilerPaths(root, out / "kernel_details.csv", out / "trace_view.json", out / "step_trace_time.csv", prof / f"task_time_{stamp}.csv",
-                         out / db_name(0))
+                         out / db_name(ids.rank))
 
 
 def kernel_rows(model: StepModel, names: GraphNames, timeline: Timeline, ids: ProcessIds, host_base_ns: int) -> pl.DataFrame:
@@ -116,7 +117,7 @@ def _fixed(expr: pl.Expr, decimals: int = 3) -> pl.Expr:
     return expr.round(decimals).cast(pl.Utf8)
 
 
-def kernel_details_text(rows: pl.DataFrame, rts_model_id: int) -> str:
+def kernel_details_text(rows: pl.DataFrame, rts_model_id: int, device_id: int = 0) -> str:
     """CSV text of kernel_details.csv (full header, SK rows and unfused ops)."""
     dur = pl.col("dur_ns") / 1000.0
     is_comm = pl.col("core") == "COMMUNICATION"
@@ -139,7 +140,7 @@ def kernel_details_text(rows: pl.DataFrame, rts_model_id: int) -> str:
     ]
     na_metrics = [pl.lit("N/A")] * len(metrics)
     cells = [
-        pl.col("step").cast(pl.Utf8), pl.lit("0"), pl.lit(str(rts_model_id)), pl.col("task_id").cast(pl.Utf8), pl.col("stream_id").cast(pl.Utf8),
+        pl.col("step").cast(pl.Utf8), pl.lit(str(device_id)), pl.lit(str(rts_model_id)), pl.col("task_id").cast(pl.Utf8), pl.col("stream_id").cast(pl.Utf8),
         pl.col("name"), pl.col("type"), pl.when(is_comm).then(pl.lit("N/A")).otherwise(pl.lit("static")), pl.col("core"),
         pl.concat_str([_us3(pl.col("start_ns")), pl.lit("\t")]), _us3(pl.col("dur_ns")), _us3(pl.col("wait_ns")),
         pl.col("blocks").cast(pl.Utf8), pl.col("mix_blocks").cast(pl.Utf8), pl.lit("NO"),
@@ -150,11 +151,11 @@ def kernel_details_text(rows: pl.DataFrame, rts_model_id: int) -> str:
     return KERNEL_DETAILS_HEADER + "\n" + "\n".join(lines.to_list()) + "\n"
 
 
-def task_time_text(rows: pl.DataFrame) -> str:
+def task_time_text(rows: pl.DataFrame, device_id: int = 0) -> str:
     start = _us3(pl.col("start_ns"))
     lines = rows.select(
         pl.concat_str(
-            [pl.lit("0"), pl.col("name"), pl.when(pl.col("is_sk")).then(pl.lit("KERNEL_MIX_AIC")).otherwise(pl.col("core")),
+            [pl.lit(str(device_id)), pl.col("name"), pl.when(pl.col("is_sk")).then(pl.lit("KERNEL_MIX_AIC")).otherwise(pl.col("core")),
              pl.col("stream_id").cast(pl.Utf8), pl.col("task_id").cast(pl.Utf8), _us3(pl.col("dur_ns")), start, _us3(pl.col("start_ns") + pl.col("dur_ns"))],
             separator=",",
         ).alias("line")
@@ -213,10 +214,10 @@ def write_profiler_output(run_dir: Path, ids: ProcessIds, model: StepModel, name
     paths = profiler_paths(run_dir, ids)
     rows = kernel_rows(model, names, timeline, ids, host_base_ns)
     if export_type == "db":
-        write_profiler_db(paths.db, rows, rts_model_id=ids.rts_model_id, pid=ids.pid)
+        write_profiler_db(paths.db, rows, rts_model_id=ids.rts_model_id, device_id=ids.device_id, rank=ids.rank, pid=ids.pid)
         return paths
-    write_text(paths.kernel_details, kernel_details_text(rows, ids.rts_model_id))
-    write_text(paths.task_time, task_time_text(rows))
+    write_text(paths.kernel_details, kernel_details_text(rows, ids.rts_model_id, ids.device_id))
+    write_text(paths.task_time, task_time_text(rows, ids.device_id))
     write_text(paths.step_trace, step_trace_text(rows, decode_ms, timeline.first_iteration))
     write_text(paths.trace_view, trace_view_text(rows, ids.rts_model_id, device_pid=2))
     return paths

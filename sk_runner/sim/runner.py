@@ -21,7 +21,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.strict_json import load_config_file
 from sk_runner.backends.base import size_problem
 from sk_runner.sim import logs
-from sk_runner.sim.identity import ProcessIds, new_process_ids
+from sk_runner.sim.identity import ProcessIds, rank_process_ids
 from sk_runner.sim.model import StepModel, compile_model
 from sk_runner.sim.naming import name_graph
 from sk_runner.sim.network import load_network
@@ -29,16 +29,20 @@ from sk_runner.sim.noise import NoiseParams, step_multipliers
 from sk_runner.sim.options import EffectiveOptions, find_options, resolve
 from sk_runner.sim.profiler import EXPORT_TYPES, write_profiler_output
 from sk_runner.sim.skmeta import write_sk_meta
+from sk_runner.sim.skprof import file_name as sk_prof_file_name
 from sk_runner.sim.skprof import sk_prof_trace
 from sk_runner.sim.superlog import super_kernel_log
 from sk_runner.sim.timeline import build_timeline
 from sk_runner.sim.truth import write_ground_truth
+from sk_runner.sim.variants import FormatVariant, draw_variant
 
 EXIT_CRASH = 1
 EXIT_DEVICE_FAULT = 134
 PROFILER_OVERHEAD = 1.12
 EXPORT_ENV = "SK_RUN_PROFILE_EXPORT"
 """Export type of the profiler (``text``/``db``), set by ``sk-run profile --export-type``."""
+PROFILE_RANKS_ENV = "SK_RUN_PROFILE_RANKS"
+"""Ranks that write profiling artifacts (``all`` or e.g. ``0,3``); default all, as torch_npu does."""
 SK_PROF_OVERHEAD = 1.03
 FAILING_AFTER_SAMPLES = 3
 """Decode samples a crashing / faulting / hanging process still logs."""
@@ -68,6 +72,9 @@ class SimRequest:
     export_type: str | None = None
     """``text`` or ``db``; None: ``$SK_RUN_PROFILE_EXPORT``, else ``text``."""
 
+    profile_ranks: str | None = None
+    """``all`` or a comma list of ranks; None: ``$SK_RUN_PROFILE_RANKS``, else ``all``."""
+
     @property
     def profiler_on(self) -> bool:
         return self.profile or self.env.get("SK_RUN_PROFILE", "") == "1"
@@ -78,6 +85,20 @@ class SimRequest:
         if value not in EXPORT_TYPES:
             raise InputError(EXPORT_ENV, f"export type {value!r} is not known", expected=" or ".join(EXPORT_TYPES))
         return value
+
+    def profiled_ranks(self) -> list[int]:
+        """The ranks whose processes write profiling artifacts (every rank unless limited)."""
+        raw = (self.profile_ranks or self.env.get(PROFILE_RANKS_ENV, "") or "all").strip().lower()
+        if raw == "all":
+            return list(range(self.ranks))
+        expected = f"'all' or a comma list of ranks 0..{self.ranks - 1}"
+        try:
+            ranks = sorted({int(part) for part in raw.split(",")})
+        except ValueError:
+            raise InputError(PROFILE_RANKS_ENV, f"value {raw!r} is not a list of ranks", expected=expected) from None
+        if not ranks or ranks[0] < 0 or ranks[-1] >= self.ranks:
+            raise InputError(PROFILE_RANKS_ENV, f"value {raw!r} names a rank outside the {self.ranks} ranks", expected=expected)
+        return ranks
 
     @property
     def save_meta(self) -> bool:
@@ -137,43 +158,60 @@ def clock_bases(ids: ProcessIds, prefill_ms: float) -> tuple[int, int]:
     return host_base_ns, int(round((host_base_ns / 1000.0 - ids.device_clock_offset_us) * 1e6))
 
 
+def rank_rng(seed: int, rank: int) -> np.random.Generator:
+    """Timing jitter of one rank's profile (rank 0's stream is the one-rank simulator's)."""
+    return np.random.default_rng([seed, 1] if rank == 0 else [seed, 1, rank])
+
+
+def sk_prof_path(request: SimRequest, ids: ProcessIds, variant: FormatVariant) -> Path:
+    return request.run_dir / "sk_meta" / str(ids.pid) / sk_prof_file_name(ids.device_id, legacy=variant.legacy_sk_prof)
+
+
 def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
-                  seed: int, params: NoiseParams, sk_prof_kb: int | None) -> None:
-    """Profiling artifacts of the profiled rank (device 0): profiler output, sk_prof, SK metadata."""
-    rng = np.random.default_rng([seed, 1])
+                  seed: int, params: NoiseParams, sk_prof_kb: int | None, variant: FormatVariant) -> None:
+    """Profiling artifacts of one rank's process: profiler output, sk_prof of its device, SK metadata."""
+    rng = rank_rng(seed, ids.rank)
     names = name_graph(model.graph, ids)
     host_base_ns, device_base_ps = clock_bases(ids, prefill_ms)
     full_cores: list[int] = []
     if request.profiler_on or sk_prof_kb is not None:
         timeline = build_timeline(model, decode_ms, 0, decode_ms.size, rng, params)
         if sk_prof_kb is not None:
-            trace = sk_prof_trace(model, names, timeline, kb=sk_prof_kb, model_id=ids.model_id, device_base_ps=device_base_ps, rng=rng, params=params)
-            write_text(request.run_dir / "sk_meta" / str(ids.pid) / "sk_prof_device_0.json", trace.text)
+            trace = sk_prof_trace(model, names, timeline, kb=sk_prof_kb, model_id=ids.model_id, device_base_ps=device_base_ps,
+                                  rng=rng, params=params, legacy=variant.legacy_sk_prof)
+            write_text(sk_prof_path(request, ids, variant), trace.text)
             full_cores = trace.full_cores
             if full_cores:
-                print(f"[WARNING] [sk time profiling] device 0: buffer full on {len(full_cores)} cores, see super_kernel.log", file=sys.stderr)
+                print(f"[WARNING] [sk time profiling] device {ids.device_id}: buffer full on {len(full_cores)} cores, "
+                      "see super_kernel.log", file=sys.stderr)
         if request.profiler_on:
             write_profiler_output(request.run_dir, ids, model, names, timeline, decode_ms, host_base_ns,
                                   export_type=request.profiler_export())
     if request.save_meta:
-        write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=full_cores)
+        write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=full_cores,
+                      long_share=variant.long_member_share)
     elif sk_prof_kb is not None:
         write_super_kernel_log(request, ids, model, sk_prof_kb, full_cores)
 
 
-def write_partial_sk_prof(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
-                          seed: int, params: NoiseParams, sk_prof_kb: int, *, cut_mid_record: bool) -> None:
-    """What a dying process leaves of sk_prof: the array is never closed, and a crash
-    cuts the last record in the middle (a hanging process has flushed whole records)."""
-    rng = np.random.default_rng([seed, 1])
+def write_partial_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
+                          seed: int, params: NoiseParams, sk_prof_kb: int | None, variant: FormatVariant, *, cut_mid_record: bool) -> None:
+    """What one dying rank process leaves: its SK metadata, and of sk_prof an array that is
+    never closed; a crash cuts the last record in the middle (a hanging process has flushed whole records)."""
+    names = name_graph(model.graph, ids)
+    if request.save_meta:
+        write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=[], long_share=variant.long_member_share)
+    if sk_prof_kb is None:
+        return
+    rng = rank_rng(seed, ids.rank)
     _, device_base_ps = clock_bases(ids, prefill_ms)
     timeline = build_timeline(model, decode_ms, 0, decode_ms.size, rng, params)
-    trace = sk_prof_trace(model, name_graph(model.graph, ids), timeline, kb=sk_prof_kb, model_id=ids.model_id,
-                          device_base_ps=device_base_ps, rng=rng, params=params)
+    trace = sk_prof_trace(model, names, timeline, kb=sk_prof_kb, model_id=ids.model_id, device_base_ps=device_base_ps,
+                          rng=rng, params=params, legacy=variant.legacy_sk_prof)
     text = trace.text.removesuffix("\n{}\n]\n")
     if cut_mid_record:
         text = text[: text.rfind("\n") + 1 + (len(text) - text.rfind("\n")) // 2]
-    write_text(request.run_dir / "sk_meta" / str(ids.pid) / "sk_prof_device_0.json", text)
+    write_text(sk_prof_path(request, ids, variant), text)
 
 
 def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
@@ -196,16 +234,18 @@ def run(request: SimRequest) -> int:
     options = load_options(request)
     network = load_network(request.network)
     model = compile_model(network, options)
-    ids = new_process_ids()
     sk_prof_kb = request.sk_prof_kb()
+    profiled = request.profiled_ranks() if request.profiler_on or sk_prof_kb is not None or request.save_meta else [0]
+    ids = rank_process_ids(profiled if 0 in profiled else [0, *profiled])
     seed = resolve_seed(request)
+    variant = draw_variant(seed)
     rng = np.random.default_rng(seed)
     request.run_dir.mkdir(parents=True, exist_ok=True)
     for line in options.invalid:
         print(f"[WARNING] SK option {line.text()}", file=sys.stderr)
 
     if request.probe_only:
-        folder = write_super_kernel_log(request, ids, model, sk_prof_kb, [])
+        folder = write_super_kernel_log(request, ids[0], model, sk_prof_kb, [])
         print(f"[INFO] probe only: options written to {folder / 'super_kernel.log'}")
         return 0
 
@@ -213,9 +253,9 @@ def run(request: SimRequest) -> int:
     mult = step_multipliers(rng, request.ranks, request.iterations, request.warmup, params)
     overhead = np.ones(request.ranks)
     if request.profiler_on:
-        overhead[0] *= PROFILER_OVERHEAD
+        overhead[profiled] *= PROFILER_OVERHEAD
     if sk_prof_kb is not None:
-        overhead[0] *= SK_PROF_OVERHEAD
+        overhead[profiled] *= SK_PROF_OVERHEAD
     decode_ms = model.step_us / 1000.0 * mult * overhead[:, None]
     # prefill: the first sample's process/rank noise without the warm-up ramp
     prefill_ms = model.step_us / 1000.0 * network.timing.prefill_factor * mult[:, 0] / (1.0 + params.warmup_amplitude) * overhead
@@ -225,11 +265,10 @@ def run(request: SimRequest) -> int:
     if outcome.kind in ("crash", "device_fault", "hang"):
         n = min(FAILING_AFTER_SAMPLES, request.iterations)
         logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms[:, :n], [])
-        if request.save_meta:
-            write_sk_meta(request.run_dir, model, name_graph(model.graph, ids), ids, sk_prof_kb=sk_prof_kb, full_cores=[])
-        if sk_prof_kb is not None:
-            write_partial_sk_prof(request, ids, model, decode_ms[0, :n], float(prefill_ms[0]), seed, params, sk_prof_kb,
-                                  cut_mid_record=outcome.kind != "hang")
+        if request.save_meta or sk_prof_kb is not None:
+            for r in profiled:
+                write_partial_profile(request, ids[r], model, decode_ms[r, :n], float(prefill_ms[r]), seed, params, sk_prof_kb,
+                                      variant, cut_mid_record=outcome.kind != "hang")
         if outcome.kind == "hang":
             print(f"[INFO] decode step {n} waiting for cross-core event ...", flush=True)
             while True:  # the process stops making progress until it is killed
@@ -238,7 +277,8 @@ def run(request: SimRequest) -> int:
         return EXIT_CRASH if outcome.kind == "crash" else EXIT_DEVICE_FAULT
 
     if request.profiler_on or sk_prof_kb is not None or request.save_meta:
-        write_profile(request, ids, model, decode_ms[0], float(prefill_ms[0]), seed, params, sk_prof_kb)
+        for r in profiled:
+            write_profile(request, ids[r], model, decode_ms[r], float(prefill_ms[r]), seed, params, sk_prof_kb, variant)
 
     footer = [f"decode steps: {request.iterations}, mean {decode_ms.mean():.3f} ms", "finished"]
     logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms, footer)

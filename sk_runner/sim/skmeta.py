@@ -5,6 +5,9 @@ Writes ``sk_fused_nodes.log`` (with the logger prefix), ``super_kernel.log``,
 and ``sk_task_queue.json``. The member index ``[i]`` of sk_fused_nodes.log is
 the child's index in the SK task list, the same number sk_prof writes as
 ``args.nodeId``; every kernel funcName of the build is in the origin graph.
+Where a run's variant asks for it (:mod:`.variants`), some kernel members list
+hundreds of resolved handles, so their lines pass the logger's 4096 characters
+and continue on ``[CONT:<n>]`` lines, as on kernels with many binaries.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.model import StepModel
 from sk_runner.sim.naming import TASK_RATIO, GraphNames
 from sk_runner.sim.network import BREAKER_BITS
-from sk_runner.sim.superlog import log_prefix, super_kernel_log
+from sk_runner.sim.superlog import log_prefix, logged_lines, super_kernel_log
 
 NODE_TYPES = {
     "EventWait": "EVENT_WAIT",
@@ -47,10 +50,19 @@ def _sk_kernel_type(model: StepModel, names: GraphNames, launch: int) -> str:
     return "MIX_1_2" if cube and vec else ("MIX_AIC_1_0" if cube else "MIX_AIV_1_0")
 
 
-def fused_nodes_text(model: StepModel, names: GraphNames, ids: ProcessIds) -> str:
-    """``sk_fused_nodes.log``: one header per SK, one line per member, each with the logger prefix."""
+def resolved_handles(ids: ProcessIds, n_members: int, long_share: float) -> np.ndarray:
+    """Resolved kernel handles per member: 1, or 180-400 for a ``long_share`` of them (lines over 4096 characters)."""
+    rng = np.random.default_rng([ids.rng_seed, 5])
+    many = rng.random(n_members) < long_share
+    return np.where(many, rng.integers(180, 401, n_members), 1)
+
+
+def fused_nodes_text(model: StepModel, names: GraphNames, ids: ProcessIds, long_share: float = 0.0) -> str:
+    """``sk_fused_nodes.log``: one header per SK, one line per member, each with the logger prefix
+    (continued on ``[CONT:<n>]`` lines past 4096 characters)."""
     graph = model.graph
     prefix = log_prefix(ids.pid, ids.pid + 17, "sk_optimizer.cpp:1187", "PrintSKNodesDetail")
+    resolved = resolved_handles(ids, graph.n_members, long_share)
     lines = []
     for launch in np.flatnonzero(graph.launch_is_sk):
         first, count = int(graph.launch_first[launch]), int(graph.launch_count[launch])
@@ -67,11 +79,12 @@ def fused_nodes_text(model: StepModel, names: GraphNames, ids: ProcessIds) -> st
             a, b = TASK_RATIO[kt]
             n = int(graph.member_blocks[m])
             handle = 0x7F3A00000000 + int(names.member_node_id[m]) * 0x40
-            lines.append(
-                f"{prefix}    [{i}] {where}] - KernelInfos{{funcName:{graph.member_symbol[m]}, kernelType:{kt}, taskRatio:[{a},{b}], "
+            handles = ", ".join(f"handle:0x{handle + 0x1000 * h:x}" for h in range(int(resolved[m])))
+            lines.extend(logged_lines(prefix,
+                f"    [{i}] {where}] - KernelInfos{{funcName:{graph.member_symbol[m]}, kernelType:{kt}, taskRatio:[{a},{b}], "
                 f"cap:1, numBlocks:{n}, cubeNum:{a * n}, vecNum:{b * n}, isScheModeOn:0, needMixKernelSplit:{int(a > 0 and b > 0)}, "
-                f"resolvedNum:1, handle:0x{handle:x}}}"
-            )
+                f"resolvedNum:{int(resolved[m])}, {handles}}}"
+            ))
     return "\n".join(lines) + "\n"
 
 
@@ -115,7 +128,7 @@ def _graph_doc(model: StepModel, ids: ProcessIds, description: str, streams: dic
         "version": "1.0",
         "description": description,
         "modelId": ids.rts_model_id,
-        "deviceId": 0,
+        "deviceId": ids.device_id,
         "options": _options_json(model),
         "totalStreams": len(streams),
         "totalNodes": sum(len(nodes) for nodes in streams.values()),
@@ -201,19 +214,20 @@ def task_queue(model: StepModel, names: GraphNames, ids: ProcessIds) -> dict[str
             tasks.append(task)
         sks.append({"skId": int(names.scope_id[launch]), "skName": names.sk_name[launch], "streamId": int(names.stream_id[launch]),
                     "taskNum": count, "tasks": tasks})
-    return {"modelId": ids.rts_model_id, "deviceId": 0, "superKernels": sks}
+    return {"modelId": ids.rts_model_id, "deviceId": ids.device_id, "superKernels": sks}
 
 
 def write_sk_meta(run_dir: Path, model: StepModel, names: GraphNames, ids: ProcessIds, *, sk_prof_kb: int | None,
-                  full_cores: list[int]) -> Path:
+                  full_cores: list[int], long_share: float = 0.0) -> Path:
     """All six metadata files into ``run_dir/sk_meta/<pid>/model_<id>_<n>/``; returns that folder."""
     folder = run_dir / "sk_meta" / str(ids.pid) / ids.model_dir
     graph = model.graph
     sk_count = int(graph.launch_is_sk.sum())
     scopes = int((graph.launch_is_sk & (graph.launch_split_part == 0)).sum())
     write_text(folder / "super_kernel.log", super_kernel_log(ids.pid, model.options, rts_model_id=ids.rts_model_id, sk_count=sk_count,
-                                                             scope_count=scopes, sk_prof_kb=sk_prof_kb, full_cores=full_cores))
-    write_text(folder / "sk_fused_nodes.log", fused_nodes_text(model, names, ids))
+                                                             scope_count=scopes, sk_prof_kb=sk_prof_kb, full_cores=full_cores,
+                                                             device=ids.device_id))
+    write_text(folder / "sk_fused_nodes.log", fused_nodes_text(model, names, ids, long_share))
     write_text(folder / "sk_scope_split.log", scope_split_text(model, names, ids))
     write_text(folder / "sk_graph_origin.json", json.dumps(graph_origin(model, names, ids), indent=1) + "\n")
     write_text(folder / "sk_graph_updated.json", json.dumps(graph_updated(model, names, ids), indent=1) + "\n")

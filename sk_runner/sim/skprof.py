@@ -1,4 +1,4 @@
-"""``sk_prof_device_<id>.json`` of the profiled device (formats.md §3), with the fill-once per-core buffer.
+"""``sk_prof_device_<id>.json`` of one profiled device (formats.md §3), with the fill-once per-core buffer.
 
 One Chrome-trace complete event per participating core per launch: SK span
 events ``[i/n] <skName>`` (no nodeId) and child events ``[i/n]<funcName>``
@@ -6,7 +6,9 @@ with ``args.nodeId`` = the child's index in the SK task list. Times are the
 device clock, 6 decimals. Each core's buffer holds ``KB * 1024 /
 BYTES_PER_EVENT`` events for the whole process; once full, later events of
 that core are lost and the host logs the buffer-full line. File order is by
-100 ms poll, then core, then per-core time order.
+100 ms poll, then core, then per-core time order. Builds before 2026-05 wrote
+the same events as ``sk_event_dev_device_<id>.json`` with the integer
+``args.modelRI`` (the rts model id) instead of ``args.modelId``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ class SkProfTrace:
     full_cores: list[int]
     events_written: int
     events_dropped: int
+
+
+def file_name(device_id: int, *, legacy: bool = False) -> str:
+    """``sk_prof_device_<id>.json``, or the legacy ``sk_event_dev_device_<id>.json``."""
+    return f"{'sk_event_dev_device' if legacy else 'sk_prof_device'}_{device_id}.json"
 
 
 def capacity_events(kb: int) -> int:
@@ -96,8 +103,9 @@ def _keep_within_buffer(ev: dict[str, np.ndarray], used: np.ndarray, capacity: i
 
 
 def sk_prof_trace(model: StepModel, names: GraphNames, timeline: Timeline, *, kb: int, model_id: str,
-                  device_base_ps: int, rng: np.random.Generator, params: NoiseParams) -> SkProfTrace:
-    """The trace text of the timeline's decode steps (stops generating once every core is full)."""
+                  device_base_ps: int, rng: np.random.Generator, params: NoiseParams, legacy: bool = False) -> SkProfTrace:
+    """The trace text of the timeline's decode steps (stops generating once every core is full);
+    ``legacy``: ``args.modelRI`` (the rts model id of ``model_id``) instead of ``args.modelId``."""
     graph = model.graph
     in_sk = graph.launch_is_sk[graph.member_launch]
     mc_member, mc_core, mc_block = member_cores(graph)
@@ -119,7 +127,8 @@ def sk_prof_trace(model: StepModel, names: GraphNames, timeline: Timeline, *, kb
         kept.append(pl.DataFrame({k: v[keep] for k, v in ev.items()}))
     full = [int(c) for c in np.flatnonzero(used >= capacity)]
     frame = pl.concat(kept) if kept else pl.DataFrame({k: [] for k in ("core", "ts", "dur", "block", "block_num", "sk_id", "node_id", "name_idx")})
-    return SkProfTrace(_format(frame, graph.member_symbol + names.sk_name, graph.n_members, model_id, device_base_ps), full, frame.height, dropped)
+    model_arg = f'"modelRI":{model_id.split("_")[0]}' if legacy else f'"modelId":"{model_id}"'
+    return SkProfTrace(_format(frame, graph.member_symbol + names.sk_name, model_arg, device_base_ps), full, frame.height, dropped)
 
 
 def _us6(ps: pl.Expr) -> pl.Expr:
@@ -127,7 +136,7 @@ def _us6(ps: pl.Expr) -> pl.Expr:
     return pl.concat_str([(ps // 1_000_000).cast(pl.Utf8), pl.lit("."), (ps % 1_000_000).cast(pl.Utf8).str.zfill(6)])
 
 
-def _format(frame: pl.DataFrame, texts: list[str], n_members: int, model_id: str, device_base_ps: int) -> str:
+def _format(frame: pl.DataFrame, texts: list[str], model_arg: str, device_base_ps: int) -> str:
     """Sort by (100 ms poll, core, time) and render one event per line; the array ends with ``{}``."""
     if frame.height == 0:
         return "[{}]\n"
@@ -158,7 +167,7 @@ def _format(frame: pl.DataFrame, texts: list[str], n_members: int, model_id: str
                     _us6(pl.col("ts_ps") + device_base_ps),
                     pl.lit(',"dur":'),
                     _us6(pl.col("dur_ps")),
-                    pl.lit(f',"args":{{"modelId":"{model_id}","skId":'),
+                    pl.lit(f',"args":{{{model_arg},"skId":'),
                     pl.col("sk_id").cast(pl.Utf8),
                     pl.when(pl.col("node_id") < 0).then(pl.lit("}},")).otherwise(pl.concat_str([pl.lit(',"nodeId":'), pl.col("node_id").cast(pl.Utf8), pl.lit("}},")])),
                 ]

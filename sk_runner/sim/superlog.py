@@ -15,6 +15,17 @@ def log_prefix(pid: int, tid: int, source: str, func: str, level: str = "INFO", 
     return f"{stamp} [{pid}:{tid}] [{level}] [{source}] [{func}] "
 
 
+LOG_LINE_LIMIT = 4096
+"""Characters of payload the CANN logger writes on one line; the rest continues on ``[CONT:<n>] `` lines."""
+
+
+def logged_lines(prefix: str, payload: str, limit: int = LOG_LINE_LIMIT) -> list[str]:
+    """One payload as the logger writes it: ``prefix`` on every physical line, a payload
+    longer than ``limit`` cut into pieces continued as ``[CONT:1] …``, ``[CONT:2] …``."""
+    pieces = [payload[i : i + limit] for i in range(0, max(len(payload), 1), limit)]
+    return [prefix + pieces[0], *(f"{prefix}[CONT:{k}] {piece}" for k, piece in enumerate(pieces[1:], start=1))]
+
+
 def buffer_full_line(device: int, core: int) -> str:
     """The host's line when a core's sk_prof buffer is full (two spaces after ``]``)."""
     return f"[sk time profiling]  device {device} core {core} buffer is full, stop dump the time of nodes on device {device} core {core}"
