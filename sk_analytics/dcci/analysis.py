@@ -78,6 +78,8 @@ class SideInput:
     truncated_processes: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()
     identity: dict[str, Any] = field(default_factory=dict)
+    spill: object | None = field(default=None, repr=False, compare=False)
+    """Owner of the files ``events`` scans, when they were spilled to disk (kept alive with the side)."""
 
 
 @dataclass(frozen=True)

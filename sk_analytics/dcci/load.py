@@ -10,10 +10,17 @@ Layout (formats.md §3-§4)::
 Every ``<pid>`` folder is one process: launches are mapped to SK metadata only
 inside their own process. The foundation parsers do the parsing; this module
 only finds the files, tags each frame with its process and concatenates.
+
+The events of a multi-rank profile are large (one ``sk_prof`` file per rank,
+~0.5 M events and 140 MB parsed each on a 40-step default profile), so each
+file's events are spilled to Parquet in a private temporary folder as soon as
+it is parsed and the side scans them lazily: the peak is one parsed file plus
+what the analysis collects, not every rank at once.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -28,7 +35,7 @@ from sk_analytics.ingest.graph_dump import parse_graph_dump
 from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME
 from sk_analytics.ingest.sk_prof import parse_sk_prof
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
-from sk_analytics.schema import SK_EVENTS, SK_MARKERS, SK_STRUCTURE, SYMBOLS, Table
+from sk_analytics.schema import SK_MARKERS, SK_STRUCTURE, SYMBOLS, Table
 
 SK_META = "sk_meta"
 TRUNCATION_WORD = "truncated"
@@ -55,6 +62,17 @@ def _parse_all(
     return frames
 
 
+def _spill_events(files: Iterable[Path], process: str, root: Path, warnings: list[str], spill: Path) -> list[Path]:
+    """Parse each sk_prof file and write its process-tagged events to ``spill``; returns the Parquet paths."""
+    paths = []
+    for path in files:
+        (frame,) = _parse_all([path], parse_sk_prof, process, root, warnings)
+        target = spill / f"events-{process}-{path.stem}.parquet"
+        frame.write_parquet(target)
+        paths.append(target)
+    return paths
+
+
 def _concat(frames: list[pl.DataFrame], table: Table) -> pl.DataFrame:
     if frames:
         return pl.concat(frames, how="vertical")
@@ -62,9 +80,12 @@ def _concat(frames: list[pl.DataFrame], table: Table) -> pl.DataFrame:
 
 
 def load_side(root: Path, identity: dict[str, Any] | None = None) -> SideInput:
-    """Parse every process of a collection root; raise InputError when a required artifact is missing."""
+    """Parse every process of a collection root; raise InputError when a required artifact is missing.
+
+    The events are spilled to a temporary folder that lives as long as the returned side."""
+    spill = tempfile.TemporaryDirectory(prefix="sk-tune-dcci-events-")
     warnings: list[str] = []
-    events: list[pl.DataFrame] = []
+    events: list[Path] = []
     structure: list[pl.DataFrame] = []
     markers: list[pl.DataFrame] = []
     symbols: list[pl.DataFrame] = []
@@ -73,7 +94,7 @@ def load_side(root: Path, identity: dict[str, Any] | None = None) -> SideInput:
         process = folder.name
         prof_files = sorted(p for p in folder.iterdir() if p.is_file() and SK_PROF_NAME.match(p.name))
         before = len(warnings)
-        events += _parse_all(prof_files, parse_sk_prof, process, root, warnings)
+        events += _spill_events(prof_files, process, root, warnings, Path(spill.name))
         if any(TRUNCATION_WORD in w for w in warnings[before:]):
             truncated.add(process)
         models = sorted(p for p in folder.glob("model_*") if p.is_dir())
@@ -91,11 +112,12 @@ def load_side(root: Path, identity: dict[str, Any] | None = None) -> SideInput:
                          expected="a profile collected with ASCEND_PROF_SK_ON=<KB>")
     return SideInput(
         root=root,
-        events=_concat(events, SK_EVENTS).lazy(),
+        events=pl.scan_parquet(events),
         structure=_concat(structure, SK_STRUCTURE),
         markers=_concat(markers, SK_MARKERS),
         symbols=_concat(symbols, SYMBOLS),
         truncated_processes=frozenset(truncated),
         warnings=tuple(warnings),
         identity=dict(identity or {}),
+        spill=spill,
     )

@@ -18,6 +18,7 @@ class DcciStep:
     ok: bool
     patterns: list[str]
     slower: list[Any] = field(default_factory=list)
+    """uids of the significantly slower SKs, each SK once (the slot of the rank that decides it)."""
     reason_zh: str | None = None
 
 
@@ -49,6 +50,6 @@ def run_dcci_diff(
     return DcciStep(
         True,
         list(repair["list"]) if repair.get("proposed") else [],
-        list(result["summary"]["significantly_slower_uids"]),
+        list(result["summary"]["deciding_slower_uids"]),  # one per SK across ranks: its deciding rank's slot
         None if repair.get("proposed") else repair.get("reason_zh"),
     )
