@@ -25,7 +25,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     cfg.write_text(json.dumps({"super_kernel_optimize_options": OPTIONS}))
     run_dir = tmp / "run-1"
     env = {"ASCEND_PROF_SK_ON": "1024", "ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1", "SK_RUN_PROFILE": "1"}
-    assert run(SimRequest(config=cfg, run_dir=run_dir, ranks=2, iterations=ITERATIONS, seed=3, env=env)) == 0
+    # one profiled process: the ids joined below are per process (every rank's layout: test_sim_profile)
+    assert run(SimRequest(config=cfg, run_dir=run_dir, ranks=2, iterations=ITERATIONS, seed=3, env=env, profile_ranks="0")) == 0
     report = ingest_run_dir(run_dir, tmp / "data", "DIAG", "diag-candidate", "run-1")
     return tmp / "data", report
 
