@@ -11,8 +11,9 @@ import pytest
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import IntegrityError
-from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import GENESIS, Ledger, head_path, is_json_object_prefix, read_records, recover_torn_tail, verify
+from sk_analytics.fingerprint import canonical_json, fingerprint
+from sk_analytics.ledger import GENESIS, HEAD_PURPOSE, Ledger, head_body, head_path, is_json_object_prefix, read_records, recover_torn_tail, verify
+from sk_analytics.signing import signer
 
 
 def _make(tmp_path: Path, n: int = 4) -> Path:
@@ -220,9 +221,9 @@ def test_torn_record_after_an_unanchored_one_is_recovered(tmp_path: Path) -> Non
     """Two crashes in a row: a record whose head update was lost, then a torn one after it."""
     path = _make(tmp_path, 3)
     records = read_records(path)
-    head = json.loads(head_path(path).read_text(encoding="utf-8"))
-    head_path(path).write_text(json.dumps({**head, "seq": 1, "hash": records[1].hash,
-                                           "bytes": len("".join(_lines(path)[:2]).encode("utf-8"))}), encoding="utf-8")
+    # the head as the append of record 1 left it (signed; the update after record 2 was lost)
+    anchor = head_body(1, records[1].hash, len("".join(_lines(path)[:2]).encode("utf-8")))
+    head_path(path).write_text(json.dumps({**anchor, "sig": signer().sign(HEAD_PURPOSE, canonical_json(anchor))}), encoding="utf-8")
     with open(path, "ab") as fh:
         fh.write(_next_line(path, 3)[:30])
     assert recover_torn_tail(tmp_path) is not None

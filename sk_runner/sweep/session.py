@@ -165,6 +165,17 @@ CREATING_PREFIX = ".creating-"
 """Hidden sibling ``.creating-<name>.<pid>.<ns>`` in which :func:`create_session` builds a session."""
 
 
+def drop_abandoned_creations(root: Path) -> list[Path]:
+    """Remove the creation folders of ``root`` whose creator is no longer alive (a crash during creation)."""
+    from sk_runner.process import process_alive
+
+    dropped = []
+    for folder in root.parent.glob(f"{CREATING_PREFIX}{root.name}.*"):
+        pid = folder.name[len(CREATING_PREFIX) + len(root.name) + 1 :].split(".")[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            dropped.append(folder)
+    return dropped
 
 
 def load_session(root: Path) -> SweepSession:
