@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
-from sk_analytics.option_trial.inference import CONFIDENCE, POWER
+from sk_analytics.option_trial.inference import CONFIDENCE, POWER, sps
 from sk_analytics.option_trial.stats_gate import LEVEL, RunFigures
 
 MAX_CANDIDATE_RUNS = 200
