@@ -50,33 +50,35 @@ def _last(records: Sequence[LedgerRecord], kind: str) -> LedgerRecord | None:
     return next((r for r in reversed(records) if r.kind == kind), None)
 
 
-def _bound(root: Path, rel: str, record: LedgerRecord | None, what: str) -> Disagreement | dict[str, Any] | None:
-    """The file ``rel`` when the ledger has ``record`` for it; a disagreement when only one of them exists."""
-    path = root / rel
+def _recorded(root: Path, rel: str, records: Sequence[LedgerRecord], kind: str, what: str
+              ) -> Disagreement | tuple[LedgerRecord, dict[str, Any]] | None:
+    """The ledger's last ``kind`` record and the file ``rel`` it vouches for; a disagreement
+    when only one of them exists, None when neither does."""
+    record, path = _last(records, kind), root / rel
     if record is None:
         return Disagreement(rel, f"{rel} exists but the ledger records no {what}") if path.exists() else None
     if not path.is_file():
         return Disagreement(rel, f"the ledger records {what} (seq {record.seq}) but {rel} is missing")
-    return load_json_file(path)  # type: ignore[no-any-return]
+    return record, load_json_file(path)
 
 
 def _session(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
     if not records or records[0].kind != "session_started":
         return Disagreement(SESSION_FILE, "the ledger does not start with session_started")
-    data = _bound(root, SESSION_FILE, records[0], "a session start")
-    if isinstance(data, Disagreement) or data is None:
-        return data
-    if fingerprint(data) != records[0].data.get("session_fingerprint"):
+    found = _recorded(root, SESSION_FILE, records[:1], "session_started", "a session start")
+    if not isinstance(found, tuple):
+        return found
+    record, data = found
+    if fingerprint(data) != record.data.get("session_fingerprint"):
         return Disagreement(SESSION_FILE, "session.json is not the identity the first ledger record fingerprinted")
     return None
 
 
 def _handoff(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
-    record = _last(records, "handoff_written")
-    data = _bound(root, HANDOFF_FILE, record, "a hand-off")
-    if isinstance(data, Disagreement) or data is None:
-        return data
-    assert record is not None
+    found = _recorded(root, HANDOFF_FILE, records, "handoff_written", "a hand-off")
+    if not isinstance(found, tuple):
+        return found
+    record, data = found
     if fingerprint(data) != record.data.get("handoff_fingerprint"):
         return Disagreement(HANDOFF_FILE, f"handoff.json differs from the hand-off recorded at seq {record.seq} (fingerprint)")
     head = (data.get("ledger") or {}).get("head") or {}
@@ -87,11 +89,10 @@ def _handoff(root: Path, records: Sequence[LedgerRecord], _: Callable[[], Sessio
 
 
 def _base(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
-    record = _last(records, "base_frozen")
-    data = _bound(root, BASE_FILE, record, "a frozen Sbest-BASE")
-    if isinstance(data, Disagreement) or data is None:
-        return data
-    assert record is not None
+    found = _recorded(root, BASE_FILE, records, "base_frozen", "a frozen Sbest-BASE")
+    if not isinstance(found, tuple):
+        return found
+    record, data = found
     body = {k: v for k, v in data.items() if k != "base_fingerprint"}
     if data.get("base_fingerprint") != fingerprint(body):
         return Disagreement(BASE_FILE, "sbest-base.json was edited (base_fingerprint does not match its content)")
@@ -101,9 +102,10 @@ def _base(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionVi
 
 
 def _settled(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
-    data = _bound(root, SETTLED_FILE, _last(records, "handoff_written"), "a hand-off")
-    if isinstance(data, Disagreement) or data is None:
-        return data
+    found = _recorded(root, SETTLED_FILE, records, "handoff_written", "a hand-off")
+    if not isinstance(found, tuple):
+        return found
+    _, data = found
     expected = settled_matrix(view())
     if fingerprint(data) == fingerprint(expected):
         return None
