@@ -10,6 +10,7 @@ import pytest
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.ledger import read_records, verify
+from sk_analytics.stage_o.crosscheck import first_disagreement
 from sk_analytics.strict_json import load_json_file
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth
@@ -117,7 +118,12 @@ def test_demo_command_runs_a_complete_sweep(tmp_path: Path, capsys: pytest.Captu
     assert statuses["aggressive-task1-value0"] == "failed" and statuses["aggressive-task0-value3"] == "failed"
     assert statuses["aggressive-event1-task0-value0"] == "blocked" and statuses["early-start-1"] == "blocked"
     assert statuses["stream-fusion-0"] == "rejected"  # about 10 % slower in the ground truth
+    report = (session / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    truth = json.loads((session / "handoff.json").read_text(encoding="utf-8"))["simulator_truth"]
+    assert {t["class"] for t in truth.values()} >= {"gain", "loss"}  # keyed by gated round
+    assert "## 协议门禁、统计策略与模拟器真值对照" in report and "与真值一致：协议门禁 " in report
     assert verify(session).ok
+    assert first_disagreement(session) is None  # the report with the truth section is what the ledger re-renders
 
 
 def test_stats_policy_decides_and_is_labelled_not_protocol(tmp_path: Path) -> None:
@@ -135,3 +141,16 @@ def test_stats_policy_decides_and_is_labelled_not_protocol(tmp_path: Path) -> No
     assert gate["summary_zh"].startswith("O1 对比 O0-INCUMBENT") and "统计策略（非协议）通过" in gate["summary_zh"]
     report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     assert "判定依据: **sk-tune 统计策略，不是 Stage O 协议**" in report
+    # the comparison with the simulator's truth (read for the report only)
+    assert "## 协议门禁、统计策略与模拟器真值对照" in report
+    assert "| O1 | auto-op-parallel-1 | 接受 ✓ | 接受 ✓ | sk-tune 统计策略，不是 Stage O 协议 | +3." in report
+    assert "| 提升 | consistent |" in report and "与真值一致：协议门禁 1/1，统计策略 1/1" in report
+    assert gate["advice"]["kind"] == "consistent"
+    assert first_disagreement(root) is None
+    # the truth is bound to the ledger through handoff.json's fingerprint: an edited truth is caught
+    handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
+    handoff["simulator_truth"]["O1"]["class"] = "neutral"
+    (root / "handoff.json").write_text(json.dumps(handoff), encoding="utf-8")
+    found = first_disagreement(root)
+    assert found is not None and found.file == "handoff.json"
+

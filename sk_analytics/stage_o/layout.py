@@ -11,3 +11,6 @@ EXPERIMENTS = Path("experiments") / "Sbest"
 ENVIRONMENT_BLOCKERS_FILE = "environment-blockers.jsonl"
 """Per round: one JSON line per environment blocker (a failure before any
 experiment command started, protocol §8), appended and fsynced."""
+
+HANDOFF_FILE = "handoff.json"
+"""The hand-off (protocol §2), written once every decision is made."""

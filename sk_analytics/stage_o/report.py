@@ -152,6 +152,42 @@ def _decision_line(gate: Mapping[str, Any], lang: str) -> str:
     return "- " + t["sep"].join(parts)
 
 
+_TRUTH_CLASSES = ("gain", "neutral", "loss")
+
+
+def _truth_section(view: SessionView, lang: str) -> list[str]:
+    """Per gated round: the protocol's decision, the statistics policy's, and the simulator's truth (sessions on the simulator)."""
+    if not view.truth:
+        return []
+    t = TEXT[lang]
+    classes = dict(zip(_TRUTH_CLASSES, t["truth_class"].split("|")))
+    rows, right_protocol, right_stats, band = [], 0, 0, 0.0
+    for info in view.rounds.values():
+        gate, truth = info.gate, view.truth.get(info.name)
+        if gate is None or truth is None:
+            continue
+        band = truth["neutral_band_pct"]
+        should = truth["class"] == "gain"
+        protocol = bool(gate.get("protocol_accepted", gate.get("accepted")))
+        stats = gate.get("stats_accepted")
+        right_protocol += protocol == should
+        right_stats += stats is not None and bool(stats) == should
+
+        def mark(accepted: bool | None) -> str:
+            if accepted is None:
+                return "—"
+            return f"{t['accept'] if accepted else t['reject']} {'✓' if accepted == should else '✗'}"
+
+        en, zh = GATE_LABELS.get(str(gate.get("gate_mode") or "protocol"), GATE_LABELS["protocol"])
+        advice = (gate.get("advice") or {}).get("kind", "—")
+        rows.append([info.name, str(info.entry_id), mark(protocol), mark(stats), zh if lang == "zh" else en,
+                     pct(truth["improvement_pct"]), classes[truth["class"]], advice])
+    if not rows:
+        return []
+    return [f"## {t['truth']}", "", t["truth_note"].format(band=band), "", *table(t["truth_cols"].split("|"), rows),
+            t["truth_agree"].format(p=right_protocol, s=right_stats, n=len(rows)), ""]
+
+
 def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> list[str]:
     t = TEXT[lang]
     sep = t["sep"]
@@ -173,6 +209,8 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]
             lines.append(_decision_line(g, lang))
+            if g.get("advice"):
+                lines.append(f"- {t['advice']}: {g['advice']['text_zh'] if lang == 'zh' else g['advice']['text']}")
             lines.append(f"- {t['stats']}: verdict={g.get('verdict')}{sep}95% CI={ci_text(g.get('ci_pct'))}")
             lines.append(f"- {t['runs_base']}: {[round(x, 4) for x in g.get('baseline_run_metrics') or []]}{sep}"
                          f"{t['runs_cand']}: {[round(x, 4) for x in g.get('candidate_run_metrics') or []]}")
@@ -205,6 +243,7 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
     for entry in view.matrix["entries"]:
         lines += _trial_section(view, entry, lang)
     lines += dcci_section(view, lang)
+    lines += _truth_section(view, lang)
     lines += _environment_blockers(view, t)
     lines += [f"## {t['figures']}", "", t["fig_md_note"], "", "<!-- figure:run-metrics -->", ""]
     if view.dcci_diff is not None:

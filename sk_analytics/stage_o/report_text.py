@@ -67,6 +67,20 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "decided_by": ("判定依据", "Decided by"), "protocol_gate": ("协议门禁", "protocol gate"),
     "stats_policy": ("统计策略（非协议）", "statistics policy (not the protocol)"),
     "passed": ("通过", "passed"), "not_passed": ("未通过", "failed"),
+    "advice": ("建议", "Advice"),
+    "truth": ("协议门禁、统计策略与模拟器真值对照", "Protocol gate vs statistics policy vs the simulator's ground truth"),
+    "truth_note": ("真值来自模拟器对每轮精确配置的无噪声步长（|改善| < {band:g}% 视为无变化），仅用于本对照，从不参与任何决策。"
+                   "统计策略不是 Stage O 协议；表中“会”表示若按该策略判定的结论。",
+                   "The truth is the simulator's noise-free step time of each round's exact config (|improvement| < {band:g}% "
+                   "counts as no change); it is read only for this comparison, never for a decision. The statistics policy is not "
+                   "the Stage O protocol; its column is what it would have decided."),
+    "truth_cols": ("轮次|条目|协议门禁|统计策略（非协议）|判定依据|真值改善率|真值|建议",
+                   "Round|Entry|Protocol gate|Statistics policy (not the protocol)|Decided by|True improvement|Truth|Advice"),
+    "truth_agree": ("与真值一致：协议门禁 {p}/{n}，统计策略 {s}/{n}（提升应接受，无变化或退化应拒绝）。",
+                    "Agreement with the truth: protocol gate {p}/{n}, statistics policy {s}/{n} (a gain should be accepted, "
+                    "no change or a loss rejected)."),
+    "truth_class": ("提升|无变化|退化", "gain|no change|loss"),
+    "accept": ("接受", "accept"), "reject": ("拒绝", "reject"),
     "dcci_cols": ("配置|干净运行数|worst-rank 均值 ms|median-run ms|P50 ms|P90 ms|stddev ms|spread|门禁|基线变化",
                   "Config|Clean runs|Worst-rank mean ms|Median-run ms|P50 ms|P90 ms|stddev ms|Spread|Gate|Incumbent change"),
     "collections": ("诊断采集", "Diagnostic collections"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.ledger import read_records
-from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS
+from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS, HANDOFF_FILE
 from sk_analytics.stage_o.matrix import load_matrix
 from sk_analytics.stage_o.reasons import settled_reason
 from sk_analytics.stage_o.state import SessionState, fold
@@ -46,6 +46,9 @@ class SessionView:
     base: Mapping[str, Any] | None
     next_steps: list[str] = field(default_factory=list)  # in the report's language
     environment_blockers: list[Mapping[str, Any]] = field(default_factory=list)
+    truth: Mapping[str, Mapping[str, Any]] | None = None
+    """The simulator's truth per gated round (sessions on the simulator): recorded in
+    handoff.json after every decision, shown only in the report's comparison section."""
 
 
 def json_or_none(root: Path, rel: str | None) -> Any:
@@ -79,8 +82,10 @@ def load_view(root: Path) -> SessionView:
             diff = json_or_none(root, data.get("path"))
         if kind == "base_frozen":
             base = json_or_none(root, data.get("path"))
+    handoff = json_or_none(root, HANDOFF_FILE)  # bound to the ledger by its fingerprint (ledger verify)
     return SessionView(root, matrix, records, state, rounds, diff, base,
-                       environment_blockers=load_environment_blockers(root))
+                       environment_blockers=load_environment_blockers(root),
+                       truth=(handoff or {}).get("simulator_truth"))
 
 
 def load_environment_blockers(root: Path) -> list[Mapping[str, Any]]:

@@ -21,6 +21,7 @@ from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
+from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_candidates
 from sk_analytics.strict_json import load_json_file
 from sk_runner import lifetime
@@ -179,7 +180,7 @@ def _loop(
             from sk_runner.sweep.handoff import write_reports
 
             paths = write_reports(session.root, lang=lang)  # derived: re-rendered in the asked language
-            handoff = session.root / "handoff.json"
+            handoff = session.root / HANDOFF_FILE
             say(f"完成（{time.monotonic() - started:.0f} s）：报告 {paths['report']}；HTML {paths['html']}；交接 {handoff}")
             return SweepOutcome(action.outcome, session.root, done, handoff, paths["report"], paths["html"])
         if max_actions is not None and done >= max_actions:

@@ -12,9 +12,11 @@ from sk_analytics.atomic import write_json, write_text
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import head_path, read_records
 from sk_analytics.signing import signer
+from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_MD, next_steps, report_texts, settled_matrix
 from sk_analytics.stage_o.report import load_view
 from sk_analytics.strict_json import load_json_file
+from sk_runner.sweep.truth import trial_truths
 
 HANDOFF_SCHEMA = "superkernel-stage-o-handoff-v1"
 
@@ -52,10 +54,12 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
         "failure_scenes": scenes,
         "next_steps_zh": next_steps(view, "zh"),  # protocol §2: next-step guidance in Chinese
         "seal_after_agent_result": True,
+        # sessions on the simulator: its noise-free effect per gated round, for the report's comparison only
+        "simulator_truth": trial_truths(root, view.records),
     }
     handoff["handoff_fingerprint"] = fingerprint(handoff)
-    write_json(root / "handoff.json", handoff)
-    return {"handoff": root / "handoff.json", "settled_matrix": root / "matrix.settled.json"}
+    write_json(root / HANDOFF_FILE, handoff)
+    return {"handoff": root / HANDOFF_FILE, "settled_matrix": root / "matrix.settled.json"}
 
 
 def write_reports(root: Path, *, lang: str = "zh") -> dict[str, Path]:
