@@ -94,3 +94,15 @@ def test_symbols_differ_by_variant_and_build() -> None:
     other = load_network("moe-decode")
     object.__setattr__(other, "build_id", "another-build")
     assert other.symbol("MatMulV3", "q_a") != net.symbol("MatMulV3", "q_a")
+
+
+def test_log_prefix_stamp_never_rounds_into_the_next_second() -> None:
+    """A float of nanoseconds / 1e9 rounds 23:59:59.999999999 up to the next second while the
+    milliseconds still say 999; the stamp must keep the second the nanoseconds are in."""
+    import time
+
+    from sk_runner.sim.superlog import log_prefix
+
+    ns = 1_700_000_000 * 1_000_000_000 - 1  # one nanosecond before a whole second
+    second = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_700_000_000 - 1))
+    assert log_prefix(1, 2, "f.cpp:1", "fn", when_ns=ns).startswith(f"{second}.999 [1:2]")

@@ -11,7 +11,7 @@ from sk_runner.sim.options import EffectiveOptions
 def log_prefix(pid: int, tid: int, source: str, func: str, level: str = "INFO", when_ns: int | None = None) -> str:
     """The SK logger prefix ``YYYY-MM-DD HH:MM:SS.mmm [<pid>:<tid>] [INFO] [<file>:<n>] [<func>] ``."""
     ns = time.time_ns() if when_ns is None else when_ns
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ns // 1_000_000 % 1000:03d}"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns // 1_000_000_000)) + f".{ns // 1_000_000 % 1000:03d}"
     return f"{stamp} [{pid}:{tid}] [{level}] [{source}] [{func}] "
 
 
