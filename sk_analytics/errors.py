@@ -101,6 +101,21 @@ class EnvironmentBlocker(SkTuneError):
     exit_code = EXIT_ENVIRONMENT
     recorded_in: Path | None = None
     """The ``environment-blockers.jsonl`` that holds it, once someone recorded it."""
+    errno_name: str | None = None
+    """``EIO``, ``ENOSPC`` …: the errno of a machine fault behind it (None: not an errno fault)."""
+
+
+class ReadFault(EnvironmentBlocker):
+    """An input could not be read because the machine failed (I/O error, no file descriptors …), not the input.
+
+    Raised by :func:`sk_analytics.io_seam.read_error`; exit 3, and in a sweep a
+    recorded blocker that ``--resume`` retries, never a bad-input verdict.
+    """
+
+    def __init__(self, path: str | PathLike[str], kind: str, errno_name: str, reason: str) -> None:
+        self.path = str(path)
+        self.errno_name = errno_name
+        super().__init__(f"{path}: {kind}: {reason} ({errno_name}), a fault of the machine, not of the input")
 
 
 def display_path(path: str | Path) -> str:

@@ -1,4 +1,4 @@
-"""The one seam every write of a session goes through, and the environment faults it can raise.
+"""The one seam every write and read of a session goes through, and the environment faults it can raise.
 
 A full disk, an I/O error, a read-only remount, a permission change or an
 exhausted file-descriptor table are *environment* faults (protocol §8
@@ -14,6 +14,13 @@ folders moved aside) passes :func:`guard` with the name of its site, so
   (:func:`inject` in this process; ``SK_TUNE_INJECT_FAULT=ENOSPC:atomic:1``
   in the environment of a process started later, e.g. a workload).
 
+Reads of inputs (logs, JSON, CSV, the ledger) pass the same seam at the site
+``read`` (:func:`reading`), and :func:`read_error` is the one place that
+tells a read the user can fix (missing file, no permission, a folder where a
+file belongs: bad input, exit 2) from one the machine failed (EIO, no file
+descriptors, no memory, a stale NFS handle: an environment blocker, exit 3,
+which a sweep records and ``--resume`` retries).
+
 Outside a test :func:`guard` is one global read.
 """
 
@@ -27,15 +34,28 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENVIRONMENT_ERRNOS: frozenset[int] = frozenset(
-    code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM,
-                      errno.EMFILE, errno.ENFILE) if code is not None
+from sk_analytics.errors import InputError, ReadFault, SkTuneError
+
+MACHINE_ERRNOS: frozenset[int] = frozenset(
+    code for code in (errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, getattr(errno, "ESTALE", None),
+                      errno.ETIMEDOUT) if code is not None
 )
-"""Errnos that mean "the machine cannot store or open files now", not "the input is wrong"."""
+"""Errnos of a machine that failed whatever the file: an I/O error, no file descriptors or
+memory left, a stale or timed-out network file system. A read failing with one is an
+environment blocker; any other failed read (missing file, no permission, a folder) is bad input."""
+
+ENVIRONMENT_ERRNOS: frozenset[int] = MACHINE_ERRNOS | frozenset(
+    code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EROFS, errno.EACCES, errno.EPERM) if code is not None
+)
+"""Errnos that mean "the machine cannot store or open files now", not "the input is wrong":
+for a write of the session's own files also a full disk, a read-only remount or a permission changed under it."""
 
 SITES = ("atomic", "parquet", "ledger", "append", "copy", "move")
 """Write sites: whole files written atomically (JSON, text, reports), Parquet tables,
 ledger records, appended lines (environment blockers), scene copies, folders moved aside."""
+
+READ = "read"
+"""The site of every read of an input (:func:`reading`); a fault for any site (None, ``*``) never hits it."""
 
 
 def environment_errno(exc: BaseException) -> str | None:
@@ -45,12 +65,36 @@ def environment_errno(exc: BaseException) -> str | None:
     return None
 
 
+def read_error(path: str | os.PathLike[str], exc: OSError, what: str = "", *, expected: str | None = None) -> SkTuneError:
+    """The error for a failed read of ``path`` (``what``: the kind of file, for the message).
+
+    :class:`~sk_analytics.errors.ReadFault` (exit 3, carries the errno name)
+    when the machine failed (:data:`MACHINE_ERRNOS`); otherwise
+    :class:`~sk_analytics.errors.InputError` (exit 2): the user can fix it.
+    """
+    kind = f"cannot read {what}".rstrip()
+    if exc.errno in MACHINE_ERRNOS:
+        return ReadFault(path, kind, errno.errorcode[exc.errno], exc.strerror or str(exc))
+    reason = "file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+    return InputError(path, f"{kind}: {reason}", expected=expected)
+
+
+@contextmanager
+def reading(path: str | os.PathLike[str], what: str = "", *, expected: str | None = None) -> Iterator[None]:
+    """Read ``path`` inside: passes the seam (site ``read``) and turns an OSError into :func:`read_error`'s error."""
+    try:
+        guard(READ, path)
+        yield
+    except OSError as exc:
+        raise read_error(path, exc, what, expected=expected) from exc
+
+
 # --------------------------------------------------------------------------- injection
 
 
 @dataclass(frozen=True)
 class Fault:
-    """An OSError to raise at the ``nth`` write matching ``site`` (None: any site).
+    """An OSError to raise at the ``nth`` write matching ``site`` (None: any write site), or read (site ``read``).
 
     ``sticky``: every later matching write fails too, as on a disk that stays
     full until someone frees it. ``torn``: an append writes the first half of
@@ -66,18 +110,22 @@ class Fault:
 
 @dataclass
 class FaultPlan:
-    """The writes seen while a plan is active; raises its fault when due."""
+    """The writes and reads seen while a plan is active; raises its fault when due."""
 
     fault: Fault | None
     writes: list[tuple[str, str]] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
     matching: int = 0
     fired: int = 0
 
     def hit(self, site: str, path: str) -> Fault | None:
-        """Record one write; the fault to raise at it, if any."""
-        self.writes.append((site, path))
+        """Record one write or read; the fault to raise at it, if any."""
+        if site == READ:
+            self.reads.append(path)
+        else:
+            self.writes.append((site, path))
         fault = self.fault
-        if fault is None or (fault.site is not None and fault.site != site):
+        if fault is None or not (fault.site == site or (fault.site is None and site != READ)):  # None: any write site
             return None
         self.matching += 1
         if self.matching == fault.nth or (fault.sticky and self.matching > fault.nth):
@@ -87,15 +135,15 @@ class FaultPlan:
 
 
 FAULT_ENV = "SK_TUNE_INJECT_FAULT"
-"""``ERRNO:SITE:N`` (SITE ``*``: any site): the N-th matching write of this process fails, and every later one."""
+"""``ERRNO:SITE:N`` (SITE ``*``: any write site; ``read``: reads): the N-th matching write or read of this process fails, and every later one."""
 
 
 def parse_fault(text: str) -> Fault:
     """A :class:`Fault` from ``ERRNO:SITE:N`` (e.g. ``ENOSPC:parquet:2``); ValueError when malformed."""
     name, site, nth = text.split(":")
     code = getattr(errno, name.strip().upper(), None)
-    if not isinstance(code, int) or (site != "*" and site not in SITES) or int(nth) < 1:
-        raise ValueError(f"{FAULT_ENV}={text!r}: expected ERRNO:SITE:N with SITE among {', '.join(SITES)} or *")
+    if not isinstance(code, int) or (site != "*" and site not in (*SITES, READ)) or int(nth) < 1:
+        raise ValueError(f"{FAULT_ENV}={text!r}: expected ERRNO:SITE:N with SITE among {', '.join(SITES)}, {READ} or *")
     return Fault(code, None if site == "*" else site, int(nth))
 
 
@@ -104,7 +152,7 @@ _ACTIVE: FaultPlan | None = FaultPlan(parse_fault(os.environ[FAULT_ENV])) if os.
 
 @contextmanager
 def inject(fault: Fault | None = None) -> Iterator[FaultPlan]:
-    """Activate ``fault`` for the writes of this process (None: only record the writes)."""
+    """Activate ``fault`` for the writes and reads of this process (None: only record them)."""
     global _ACTIVE
     previous, _ACTIVE = _ACTIVE, FaultPlan(fault)
     try:
@@ -123,7 +171,7 @@ def _due(site: str, path: str | os.PathLike[str]) -> Fault | None:
 
 
 def guard(site: str, path: str | os.PathLike[str]) -> None:
-    """Called by every write before it changes the file system; raises an injected fault."""
+    """Called by every write before it changes the file system (and every read before it reads); raises an injected fault."""
     fault = _due(site, path)
     if fault is not None:
         raise _fault_error(fault, os.fspath(path))

@@ -60,7 +60,7 @@ from filelock import FileLock
 from sk_analytics.atomic import atomic_path, write_json
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint, sha256_bytes
-from sk_analytics.io_seam import append_bytes
+from sk_analytics.io_seam import append_bytes, reading
 from sk_analytics.strict_json import loads_strict
 
 HEAD_SCHEMA = "sk-tune-ledger-head-v2"
@@ -158,10 +158,8 @@ class _Scan:
 
 def _scan(path: Path) -> _Scan:
     """Parse and check every line of the ledger file (chain and sequence)."""
-    try:
+    with reading(path, "ledger", expected="a readable ledger.jsonl file"):
         raw = path.read_bytes() if path.exists() else b""
-    except OSError as exc:
-        raise InputError(path, f"cannot read ledger: {exc.strerror or exc}", expected="a readable ledger.jsonl file") from exc
     body, sep, tail = raw.rpartition(b"\n")
     lines = body.split(b"\n") if sep else []
     if not sep:

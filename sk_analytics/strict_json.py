@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from sk_analytics.errors import InputError
+from sk_analytics.io_seam import reading
 
 
 MAX_DEPTH = 200
@@ -88,13 +89,11 @@ def _shallow(value: Any, source: str) -> Any:
 
 
 def read_text_file(path: Path) -> str:
-    """A UTF-8 text file's content; missing, unreadable or non-UTF-8 -> :class:`InputError` naming it."""
+    """A UTF-8 text file's content; missing, unreadable or non-UTF-8 -> :class:`InputError` naming it
+    (a read the machine failed: :class:`~sk_analytics.errors.ReadFault`)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError(path, "file not found") from exc
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from exc
+        with reading(path):
+            return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"cannot read: not UTF-8 text (byte {exc.start})", expected="a UTF-8 text file") from exc
 

@@ -52,6 +52,7 @@ class EnvironmentFault(EnvironmentBlocker):
 
     def __init__(self, argv0: str, evidence: FaultEvidence) -> None:
         self.evidence = evidence
+        self.errno_name = evidence.errno_name
         super().__init__(f"{argv0} died of an environment fault ({evidence.describe()})")
 
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from sk_analytics.atomic import write_json, write_text
-from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.errors import EnvironmentBlocker, InputError, ReadFault
 from sk_analytics.io_seam import (
     FAULT_ENV,
     Fault,
@@ -21,7 +21,9 @@ from sk_analytics.io_seam import (
     inject,
     move,
     parse_fault,
+    read_error,
 )
+from sk_analytics.strict_json import load_json_file
 from sk_analytics.ledger import Ledger, read_records, verify
 from sk_analytics.schema import RUNS
 from sk_analytics.tables import write_table
@@ -40,6 +42,7 @@ def test_environment_errno_tells_machine_faults_from_bugs() -> None:
 def test_parse_fault_and_refusals() -> None:
     assert parse_fault("ENOSPC:parquet:2") == Fault(errno.ENOSPC, "parquet", 2)
     assert parse_fault("eio:*:1") == Fault(errno.EIO, None, 1)
+    assert parse_fault("EIO:read:3") == Fault(errno.EIO, "read", 3)
     for bad in ("ENOSPC:disk:1", "NOPE:atomic:1", "ENOSPC:atomic:0", "ENOSPC:atomic"):
         with pytest.raises(ValueError):
             parse_fault(bad)
@@ -93,6 +96,36 @@ def test_torn_ledger_append_is_recovered_by_the_next_append(tmp_path: Path) -> N
     kinds = [r.kind for r in read_records(tmp_path)]
     assert kinds == ["a", "b"]
     assert len(list(tmp_path.glob("ledger.jsonl.torn-*"))) == 1
+
+
+@pytest.mark.parametrize(("code", "machine"), [
+    (errno.EIO, True), (errno.EMFILE, True), (errno.ENFILE, True), (errno.ENOMEM, True), (errno.ESTALE, True),
+    (errno.ENOENT, False), (errno.EACCES, False), (errno.EISDIR, False), (errno.ENOTDIR, False),
+])
+def test_read_error_tells_the_machine_from_the_input(code: int, machine: bool) -> None:
+    err = read_error("/d/log_0.log", OSError(code, os.strerror(code)), "rank log")
+    assert isinstance(err, ReadFault if machine else InputError)
+    assert err.exit_code == (3 if machine else 2)
+    assert err.one_line().startswith("/d/log_0.log: cannot read rank log: ")
+    if machine:
+        assert err.errno_name == errno.errorcode[code] and f"({errno.errorcode[code]})" in err.one_line()
+
+
+def test_reads_are_injected_only_at_the_read_site(tmp_path: Path) -> None:
+    """A fault at any write site never hits a read, and a read fault never hits a write."""
+    path = tmp_path / "a.json"
+    write_json(path, {"v": 1})
+    with inject(Fault(errno.EIO, None)) as plan:
+        assert load_json_file(path) == {"v": 1}
+    assert plan.fired == 0 and plan.reads == [str(path)] and plan.writes == []
+    with inject(Fault(errno.EIO, "read", nth=2)) as plan:
+        write_json(tmp_path / "b.json", {"v": 2})
+        assert load_json_file(path) == {"v": 1}
+        with pytest.raises(ReadFault) as err:
+            load_json_file(tmp_path / "b.json")
+    assert plan.fired == 1 and err.value.errno_name == "EIO" and err.value.path == str(tmp_path / "b.json")
+    with inject(Fault(errno.ENOENT, "read")), pytest.raises(InputError, match="a.json: cannot read: file not found"):
+        load_json_file(path)
 
 
 def test_move_site(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ errors, every summary key of formats.md §1, languages, Parquet sources."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from ot_logs import uniform_runs, write_candidate
 from sk_analytics.cli import main
 from sk_analytics.ingest.timings import read_candidate
+from sk_analytics.io_seam import Fault, inject
 from sk_analytics.schema import TIMINGS
 from sk_analytics.tables import write_table
 
@@ -142,6 +144,24 @@ def test_unreadable_log_exit_2(capsys, folders, tmp_path: Path) -> None:
     (bad / "run-1" / "log_1.log").mkdir()
     code, _, err = run_cli(capsys, *trial_args(base, f"O1={bad}"))
     assert code == 2 and "log_1.log: cannot read rank log" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("code", "exit_code", "reason"), [
+    (errno.EIO, 3, "Input/output error (injected) (EIO), a fault of the machine, not of the input"),
+    (errno.EMFILE, 3, "Too many open files (injected) (EMFILE)"),
+    (errno.ENOENT, 2, "file not found"),
+])
+def test_rank_log_read_fault_exit_code(capsys, folders, code: int, exit_code: int, reason: str) -> None:
+    """A rank log the machine cannot read is an environment blocker (exit 3), not bad input; a missing one stays exit 2."""
+    base, win, _ = folders
+    args = trial_args(base, f"O1={win}")
+    with inject(None) as plan:
+        assert run_cli(capsys, *args)[0] == 0
+    nth, log = next((n, path) for n, path in enumerate(plan.reads, start=1) if path.startswith(str(win)) and path.endswith(".log"))
+    with inject(Fault(code, "read", nth)) as plan:
+        got, out, err = run_cli(capsys, *args)
+    assert plan.fired >= 1 and got == exit_code and out == ""
+    assert err.count("\n") == 1 and f"{log}: cannot read rank log: {reason}" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("value", ["O1", "=x", "O1=", " = "])

@@ -28,20 +28,20 @@ ENTRIES = ["split-mode-3"]
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple, dict[str, int], Path]:
-    """The uninterrupted sweep's outcome and how many writes it made at each site."""
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple, dict[str, int], Path, list[str]]:
+    """The uninterrupted sweep's outcome, how many writes it made at each site, its folder and the files it read in order."""
     root = tmp_path_factory.mktemp("ref") / "s"
-    session = small_session(root, ENTRIES, noise=1.0)
-    with inject(None) as plan:
-        run_sweep(session, say=lambda _: None)
+    small_session(root, ENTRIES, noise=1.0)
+    with inject(None) as plan:  # as sweep_with_fault runs it, so the n-th read is the same file there
+        run_sweep(load_session(root), say=lambda _: None)
     counts: dict[str, int] = {}
     for site, _ in plan.writes:
         counts[site] = counts.get(site, 0) + 1
-    return sweep_outcome(root), counts, root
+    return sweep_outcome(root), counts, root, plan.reads
 
 
-def test_faults_at_seeded_write_sites_resume_to_the_same_base(tmp_path: Path, reference: tuple[tuple, dict[str, int], Path]) -> None:
-    expected, counts, _ = reference
+def test_faults_at_seeded_write_sites_resume_to_the_same_base(tmp_path: Path, reference: tuple[tuple, dict[str, int], Path, list[str]]) -> None:
+    expected, counts, _, _ = reference
     assert {"atomic", "parquet", "ledger"} <= set(counts)
     rng = random.Random(2026)
     root = tmp_path / "s"
@@ -63,6 +63,26 @@ def test_faults_at_seeded_write_sites_resume_to_the_same_base(tmp_path: Path, re
     assert outcome is not None and outcome.outcome == "base"
     assert sweep_outcome(root) == expected
     assert verify(root).ok and list(root.glob("ledger.jsonl.torn-*"))
+    assert session_processes(root) == []
+
+
+def test_read_fault_in_a_trials_analysis_decides_nothing(tmp_path: Path, reference: tuple[tuple, dict[str, int], Path, list[str]]) -> None:
+    """EIO reading a rank log of the O1 trial: not a bad-logs failure of the option but a recorded blocker
+    (exit 3) with nothing of O1 in the ledger; ``--resume`` then reaches the uninterrupted BASE."""
+    expected, _, ref_root, reads = reference
+    trial_logs = str(ref_root / "experiments" / "Sbest" / "O1" / "CLEAN")
+    nth, log = next((n, path) for n, path in enumerate(reads, start=1) if path.startswith(trial_logs) and path.endswith("log_1.log"))
+    root = tmp_path / "s"
+    small_session(root, ENTRIES, noise=1.0)
+    stop = sweep_with_fault(root, Fault(errno.EIO, "read", nth))
+    assert stop is not None and stop.exit_code == 3
+    line = stop.one_line()
+    assert log.replace(str(ref_root), str(root)) in line and "(EIO)" in line and "nothing was decided" in line
+    assert [(b["round"], b["errno"]) for b in load_environment_blockers(root)] == [("O1", "EIO")]
+    assert [r.kind for r in read_records(root) if r.data.get("round") == "O1" or r.kind == "entry_settled"] == []
+    outcome = run_sweep(load_session(root), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    assert sweep_outcome(root) == expected and verify(root).ok
     assert session_processes(root) == []
 
 
@@ -93,9 +113,9 @@ def _sk_run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_real_full_disk_then_resume(tmpfs: Path, reference: tuple[tuple, dict[str, int], Path]) -> None:
+def test_real_full_disk_then_resume(tmpfs: Path, reference: tuple[tuple, dict[str, int], Path, list[str]]) -> None:
     """A real full disk (a tmpfs smaller than the session): exit 3 with a blocker, then after more space the same BASE."""
-    expected, _, ref_root = reference
+    expected, _, ref_root, _ = reference
     root = tmpfs / "s"
     small_session(root, ENTRIES, noise=1.0)
     free_kib = (_used_kib(ref_root) - _used_kib(root)) // 2  # the disk fills up half-way through the sweep

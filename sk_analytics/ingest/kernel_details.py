@@ -45,6 +45,7 @@ from sk_analytics.canonical import canonical_op_column
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.csv_fields import first_width_mismatch, line_feed_line
+from sk_analytics.io_seam import reading
 from sk_analytics.schema import KERNELS
 
 NA_TEXT = "N/A"
@@ -124,19 +125,16 @@ def parse_kernel_details(path: Path, *, root: Path | None = None) -> ParseResult
 
 def _probe(path: Path) -> tuple[list[str], bytes]:
     """Header cells (trimmed, BOM removed) and the file's last line if it has no line break."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(HEADER_PROBE_BYTES)
-            while b"\n" not in head:
-                more = fh.read(HEADER_PROBE_BYTES)
-                if not more:
-                    break
-                head += more
-            size = fh.seek(0, io.SEEK_END)
-            fh.seek(max(size - HEADER_PROBE_BYTES, 0))
-            tail = fh.read()
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    with reading(path), path.open("rb") as fh:
+        head = fh.read(HEADER_PROBE_BYTES)
+        while b"\n" not in head:
+            more = fh.read(HEADER_PROBE_BYTES)
+            if not more:
+                break
+            head += more
+        size = fh.seek(0, io.SEEK_END)
+        fh.seek(max(size - HEADER_PROBE_BYTES, 0))
+        tail = fh.read()
     first = head.split(b"\n", 1)[0].rstrip(b"\r")
     try:
         text = first.decode("utf-8-sig")
@@ -155,10 +153,8 @@ def _check_widths(path: Path, width: int) -> None:
     or drop cells silently); a cut last row is left to :func:`_truncation_warnings`."""
     if _widths_ok(path, width):
         return
-    try:
+    with reading(path):
         mismatch = first_width_mismatch(path, width)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if mismatch is None or (mismatch.last and mismatch.found < width):
         return
     raise InputError(

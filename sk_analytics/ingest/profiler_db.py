@@ -46,6 +46,7 @@ import polars as pl
 from sk_analytics.canonical import canonical_op_column
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.io_seam import reading
 from sk_analytics.schema import KERNELS
 
 FILE_NAME = re.compile(r"^ascend_pytorch_profiler(?:_[0-9]+)?\.db$")
@@ -113,7 +114,7 @@ def _connect(path: Path) -> Iterator[Any]:
     """A read-only, immutable ADBC connection (no journal or lock file is written)."""
     if not path.is_file():
         raise InputError(path, "no such file", expected="an ascend_pytorch_profiler_<rank>.db file")
-    with path.open("rb") as fh:
+    with reading(path, "profiler database"), path.open("rb") as fh:
         if fh.read(16) != b"SQLite format 3\x00":
             raise InputError(path, "not an SQLite database", expected="the torch_npu DB export (export_type=Db)")
     import adbc_driver_sqlite.dbapi as adbc

@@ -42,6 +42,7 @@ import polars as pl
 from sk_analytics.canonical import canonical_op_expr
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.io_seam import reading
 from sk_analytics.schema import SK_EVENTS
 
 FILE_NAME = re.compile(r"^(?:sk_prof_device|sk_event_dev_device)_([0-9]+)\.json$")
@@ -170,32 +171,29 @@ def _batches(path: Path) -> Iterator[_Batch]:
     """Read the file in chunks of bytes and cut each into record texts; the last,
     possibly cut, record of a chunk is carried into the next one."""
     carry, line, record, first = b"", 1, 0, True
-    try:
-        with open(path, "rb") as fh:
-            while True:
-                raw = fh.read(CHUNK_BYTES)
-                at_eof = not raw
-                data = carry + raw
-                if first:
-                    if not at_eof and len(data) < HEAD_BYTES:
-                        carry = data
-                        continue
-                    body = _head_end(path, data)
-                    line += data.count(b"\n", 0, body)
-                    data, first = data[body:], False
-                closed = True
-                if at_eof:
-                    data, closed = _strip_tail(data)
-                    if not closed:
-                        _refuse_text_after_end(path, data, line)
-                pieces, carry, line = _split(path, data, line, keep_last=not at_eof)
-                pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
-                yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed, record)
-                record += pieces.height
-                if at_eof:
-                    return
-    except OSError as exc:
-        raise InputError(path, f"cannot read SK time profiling file: {exc.strerror or exc}") from exc
+    with reading(path, "SK time profiling file"), open(path, "rb") as fh:
+        while True:
+            raw = fh.read(CHUNK_BYTES)
+            at_eof = not raw
+            data = carry + raw
+            if first:
+                if not at_eof and len(data) < HEAD_BYTES:
+                    carry = data
+                    continue
+                body = _head_end(path, data)
+                line += data.count(b"\n", 0, body)
+                data, first = data[body:], False
+            closed = True
+            if at_eof:
+                data, closed = _strip_tail(data)
+                if not closed:
+                    _refuse_text_after_end(path, data, line)
+            pieces, carry, line = _split(path, data, line, keep_last=not at_eof)
+            pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
+            yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed, record)
+            record += pieces.height
+            if at_eof:
+                return
 
 
 def _split(path: Path, data: bytes, line: int, *, keep_last: bool) -> tuple[pl.DataFrame, bytes, int]:

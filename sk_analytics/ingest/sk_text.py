@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from sk_analytics.errors import InputError
+from sk_analytics.io_seam import reading
 
 LOG_PREFIX = r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+ \[[0-9]+:[0-9]+\] \[[A-Z]+\] \[[^\]]*\] (?:\[[A-Za-z_][A-Za-z0-9_]*\] )?"
 """The CANN logger prefix (date, time, [pid:tid], [LEVEL], [file:line], optional [Function])."""
@@ -29,10 +30,8 @@ MODEL_DIR = re.compile(r"^model_[0-9]+_[0-9]+$")
 
 def read_log_text(path: Path, what: str) -> str:
     """The text of a log (undecodable bytes replaced: logs may carry foreign output)."""
-    try:
+    with reading(path, what):
         return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(path, f"cannot read {what}: {exc.strerror or exc}") from exc
 
 
 def model_dir_of(path: Path) -> str:

@@ -27,6 +27,7 @@ import polars as pl
 
 from sk_analytics.errors import InputError, display_path
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.io_seam import reading
 from sk_analytics.schema import TIMINGS
 
 TIMING_PATTERN = r"Inference time \((decode|prefill)\): ([0-9.]+) ms"
@@ -67,10 +68,8 @@ def run_index_of(folder: Path) -> int | None:
 
 
 def _read_text(path: Path) -> str:
-    try:
+    with reading(path, "rank log"):
         return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(path, f"cannot read rank log: {exc.strerror or exc}") from exc
 
 
 @dataclass(frozen=True)

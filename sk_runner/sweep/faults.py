@@ -41,7 +41,7 @@ def environment_stop(root: Path, action: m.Action | None, exc: BaseException) ->
     The message names the fault and the step and ends with the resume command.
     """
     if isinstance(exc, EnvironmentBlocker):
-        what, code = exc.one_line(), getattr(getattr(exc, "evidence", None), "errno_name", None)
+        what, code = exc.one_line(), exc.errno_name
     else:
         code = environment_errno(exc)
         if code is None:
