@@ -10,9 +10,10 @@ from runner_fake import write_fake
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
+from sk_analytics.contract import MANIFEST_NAME
 from sk_analytics.errors import IntegrityError
 from sk_analytics.ledger import Ledger, read_records
-from sk_analytics.strict_json import MAX_DEPTH, load_json_file
+from sk_analytics.strict_json import MAX_DEPTH
 from sk_runner.backends.base import MAX_ITERATIONS, MAX_RANKS, MAX_SAMPLES
 from sk_runner.cli import cli as run_cli_group
 
@@ -60,10 +61,26 @@ def test_deeply_nested_ledger_line_and_manifest(tmp_path: Path, capsys: pytest.C
     code = run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(tmp_path)])
     err = capsys.readouterr()
     assert code in (1, 2) and "Traceback" not in err.err + err.out and "nested deeper" in err.err + err.out
-    manifest = tmp_path / "manifest.json"
-    manifest.write_text('{"a": ' + "{\"b\": " * 10_000 + "1" + "}" * 10_001, encoding="utf-8")
-    with pytest.raises(Exception, match="nested deeper"):
-        load_json_file(manifest)
+
+
+@pytest.mark.parametrize("command", [
+    ["contract", "verify", "{root}"],
+    ["contract", "verify", "--archive", "{manifest}"],
+    ["contract", "validate-set", "--manifest", "baseline_profile={root}", "--manifest", "candidate_profile={manifest}",
+     "--json-out", "{out}"],
+])
+def test_deeply_nested_manifest_through_the_contract_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         command: list[str]) -> None:
+    """A collection manifest nested 100 000 levels deep: one line naming the manifest, exit 2, nothing written."""
+    root = tmp_path / "root"
+    root.mkdir()
+    manifest = root / MANIFEST_NAME
+    manifest.write_text('{"files": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001, encoding="utf-8")
+    before = _files(tmp_path)
+    places = {"root": str(root), "manifest": str(manifest), "out": str(tmp_path / "out" / "set.json")}
+    code = run_cli(analyze_cli, "sk-analyze", [arg.format(**places) for arg in command])
+    _one_line_exit_2(capsys, code, f"{manifest}: nested deeper than {MAX_DEPTH} levels")
+    assert _files(tmp_path) == before
 
 
 @pytest.mark.parametrize(("args", "needle"), [
