@@ -5,12 +5,23 @@ so every table of every session is one hive-partitioned dataset with a
 ``session`` column, readable by Polars, DuckDB and ``pyarrow.dataset`` alike.
 """
 
-from sk_analytics.campaign.tables import (
-    SESSIONS_DIR,
-    campaign_files,
-    campaign_glob,
-    open_campaign,
-    session_folders,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sk_analytics.campaign.layout import SESSIONS_DIR
+
+if TYPE_CHECKING:
+    from sk_analytics.campaign.tables import campaign_files, campaign_glob, open_campaign, session_folders
 
 __all__ = ["SESSIONS_DIR", "campaign_files", "campaign_glob", "open_campaign", "session_folders"]
+
+
+def __getattr__(name: str) -> Any:
+    """The table readers, imported on first use: the campaign driver and its Ray workers import
+    this package for the layout only and should not pay for Polars and Arrow."""
+    if name in __all__:
+        from sk_analytics.campaign import tables
+
+        return getattr(tables, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

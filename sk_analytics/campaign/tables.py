@@ -13,12 +13,10 @@ from pathlib import Path
 
 import polars as pl
 
+from sk_analytics.campaign.layout import SESSION_KEY, SESSIONS_DIR
 from sk_analytics.errors import InputError
 from sk_analytics.schema import TABLES
 from sk_analytics.tables import check_files
-
-SESSIONS_DIR = "sessions"
-SESSION_KEY = "session"
 
 
 def session_folders(root: str | Path) -> dict[str, Path]:

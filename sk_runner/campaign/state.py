@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.campaign.tables import SESSION_KEY, SESSIONS_DIR
+from sk_analytics.campaign.layout import SESSION_KEY, SESSIONS_DIR
 from sk_analytics.errors import SkTuneError
 from sk_analytics.ledger import LedgerRecord, raw_records
 from sk_analytics.strict_json import load_json_file
