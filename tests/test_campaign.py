@@ -222,7 +222,8 @@ def test_a_session_never_continues_on_another_server(tmp_path: Path) -> None:
 
 
 def test_job_signs_its_session_with_the_drivers_key(tmp_path: Path) -> None:
-    """The driver's SK_TUNE_SIGNING_KEY travels with the job: the node creates and signs the session with it."""
+    """The driver's SK_TUNE_SIGNING_KEY travels with the job: its sweep process (run_sweep_process) creates and signs
+    the session with it, exactly as here, and leaves the caller's environment as it was."""
     import os
 
     from sk_analytics.signing import KEY_ENV, signer
@@ -238,6 +239,24 @@ def test_job_signs_its_session_with_the_drivers_key(tmp_path: Path) -> None:
     assert os.environ[KEY_ENV] == before and signer().fingerprint != expected
     assert json.loads((folder / "session.json").read_text())["signing_key"] == expected
     assert {r.sig["key"] for r in read_records(folder) if r.sig} == {expected}  # the campaign key is trusted on creation
+
+
+def test_a_job_checks_its_pin_in_the_worker_and_creates_the_session_in_its_sweep(tmp_path: Path) -> None:
+    """The Ray worker only launches: a session pinned elsewhere is refused before any process starts;
+    a new session is created by the sweep process from the job payload (parse_job inverts job_argv)."""
+    from sk_analytics.errors import IntegrityError
+    from sk_runner.campaign.job import Job, NodeInfo, job_argv, parse_job, prepare_session, run_job
+
+    task = write_task(tmp_path / "tasks" / "a", seed=3)
+    root = tmp_path / "root"
+    job = Job(str(root), "a", str(task), "a-1", 30.0, supersedes="a-0", signing_env=(("SK_TUNE_SIGNING_KEY", "/keys/campaign"),))
+    a, b = NodeInfo("id-a", "server-a", "host-a"), NodeInfo("id-b", "server-b", "host-b")
+    argv = job_argv(job, a)
+    assert argv[-3:-2] == ["job"] and parse_job(argv[-2]) == (job, a)
+    prepare_session(job, a)
+    with pytest.raises(IntegrityError, match="never continues on server-b"):
+        run_job(job, b)
+    assert not (root / "run" / "a-1.json").exists() and not (root / "logs" / "a-1").exists()
 
 
 def test_progress_rows_from_the_ledgers_live_table_and_event_lines(tmp_path: Path) -> None:

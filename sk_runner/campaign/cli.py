@@ -93,6 +93,17 @@ def resume(root: Path, address: str | None, local: bool, quiet: bool) -> int:
     return _drive(root, load_campaign(root), address, local, quiet, resumed=True)
 
 
+@campaign.command("job", hidden=True)
+@click.argument("payload")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def job(payload: str, quiet: bool) -> int:
+    """Internal: the sweep process of one campaign job (started by the job on its node). Creates the
+    session pinned to the node if it does not exist yet (checks the pin if it does), then runs it."""
+    from sk_runner.campaign.job import parse_job, run_sweep_process
+
+    return run_sweep_process(*parse_job(payload), quiet)
+
+
 def _driver_state(root: Path) -> tuple[dict[str, Any] | None, bool]:
     """The recorded driver and whether it is alive (checked only on its own host)."""
     from sk_runner.lifetime import start_ticks

@@ -2,8 +2,8 @@
 
 The campaign ledger is the driver's only state, so a driver killed at any point
 continues with ``sk-run campaign resume ROOT``: finished sessions stay finished,
-the others continue (each on its own node, through ``sk-run sweep --resume``,
-which picks up at the first action whose outcome was not yet recorded).
+the others continue (each on its own node, through its sweep process, which like ``sk-run sweep --resume``
+picks up at the first action whose outcome was not yet recorded).
 
 Placement is the scheduler's (Ray: by resources); the driver only pins a
 session that already exists to the node recorded in its ``session.json``.

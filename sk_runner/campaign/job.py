@@ -4,7 +4,10 @@ The same function runs as a Ray task on a cluster node and in a thread of the
 local sequential path. A new session is pinned to the node that runs it
 (``placement`` in ``session.json``, fingerprinted); a job that finds its
 session pinned to another server refuses to run (protocol §5.1: every round on
-the same environment). The sweep runs as its own process group through
+the same environment). The session is created by the sweep process itself
+(``sk-run campaign job``, internal), not by the Ray worker: the worker stays a
+light launcher and the sweep's heavy imports (Polars, Arrow, SciPy) are paid
+once per session instead of twice. The sweep runs as its own process group through
 :func:`sk_runner.process.run_process` (killed as a whole on timeout, cancel or
 our own death, with every descendant: :mod:`sk_runner.lifetime`); its pid and
 lifetime marker are recorded in ``run/<session>.json`` so a later
@@ -15,6 +18,7 @@ signs the session's ledger and manifests with them (docs/campaign.md).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -101,18 +105,26 @@ def same_server(placement: dict[str, Any], node: NodeInfo) -> bool:
     )
 
 
+def check_pin(folder: Path, node: NodeInfo) -> bool:
+    """Whether the session at ``folder`` exists; if it does, it must be pinned to ``node``'s server."""
+    from sk_runner.sweep.session import SESSION_FILE  # light: the sweep's heavy modules are not imported here
+
+    if not (folder / SESSION_FILE).is_file():
+        return False
+    placement = load_json_file(folder / SESSION_FILE).get("placement") or {}
+    if not same_server(placement, node):
+        raise IntegrityError(f"{folder}: session is pinned to node {placement.get('node_name')} ({placement.get('node_id')}); "
+                             f"it never continues on {node.node_name} ({node.node_id})")
+    return True
+
+
 def prepare_session(job: Job, node: NodeInfo) -> Path:
     """Create the job's session pinned to ``node`` (linked to the session it supersedes), or check its pin."""
-    from sk_runner.sweep.phase import enter_phase
-    from sk_runner.sweep.session import SESSION_FILE
-
     folder = session_dir(Path(job.campaign_root), job.session)
-    if (folder / SESSION_FILE).is_file():
-        placement = load_json_file(folder / SESSION_FILE).get("placement") or {}
-        if not same_server(placement, node):
-            raise IntegrityError(f"{folder}: session is pinned to node {placement.get('node_name')} ({placement.get('node_id')}); "
-                                 f"it never continues on {node.node_name} ({node.node_id})")
+    if check_pin(folder, node):
         return folder
+    from sk_runner.sweep.phase import enter_phase
+
     placement = {**node.to_json(), "campaign": str(Path(job.campaign_root).resolve()), "task": job.task_id}
     session, _ = enter_phase(Path(job.task_path), folder, placement=placement)
     if job.supersedes is not None:
@@ -122,11 +134,34 @@ def prepare_session(job: Job, node: NodeInfo) -> Path:
     return folder
 
 
-def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = None) -> JobResult:
-    """Prepare the session on this node and run ``sk-run sweep --resume`` on it to its end (or timeout)."""
-    root = Path(job.campaign_root)
+def job_argv(job: Job, node: NodeInfo) -> list[str]:
+    """The sweep process of a job: ``sk-run campaign job`` creates the session if needed, then runs it."""
+    payload = json.dumps({"job": asdict(job), "node": node.to_json()})
+    return [sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", "job", payload, "--quiet"]
+
+
+def parse_job(payload: str) -> tuple[Job, NodeInfo]:
+    """Inverse of the payload of :func:`job_argv` (JSON turns the signing pairs into lists)."""
+    data = json.loads(payload)
+    job = data["job"]
+    return Job(**{**job, "signing_env": tuple((name, value) for name, value in job.get("signing_env", ()))}), NodeInfo(**data["node"])
+
+
+def run_sweep_process(job: Job, node: NodeInfo, quiet: bool) -> int:
+    """Body of the job's sweep process (``sk-run campaign job``): with the driver's signing key, create
+    the session pinned to ``node`` if needed (check its pin if it exists), then run it to its hand-off."""
+    from sk_runner.sweep.cli import run_and_print
+    from sk_runner.sweep.session import load_session
+
     with signing_environment(job.signing_env):
-        folder = prepare_session(job, node)
+        return run_and_print(load_session(prepare_session(job, node)), "zh", quiet)
+
+
+def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = None) -> JobResult:
+    """Run the job's sweep on this node to its end (or timeout): a new session is created by the
+    sweep process; an existing one must be pinned here (checked before anything starts)."""
+    root = Path(job.campaign_root)
+    check_pin(session_dir(root, job.session), node)
     stamp = time.time_ns()
     logs = root / LOGS_DIR / job.session
 
@@ -137,8 +172,7 @@ def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = N
         if on_start is not None:
             on_start(pid)
 
-    argv = [sys.executable, "-c", "from sk_runner.cli import main; main()", "sweep", "--resume", str(folder), "--quiet"]
-    result = run_process(argv, cwd=folder, env={**os.environ, **dict(job.signing_env)}, stdout_path=logs / f"{stamp}.out",
+    result = run_process(job_argv(job, node), cwd=root, env=dict(os.environ), stdout_path=logs / f"{stamp}.out",
                          stderr_path=logs / f"{stamp}.err", timeout_s=job.timeout_s, on_start=started,
                          environment_faults=False)  # a sweep reports its own faults by its exit code (3)
     return JobResult(job.session, node.to_json(), result.exit_code, result.signal, result.timed_out, result.duration_s)

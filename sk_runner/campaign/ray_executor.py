@@ -115,9 +115,11 @@ class RayExecutor:
         return self._job.options(**options).remote(job)
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:
+        """The jobs that have ended, as soon as one has (at most ``timeout`` s): waiting for
+        all of them would hold every ended session until the poll timeout."""
         if not handles:
             return []
-        ready, _ = self.ray.wait(handles, num_returns=len(handles), timeout=timeout, fetch_local=False)
+        ready, _ = self.ray.wait(handles, num_returns=1, timeout=timeout, fetch_local=False)
         return ready
 
     def result(self, handle: Any) -> JobResult:
