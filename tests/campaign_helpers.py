@@ -21,6 +21,9 @@ MANIFEST = {
 #: trial runs' spread fails the stddev check, so the gate rejects it (checked by test_campaign_local).
 EXPECTED_BY_SEED: dict[int, tuple[str, dict[str, Any]]] = {3: ("accepted", {"auto_op_parallel": 1}), 10: ("rejected", {})}
 SEEDS = (3, 10, 3, 10)
+DRIVER_COMMANDS = tuple(f" campaign {verb} " for verb in ("run", "resume", "cancel", "status"))
+"""Command lines of the campaign's own commands; a job's sweep process (the internal
+``campaign job``) is a workload and must be found by the "nothing survives" checks."""
 
 
 def write_task(folder: Path, seed: int, accepted: list[dict[str, Any]] | None = None, **workload: Any) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from campaign_helpers import check_finished_session, write_spec, write_task
+from campaign_helpers import DRIVER_COMMANDS, check_finished_session, write_spec, write_task
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
@@ -142,7 +142,7 @@ def _live_workloads(root: Path) -> list[str]:
                 state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:
                 continue
-            if str(root) in cmd and state not in ("Z", "X") and " campaign " not in cmd:
+            if str(root) in cmd and state not in ("Z", "X") and not any(verb in cmd for verb in DRIVER_COMMANDS):
                 found.append(cmd[:160])
     return found
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from campaign_helpers import check_finished_session, write_spec
+from campaign_helpers import DRIVER_COMMANDS, check_finished_session, write_spec
 
 pytestmark = pytest.mark.slow
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'sk-tune[ray]'); campaign-on-Ray tests need it")
@@ -124,7 +124,7 @@ def workload_processes(root: Path) -> list[str]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(root) in cmd and state not in ("Z", "X") and "-m pytest" not in cmd and " campaign " not in cmd:
+        if str(root) in cmd and state not in ("Z", "X") and "-m pytest" not in cmd and not any(verb in cmd for verb in DRIVER_COMMANDS):
             found.append(f"{proc.name}: {cmd[:160]}")
     return found
 
