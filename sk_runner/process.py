@@ -127,7 +127,7 @@ def run_process(
     if environment_faults and not timed_out and returncode != 0:
         evidence = process_fault(stderr_path)
         if evidence is not None:
-            raise EnvironmentFault(argv[0], evidence)
+            raise EnvironmentFault(argv, evidence, stderr_path)
     return ProcessResult(
         pid=proc.pid,
         exit_code=exit_code,

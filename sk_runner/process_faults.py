@@ -15,7 +15,9 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,9 @@ LOW_SPACE_BYTES = 64 * 1024
 
 TAIL_CHARS = 8000
 """How much of the end of stderr is searched (a traceback's last lines name the error)."""
+
+COMMAND_CHARS = 120
+"""How much of a failed command a message quotes (a launcher's argv can run to pages)."""
 
 _CODES = tuple(code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EIO, errno.EROFS, errno.EACCES,
                                  errno.EMFILE, errno.ENFILE) if code is not None)
@@ -47,13 +52,35 @@ class FaultEvidence:
         return f"{self.errno_name}: {self.evidence}"
 
 
-class EnvironmentFault(EnvironmentBlocker):
-    """A started process died of an environment fault: a blocker, never a decision."""
+def command_text(argv: Sequence[str], limit: int = COMMAND_CHARS) -> str:
+    """``argv`` as a shell would take it, cut to ``limit`` characters (``…`` marks the cut)."""
+    text = shlex.join(argv)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
-    def __init__(self, argv0: str, evidence: FaultEvidence) -> None:
+
+class EnvironmentFault(EnvironmentBlocker):
+    """A started process died of an environment fault: a blocker, never a decision.
+
+    The message names the command as configured (for ``python -m x …`` the
+    module and its arguments, not just the interpreter) and its stderr file.
+    """
+
+    def __init__(self, argv: Sequence[str], evidence: FaultEvidence, stderr_path: Path) -> None:
+        self.argv = list(argv)
         self.evidence = evidence
         self.errno_name = evidence.errno_name
-        super().__init__(f"{argv0} died of an environment fault ({evidence.describe()})")
+        self.stderr_path = stderr_path
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        return (f"{command_text(self.argv)} died of an environment fault ({self.evidence.describe()}); "
+                f"its stderr: {self.stderr_path}")
+
+    def moved(self, old: Path, new: Path) -> None:
+        """The folder ``old`` holding the stderr file was moved to ``new``: name the file where it is now."""
+        if self.stderr_path.is_relative_to(old):
+            self.stderr_path = new / self.stderr_path.relative_to(old)
+            self.args = (self._message(),)
 
 
 def tail_text(path: Path | None, chars: int = TAIL_CHARS) -> str:

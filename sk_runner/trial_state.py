@@ -32,6 +32,7 @@ from sk_runner.config import (
 )
 from sk_runner.fingerprint import TrialFingerprints, env_hash, source_revision
 from sk_runner.process import ProcessResult, run_process
+from sk_runner.process_faults import EnvironmentFault
 from sk_runner.scene import record_blocker
 from sk_runner.trial_outcome import RunOutcome, classify
 from sk_runner.trial_spec import (
@@ -191,12 +192,14 @@ class TrialState:
         """The caller's environment without unclean switches, plus the contract variables."""
         return {**scrub_env(self.env), **contract_env}
 
-    def move_aside(self, folder: Path) -> None:
-        """An incomplete run folder (no meta.json) is kept, out of the way."""
-        if folder.exists():
-            dest = self.dir / "INCOMPLETE" / f"{folder.name}-{time.time_ns()}"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            move(folder, dest)
+    def move_aside(self, folder: Path) -> Path | None:
+        """An incomplete run folder (no meta.json) is kept, out of the way; where it went (None: there was none)."""
+        if not folder.exists():
+            return None
+        dest = self.dir / "INCOMPLETE" / f"{folder.name}-{time.time_ns()}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        move(folder, dest)
+        return dest
 
 
     def classify(self, result: ProcessResult, run_dir: Path, *, need_correctness: bool) -> RunOutcome:
@@ -210,7 +213,9 @@ class TrialState:
             result = run_process(argv, cwd=self.workload_cwd, env=self.child_env(request.contract_env()), stdout_path=run_dir / "stdout.txt",
                                  stderr_path=run_dir / "stderr.txt", timeout_s=self.spec.control.timeout_s)
         except EnvironmentBlocker as exc:
-            self.move_aside(run_dir)
+            moved_to = self.move_aside(run_dir)
+            if isinstance(exc, EnvironmentFault) and moved_to is not None:
+                exc.moved(run_dir, moved_to)  # the message names the stderr where the user finds it
             raise self.blocker(stage, exc) from exc
         return request, argv, result
 

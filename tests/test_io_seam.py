@@ -28,7 +28,7 @@ from sk_analytics.ledger import Ledger, read_records, verify
 from sk_analytics.schema import RUNS
 from sk_analytics.tables import write_table
 from sk_runner.process import run_process
-from sk_runner.process_faults import LOW_SPACE_BYTES, EnvironmentFault, classify_fault
+from sk_runner.process_faults import COMMAND_CHARS, LOW_SPACE_BYTES, EnvironmentFault, classify_fault, command_text
 
 
 def test_environment_errno_tells_machine_faults_from_bugs() -> None:
@@ -149,6 +149,12 @@ def test_classify_fault_reads_stderr(stderr: str, expected: str) -> None:
     assert "\n" not in found.evidence
 
 
+def test_command_text_quotes_and_cuts() -> None:
+    assert command_text(["python", "-m", "infer", "--config", "a b.json"]) == "python -m infer --config 'a b.json'"
+    long = command_text(["torchrun", "--nproc-per-node", "8", *[f"--arg{n}=value" for n in range(40)]])
+    assert len(long) == COMMAND_CHARS and long.endswith("…") and long.startswith("torchrun --nproc-per-node 8 --arg0=value")
+
+
 def test_classify_fault_other_failures_and_full_disk() -> None:
     assert classify_fault("RuntimeError: option value 3 crashes the kernel\n", free_bytes=10 << 30) is None
     assert classify_fault("", free_bytes=None) is None
@@ -162,10 +168,16 @@ def _run(tmp_path: Path, code: str, env: dict[str, str] | None = None):  # type:
 
 
 def test_process_that_died_of_enospc_is_an_environment_fault(tmp_path: Path) -> None:
+    script = "import errno, os; raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), 'log_0.log')"
     with pytest.raises(EnvironmentFault) as err:
-        _run(tmp_path, "import errno, os; raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), 'log_0.log')")
+        _run(tmp_path, script)
     assert isinstance(err.value, EnvironmentBlocker) and err.value.exit_code == 3
     assert err.value.evidence.errno_name == "ENOSPC" and "No space left on device" in err.value.one_line()
+    # the message names the command as configured (not only the interpreter) and where its stderr is
+    line = err.value.one_line()
+    assert line.startswith(f"{command_text([sys.executable, '-c', script])} died of an environment fault (ENOSPC: ")
+    assert f"{sys.executable} -c 'import errno, os;" in line
+    assert line.endswith(f"; its stderr: {tmp_path / 'err.txt'}") and "log_0.log" in (tmp_path / "err.txt").read_text()
     # a crash of the workload itself stays a result, to be decided on
     result = _run(tmp_path, "raise SystemExit('option 3 crashes')")
     assert result.exit_code == 1

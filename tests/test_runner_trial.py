@@ -242,6 +242,9 @@ def test_run_that_died_of_a_full_disk_is_a_blocker_not_a_scene(tmp_path: Path) -
     assert blocker["stage"] == "clean" and "No space left on device" in blocker["message"]
     assert not (rd / "FAILURE_SCENES").exists()
     assert [p.name.rsplit("-", 1)[0] for p in (rd / "INCOMPLETE").iterdir()] == ["run-2"]
+    # the message names the stderr where the run was moved, not the CLEAN/run-2 it left
+    stderr = Path(blocker["message"].rsplit("; its stderr: ", 1)[1])
+    assert stderr.parent.parent == rd / "INCOMPLETE" and "No space left on device" in stderr.read_text()
     assert scan_table(tmp_path / "session/data", "runs").collect()["status"].to_list() == ["ok"]
     again = run_trial(spec)
     assert again.status == "ok" and again.new_runs == [2, 3]
