@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.errors import IntegrityError
+from sk_analytics.errors import IntegrityError, ReadFault, SkTuneError
+from sk_analytics.io_seam import read_error
 
 KEY_ENV = "SK_TUNE_SIGNING_KEY"
 TRUSTED_ENV = "SK_TUNE_TRUSTED_KEYS"
@@ -61,6 +62,13 @@ class SignatureError(IntegrityError):
         self.path = None if path is None else str(path)
         self.detail = message
         super().__init__(f"{path}: rule {rule}: {message}" if path is not None else f"rule {rule}: {message}")
+
+
+def _unreadable(rule: str, path: Path, exc: OSError, what: str) -> SkTuneError:
+    """A key file the machine failed to read (:func:`~sk_analytics.io_seam.read_error`) is a
+    ReadFault (exit 3, retried on resume); any other failed read breaks ``rule``."""
+    error = read_error(path, exc, what)
+    return error if isinstance(error, ReadFault) else SignatureError(rule, path, f"cannot read the {what}: {exc.strerror or exc}")
 
 
 # --------------------------------------------------------------------------- locations
@@ -136,7 +144,7 @@ def signer(*, outside: str | os.PathLike[str] | None = None) -> Signer:
     try:
         st = path.stat()
     except OSError as exc:
-        raise SignatureError("signing-key", path, f"cannot read the signing key: {exc.strerror or exc}") from exc
+        raise _unreadable("signing-key", path, exc, "signing key") from exc
     cache_key = (str(path), st.st_mtime_ns, st.st_ino, st.st_mode)
     cached = _SIGNERS.get(cache_key)
     if cached is None:
@@ -161,7 +169,7 @@ def _load_signer(path: Path) -> Signer:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise SignatureError("signing-key", path, f"cannot read the signing key: {exc.strerror or exc}") from exc
+        raise _unreadable("signing-key", path, exc, "signing key") from exc
     try:
         if data.lstrip().startswith(b"-----BEGIN OPENSSH PRIVATE KEY"):
             key = serialization.load_ssh_private_key(data, password=None)
@@ -294,7 +302,9 @@ def trusted_keys(*, outside: str | os.PathLike[str] | None = None) -> TrustedKey
     if cached is None:
         try:
             text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            raise _unreadable("trusted-keys", path, exc, "trusted-keys file") from exc
+        except UnicodeDecodeError as exc:
             raise SignatureError("trusted-keys", path, f"cannot read the trusted-keys file: {exc}") from exc
         cached = _TRUSTED[cache_key] = TrustedKeys(path, parse_trusted_keys(text, path))
     return cached

@@ -192,6 +192,17 @@ def test_producer_fault_injected_through_the_environment(tmp_path: Path) -> None
     assert not (tmp_path / "schema.md").exists()
 
 
+def test_read_fault_injected_through_the_environment(tmp_path: Path) -> None:
+    """``SK_TUNE_INJECT_FAULT=EIO:read:1`` in a fresh process: its first read (the ledger) fails; exit 3, one line."""
+    Ledger(tmp_path).append("event", {"i": 0})
+    argv = [sys.executable, "-c", "from sk_analytics.cli import main; main()", "ledger", "verify", str(tmp_path)]
+    done = subprocess.run(argv, env={**os.environ, FAULT_ENV: "EIO:read:1"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
+    assert f"{tmp_path / 'ledger.jsonl'}: cannot read ledger: Input/output error (injected) (EIO)" in done.stderr
+    plain = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+
+
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
     """Reports and other results are as readable as any file the user creates (they were always 0600)."""

@@ -5,6 +5,7 @@ hold a trusted key cannot re-seal a manifest or re-chain a ledger unnoticed."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -19,6 +20,7 @@ from contract_support import BASE_CONFIG, PROFILER_FILES, edit_manifest, make_co
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import MANIFEST_NAME, ContractIntegrityError, load_manifest
+from sk_analytics.errors import ReadFault
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ledger import GENESIS, HEAD_PURPOSE, RECORD_PURPOSE, Ledger, head_body, head_path, verify
 from sk_analytics.signing import KEY_ENV, TRUSTED_ENV, SignatureError, parse_trusted_keys, signer, trusted_keys
@@ -75,6 +77,44 @@ def test_default_key_lives_in_the_user_config_dir(tmp_path: Path, monkeypatch: p
     key = signer()
     assert key.path == tmp_path / "xdg" / "sk-tune" / "signing_key"
     assert key.fingerprint in trusted_keys().keys and trusted_keys().path == tmp_path / "xdg" / "sk-tune" / "trusted_keys"
+
+
+def test_key_files_the_machine_cannot_read_are_environment_faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EIO reading the key or the trusted-keys file: ReadFault (exit 3, a resume retries), never a broken signing rule;
+    a trusted-keys path that is a folder stays the rule's refusal (exit 2)."""
+    key_path = _use_key(monkeypatch, tmp_path / "k")
+    signer()
+    copy = tmp_path / "copy" / "signing_key"  # a key not cached yet, so it is read
+    copy.parent.mkdir(mode=0o700)
+    copy.write_bytes(key_path.read_bytes())
+    copy.chmod(0o600)
+    monkeypatch.setenv(KEY_ENV, str(copy))
+    real_bytes, real_text = Path.read_bytes, Path.read_text
+
+    def failing(real: Any, victim: Path) -> Any:
+        def read(self: Path, *args: Any, **kwargs: Any) -> Any:
+            if self == victim:
+                raise OSError(errno.EIO, os.strerror(errno.EIO), str(self))
+            return real(self, *args, **kwargs)
+        return read
+
+    monkeypatch.setattr(Path, "read_bytes", failing(real_bytes, copy))
+    with pytest.raises(ReadFault) as err:
+        signer()
+    assert err.value.exit_code == 3 and err.value.one_line() == (
+        f"{copy}: cannot read signing key: Input/output error (EIO), a fault of the machine, not of the input")
+    monkeypatch.setattr(Path, "read_bytes", real_bytes)
+    trusted = tmp_path / "k" / "trusted_keys"
+    monkeypatch.setattr(Path, "read_text", failing(real_text, trusted))
+    trusted.touch()  # a new mtime: the cached parse is not used
+    with pytest.raises(ReadFault, match="cannot read trusted-keys file: Input/output error \\(EIO\\)"):
+        trusted_keys()
+    monkeypatch.setattr(Path, "read_text", real_text)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    monkeypatch.setenv(TRUSTED_ENV, str(folder))
+    with pytest.raises(SignatureError, match="rule trusted-keys: cannot read the trusted-keys file: Is a directory"):
+        trusted_keys()
 
 
 def test_key_readable_by_others_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
