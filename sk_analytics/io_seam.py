@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sk_analytics.errors import InputError, ReadFault, SkTuneError
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, InputError, ReadFault, SkTuneError
 
 MACHINE_ERRNOS: frozenset[int] = frozenset(
     code for code in (errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, getattr(errno, "ESTALE", None),
@@ -44,11 +44,16 @@ MACHINE_ERRNOS: frozenset[int] = frozenset(
 memory left, a stale or timed-out network file system. A read failing with one is an
 environment blocker; any other failed read (missing file, no permission, a folder) is bad input."""
 
-ENVIRONMENT_ERRNOS: frozenset[int] = MACHINE_ERRNOS | frozenset(
-    code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EROFS, errno.EACCES, errno.EPERM) if code is not None
+STORAGE_ERRNOS: frozenset[int] = MACHINE_ERRNOS | frozenset(
+    code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EROFS) if code is not None
 )
+"""A machine fault or storage that cannot take a write (full disk, quota, read-only remount):
+an environment fault whoever asked and for whatever file."""
+
+ENVIRONMENT_ERRNOS: frozenset[int] = STORAGE_ERRNOS | frozenset((errno.EACCES, errno.EPERM))
 """Errnos that mean "the machine cannot store or open files now", not "the input is wrong":
-for a write of the session's own files also a full disk, a read-only remount or a permission changed under it."""
+for a write of the session's own files also a permission changed under it (on a file a user
+named, the same errno is theirs to fix: :func:`error_exit_code`)."""
 
 SITES = ("atomic", "parquet", "ledger", "append", "copy", "move")
 """Write sites: whole files written atomically (JSON, text, reports), Parquet tables,
@@ -63,6 +68,12 @@ def environment_errno(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS:
         return errno.errorcode.get(exc.errno, str(exc.errno))
     return None
+
+
+def error_exit_code(exc: OSError) -> int:
+    """Exit code of an OSError no reader anticipated: 3 (environment) for a machine or storage
+    fault, else 2 (bad input: a missing file, no permission on it, a folder), as :func:`read_error` decides."""
+    return EXIT_ENVIRONMENT if exc.errno in STORAGE_ERRNOS else EXIT_BAD_INPUT
 
 
 def read_error(path: str | os.PathLike[str], exc: OSError, what: str = "", *, expected: str | None = None) -> SkTuneError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import tempfile
 from pathlib import Path
 
@@ -34,6 +36,21 @@ def test_input_error_is_one_line_with_file_and_line(capsys: pytest.CaptureFixtur
 def test_environment_blocker_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(_group_raising(EnvironmentBlocker("torch_npu is not importable")), "x", ["boom"]) == 3
     assert "torch_npu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("code", "exit_code"), [
+    (errno.EIO, 3), (errno.ENOSPC, 3), (errno.EROFS, 3), (errno.EMFILE, 3),  # the machine or its storage
+    (errno.ENOENT, 2), (errno.EACCES, 2), (errno.EISDIR, 2), (errno.EINVAL, 2),  # the user can fix it
+])
+def test_unanticipated_os_error_exits_as_read_error_would(code: int, exit_code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """An OSError no reader wrapped gets the exit code :func:`read_error` gives the same errno (one classification)."""
+    from sk_analytics.io_seam import read_error
+
+    exc = OSError(code, os.strerror(code), "some/file")
+    assert run_cli(_group_raising(exc), "x", ["boom"]) == exit_code
+    if code not in (errno.ENOSPC, errno.EROFS):  # a read never fails with a full or read-only disk; a write does
+        assert read_error("some/file", exc).exit_code == exit_code
+    assert capsys.readouterr().err == f"x: error: some/file: {os.strerror(code)}\n"
 
 
 def test_unexpected_exception_exits_70_with_saved_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import importlib
 import importlib.util
 import os
@@ -17,7 +16,8 @@ from typing import Any
 import click
 
 from sk_analytics.atomic import write_text
-from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
+from sk_analytics.errors import EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
+from sk_analytics.io_seam import error_exit_code
 
 
 class LazyGroup(click.Group):
@@ -105,7 +105,7 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     except KeyboardInterrupt as exc:
         return _interrupted(prog_name, exc, "interrupted")
     except OSError as exc:  # a file the command could not open/read/write that no parser anticipated
-        code = EXIT_BAD_INPUT if exc.errno in _INPUT_ERRNOS else EXIT_ENVIRONMENT
+        code = error_exit_code(exc)
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
         return code
@@ -145,9 +145,6 @@ def _interrupted(prog_name: str, interrupt: BaseException | None, default: str) 
     code = getattr(interrupt, "exit_code", 130)
     click.echo(f"{prog_name}: {getattr(interrupt, 'reason', default)}", err=True)
     return code if isinstance(code, int) else 130
-
-
-_INPUT_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENAMETOOLONG})
 
 
 def _command_path(exc: click.ClickException, prog_name: str) -> str:
