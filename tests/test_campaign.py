@@ -76,6 +76,31 @@ def test_spec_yaml_defaults_and_priority(tmp_path: Path) -> None:
     assert spec.on_node_lost == "restart" and spec.max_attempts == 2
 
 
+def test_the_driver_and_a_ray_worker_import_no_polars_arrow_or_scipy(tmp_path: Path) -> None:
+    """Start-up and per-session overhead (issue 15): validating the spec (every task file), opening the campaign
+    ledger and a job's pin check and launch import neither Polars, Arrow nor SciPy; only the sweep process does."""
+    spec = write_spec(tmp_path / "spec", 2)
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from sk_runner.campaign import cli, ray_executor\n"
+        "from sk_runner.campaign.driver import create_campaign\n"
+        "from sk_runner.campaign.job import Job, NodeInfo, check_pin, job_argv\n"
+        "from sk_runner.campaign.progress import make_view\n"
+        "from sk_runner.campaign.spec import load_spec\n"
+        f"spec = load_spec(Path({str(spec)!r}))\n"
+        f"create_campaign(Path({str(tmp_path / 'root')!r}), spec)\n"
+        f"job = Job({str(tmp_path / 'root')!r}, 't0', spec.tasks[0].task, 't0-1', None)\n"
+        "node = NodeInfo('id-a', 'server-a', 'host-a')\n"
+        "assert check_pin(Path(job.campaign_root) / 'sessions' / 'session=t0-1', node) is False and job_argv(job, node)\n"
+        "print(json.dumps(sorted(m for m in ('polars', 'pyarrow', 'scipy', 'numpy') if m in sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+    assert (tmp_path / "root" / "campaign.json").is_file()
+
+
 def test_without_ray_the_command_says_how_to_install(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from sk_runner.campaign import cli as campaign_cli
     from sk_runner.campaign.local_executor import LocalExecutor

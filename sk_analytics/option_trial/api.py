@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import polars as pl
 
@@ -27,14 +27,13 @@ from sk_analytics.option_trial.gate import (
 )
 from sk_analytics.option_trial.advice import advise
 from sk_analytics.option_trial.inference import trial_statistics
+from sk_analytics.option_trial.modes import GATE_MODES, GateMode
 from sk_analytics.option_trial.stats import Samples
 from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL
 from sk_analytics.option_trial.stats_gate import LABEL_ZH as STATS_LABEL_ZH
 from sk_analytics.option_trial.stats_gate import evaluate_stats
 from sk_analytics.option_trial.summary import RunMetric, summarize, summarize_samples
 
-GateMode = Literal["protocol", "strict", "stats"]
-GATE_MODES: tuple[str, ...] = ("protocol", "strict", "stats")
 GATE_LABELS: dict[str, tuple[str, str]] = {
     "protocol": ("Stage O protocol gate", "Stage O 协议门禁"),
     "strict": ("protocol gate + 95 % CI of the improvement above 0 (stricter than the protocol)", "协议门禁 + 提升的95%置信区间高于0（比协议更严）"),

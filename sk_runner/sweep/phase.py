@@ -17,13 +17,12 @@ from typing import Any
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import read_records
-from sk_analytics.option_trial.api import GATE_MODES
+from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
 from sk_analytics.strict_json import load_config_file, load_json_file
 from sk_runner.backends.base import Control
-from sk_runner.sweep.handoff import HANDOFF_SCHEMA
-from sk_runner.trial import MIN_TRIAL_RUNS
+from sk_runner.trial_spec import MIN_TRIAL_RUNS
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
@@ -235,6 +234,8 @@ def _policy(raw: Any, path: Path) -> Policy:
 
 def plan(task: StageOTask, session: Path) -> dict[str, Any]:
     """The entry output of formats.md §8."""
+    from sk_runner.sweep.handoff import HANDOFF_SCHEMA  # the hand-off stack (Polars, SciPy): not for validate_task
+
     root = str(session.resolve())
     return {
         "phase": PHASE,

@@ -1,0 +1,12 @@
+"""The gate modes of an option trial (constants only).
+
+Kept apart from :mod:`sk_analytics.option_trial.api` so that validating a task
+or a campaign spec (``policy.gate``) does not import Polars and SciPy.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+GateMode = Literal["protocol", "strict", "stats"]
+GATE_MODES: tuple[str, ...] = ("protocol", "strict", "stats")
