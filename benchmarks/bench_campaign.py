@@ -1,18 +1,20 @@
 """Campaign scheduling on a real 2-node Ray cluster (loopback only, in a private network namespace).
 
-Baseline, measured in the same run: one short simulator session run bare
-(``sk-run sweep --task``). Then the same task as a one-session campaign on the
-cluster (campaign wall - bare wall), and N sessions on k nodes (target <=
-1.3 x (N/k) x one session).
+Baselines, measured in the same run: one short simulator session run bare
+(``sk-run sweep --task``), and two such bare sessions started at once (what
+the 2 cores give two sessions in parallel, with no scheduler at all). Then
+the same task as a one-session campaign on the cluster (campaign wall - bare
+wall), and N sessions on k nodes (target <= 1.3 x (N/k) x one session).
 
 The campaign's cost is split with the ledgers' timestamps into the fixed
 start-up of a driver (process start and imports up to ``campaign_started``;
 joining Ray and the shared-storage probe, whose first task on a node starts
 a Ray worker, up to ``storage_checked``; shutdown and exit after
 ``campaign_stopped``) and the **per-session overhead** (target <= 2 s): from
-``session_assigned`` to ``session_ended`` minus the sweep process's own
-duration, i.e. placement, the worker, the session's creation on the node, the
-sweep's process start and the result's way back to the driver. Each node
+``session_assigned`` (or, for a job Ray queued because its node was busy, from
+the end of the node's previous session) to ``session_ended`` minus the sweep
+process's own duration, i.e. placement, the worker, the session's creation on
+the node, the sweep's process start and the result's way back to the driver. Each node
 declares ``NPU: 8`` and every session asks for it, so a node runs one session
 at a time. On 2 shared cores, k sessions in parallel share the CPUs: the
 N-on-k figure is bounded by the cores, not by the scheduler.
@@ -49,6 +51,18 @@ def timed(argv: list[str]) -> float:
     return elapsed
 
 
+def timed_together(argvs: list[list[str]]) -> float:
+    """Wall time of several commands started at once (the cores' own limit, without any scheduler)."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for argv in argvs]
+    stderr = [p.communicate()[1] for p in procs]
+    elapsed = time.perf_counter() - t0
+    failed = [(p.returncode, err) for p, err in zip(procs, stderr) if p.returncode not in (0, 1)]
+    if failed:
+        raise SystemExit(f"bare sweeps in parallel failed ({failed[0][0]}): {failed[0][1][-2000:]}")
+    return elapsed
+
+
 def phases(root: Path, t0: float, t_end: float) -> dict[str, Any]:
     """Fixed start-up and per-session overhead of one campaign run, from its ledgers (seconds)."""
     from sk_analytics.ledger import read_records
@@ -56,8 +70,15 @@ def phases(root: Path, t0: float, t_end: float) -> dict[str, Any]:
     records = read_records(root)
     at = {r.kind: r.ts_ns / 1e9 for r in reversed(records)}  # first record of each kind
     assigned = {r.data["session"]: r.ts_ns / 1e9 for r in records if r.kind == "session_assigned"}
-    ended = {r.data["session"]: (r.ts_ns / 1e9, r.data.get("duration_s") or 0.0) for r in records if r.kind == "session_ended"}
-    sessions = [{"session": s, "overhead_s": ended[s][0] - assigned[s] - ended[s][1], "sweep_s": ended[s][1]} for s in assigned if s in ended]
+    ended = sorted((r.ts_ns / 1e9, r.data["session"], r.data["node"]["node_name"], r.data.get("duration_s") or 0.0)
+                   for r in records if r.kind == "session_ended" and r.data.get("node"))
+    free_since: dict[str, float] = {}  # node -> when its previous session ended (Ray queues a job until its node is free)
+    sessions = []
+    for end, session, node, sweep_s in ended:
+        start = max(assigned[session], free_since.get(node, 0.0))
+        sessions.append({"session": session, "node": node, "overhead_s": end - start - sweep_s, "sweep_s": sweep_s,
+                         "queued_s": start - assigned[session]})
+        free_since[node] = end
     return {"driver_start_s": at["campaign_started"] - t0, "ray_and_storage_s": at["storage_checked"] - at["campaign_started"],
             "exit_s": t_end - at["campaign_stopped"], "sessions": sessions}
 
@@ -77,6 +98,7 @@ def inside(sessions: int) -> None:
         base = Path(tmp)
         task = write_task(base / "bare", seed=3)
         bare_s = timed([*SK_RUN, "sweep", "--task", str(task), "--session", str(base / "bare-session"), "--quiet"])
+        pair_s = timed_together([[*SK_RUN, "sweep", "--task", str(task), "--session", str(base / f"pair-{i}"), "--quiet"] for i in range(2)])
         one = write_spec(base / "one", 1, resources={"NPU": 8})
         many = write_spec(base / "many", sessions, resources={"NPU": 8})
         t_cluster = time.perf_counter()
@@ -93,7 +115,7 @@ def inside(sessions: int) -> None:
         nodes = {r.data["placement"]["node_name"] for r in read_records(base / "many" / "root") if r.kind == "session_placed"}
         sweep_s = [d["duration_s"] for d in ended]
     k = len(nodes)
-    print(json.dumps({"bare_s": bare_s, "one_s": one_s, "many_s": many_s, "sessions": sessions, "nodes": k, "sweeps_s": sweep_s,
+    print(json.dumps({"bare_s": bare_s, "pair_s": pair_s, "one_s": one_s, "many_s": many_s, "sessions": sessions, "nodes": k, "sweeps_s": sweep_s,
                       "cluster_s": cluster_s, "one": one_phases, "many": many_phases, "load": os.getloadavg()[0]}))
 
 
@@ -115,16 +137,25 @@ def main() -> None:
     print(f"2-node Ray cluster on loopback (NPU: 8 per node, 1 session per node at a time); load average {load0:.2f} -> {r['load']:.2f}")
     print(f"Ray cluster start (2 nodes; Ray's own, before any campaign): {r['cluster_s']:7.1f} s")
     print(f"one session bare (sk-run sweep --task)          : {r['bare_s']:7.1f} s")
-    print(f"same task as a 1-session campaign on the cluster : {r['one_s']:7.1f} s   campaign - bare {r['one_s'] - r['bare_s']:+6.1f} s")
+    print(f"same task as a 1-session campaign on the cluster : {r['one_s']:7.1f} s   campaign - bare {r['one_s'] - r['bare_s']:+6.1f} s"
+          f" (its sweep inside: {r['one']['sessions'][0]['sweep_s']:.1f} s)")
     print(f"{n} sessions on {k} nodes                         : {r['many_s']:7.1f} s   = {r['many_s'] / (n / k * r['bare_s']):5.2f} x (N/k) x one session"
           " (target <= 1.3)")
+    print(f"  same, against 2 bare sessions at once ({r['pair_s']:.1f} s, no Ray: what 2 cores give 2 sessions):"
+          f" {r['many_s'] / (n / k * r['pair_s']):5.2f} x (N/k) x that")
     print(f"  each session's sweep inside the campaign      : {', '.join(f'{s:.1f}' for s in r['sweeps_s'])} s")
+    per_node: dict[str, float] = {}
+    for s in r["many"]["sessions"]:
+        per_node[s["node"]] = per_node.get(s["node"], 0.0) + s["sweep_s"]
+    busiest = max(per_node.values())
+    print(f"  busiest node's sweeps back to back            : {busiest:7.1f} s   campaign / that = {r['many_s'] / busiest:5.2f}"
+          " (the scheduler's share; the rest of the N/k ratio is sweeps slowed by sharing the cores)")
     for label, key in (("1-session campaign", "one"), (f"{n}-session campaign", "many")):
         p = r[key]
         print(f"{label}: fixed start-up {p['driver_start_s']:.1f} s driver start (process, imports, spec) + {p['ray_and_storage_s']:.1f} s"
               f" joining Ray and probing storage on every node (Ray workers start) + {p['exit_s']:.1f} s shutdown and exit")
         per = [s["overhead_s"] for s in p["sessions"]]
-        print(f"  per-session overhead (assigned -> ended, minus the sweep's own time; target <= 2 s): "
+        print(f"  per-session overhead (assigned or node free -> ended, minus the sweep's own time; target <= 2 s): "
               f"{', '.join(f'{x:.2f}' for x in per)} s (max {max(per):.2f} s)")
 
 
