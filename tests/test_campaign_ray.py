@@ -180,6 +180,37 @@ def test_four_sessions_two_nodes_one_node_lost(request: pytest.FixtureRequest, t
     assert {r["phase"] for r in rows.values()} == {"done"} and rows[task]["session"] == f"{task}-2"
 
 
+def test_embedded_ray_without_an_address_and_status_while_it_runs(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """No --address and no RAY_ADDRESS: the run starts its own Ray on this machine (loopback only), runs the session
+    there with the simulator's default resources (CPU: 1), and `status` reads the ledgers while the driver runs."""
+    if not in_private_netns(request):
+        return
+    spec = write_spec(tmp_path, 1)
+    root = tmp_path / "root"
+    env = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
+    driver = sk_run("campaign", "run", str(spec), "--root", str(root), env=env)
+    try:
+        wait_for(lambda: "t0-1" in session_folders(root) and "matrix_built" in kinds(session_folders(root)["t0-1"]), 300, driver)
+        status = subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", "status", str(root), "--json"],
+                                capture_output=True, text=True, check=True)
+        code, out = finish(driver)
+    finally:
+        driver.kill()
+    assert code == 0, out[-4000:]
+    live = json.loads(status.stdout)
+    folder = session_folders(root)["t0-1"]
+    assert live["driver"]["alive"] is True and live["driver"]["record"]["executor"] == "ray"
+    assert [(r["session"], r["node"]) for r in live["sessions"]] == [("t0-1", placement(folder)["node_name"])]
+    assert live["sessions"][0]["phase"] not in ("pending", "done")
+    check_finished_session(folder)
+    assert not placement(folder)["node_id"].startswith("local-")  # a Ray node, not the sequential path
+    from sk_analytics.ledger import read_records
+
+    checked = [r.data for r in read_records(root) if r.kind == "storage_checked"]
+    assert [(c["executor"], len(c["nodes"])) for c in checked] == [("ray", 1)]
+    assert workload_processes(root) == []
+
+
 def test_driver_killed_then_resumed(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     if not in_private_netns(request):
         return
