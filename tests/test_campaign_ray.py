@@ -243,6 +243,45 @@ def test_driver_killed_then_resumed(request: pytest.FixtureRequest, tmp_path: Pa
     assert [r.kind for r in read_records(root)].count("campaign_resumed") == 1
 
 
+def _ray_worker_of(pid: int) -> int:
+    """The Ray worker process above ``pid`` (its title starts with ``ray::``)."""
+    while pid > 1:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::"):
+            return pid
+    raise AssertionError("no Ray worker above the sweep")
+
+
+def test_a_ray_task_that_fails_is_retried_on_its_node_and_ends_as_uninterrupted(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The Ray worker running a job is killed mid-session (a Ray task failure; the node stays): the driver records the
+    failure, continues the same session on the same node, and it ends as an uninterrupted session of its seed."""
+    if not in_private_netns(request):
+        return
+    c = request.getfixturevalue("cluster")
+    spec = write_spec(tmp_path, 1, resources={"NPU": 8}, max_attempts=2)
+    root = tmp_path / "root"
+    driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", c.address)
+    try:
+        wait_for(lambda: "t0-1" in session_folders(root) and "trial_result" in kinds(session_folders(root)["t0-1"]), 300, driver)
+        before = placement(session_folders(root)["t0-1"])
+        sweep = json.loads((root / "run" / "t0-1.json").read_text())["pid"]
+        os.kill(_ray_worker_of(sweep), signal.SIGKILL)
+        code, out = finish(driver)
+    finally:
+        driver.kill()
+    assert code == 0, out[-4000:]
+    assert set(session_folders(root)) == {"t0-1"}
+    folder = session_folders(root)["t0-1"]
+    check_finished_session(folder)
+    assert placement(folder) == before
+    from sk_analytics.ledger import read_records
+
+    index = read_records(root)
+    assert [(r.data["session"], r.data["outcome"]) for r in index if r.kind == "session_ended"] == [("t0-1", "failed"), ("t0-1", "base")]
+    assert not any(r.kind in ("node_lost", "session_superseded", "task_given_up") for r in index)
+    assert workload_processes(root) == []
+
+
 def test_cancel_leaves_no_workload_and_resumes(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     if not in_private_netns(request):
         return
