@@ -203,6 +203,37 @@ def test_cancel_kills_every_workload_and_resume_ends_as_uninterrupted(tmp_path: 
     check_finished_session(root / "sessions" / "session=t0-1")
 
 
+def test_cancel_with_the_driver_dead_reaps_the_recorded_sweeps_and_only_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A driver that died leaves its sweeps' records in run/: cancel kills each recorded process group that is still
+    the process it recorded, leaves a pid that now belongs to another process alone, and records the cancel."""
+    import socket
+
+    from sk_runner.campaign.driver import create_campaign
+    from sk_runner.campaign.spec import load_spec
+    from sk_runner.lifetime import start_ticks
+    from sk_runner.process import process_alive
+
+    root = tmp_path / "root"
+    create_campaign(root, load_spec(write_spec(tmp_path / "spec", 2)))
+    (root / "run").mkdir()
+    survivor, reused = (subprocess.Popen(["sleep", "300"], start_new_session=True) for _ in range(2))
+    try:
+        for name, proc, ticks in (("t0-1", survivor, start_ticks(survivor.pid)), ("t1-1", reused, -1)):  # -1: the pid was reused
+            (root / "run" / f"{name}.json").write_text(json.dumps(
+                {"pid": proc.pid, "start_ticks": ticks, "marker": None, "host": socket.gethostname(), "node_id": "local-x"}))
+        assert run_cli(cli, "sk-run", ["campaign", "cancel", str(root)]) == 0
+        assert survivor.wait(timeout=10) != 0 and process_alive(reused.pid) and reused.poll() is None
+    finally:
+        survivor.kill()
+        reused.kill()
+        survivor.wait()
+        reused.wait()
+    assert "sk-run campaign resume" in capsys.readouterr().out
+    stopped = read_records(root)[-1]
+    assert (stopped.kind, stopped.data["reason"], stopped.data["reaped"]) == ("campaign_stopped", "cancelled", ["t0-1"])
+    assert verify(root).ok
+
+
 def test_failed_session_is_retried_then_given_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_task(tmp_path / "tasks" / "bad", seed=3, backend="command", command=[str(tmp_path / "no-such-workload"), "{config}"])
     spec = _spec(tmp_path, [{"id": "bad", "task": "tasks/bad/task.json"}], max_attempts=2)
