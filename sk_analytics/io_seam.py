@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, InputError, ReadFault, SkTuneError
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentBlocker, InputError, ReadFault, SkTuneError
 
 MACHINE_ERRNOS: frozenset[int] = frozenset(
     code for code in (errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, getattr(errno, "ESTALE", None),
@@ -68,6 +68,21 @@ def environment_errno(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS:
         return errno.errorcode.get(exc.errno, str(exc.errno))
     return None
+
+
+def as_blocker(exc: BaseException) -> EnvironmentBlocker | None:
+    """``exc`` as an environment blocker when it is one: itself, or an OSError of the
+    machine (a write of sk-run that hit a full disk, an I/O error …) with its errno name; else None."""
+    if isinstance(exc, EnvironmentBlocker):
+        return exc
+    code = environment_errno(exc)
+    if code is None:
+        return None
+    assert isinstance(exc, OSError)
+    where = f" at {exc.filename}" if exc.filename else ""
+    blocker = EnvironmentBlocker(f"sk-run could not write{where}: {exc.strerror or exc} ({code})")
+    blocker.errno_name = code
+    return blocker
 
 
 def error_exit_code(exc: OSError) -> int:

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from sk_analytics.errors import UsageError
+from sk_analytics.errors import EnvironmentBlocker, UsageError
+from sk_analytics.io_seam import as_blocker
 from sk_runner import lifetime
 from sk_runner.trial_round import Round
 from sk_runner.trial_spec import (
@@ -75,6 +76,15 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
         lifetime.attach(spec.session)  # survivors of an earlier sk-run on this session die before anything starts
         steps = Round(trial, derived, seed)
         return steps.probe() or steps.correctness() or steps.clean_runs()
+    except (EnvironmentBlocker, OSError) as exc:
+        blocker = as_blocker(exc)
+        if blocker is None:
+            raise
+        if blocker.recorded_in is None:  # a read or write the machine failed mid-trial: on record like any blocker (§8)
+            trial.blocker("trial", blocker)
+        if blocker is exc:
+            raise
+        raise blocker from exc
     finally:
         lock.release()
 

@@ -78,7 +78,8 @@ class TrialState:
         spec.control.check()
 
     def blocker(self, stage: str, exc: EnvironmentBlocker) -> EnvironmentBlocker:
-        exc.recorded_in = record_blocker(self.dir, round_name=self.spec.round, stage=stage, message=exc.one_line())
+        extra = {"errno": exc.errno_name} if exc.errno_name else None
+        exc.recorded_in = record_blocker(self.dir, round_name=self.spec.round, stage=stage, message=exc.one_line(), extra=extra)
         return exc
 
     def check_environment(self) -> None:

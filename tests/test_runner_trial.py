@@ -356,3 +356,22 @@ def test_new_round_must_share_the_identity_of_its_baseline_round(tmp_path: Path,
     assert not (tmp_path / "session/experiments/Sbest/O1/trial.json").exists()
     monkeypatch.setattr(CommandBackend, "workload", real)
     assert run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", same_identity_as=o0)).status == "ok"
+
+
+@pytest.mark.parametrize("site", ["read", "parquet"])
+def test_machine_fault_mid_trial_is_a_recorded_blocker(tmp_path: Path, site: str) -> None:
+    """A standalone `sk-run trial` whose read of a run's log (or write of a table) the machine fails
+    records the blocker in the round, like a sweep does, decides nothing, and the same trial run again completes."""
+    import errno
+
+    from sk_analytics.io_seam import Fault, inject
+
+    spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    with inject(Fault(errno.EIO, site, nth=2, sticky=False)), pytest.raises(EnvironmentBlocker, match="EIO"):
+        run_trial(spec)
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    blocker = json.loads((rd / "environment-blockers.jsonl").read_text())
+    assert (blocker["stage"], blocker["errno"]) == ("trial", "EIO") and "EIO" in blocker["message"]
+    assert not (rd / "FAILURE_SCENES").exists()  # nothing decided: no scene, no failed run
+    again = run_trial(spec)
+    assert again.status == "ok"

@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_analytics.io_seam import environment_errno
+from sk_analytics.io_seam import as_blocker
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import EXPERIMENTS
 from sk_runner.scene import record_blocker
@@ -40,18 +40,13 @@ def environment_stop(root: Path, action: m.Action | None, exc: BaseException) ->
 
     The message names the fault and the step and ends with the resume command.
     """
-    if isinstance(exc, EnvironmentBlocker):
-        what, code = exc.one_line(), exc.errno_name
-    else:
-        code = environment_errno(exc)
-        if code is None:
-            return None
-        assert isinstance(exc, OSError)
-        where = f" at {exc.filename}" if exc.filename else ""
-        what = f"sk-run could not write{where}: {exc.strerror or exc} ({code})"
+    blocker = as_blocker(exc)
+    if blocker is None:
+        return None
+    what, code = blocker.one_line(), blocker.errno_name
     step = "session" if action is None else action.kind
     round_name = blocker_round(action)
-    recorded = exc.recorded_in if isinstance(exc, EnvironmentBlocker) else None
+    recorded = blocker.recorded_in
     if recorded is None:
         extra = {"errno": code, "action": step} if code else {"action": step}
         recorded = record_blocker(root / EXPERIMENTS / round_name, round_name=round_name, stage=step, message=what, extra=extra)
