@@ -43,7 +43,13 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from sk_runner.lifetime import install_signal_handlers
+    from sk_runner.lifetime import Interrupted, hold_signals_at_exit, install_signal_handlers
 
     install_signal_handlers()  # SIGINT -> exit 130, SIGTERM -> 143; never lost while a process starts
-    raise SystemExit(run_cli(cli, "sk-run", argv))
+    try:
+        code = run_cli(cli, "sk-run", argv)
+    except Interrupted as exc:  # landed between the command's return and here: still an interrupt, never a traceback
+        code = exc.exit_code
+    finally:
+        hold_signals_at_exit()
+    raise SystemExit(code)

@@ -95,6 +95,14 @@ def install_signal_handlers() -> None:
             signal.signal(sig, _on_signal)
 
 
+def hold_signals_at_exit() -> None:
+    """Block SIGINT/SIGTERM once the command has its exit code: the interpreter's shutdown
+    restores their default action, so a late Ctrl-C would kill it by signal (exit -2, no
+    message) instead of letting it report what it decided."""
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 @contextmanager
 def deferred_signals() -> Iterator[None]:
     """Hold SIGINT/SIGTERM back inside the block; raise :class:`Interrupted` at its end if one came."""

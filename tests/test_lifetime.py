@@ -209,3 +209,17 @@ def test_reaping_spares_live_owners_and_other_hosts_and_drops_torn_records(tmp_p
         survivor.kill()
         spared.wait()
         survivor.wait()
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_signal_after_the_command_returned_does_not_kill_the_exit(held: bool) -> None:
+    """sk-run blocks SIGINT/SIGTERM once it has its exit code (cli.main): a Ctrl-C that lands while the
+    interpreter exits leaves the decided code; without the hold Python dies by the signal (-2, no message)."""
+    code = ("import os, signal, sys\n"
+            "from sk_runner.lifetime import hold_signals_at_exit\n"
+            "signal.signal(signal.SIGINT, signal.SIG_DFL)  # what the interpreter's shutdown restores\n"
+            f"{'hold_signals_at_exit()' if held else 'pass'}\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "sys.exit(0)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == (0 if held else -signal.SIGINT), result.stderr

@@ -52,6 +52,8 @@ def _signal_sweep_after(root: Path, delay_s: float, sig: signal.Signals = signal
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, sig)
         _, err = proc.communicate(timeout=30)  # promptly
+        if proc.returncode == 0 and sig != signal.SIGKILL:
+            return False  # the sweep had finished and was exiting: the late signal changes nothing
         if sig != signal.SIGKILL:
             assert proc.returncode == 130, f"{sig.name}: exit {proc.returncode}: {err.decode()}"
             lines = err.decode().strip().splitlines()
