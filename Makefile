@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/sk-run demo
 
+# One pytest worker per core (pytest-xdist); a test file stays on one worker, so module
+# fixtures (the Ray cluster) start once and files that share nothing run side by side.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # Jupyter Lab on examples/ (installs the server once; open the printed URL)
 notebook: $(STAMP)
