@@ -106,3 +106,14 @@ def test_log_prefix_stamp_never_rounds_into_the_next_second() -> None:
     ns = 1_700_000_000 * 1_000_000_000 - 1  # one nanosecond before a whole second
     second = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_700_000_000 - 1))
     assert log_prefix(1, 2, "f.cpp:1", "fn", when_ns=ns).startswith(f"{second}.999 [1:2]")
+
+
+def test_a_clean_run_of_the_simulator_does_not_import_polars() -> None:
+    """Every trial run starts the simulator once per process: Polars' import (~0.5 s of CPU)
+    is paid only by a profiled run, which writes the profiler tables with it."""
+    import subprocess
+    import sys
+
+    code = "import sys, sk_runner.sim.cli, sk_runner.sim.runner; print(sorted(m for m in ('polars', 'pyarrow', 'scipy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.strip() == "[]"

@@ -205,8 +205,6 @@ def trace_view_text(rows: pl.DataFrame, rts_model_id: int, device_pid: int) -> s
     return "[\n" + head + ",\n" + ",\n".join(events.to_list()) + "\n]\n"
 
 
-EXPORT_TYPES = ("text", "db")
-"""torch_npu's ``ExportType.Text`` (CSV/JSON files) and ``ExportType.Db`` (one SQLite file)."""
 
 
 def write_profiler_output(run_dir: Path, ids: ProcessIds, model: StepModel, names: GraphNames, timeline: Timeline,

@@ -27,10 +27,7 @@ from sk_runner.sim.naming import name_graph
 from sk_runner.sim.network import load_network
 from sk_runner.sim.noise import NoiseParams, step_multipliers
 from sk_runner.sim.options import EffectiveOptions, find_options, resolve
-from sk_runner.sim.profiler import EXPORT_TYPES, write_profiler_output
 from sk_runner.sim.skmeta import write_sk_meta
-from sk_runner.sim.skprof import file_name as sk_prof_file_name
-from sk_runner.sim.skprof import sk_prof_trace
 from sk_runner.sim.superlog import super_kernel_log
 from sk_runner.sim.timeline import build_timeline
 from sk_runner.sim.truth import write_ground_truth
@@ -41,6 +38,8 @@ EXIT_DEVICE_FAULT = 134
 PROFILER_OVERHEAD = 1.12
 EXPORT_ENV = "SK_RUN_PROFILE_EXPORT"
 """Export type of the profiler (``text``/``db``), set by ``sk-run profile --export-type``."""
+EXPORT_TYPES = ("text", "db")
+"""torch_npu's ``ExportType.Text`` (CSV/JSON files) and ``ExportType.Db`` (one SQLite file)."""
 PROFILE_RANKS_ENV = "SK_RUN_PROFILE_RANKS"
 """Ranks that write profiling artifacts (``all`` or e.g. ``0,3``); default all, as torch_npu does."""
 SK_PROF_OVERHEAD = 1.03
@@ -164,12 +163,17 @@ def rank_rng(seed: int, rank: int) -> np.random.Generator:
 
 
 def sk_prof_path(request: SimRequest, ids: ProcessIds, variant: FormatVariant) -> Path:
-    return request.run_dir / "sk_meta" / str(ids.pid) / sk_prof_file_name(ids.device_id, legacy=variant.legacy_sk_prof)
+    from sk_runner.sim.skprof import file_name
+
+    return request.run_dir / "sk_meta" / str(ids.pid) / file_name(ids.device_id, legacy=variant.legacy_sk_prof)
 
 
 def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode_ms: np.ndarray, prefill_ms: float,
                   seed: int, params: NoiseParams, sk_prof_kb: int | None, variant: FormatVariant) -> None:
     """Profiling artifacts of one rank's process: profiler output, sk_prof of its device, SK metadata."""
+    from sk_runner.sim.profiler import write_profiler_output  # Polars: only a profiled run pays its import
+    from sk_runner.sim.skprof import sk_prof_trace
+
     rng = rank_rng(seed, ids.rank)
     names = name_graph(model.graph, ids)
     host_base_ns, device_base_ps = clock_bases(ids, prefill_ms)
@@ -203,6 +207,8 @@ def write_partial_profile(request: SimRequest, ids: ProcessIds, model: StepModel
         write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=[], long_share=variant.long_member_share)
     if sk_prof_kb is None:
         return
+    from sk_runner.sim.skprof import sk_prof_trace
+
     rng = rank_rng(seed, ids.rank)
     _, device_base_ps = clock_bases(ids, prefill_ms)
     timeline = build_timeline(model, decode_ms, 0, decode_ms.size, rng, params)
