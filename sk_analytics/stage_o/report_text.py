@@ -70,7 +70,7 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "advice": ("建议", "Advice"),
     "truth": ("协议门禁、统计策略与模拟器真值对照", "Protocol gate vs statistics policy vs the simulator's ground truth"),
     "truth_note": ("真值来自模拟器对每轮精确配置的无噪声步长（|改善| < {band:g}% 视为无变化），仅用于本对照，从不参与任何决策。"
-                   "统计策略不是 Stage O 协议；表中“会”表示若按该策略判定的结论。",
+                   "统计策略不是 Stage O 协议；“统计策略”一列是若按该策略判定会得出的结论。",
                    "The truth is the simulator's noise-free step time of each round's exact config (|improvement| < {band:g}% "
                    "counts as no change); it is read only for this comparison, never for a decision. The statistics policy is not "
                    "the Stage O protocol; its column is what it would have decided."),
