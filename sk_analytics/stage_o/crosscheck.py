@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import wraps
 from pathlib import Path
 from typing import Any
 
@@ -62,23 +63,44 @@ def _recorded(root: Path, rel: str, records: Sequence[LedgerRecord], kind: str, 
     return record, load_json_file(path)
 
 
-def _session(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
+Check = Callable[[Path, Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None]
+FileCheck = Callable[[LedgerRecord, dict[str, Any], Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None]
+
+
+def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
+    """A check of the JSON file ``rel`` against the last ``kind`` record that vouches for it;
+    the wrapped function sees both only when both exist (:func:`_recorded` reports the rest)."""
+
+    def wrap(check: FileCheck) -> Check:
+        @wraps(check)
+        def run(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+            found = _recorded(root, rel, records, kind, what)
+            if not isinstance(found, tuple):
+                return found
+            record, data = found
+            return check(record, data, records, view)
+
+        return run
+
+    return wrap
+
+
+def _session(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
     if not records or records[0].kind != "session_started":
         return Disagreement(SESSION_FILE, "the ledger does not start with session_started")
-    found = _recorded(root, SESSION_FILE, records[:1], "session_started", "a session start")
-    if not isinstance(found, tuple):
-        return found
-    record, data = found
+    return _session_identity(root, records[:1], view)
+
+
+@_vouched(SESSION_FILE, "session_started", "a session start")
+def _session_identity(record: LedgerRecord, data: dict[str, Any], *_: Any) -> Disagreement | None:
     if fingerprint(data) != record.data.get("session_fingerprint"):
         return Disagreement(SESSION_FILE, "session.json is not the identity the first ledger record fingerprinted")
     return None
 
 
-def _handoff(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
-    found = _recorded(root, HANDOFF_FILE, records, "handoff_written", "a hand-off")
-    if not isinstance(found, tuple):
-        return found
-    record, data = found
+@_vouched(HANDOFF_FILE, "handoff_written", "a hand-off")
+def _handoff(record: LedgerRecord, data: dict[str, Any], records: Sequence[LedgerRecord], _: Callable[[], SessionView]
+             ) -> Disagreement | None:
     if fingerprint(data) != record.data.get("handoff_fingerprint"):
         return Disagreement(HANDOFF_FILE, f"handoff.json differs from the hand-off recorded at seq {record.seq} (fingerprint)")
     head = (data.get("ledger") or {}).get("head") or {}
@@ -88,11 +110,8 @@ def _handoff(root: Path, records: Sequence[LedgerRecord], _: Callable[[], Sessio
     return None
 
 
-def _base(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionView]) -> Disagreement | None:
-    found = _recorded(root, BASE_FILE, records, "base_frozen", "a frozen Sbest-BASE")
-    if not isinstance(found, tuple):
-        return found
-    record, data = found
+@_vouched(BASE_FILE, "base_frozen", "a frozen Sbest-BASE")
+def _base(record: LedgerRecord, data: dict[str, Any], *_: Any) -> Disagreement | None:
     body = {k: v for k, v in data.items() if k != "base_fingerprint"}
     if data.get("base_fingerprint") != fingerprint(body):
         return Disagreement(BASE_FILE, "sbest-base.json was edited (base_fingerprint does not match its content)")
@@ -101,11 +120,8 @@ def _base(root: Path, records: Sequence[LedgerRecord], _: Callable[[], SessionVi
     return None
 
 
-def _settled(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
-    found = _recorded(root, SETTLED_FILE, records, "handoff_written", "a hand-off")
-    if not isinstance(found, tuple):
-        return found
-    _, data = found
+@_vouched(SETTLED_FILE, "handoff_written", "a hand-off")
+def _settled(_: LedgerRecord, data: dict[str, Any], __: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
     expected = settled_matrix(view())
     if fingerprint(data) == fingerprint(expected):
         return None
@@ -146,7 +162,7 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
     return Disagreement(differing, f"{differing} is not the report rendered from the ledger (in zh or en)")
 
 
-CHECKS: tuple[Callable[[Path, Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None], ...] = (
+CHECKS: tuple[Check, ...] = (
     _session, _handoff, _base, _settled, _reports,
 )
 
