@@ -87,6 +87,8 @@ class Alignment:
     """side, process, model_dir, scope_id, node_id, position, func_name, canonical_op."""
     graphs: tuple[dict[str, Any], ...] = ()
     """Per graph pair: the pairing and the alignment counts (JSON)."""
+    process_rank: pl.DataFrame | None = None
+    """side, process, rank: the rank of every process of both sides (for coverage of unmapped launches)."""
 
 
 def model_dirs(launched: pl.DataFrame, structure: pl.DataFrame) -> pl.DataFrame:
@@ -134,7 +136,9 @@ def map_side(structure: pl.DataFrame, launched: pl.DataFrame) -> SideStructure:
 
     ``structure`` is an sk_structure frame with a ``process`` column. Metadata
     SKs that never launched are kept (``no_events``), launches without metadata
-    too (``no_metadata``); ``graph_order`` is the SK's order in its graph.
+    too (``no_metadata``); ``graph_order`` is the SK's order in its graph. A
+    ``first_ns`` column of ``launched`` (first launch time) is kept: it orders
+    the graphs of a process in execution order.
     """
     ident = (
         sk_identity(structure, graph_keys=list(GRAPH_KEYS))
@@ -145,8 +149,9 @@ def map_side(structure: pl.DataFrame, launched: pl.DataFrame) -> SideStructure:
         )
         .rename({"scope_id": "sk_id"})
     )
+    extra = ["first_ns"] if "first_ns" in launched.columns else []
     launched = (
-        launched.select(*SK_KEYS).unique()
+        launched.select(*SK_KEYS, *extra).unique(subset=list(SK_KEYS), keep="first")
         .join(model_dirs(launched, structure), on=["process", "model_id"], how="left")
         .with_columns(pl.lit(True).alias("_launched"))
     )
@@ -166,7 +171,7 @@ def map_side(structure: pl.DataFrame, launched: pl.DataFrame) -> SideStructure:
             .cast(pl.Int32).alias("graph_position")
         )
         .select(*SK_KEYS, "model_dir", "graph_order", "graph_position", "scope_name", "boundary_first", "boundary_last", "child_ops",
-                "structure_key", "structure_hash", "occurrence_index", "map_status")
+                "structure_key", "structure_hash", "occurrence_index", "map_status", *extra)
     )
     return SideStructure(sk_map=sk_map, children=child_positions(structure))
 
@@ -184,12 +189,15 @@ def align(baseline: SideStructure, candidate: SideStructure) -> Alignment:
     )
     counts = elements.group_by("side", "process", "model_dir", "structure_key").agg(pl.len().alias("n"))
     graphs = {key: frame for key, frame in elements.partition_by(["side", "process", "model_dir"], as_dict=True).items()}
-    slots, summaries = [], []
+    first_launch = _first_launch(maps)
+    slots, summaries, ranks = [], [], []
     for rank in pair_ranks(baseline.sk_map, candidate.sk_map):
-        for pair in pair_graphs(rank, counts):
+        ranks += [(side, process, rank.rank) for side, process in (("baseline", rank.baseline), ("candidate", rank.candidate))
+                  if process is not None]
+        for pair in pair_graphs(rank, counts, first_launch):
             index = len(summaries)
-            base = graphs.get(("baseline", *pair.baseline)) if pair.baseline else None
-            cand = graphs.get(("candidate", *pair.candidate)) if pair.candidate else None
+            base = _concat([graphs[("baseline", *g)] for g in pair.baseline if ("baseline", *g) in graphs])
+            cand = _concat([graphs[("candidate", *g)] for g in pair.candidate if ("candidate", *g) in graphs])
             frame, summary = _slots(pair, index, base, cand)
             slots.append(frame)
             summaries.append(summary)
@@ -209,7 +217,22 @@ def align(baseline: SideStructure, candidate: SideStructure) -> Alignment:
     )
     children = pl.concat([s.children.with_columns(side=pl.lit(name)) for name, s in zip(_SIDES, (baseline, candidate))],
                          how="vertical")
-    return Alignment(identities=identities.drop("_order"), sk_map=sk_map, children=children, graphs=tuple(summaries))
+    process_rank = pl.DataFrame(ranks, schema={"side": pl.Utf8, "process": pl.Utf8, "rank": pl.Int64}, orient="row")
+    return Alignment(identities=identities.drop("_order"), sk_map=sk_map, children=children, graphs=tuple(summaries),
+                     process_rank=process_rank)
+
+
+def _first_launch(maps: pl.DataFrame) -> dict[tuple[str, str, str], int]:
+    """(side, process, model_dir) -> first launch time of the graph (execution order; absent when unknown)."""
+    if "first_ns" not in maps.columns:
+        return {}
+    first = maps.drop_nulls(["model_dir", "first_ns"]).group_by("side", "process", "model_dir").agg(pl.col("first_ns").min())
+    return {(side, process, graph): int(t) for side, process, graph, t in first.iter_rows()}
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame | None:
+    """One side of a graph pair: its graphs' elements as one sequence (graphs in execution order)."""
+    return pl.concat(frames, how="vertical") if frames else None
 
 
 def _slots(pair: GraphPair, index: int, base: pl.DataFrame | None, cand: pl.DataFrame | None
@@ -239,12 +262,11 @@ def _slots(pair: GraphPair, index: int, base: pl.DataFrame | None, cand: pl.Data
         if base_f.height:
             base_cols = [c for c in base_part.columns if c.startswith("base_")]
             paired = cand_part.filter(pl.col("_partner") >= 0).join(
-                base_part.select(pl.col("base_position").cast(pl.Int64).alias("_partner"), *base_cols,
-                                 pl.col("_bad").alias("_bad_b")),
+                base_part.select(pl.col("_seq").alias("_partner"), *base_cols, pl.col("_bad").alias("_bad_b")),
                 on="_partner", how="left",
             )
             parts.insert(0, paired.with_columns(pl.col("_bad") | pl.col("_bad_b")).drop("_partner", "_bad_b"))
-    frame = pl.concat(parts, how="diagonal_relaxed")
+    frame = pl.concat(parts, how="diagonal_relaxed").drop("_seq", strict=False)
     frame = frame.with_columns(
         pl.lit(None, dtype=dtype).alias(name) for name, dtype in _SIDE_SCHEMA.items() if name not in frame.columns
     ).with_columns(
@@ -311,6 +333,7 @@ def _side_slots(frame: pl.DataFrame, prefix: str, status: np.ndarray, segment: n
         anchor(before, 0).alias("anchor_before_base"), anchor(before, 1).alias("anchor_before_cand"),
         anchor(after, 0).alias("anchor_after_base"), anchor(after, 1).alias("anchor_after_cand"),
         pl.Series("_order", order),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_seq"),
     )
 
 

@@ -308,7 +308,8 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
     """The DCCI diff JSON of two parsed diagnostic collections (see docs/dcci-diff.md)."""
     sides = _sides(baseline, candidate)
     structures = [
-        map_side(s.data.structure, s.occurrences.select(*SK_KEYS).unique()) for s in sides
+        map_side(s.data.structure, s.occurrences.group_by(SK_KEYS).agg(pl.col("start_ns").min().alias("first_ns")))
+        for s in sides
     ]
     alignment = align(*structures)
     sk_samples = _sk_samples(sides, alignment, warmup)
