@@ -33,6 +33,7 @@ from sk_analytics.dcci.classify import (
     mann_whitney,
     side_by_side,
 )
+from sk_analytics.dcci.coverage import coverage, mark_repair
 from sk_analytics.dcci.explained import explained_fraction
 from sk_analytics.dcci.ranks import across_ranks_json, deciding_ranks
 from sk_analytics.dcci.occurrences import (
@@ -155,6 +156,7 @@ def _sk_json(row: dict[str, Any]) -> dict[str, Any]:
     out["class_zh"] = CLASS_ZH[row["class"]]
     out["rank"] = row.get("rank")
     out["cross_rank_sk"] = row.get("cross_rank_sk")
+    out["cross_rank_status"] = row.get("cross_rank_status")
     out["deciding_rank"] = row.get("deciding_rank")
     out["deciding"] = row.get("deciding")
     out["alignment"] = _alignment_json(row)
@@ -319,11 +321,16 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
     # only the deciding rank's slot of a slower SK is decomposed and feeds the repair (dcci.ranks)
     slower = sks.filter((pl.col("class") == SLOWER) & pl.col("deciding")).get_column("uid").to_list()
     children_rows, blocked = _children_of_slower(sides, alignment, sk_samples, slower, warmup)
-    repair = _repair(children_rows, slower, blocked, candidate.symbols, disable_all_config)
+    # repair tokens in cross-rank SK order (the reference rank's graph order), then child position
+    by_group = dict(zip(sks.get_column("uid").to_list(), sks.get_column("cross_rank_sk").to_list()))
+    repair = _repair(children_rows, sorted(slower, key=lambda u: (by_group[u], u)), blocked, candidate.symbols,
+                     disable_all_config)
     cand_map = alignment.sk_map.filter((pl.col("side") == "candidate") & pl.col("uid").is_not_null())
     launches = sides[1].occurrences.join(cand_map.select(*SK_KEYS, "uid"), on=list(SK_KEYS)).group_by("uid").agg(
         pl.len().alias("launches"))
     repair["explained"] = explained_fraction(sks, slower, children_rows, launches)
+    cov = coverage(sides[1].occurrences, sides[0].occurrences, alignment, sks, warmup)
+    repair = mark_repair(repair, cov)
     flagged = sks.get_column("class").is_in([SLOWER, FASTER])
     counts = {c: int((sks.get_column("class") == c).sum()) for c in (SLOWER, FASTER, NEUTRAL, INSUFFICIENT)}
     unmapped = alignment.sk_map.filter(~pl.col("map_status").is_in(["ok", "no_events"]) & pl.col("device_id").is_not_null())
@@ -336,11 +343,13 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
         "thresholds": {"min_occurrences": MIN_OCCURRENCES, "min_noise_band_pct": MIN_NOISE_BAND_PCT,
                        "abs_floor_us": ABS_FLOOR_US, "three_sample_tail": "max(3*MAD, 3% of P50, 1 us)",
                        "criterion": "P50 of SK wall time (envelope over cores)"},
-        "summary": {"classes": counts, "sks": sks.height,
+        "summary": {"diagnosis": cov["diagnosis"], "compared_time_share": cov["time_share"],
+                    "compared_sk_share": cov["sk_share"], "classes": counts, "sks": sks.height,
                     "expected_false_discoveries": expected_false_discoveries(sks["mwu_q"], flagged),
                     "significantly_slower_uids": slower_any_rank, "deciding_slower_uids": slower},
         "alignment": {"rule": ALIGNMENT_RULE, "graph_pairs": list(alignment.graphs)},
-        "ranks": across_ranks_json(sks, sks.select("uid", "cross_rank_sk", "deciding", "deciding_uid", "deciding_rank")),
+        "coverage": cov,
+        "ranks": across_ranks_json(sks),
         "sks": [_sk_json(r) for r in sks.to_dicts()],
         "unmapped_launches": unmapped.select("side", *SK_KEYS, "model_dir", "map_status").to_dicts(),
         "children": [
