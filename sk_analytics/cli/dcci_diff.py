@@ -31,7 +31,7 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
     propose the one joint repair (exit 0: repair proposed, 1: no repair, 2: bad input)."""
     from sk_analytics.atomic import write_json, write_text
     from sk_analytics.dcci.pipeline import analyze_pair, load_pair, write_derived_tables
-    from sk_analytics.dcci.report import render
+    from sk_analytics.dcci.report import render, summary_line
 
     pair = load_pair(baseline, candidate, session=session)
     result = analyze_pair(pair, warmup=warmup)
@@ -40,11 +40,6 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
         write_derived_tables(pair, tables_out)
     if report_md is not None:
         write_text(report_md, render(result, lang))
+    click.echo(summary_line(result))
     repair = result["repair"]
-    classes = result["summary"]["classes"]
-    click.echo(
-        f"dcci-diff: {result['summary']['sks']} SKs "
-        + ", ".join(f"{k}={v}" for k, v in classes.items())
-        + f"; repair: {'proposed ' + str(repair['list']) if repair['proposed'] else 'none (' + repair['reason'] + ')'}"
-    )
     return EXIT_OK if repair["proposed"] else EXIT_NEGATIVE

@@ -92,16 +92,17 @@ def _unpaired(alignment: Alignment, times: dict[str, pl.DataFrame]) -> list[dict
     return out
 
 
-def _pct(share: float | None) -> str:
+def percent(share: float | None) -> str:
+    """A share as a whole percentage (``—`` when unknown)."""
     return "—" if share is None else f"{share:.0%}"
 
 
 def partial_notes(cov: dict[str, Any]) -> tuple[str, str]:
     """(English, Chinese) statement that part of the candidate was not compared."""
-    time, count = _pct(cov["time_share"]), _pct(cov["sk_share"])
+    time, count = percent(cov["time_share"]), percent(cov["sk_share"])
     worst = min((r for r in cov["per_rank"] if r["time_share"] is not None), key=lambda r: r["time_share"], default=None)
-    rank_en = f"; rank {worst['rank']}: {_pct(worst['time_share'])}" if worst and len(cov["per_rank"]) > 1 else ""
-    rank_zh = f"；rank {worst['rank']}：{_pct(worst['time_share'])}" if worst and len(cov["per_rank"]) > 1 else ""
+    rank_en = f"; rank {worst['rank']}: {percent(worst['time_share'])}" if worst and len(cov["per_rank"]) > 1 else ""
+    rank_zh = f"；rank {worst['rank']}：{percent(worst['time_share'])}" if worst and len(cov["per_rank"]) > 1 else ""
     unpaired = len(cov["unpaired_graphs"])
     en = (f"PARTIAL diagnosis: only {time} of the candidate's SK time ({count} of its SKs) was compared{rank_en}; "
           f"the rest of the graph was not compared" + (f" ({unpaired} graph dump(s) unpaired)" if unpaired else ""))

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from sk_analytics.dcci.children import BLOCK_ZH
 from sk_analytics.dcci.classify import CLASS_ZH
+from sk_analytics.dcci.coverage import percent as _pct
 from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
 from sk_analytics.markdown import table
 
@@ -94,14 +95,40 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "between": ("所在区段（前锚点 → 后锚点，基线/候选位置）", "run (anchor before → anchor after, base/cand positions)"),
     "yes": ("是", "yes"),
     "explained": ("修复可解释的变慢", "slowdown the repair explains"),
-    "explained_line": ("显著变慢 SK {k}/{n} 个有显著子核；每步变慢 {x:.3f}/{y:.3f} µs（{p}）",
-                       "{k} of {n} slower SKs have a significant child; {x:.3f} of {y:.3f} µs per step ({p})"),
+    "explained_line": ("显著变慢 SK {k}/{n} 个有显著子核；每步变慢 {x:.3f}/{y:.3f} µs（解释 {p}，仅就已比较的 {c} 候选 SK 时间而言）",
+                       "{k} of {n} slower SKs have a significant child; {x:.3f} of {y:.3f} µs per step (explains {p} "
+                       "of the slowdown in the compared {c} of the candidate's SK time)"),
     "warning": ("⚠ 警告", "⚠ warning"),
     "ranks_title": ("多 rank：每个 SK 的各 rank 差异与决定 rank", "Several ranks: per-rank deltas of each SK and the deciding rank"),
-    "ranks_rule": ("规则：每个 SK 取候选 P50 最大的 rank 的分类（与门限的最差 rank 指标一致）；只分解该 rank 的子核并用于修复。",
-                   "Rule: each SK takes the class of the rank with the largest candidate P50 (the gate's worst-rank metric); "
-                   "only that rank is decomposed into children and feeds the repair."),
+    "ranks_rule": ("规则：每个 rank 的 SK 序列与参考 rank（序列最常见的 rank）按图上下文序列对齐，对齐配对的 SK 为同一个 SK；"
+                   "只在部分 rank 上存在或对应有歧义的 SK 单独成组。每个 SK 取候选 P50 最大的 rank 的分类（与门限的最差 rank 指标一致）；"
+                   "只分解该 rank 的子核并用于修复。",
+                   "Rule: each rank's SK sequence is aligned to the reference rank's (the rank with the most common sequence) "
+                   "with the graph-context sequence alignment; SKs the alignment pairs are one SK, an SK on some ranks only or "
+                   "with an ambiguous correspondence is its own. Each SK takes the class of the rank with the largest candidate "
+                   "P50 (the gate's worst-rank metric); only that rank is decomposed into children and feeds the repair."),
     "deciding": ("决定 rank", "deciding rank"),
+    "coverage": ("比较覆盖率（已配对比较的候选 SK 时间与 SK 数）", "Coverage (candidate SK time and SK count compared in aligned pairs)"),
+    "compared_line": ("已比较：候选 SK 时间的 {t}，SK 数的 {n}", "compared: {t} of the candidate's SK time, {n} of its SKs"),
+    "diagnosis": ("诊断", "diagnosis"),
+    "complete": ("完整", "complete"),
+    "partial": ("部分（未比较部分计算图）", "partial (part of the graph not compared)"),
+    "sks": ("SK 数", "SKs"),
+    "sks_compared": ("已比较 SK", "SKs compared"),
+    "time": ("SK 时间 µs", "SK time µs"),
+    "time_compared": ("已比较时间 µs", "compared time µs"),
+    "time_share": ("时间占比", "time share"),
+    "sk_share": ("SK 占比", "SK share"),
+    "overall": ("全部", "overall"),
+    "unpaired": ("无法配对的计算图转储", "Graph dumps that could not be paired"),
+    "side": ("侧", "side"),
+    "graph": ("计算图", "graph"),
+    "correspondence": ("跨 rank 对应", "cross-rank correspondence"),
+    "not_all_ranks": ("不在所有 rank 上、或跨 rank 对应有歧义的 SK", "SKs not on every rank, or with an ambiguous cross-rank correspondence"),
+    "present": ("所在 rank", "ranks present"),
+    "missing": ("缺少的 rank", "missing ranks"),
+    "ambiguous_ranks": ("对应有歧义的 rank", "ambiguous on ranks"),
+    "reference": ("参考 rank", "reference rank"),
     "per_rank": ("各 rank ΔP50 µs（分类）", "per-rank ΔP50 µs (class)"),
 }
 # repair decision code (analysis ``repair.reason``) -> English sentence; the Chinese one is ``repair.reason_zh``
@@ -215,10 +242,9 @@ def _explained(explained: dict[str, Any] | None, t: dict[str, str], lang: str) -
     """How many slower SKs and how much of the slowdown per step the repair's children account for."""
     if not explained or not explained["slower_sks"]:
         return []
-    fraction = explained["us_fraction"]
     line = t["explained_line"].format(k=explained["explained_sks"], n=explained["slower_sks"],
                                       x=explained["explained_us_per_step"], y=explained["slowdown_us_per_step"],
-                                      p="—" if fraction is None else f"{fraction:.0%}")
+                                      p=_pct(explained["us_fraction"]), c=_pct(explained.get("compared_time_share")))
     lines = [f"- {t['explained']}: {line}"]
     if explained["warning"]:
         lines.append(f"- **{t['warning']}**: {explained['warning_zh'] if lang == 'zh' else explained['warning_en']}")
@@ -238,8 +264,16 @@ def _ranks_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list
                              for r in entry["per_rank"])
         rows.append([f"{entry['structure_hash']}/{entry['occurrence_index']}", str(entry["deciding_rank"]),
                      CLASS_ZH[entry["class"]] if lang == "zh" else entry["class"], per_rank])
-    lines = [f"## {t['ranks_title']}", "", t["ranks_rule"], ""]
-    return lines + (table(["SK", t["deciding"], t["cls"], t["per_rank"]], rows) if rows else [t["none"], ""])
+    lines = [f"## {t['ranks_title']}", "", t["ranks_rule"], "", f"- {t['reference']}: {ranks.get('reference_rank')}", ""]
+    lines += table(["SK", t["deciding"], t["cls"], t["per_rank"]], rows) if rows else [t["none"], ""]
+    odd = [[f"{e['structure_hash']}/{e['occurrence_index']}", e.get("correspondence", ""),
+            ", ".join(map(str, e.get("ranks_present", []))), ", ".join(map(str, e.get("missing_ranks", []))) or "—",
+            ", ".join(map(str, e.get("ambiguous_ranks", []))) or "—", CLASS_ZH[e["class"]] if lang == "zh" else e["class"]]
+           for e in ranks["sks"] if e.get("correspondence", "all_ranks") != "all_ranks"]
+    if odd:
+        lines += [f"### {t['not_all_ranks']}", ""]
+        lines += table(["SK", t["correspondence"], t["present"], t["missing"], t["ambiguous_ranks"], t["cls"]], odd)
+    return lines
 
 
 def _where(side: dict[str, Any] | None) -> str:
@@ -256,7 +290,8 @@ def _alignment_section(result: dict[str, Any], t: dict[str, str], lang: str) -> 
     if not alignment:
         return []
     lines = [f"## {t['alignment']}", "", t["align_rule"], ""]
-    rows = [[str(g["rank"]), _graph(g["baseline"]), _graph(g["candidate"]), str(g["shared_structures"]),
+    rows = [[str(g["rank"]), _graph(g["baseline"], g.get("correspondence", "")),
+             _graph(g["candidate"], g.get("correspondence", "")), str(g["shared_structures"]),
              str(g["anchors"]), str(g["paired_by_anchor"]), str(g["paired_in_runs"]), str(g["only_in_baseline"]),
              str(g["only_in_candidate"]), f"{g['ambiguous']['baseline']}/{g['ambiguous']['candidate']}",
              t["yes"] if g["ambiguous_pairing"] else ""] for g in alignment["graph_pairs"]]
@@ -273,8 +308,63 @@ def _alignment_section(result: dict[str, Any], t: dict[str, str], lang: str) -> 
     return lines
 
 
-def _graph(graph: dict[str, Any] | None) -> str:
-    return "—" if graph is None else f"{graph['process']}/{graph['model_dir']}"
+def _graph(graph: dict[str, Any] | None, correspondence: str = "one_to_one") -> str:
+    if graph is None:
+        return "—"
+    several = len(graph.get("model_dirs") or []) > 1
+    return f"{graph['process']}/{graph['model_dir']}" + (f" ({correspondence})" if several else "")
+
+
+def _coverage_section(result: dict[str, Any], t: dict[str, str]) -> list[str]:
+    """Compared shares per rank and overall, and the graph dumps that could not be paired."""
+    cov = result.get("coverage")
+    if not cov:
+        return []
+    def row(name: str, c: dict[str, Any]) -> list[str]:
+        return [name, str(c["sks"]), str(c["sks_compared"]), _pct(c["sk_share"]), _num(c["time_us"]),
+                _num(c["compared_time_us"]), _pct(c["time_share"])]
+
+    lines = [f"## {t['coverage']}", "", f"- {t['diagnosis']}: {t[cov['diagnosis']]}", ""]
+    lines += table([t["rank"], t["sks"], t["sks_compared"], t["sk_share"], t["time"], t["time_compared"], t["time_share"]],
+                   [row(str(r["rank"]), r) for r in cov["per_rank"]] + [row(t["overall"], cov)])
+    if cov["unpaired_graphs"]:
+        lines += [f"### {t['unpaired']}", ""]
+        lines += table([t["rank"], t["side"], t["graph"], t["sks"], t["time"], t["time_share"]],
+                       [[str(g["rank"]), g["side"], f"{g['process']}/{g['model_dir']}", str(g["sks"]), _num(g["time_us"]),
+                         _pct(g["time_share"])] for g in cov["unpaired_graphs"]])
+    return lines
+
+
+def _partial_first(result: dict[str, Any], lang: str) -> list[str]:
+    """Under a partial diagnosis, the statement that comes before anything else in the summary."""
+    repair = result["repair"]
+    if not repair.get("partial"):
+        return []
+    return [f"- **⚠ {repair['partial_note_zh'] if lang == 'zh' else repair['partial_note_en']}**"]
+
+
+def _compared(result: dict[str, Any], t: dict[str, str]) -> list[str]:
+    summary = result["summary"]
+    if "compared_time_share" not in summary:
+        return []
+    return [f"- {t['compared_line'].format(t=_pct(summary['compared_time_share']), n=_pct(summary['compared_sk_share']))}"]
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    """The one-line summary of ``sk-analyze dcci-diff``: a partial diagnosis is said first, the compared share
+    next to the classes and the repair's explained share."""
+    summary, repair = result["summary"], result["repair"]
+    head = f"{repair['partial_note_en']}; " if repair.get("partial") else ""
+    classes = ", ".join(f"{k}={v}" for k, v in summary["classes"].items())
+    compared = (f"; compared {_pct(summary.get('compared_time_share'))} of candidate SK time "
+                f"({_pct(summary.get('compared_sk_share'))} of SKs)")
+    if repair["proposed"]:
+        explained = repair.get("explained") or {}
+        decision = (f"proposed {repair['list']} (explains {_pct(explained.get('us_fraction'))} of the slowdown in the "
+                    f"compared {_pct(explained.get('compared_time_share'))})")
+    else:
+        decision = f"none ({repair['reason']})"
+    return f"dcci-diff: {head}{summary['sks']} SKs {classes}{compared}; repair: {decision}"
 
 
 def render(result: dict[str, Any], lang: str = "zh") -> str:
@@ -285,6 +375,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines = [f"# {t['title']}", "", f"> {t['note']}", ""]
     lines += _collections(result, t)
     lines += [f"## {t['summary']}", ""]
+    lines += _partial_first(result, lang) + _compared(result, t)
     lines += [f"- {t['classes']}: " + ", ".join(f"{CLASS_ZH[k] if lang == 'zh' else k}={v}" for k, v in summary["classes"].items())]
     lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
     lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else _repair_en(repair)}"]
@@ -292,6 +383,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
     lines += _structure_summary(result, t, lang)
     lines += _ranks_section(result, t, lang)
+    lines += _coverage_section(result, t)
     lines += _alignment_section(result, t, lang)
     lines += [f"## {t['all_sks']}", "", t["lane_note"], ""]
     lines += table(header, _sk_rows(result["sks"], lang))
