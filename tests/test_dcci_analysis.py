@@ -213,9 +213,11 @@ def test_repair_that_explains_under_half_of_the_slowdown_warns() -> None:
     assert explained["explained_us_per_step"] == pytest.approx(3.0)
     assert explained["us_fraction"] == pytest.approx(0.375) and explained["warning"] is True
     en, zh = render(result, "en"), render(result, "zh")
-    assert "1 of 2 slower SKs have a significant child; 3.000 of 8.000 µs per step (38%)" in en
+    assert explained["compared_time_share"] == 1.0 and explained["compared_sk_share"] == 1.0
+    assert ("1 of 2 slower SKs have a significant child; 3.000 of 8.000 µs per step (explains 38% of the slowdown "
+            "in the compared 100% of the candidate's SK time)") in en
     assert "**⚠ warning**: the repair's children explain only 1 of 2 slower SKs and 3.000 of 8.000 µs per step" in en
-    assert "每步变慢 3.000/8.000 µs（38%）" in zh and "不足一半" in zh
+    assert "每步变慢 3.000/8.000 µs（解释 38%，仅就已比较的 100% 候选 SK 时间而言）" in zh and "不足一半" in zh
 
 
 def test_explained_when_nothing_is_slower() -> None:
