@@ -97,6 +97,8 @@ def dcci_diagnosis(
             f"disable-all 可重复回退，但 dcci-diff 未提出修复（{why}），拒绝 DCCI 家族，保留 O0",
             {**regression, "dcci_diff": diff.get("path")}, state.incumbent, family_rejected=True,
         )
+    # a partial diagnosis (part of the graph not compared) still proposes its repair, but never without saying so
+    partial = f"（{diff['partial_note_zh']}）" if diff.get("partial_note_zh") else ""
     root = matrix["options_root"]
     patterns = list(diff["patterns"])
     repair = (
@@ -109,7 +111,7 @@ def dcci_diagnosis(
     if not probe["ready"]:
         return Settle(
             eid, "rejected",
-            "联合修复的精确正则列表未通过同环境探测（ready=false），不运行修复，拒绝 DCCI 家族",
+            f"联合修复的精确正则列表未通过同环境探测（ready=false），不运行修复，拒绝 DCCI 家族{partial}",
             {**regression, "dcci_diff": diff.get("path"), "probe": probe.get("evidence")}, state.incumbent, family_rejected=True,
         )
     rep = state.last(eid, "trial_result", phase="repair")
@@ -125,9 +127,9 @@ def dcci_diagnosis(
     if not rgate["accepted"]:
         return Settle(
             eid, "rejected",
-            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {pct_zh(rgate['mean_improvement_pct'])}）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 O0，不再扩充子节点列表",
+            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {pct_zh(rgate['mean_improvement_pct'])}）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 O0，不再扩充子节点列表{partial}",
             {**regression, "repair_round": rep["round"], "repair_gate": rgate.get("summary_path"), "dcci_diff": diff.get("path")},
             state.incumbent, family_rejected=True,
         )
     run = run_action(entry, policy, rep["round"], "repair", trial["round"], repair)
-    return accept_path(entry, state, policy, run, combination, "DCCI disable+before+after 不可分割组合", family_rejected=True)
+    return accept_path(entry, state, policy, run, combination, f"DCCI disable+before+after 不可分割组合{partial}", family_rejected=True)

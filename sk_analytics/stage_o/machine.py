@@ -38,7 +38,7 @@ scene}} · ``gate_result`` {round, baseline_round, entry_id, accepted,
 mean_improvement_pct, verdict, baseline_run_metrics, candidate_run_metrics,
 summary_path} · ``stability_result`` {round, entry_id, stable, spread_pct, max_spread_pct} ·
 ``profile_result`` {entry_id, side, attempt, ok, root, manifest, reason_zh, iterations} ·
-``dcci_diff_result`` {entry_id, ok, path, patterns, reason_zh} ·
+``dcci_diff_result`` {entry_id, ok, path, patterns, reason_zh, diagnosis, compared_time_share, partial_note_zh} ·
 ``probe_result`` {entry_id, purpose, ready, values, evidence} ·
 ``entry_settled`` (the :class:`Settle` action) · ``session_stopped``
 (:class:`Stop`) · ``base_frozen`` (:class:`FreezeBase`) · ``handoff_written``.

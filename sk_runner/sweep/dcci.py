@@ -20,6 +20,10 @@ class DcciStep:
     slower: list[Any] = field(default_factory=list)
     """uids of the significantly slower SKs, each SK once (the slot of the rank that decides it)."""
     reason_zh: str | None = None
+    diagnosis: str | None = None
+    """``complete`` or ``partial`` (under 90 % of the candidate's SK time compared: part of the graph was not)."""
+    compared_time_share: float | None = None
+    partial_note_zh: str | None = None
 
 
 def run_dcci_diff(
@@ -46,10 +50,13 @@ def run_dcci_diff(
             return DcciStep(False, [], [], reason)
         write_json(out, result)
         write_text(out.with_suffix(".md"), render(result, "zh"))
-    repair = result["repair"]
+    repair, summary = result["repair"], result["summary"]
     return DcciStep(
         True,
         list(repair["list"]) if repair.get("proposed") else [],
-        list(result["summary"]["deciding_slower_uids"]),  # one per SK across ranks: its deciding rank's slot
+        list(summary["deciding_slower_uids"]),  # one per SK across ranks: its deciding rank's slot
         None if repair.get("proposed") else repair.get("reason_zh"),
+        summary.get("diagnosis"),
+        summary.get("compared_time_share"),
+        repair.get("partial_note_zh"),
     )

@@ -225,7 +225,10 @@ class Executor:
         return "dcci_diff_result", {
             "entry_id": a.entry_id, "ok": result.ok, "path": self.rel(out), "patterns": result.patterns,
             "slower_sks": result.slower, "reason_zh": result.reason_zh,
-            "summary_zh": (f"dcci-diff：{len(result.slower)} 个显著变慢 SK，修复列表 {result.patterns or '无'}" if result.ok
+            "diagnosis": result.diagnosis, "compared_time_share": result.compared_time_share,
+            "partial_note_zh": result.partial_note_zh,
+            "summary_zh": (f"{result.partial_note_zh + '；' if result.partial_note_zh else ''}"
+                           f"dcci-diff：{len(result.slower)} 个显著变慢 SK，修复列表 {result.patterns or '无'}" if result.ok
                            else f"dcci-diff 拒绝分析：{result.reason_zh}"),
         }
 
