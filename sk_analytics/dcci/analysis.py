@@ -61,6 +61,8 @@ from sk_analytics.ingest.super_kernel_log import (
 
 SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
 ALIGNMENT_RULE: Final = (
+    "graph dumps pair by shared structures, one to one, then a leftover dump continues a split or merge (one dump "
+    "facing a consecutive run of dumps, aligned as one sequence in execution order); "
     "per rank and graph pair: anchors = structures occurring once on each side (longest order-consistent chain); "
     "runs between anchors aligned by exact LCS with structure equality; a pair every optimal alignment makes is "
     "paired, a gap of every optimal alignment is one-sided, anything else is ambiguous_alignment"

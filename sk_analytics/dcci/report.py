@@ -1,7 +1,9 @@
 """Markdown report of a DCCI diff (Chinese by default, English with ``lang="en"``).
 
 Renders only what the decision JSON holds (protocol §6 report content): both
-collections' paths and fingerprints, the full per-SK statistics, the table of
+collections' paths and fingerprints, the summary (a partial diagnosis said
+first, the compared share next to the explained share), the coverage, the
+cross-rank correspondence, the full per-SK statistics, the table of
 significantly slower SKs, each slower SK's child timing table, the child-op
 union with the symbol-to-pattern mapping, the exact option settings and
 config diff, and the statement that correlation is not a root cause.
@@ -72,9 +74,11 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "status": ("校验", "verified"),
     "matched": ("匹配符号", "matched symbols"),
     "alignment": ("图上下文对齐（每个 rank、每对计算图分别对齐）", "Graph-context alignment (each rank and graph pair on its own)"),
-    "align_rule": ("规则：只出现一次的结构作为锚点；锚点之间按结构相等做精确 LCS；所有最优对齐都给出的配对才配对，"
+    "align_rule": ("规则：计算图转储按共有结构配对（一对一），剩余的转储作为拆分/合并的延续（一个转储对应另一侧连续的多个转储，按执行顺序跨边界作为一个序列对齐）；只出现一次的结构作为锚点；锚点之间按结构相等做精确 LCS；所有最优对齐都给出的配对才配对，"
                    "所有最优对齐都落在空缺中的 SK 记为单侧存在，其余记为对齐有歧义（不猜测）。",
-                   "Rule: structures occurring once anchor the alignment; runs between anchors are aligned by exact LCS with "
+                   "Rule: graph dumps pair by shared structures (one to one), a leftover dump continues a split or merge "
+                   "(one dump facing a consecutive run of dumps, aligned as one sequence across the boundary in execution "
+                   "order); structures occurring once anchor the alignment; runs between anchors are aligned by exact LCS with "
                    "structure equality; a pair every optimal alignment makes is paired, an SK in a gap of every optimal "
                    "alignment is one-sided, anything else is ambiguous (never guessed)."),
     "rank": ("rank", "rank"),
