@@ -42,7 +42,10 @@ PAIRED: Final = "paired"
 SOME_RANKS: Final = "only_some_ranks"
 AMBIGUOUS: Final = "ambiguous"
 
-_KIND: Final = {REFERENCE: 0, PAIRED: 0, SOME_RANKS: 1, AMBIGUOUS: 2}
+_STATUSES: Final = (REFERENCE, PAIRED, SOME_RANKS, AMBIGUOUS)
+"""Status codes 0-3 of the per-rank arrays."""
+_KIND: Final = (0, 0, 1, 2)
+"""Per status code: the tie-break kind in the reference order (a group, a some-ranks group, an ambiguous slot)."""
 
 CORRESPONDENCE_SCHEMA: Final = {
     "uid": pl.Int32, "cross_rank_sk": pl.Int32, "cross_rank_status": pl.Utf8, "reference_rank": pl.Int64,
@@ -80,24 +83,24 @@ def correspond(sks: pl.DataFrame) -> pl.DataFrame:
         frame, seq = per_rank[rank], sequences[rank]
         if rank == ref:
             group = np.arange(n_ref, dtype=np.int64)
-            status = np.full(n_ref, REFERENCE, dtype=object)
+            status = np.zeros(n_ref, dtype=np.int8)
         else:
             result = seqalign.align_sequences(sequences[ref], seq)
             group = result.partner_b
-            status = np.where(group >= 0, PAIRED,
-                              np.where(result.status_b == seqalign.AMBIGUOUS, AMBIGUOUS, SOME_RANKS)).astype(object)
+            status = np.where(group >= 0, 1, np.where(result.status_b == seqalign.AMBIGUOUS, 3, 2)).astype(np.int8)
             for i in np.flatnonzero(result.status_a == seqalign.AMBIGUOUS).tolist():
                 ambiguous_on[i].append(rank)
         follows = np.maximum.accumulate(np.where(group >= 0, group, -1)) if group.size else group
-        parts.append(frame.with_columns(pl.Series("_group", group), pl.Series("cross_rank_status", status.tolist(), pl.Utf8),
-                                        pl.Series("_follows", follows)))
-    slots = pl.concat(parts, how="vertical")
+        parts.append(frame.with_columns(pl.Series("_group", group), pl.Series("_status", status), pl.Series("_follows", follows)))
+    slots = pl.concat(parts, how="vertical").with_columns(
+        pl.col("_status").replace_strict(dict(enumerate(_STATUSES)), return_dtype=pl.Utf8).alias("cross_rank_status"),
+        pl.col("_status").replace_strict(dict(enumerate(_KIND)), return_dtype=pl.Int32).alias("_kind"),
+    )
     gap = pl.col("cross_rank_status") == SOME_RANKS
     slots = slots.with_columns(
         # reference order: a group right after the reference slot it follows; ties by kind, then repetition / rank
         pl.when(pl.col("_group") >= 0).then(pl.col("_group").cast(pl.Float64))
         .otherwise(pl.col("_follows").cast(pl.Float64) + 0.5).alias("_pos"),
-        pl.col("cross_rank_status").replace_strict(_KIND, return_dtype=pl.Int32).alias("_kind"),
         pl.when(gap).then(pl.int_range(pl.len()).over("rank", "_follows", "_token", "cross_rank_status"))
         .when(pl.col("_group") >= 0).then(0).otherwise(pl.col("rank")).cast(pl.Int64).alias("_a"),
         pl.when(gap).then(pl.col("_token")).when(pl.col("_group") >= 0).then(0)
