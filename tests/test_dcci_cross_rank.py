@@ -147,6 +147,7 @@ def test_summary_line_and_report_state_the_coverage() -> None:
     line = summary_line(result)
     share = result["coverage"]["time_share"]
     assert line.startswith("dcci-diff: 216 SKs ") and f"compared {share:.0%} of candidate SK time" in line
+    assert "of SKs; per rank 0: 93%, 1: 93%, 2: 93%, 3: 92%)" in line
     assert "(explains 100% of the slowdown in the compared" in line
     en, zh = render(result, "en"), render(result, "zh")
     assert "## Coverage (candidate SK time and SK count compared in aligned pairs)" in en and "比较覆盖率" in zh

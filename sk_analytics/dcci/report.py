@@ -360,8 +360,10 @@ def summary_line(result: dict[str, Any]) -> str:
     summary, repair = result["summary"], result["repair"]
     head = f"{repair['partial_note_en']}; " if repair.get("partial") else ""
     classes = ", ".join(f"{k}={v}" for k, v in summary["classes"].items())
+    per_rank = (result.get("coverage") or {}).get("per_rank") or []
+    ranks = ("; per rank " + ", ".join(f"{r['rank']}: {_pct(r['time_share'])}" for r in per_rank)) if len(per_rank) > 1 else ""
     compared = (f"; compared {_pct(summary.get('compared_time_share'))} of candidate SK time "
-                f"({_pct(summary.get('compared_sk_share'))} of SKs)")
+                f"({_pct(summary.get('compared_sk_share'))} of SKs{ranks})")
     if repair["proposed"]:
         explained = repair.get("explained") or {}
         decision = (f"proposed {repair['list']} (explains {_pct(explained.get('us_fraction'))} of the slowdown in the "
