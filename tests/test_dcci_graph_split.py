@@ -95,6 +95,8 @@ def test_unpairable_dump_is_reported_and_the_diagnosis_is_partial() -> None:
     en = render(result, "en")
     summary = en[en.index("## Summary"):]
     assert summary.splitlines()[2].startswith("- **⚠ PARTIAL diagnosis: only")
+    options = en[en.index("## Option settings"):]
+    assert options.splitlines()[2].startswith("- **⚠ PARTIAL diagnosis: only") and '"dcci_before_kernel_start"' in options
     assert "### Graph dumps that could not be paired" in en
     assert "| 0 | candidate | 200/model_9_0 | 4 |" in en
     assert "- diagnosis: partial (part of the graph not compared)" in en

@@ -404,6 +404,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     ] + [[p["token"], "—", p["status"], "—"] for p in repair["patterns"] if not p.get("patterns")]
     lines += table([t["token"], t["pattern"], t["status"], t["matched"]], rows) if rows else [t["none"], ""]
     lines += [f"## {t['options']}", ""]
+    lines += _partial_first(result, lang) + ([""] if repair.get("partial") else [])
     if repair["proposed"]:
         lines += ["```json", json.dumps(repair["config"], ensure_ascii=False, indent=2), "```", ""]
         lines += ["```json", json.dumps(repair["diff"], ensure_ascii=False, indent=2), "```", ""]
