@@ -112,3 +112,27 @@ def test_leftover_graph_sharing_under_half_stays_unpaired() -> None:
     check_against_truth(result, scenario)
     assert [p[1] for p in _pairs(result)] == ["one_to_one", "unpaired"] * RANKS
     assert [g["sks"] for g in result["coverage"]["unpaired_graphs"]] == [4] * RANKS
+
+
+def _counts(graphs: dict[tuple[str, str], dict[str, int]]) -> Any:
+    import polars as pl
+
+    return pl.DataFrame([{"side": side, "process": "p" if side == "baseline" else "q", "model_dir": g, "structure_key": k, "n": n}
+                         for (side, g), keys in graphs.items() for k, n in keys.items()])
+
+
+def test_leftover_fitting_two_groups_equally_stays_unpaired_and_first_launch_orders_a_merge() -> None:
+    from sk_analytics.dcci.pairing import RankPair, pair_graphs
+
+    rank = RankPair(0, "p", "q", (0, 0))
+    counts = _counts({("baseline", "b1"): {"X": 2}, ("baseline", "b2"): {"X": 2}, ("baseline", "b3"): {"X": 1},
+                      ("candidate", "c1"): {"X": 3}, ("candidate", "c2"): {"X": 3}})
+    pairs = pair_graphs(rank, counts)
+    got = [(p.correspondence, [g[1] for g in p.baseline], [g[1] for g in p.candidate], p.ambiguous) for p in pairs]
+    assert got == [("one_to_one", ["b1"], ["c1"], True), ("one_to_one", ["b2"], ["c2"], False), ("unpaired", ["b3"], [], False)]
+    # two baseline dumps exactly as similar to the one candidate dump: a merge, not an ambiguity; execution order wins
+    counts = _counts({("baseline", "b1"): {"X": 2}, ("baseline", "b2"): {"Y": 2}, ("candidate", "c1"): {"X": 2, "Y": 2}})
+    first = {("baseline", "p", "b1"): 50, ("baseline", "p", "b2"): 10, ("candidate", "q", "c1"): 0}
+    [pair] = pair_graphs(rank, counts, first)
+    assert (pair.correspondence, [g[1] for g in pair.baseline], pair.ambiguous, pair.similarity) == ("merge", ["b2", "b1"], False, 4)
+    assert pair.to_json()["baseline"] == {"process": "p", "model_dir": "b2+b1", "model_dirs": ["b2", "b1"]}
