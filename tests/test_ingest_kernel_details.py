@@ -15,10 +15,10 @@ from sk_analytics.ingest import kernel_details as kd
 from sk_analytics.ingest.kernel_details import parse_kernel_details
 from sk_analytics.schema import KERNELS
 from sk_runner.samples import VARIANTS, KernelDetailsVariant, kernel_rows, write_kernel_details
+from real_samples import REAL
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "kernel_details"
-REAL = REPO.parent / "shared" / "fixtures-real"
 
 # The 6 kernels of the committed fixtures (seed 1), checked by hand against the files.
 EXPECTED_START_NS = [

@@ -18,14 +18,13 @@ from sk_analytics.ingest import csv_fields
 from sk_analytics.ingest import kernel_details as kd
 from sk_analytics.ingest.base import ParseResult
 from sk_analytics.ingest.kernel_details import parse_kernel_details
+from real_samples import REAL, needs_real
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "kernel_details"
-REAL = REPO.parent / "shared" / "fixtures-real"
 SEEDS = {p.name: p.read_bytes() for p in sorted(FIXTURES.glob("*.csv"))}
 if REAL.is_dir():
     SEEDS |= {f"real:{p.parent.name}": p.read_bytes() for p in sorted(REAL.glob("*/kernel_details.csv"))}
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real samples absent ({REAL} not beside the checkout)")
 
 
 def raw_cells(line: bytes) -> list[bytes]:
