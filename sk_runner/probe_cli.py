@@ -9,8 +9,6 @@ import click
 
 from sk_analytics.errors import UsageError
 from sk_runner.backends import BACKENDS, make_backend
-from sk_runner.config import load_config, refuse_dirty_env
-from sk_runner.probe import probe_values
 
 
 def _parse_value(text: str) -> object:
@@ -38,6 +36,9 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     and super_kernel.log does not report it as invalid-and-defaulted. Exit 0
     when every value is ready, 1 when one is not, 3 for the environment."""
     import os
+
+    from sk_runner.config import load_config, refuse_dirty_env
+    from sk_runner.probe import probe_values  # Polars: imported when a probe runs, not for --help
 
     refuse_dirty_env(os.environ)
     if not option.strip():

@@ -3,6 +3,7 @@ the commands from their summaries, which must equal each command's own first hel
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import time
@@ -48,3 +49,46 @@ def test_help_imports_no_heavy_library(module: str) -> None:
     elapsed = time.perf_counter() - started
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
     assert "Commands:" in done.stdout and elapsed < 30  # the timing target is measured by benchmarks/bench_cli_help.py
+
+
+def _every_command() -> list[tuple[str, list[str]]]:
+    """(module, argv) of every command and subcommand of both CLIs, the groups walked recursively."""
+    found: list[tuple[str, list[str]]] = []
+
+    def walk(module: str, command: click.Command, argv: list[str]) -> None:
+        found.append((module, argv))
+        if isinstance(command, click.Group):
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                if sub is not None and not sub.hidden:
+                    walk(module, sub, [*argv, name])
+
+    for module, group, _ in GROUPS:
+        walk(module, group, [])
+    return found
+
+
+def test_every_command_and_subcommand_help_imports_no_heavy_library() -> None:
+    """Issue 26: each command module imports its implementation when it runs, so the --help of any
+    command or subcommand costs about what `import click` costs (benchmarks/bench_cli_help.py times it)."""
+    commands = _every_command()
+    assert len(commands) > 20 and (("sk_runner.cli", ["matrix", "init"]) in commands)
+    code = ("import contextlib, io, sys\n"
+            "from importlib import import_module\n"
+            f"heavy = {HEAVY!r}\n"
+            "out = []\n"
+            f"for module, argv in {commands!r}:\n"
+            "    for name in [m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(('sk_analytics', 'sk_runner'))]:\n"
+            "        del sys.modules[name]\n"
+            "    with contextlib.redirect_stdout(io.StringIO()) as text:\n"
+            "        try:\n"
+            "            import_module(module).main([*argv, '--help'])\n"
+            "        except SystemExit:\n"
+            "            pass\n"
+            "    out.append((' '.join(argv), 'Usage:' in text.getvalue(), sorted(m for m in heavy if m in sys.modules)))\n"
+            "print(out)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    results = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert [r for r in results if not r[1] or r[2]] == []
+    assert len(results) == len(commands)
