@@ -19,7 +19,7 @@ def _parse_value(text: str) -> object:
 
 
 @click.command("probe")
-@click.option("--option", "option", required=True, help="SK option name, e.g. auto_op_parallel")
+@click.option("--option", "option", required=True, help="SK option name, the runtime's or torch_npu's (opt_extend_option or opt_extend), e.g. auto_op_parallel")
 @click.option("--value", "values", multiple=True, required=True, metavar="JSON", help="exact value to probe (repeatable)")
 @click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True,
               help="whose wrapper and runtime to ask: the simulator, torch_npu, or a command after '--'")
@@ -57,8 +57,8 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
-        click.echo(f"{option}: ready={'true' if result.ready else 'false'} ({result.backend})")
+        click.echo(f"{result.option}: ready={'true' if result.ready else 'false'} ({result.backend})")
         for record in result.values:
-            verdict = "accepted" if record.ready else "rejected"
+            verdict = "accepted" if record.ready else "blocked" if record.wrapper.blocked else "rejected"
             click.echo(f"  {json.dumps(record.value, ensure_ascii=False)}: {verdict} — {record.reason}")
     return 0 if result.ready else 1
