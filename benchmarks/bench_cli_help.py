@@ -35,25 +35,11 @@ CPU_MARGIN_S = 0.2
 
 
 def every_command() -> list[tuple[str, list[str]]]:
-    """(entry point, argv) of every command and subcommand, the groups walked recursively."""
-    import importlib
+    """(entry point, argv) of every command and subcommand: the walk that writes docs/cli.md."""
+    from sk_analytics.cli.help_doc import ROOTS, command_contexts, resolve
 
-    import click
-
-    found: list[tuple[str, list[str]]] = []
-
-    def walk(prog: str, command: click.Command, argv: list[str]) -> None:
-        found.append((prog, argv))
-        if isinstance(command, click.Group):
-            ctx = click.Context(command)
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                if sub is not None and not sub.hidden:
-                    walk(prog, sub, [*argv, name])
-
-    for prog, module in ENTRY_POINTS.items():
-        walk(prog, importlib.import_module(module).cli, [])
-    return found
+    paths = [ctx.command_path.split() for ctx in command_contexts({prog: resolve(t) for prog, t in ROOTS.items()})]
+    return [(path[0], path[1:]) for path in paths]
 
 
 def help_code(prog: str, argv: list[str]) -> str:

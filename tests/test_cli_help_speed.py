@@ -13,6 +13,7 @@ import pytest
 
 from sk_analytics.cli import SUMMARIES as ANALYZE_SUMMARIES
 from sk_analytics.cli import cli as analyze_cli
+from sk_analytics.cli.help_doc import ROOTS, command_contexts, resolve
 from sk_runner.cli import SUMMARIES as RUN_SUMMARIES
 from sk_runner.cli import cli as run_cli_group
 
@@ -52,21 +53,10 @@ def test_help_imports_no_heavy_library(module: str) -> None:
 
 
 def _every_command() -> list[tuple[str, list[str]]]:
-    """(module, argv) of every command and subcommand of both CLIs, the groups walked recursively."""
-    found: list[tuple[str, list[str]]] = []
-
-    def walk(module: str, command: click.Command, argv: list[str]) -> None:
-        found.append((module, argv))
-        if isinstance(command, click.Group):
-            ctx = click.Context(command)
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                if sub is not None and not sub.hidden:
-                    walk(module, sub, [*argv, name])
-
-    for module, group, _ in GROUPS:
-        walk(module, group, [])
-    return found
+    """(module, argv) of every command and subcommand of both CLIs: the walk that writes docs/cli.md."""
+    modules = {"sk-analyze": "sk_analytics.cli", "sk-run": "sk_runner.cli"}
+    paths = [ctx.command_path.split() for ctx in command_contexts({prog: resolve(t) for prog, t in ROOTS.items()})]
+    return [(modules[path[0]], path[1:]) for path in paths]
 
 
 def test_every_command_and_subcommand_help_imports_no_heavy_library() -> None:
