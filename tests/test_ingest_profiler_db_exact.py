@@ -125,3 +125,10 @@ def test_meta_data_without_a_version_is_a_note_and_a_foreign_version_still_refus
 def test_other_db_names_are_not_profiler_exports() -> None:
     assert classify("ASCEND_PROFILER_OUTPUT/analysis.db") == "other"
     assert classify("x/msprof_.db") == "other"
+
+
+@needs_real
+def test_db_without_tasks_is_a_warning_naming_the_file(tmp_path: Path) -> None:
+    path = msprof_copy(tmp_path, "DELETE FROM COMPUTE_TASK_INFO", "DELETE FROM COMMUNICATION_OP")
+    result = parse_profiler_db(path)
+    assert result.rows == 0 and result.warnings == [f"{path}: no compute tasks or communication ops: the kernels table gets nothing from it"]

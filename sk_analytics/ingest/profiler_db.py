@@ -101,6 +101,8 @@ def parse_profiler_db(path: Path, *, root: Path | None = None) -> ParseResult:
     if comm is not None:
         _require_integers(path, comm, ("COMMUNICATION_OP", ("start_ns", "end_ns")))
     frame = _kernels(path, compute, comm, strings, steps, has_wait=wait)
+    if frame.height == 0:
+        notes.append(f"{path}: no compute tasks or communication ops: the kernels table gets nothing from it")
     return ParseResult(KERNELS, KERNELS.conform(frame.with_columns(pl.lit(relative_source(path, root)).alias("source_file"))), path, notes)
 
 
