@@ -15,14 +15,9 @@ import shutil
 from pathlib import Path
 
 import click
-import numpy as np
-import polars as pl
 
-import sk_analytics as ska
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import EXIT_OK, UsageError
-from sk_analytics.ingest import ingest_path, ingest_run_dir
-from sk_runner.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
 
 MARKER = ".sk-tune-demo"
 """Marks a folder written by the demo, so that a rerun may replace it (and nothing else)."""
@@ -33,6 +28,8 @@ KERNEL_ROWS = 600
 
 def decode_texts(seed: int, ranks: int, samples: int) -> list[list[str]]:
     """Decode times (ms, 3 decimals) per rank: a slow warm-up, then noise around ~12 ms."""
+    import numpy as np  # here, not at the top: `sk-run demo --help` imports no NumPy
+
     rng = np.random.default_rng(seed)
     values = 12.0 + rng.normal(0.0, 0.15, (ranks, samples)) + np.arange(ranks)[:, None] * 0.2
     values[:, :WARMUP] += 3.0
@@ -51,6 +48,8 @@ def prepare(session: Path) -> None:
 
 def generate(session: Path, seed: int) -> tuple[list[Path], Path]:
     """Write the runs and the profile; return the run folders and the profile folder."""
+    from sk_runner.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
+
     runs = []
     for k in range(1, RUNS + 1):
         run_dir = session / "experiments" / "Sbest" / ROUND / "CLEAN" / f"run-{k}"
@@ -63,6 +62,10 @@ def generate(session: Path, seed: int) -> tuple[list[Path], Path]:
 
 def summary(session: Path) -> str:
     """What the ingested tables say (read back through the notebook API)."""
+    import polars as pl
+
+    import sk_analytics as ska
+
     tables = ska.open_session(session)
     decode = tables["timings"].filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= WARMUP))
     per_run = (
@@ -100,6 +103,8 @@ def demo(session: Path, seed: int, samples: bool, lang: str) -> int:
         sweep_session = demo_session(session, seed=seed)
         write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
         return run_and_print(sweep_session, lang)
+    from sk_analytics.ingest import ingest_path, ingest_run_dir
+
     prepare(session)
     runs, profile = generate(session, seed)
     data = session / "data"

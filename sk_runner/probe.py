@@ -11,6 +11,12 @@ Two checks, both required for ``ready`` (protocol §3, formats.md §4–5):
 
 A value the wrapper rejects never starts a process. Each runtime probe gets its
 own never-reused folder ``<out>/<option>/value-<sha8>/attempt-<n>/``.
+
+An option may be named by the runtime (the registry, ``super_kernel.log``) or
+by torch_npu (``opt_extend``); records use the runtime's name, the probe
+process's config is written as the backend's workload takes it
+(:meth:`~sk_runner.backends.base.Backend.workload_config`: torch_npu's names on
+``npu``) and ``super_kernel.log`` lines are matched under either name.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
-from sk_analytics.stage_o.options import options_root
+from sk_analytics.stage_o.options import both_names, options_root, runtime_name
 from sk_runner.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
@@ -160,7 +166,8 @@ def _attempt_dir(out_dir: Path, options: Mapping[str, Any]) -> Path:
 def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tuple[list[str], list[str]]:
     """(set lines, invalid-and-defaulted lines) for ``options`` in the super_kernel.log files."""
     frames = [parse_super_kernel_log(path, root=root).frame for path in logs]
-    markers = pl.concat(frames).filter(pl.col("option_name").is_in(list(options)))
+    names = sorted({n for option in options for n in both_names(option)})  # the runtime may log either
+    markers = pl.concat(frames).filter(pl.col("option_name").is_in(names))
     set_lines = markers.filter(pl.col("kind") == "option_set")["text"].to_list()
     invalid = markers.filter(pl.col("kind") == "option_invalid")["text"].to_list()
     return set_lines, invalid
@@ -180,7 +187,7 @@ def runtime_check(
     runtime used each of ``options`` (name -> exact value) without falling back."""
     attempt = _attempt_dir(out_dir, options)
     config_path = attempt / "config.json"
-    write_json(config_path, dict(config))
+    write_json(config_path, backend.workload_config(config))
     run_dir = attempt / "run"
     run_dir.mkdir()
     request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, control)
@@ -219,7 +226,9 @@ def probe_values(
     env: Mapping[str, str] | None = None,
 ) -> ProbeResult:
     """Probe each exact value; a value the wrapper rejects starts no process.
-    A base config without an options object is refused first (``base_source`` names it)."""
+    A base config without an options object is refused first (``base_source`` names it).
+    ``option`` may be the runtime's or torch_npu's name; the records carry the runtime's."""
+    option = runtime_name(option)
     backend.check_ready()
     probe_config(option, None, base_config, source=base_source)
     probes = []

@@ -9,8 +9,6 @@ import click
 
 from sk_analytics.errors import UsageError
 from sk_runner.backends import BACKENDS, make_backend
-from sk_runner.config import load_config, refuse_dirty_env
-from sk_runner.probe import probe_values
 
 
 def _parse_value(text: str) -> object:
@@ -21,7 +19,7 @@ def _parse_value(text: str) -> object:
 
 
 @click.command("probe")
-@click.option("--option", "option", required=True, help="SK option name, e.g. auto_op_parallel")
+@click.option("--option", "option", required=True, help="SK option name, the runtime's or torch_npu's (opt_extend_option or opt_extend), e.g. auto_op_parallel")
 @click.option("--value", "values", multiple=True, required=True, metavar="JSON", help="exact value to probe (repeatable)")
 @click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True,
               help="whose wrapper and runtime to ask: the simulator, torch_npu, or a command after '--'")
@@ -38,6 +36,9 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     and super_kernel.log does not report it as invalid-and-defaulted. Exit 0
     when every value is ready, 1 when one is not, 3 for the environment."""
     import os
+
+    from sk_runner.config import load_config, refuse_dirty_env
+    from sk_runner.probe import probe_values  # Polars: imported when a probe runs, not for --help
 
     refuse_dirty_env(os.environ)
     if not option.strip():
@@ -56,8 +57,8 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
-        click.echo(f"{option}: ready={'true' if result.ready else 'false'} ({result.backend})")
+        click.echo(f"{result.option}: ready={'true' if result.ready else 'false'} ({result.backend})")
         for record in result.values:
-            verdict = "accepted" if record.ready else "rejected"
+            verdict = "accepted" if record.ready else "blocked" if record.wrapper.blocked else "rejected"
             click.echo(f"  {json.dumps(record.value, ensure_ascii=False)}: {verdict} — {record.reason}")
     return 0 if result.ready else 1

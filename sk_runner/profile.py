@@ -44,13 +44,10 @@ from sk_runner.config import load_config, scrub_env
 from sk_runner.fingerprint import source_revision
 from sk_runner import lifetime
 from sk_runner.process import ProcessResult, run_process
+from sk_runner.profile_defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 from sk_runner.trial import ROUND_NAME, round_dir_of
 from sk_runner.trial_spec import require_session
 
-DEFAULT_SK_PROF_KB = 1024
-MAX_SK_PROF_KB = 5120
-DEFAULT_PROFILE_ITERATIONS = 40
-DEFAULT_MAX_ATTEMPTS = 3
 MIN_POST_WARMUP = 3
 """Per-SK alignment needs at least three post-warm-up occurrences (protocol §6)."""
 

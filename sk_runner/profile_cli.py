@@ -12,13 +12,7 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 from sk_analytics.strict_json import load_config_file
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
-from sk_runner.profile import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_PROFILE_ITERATIONS,
-    DEFAULT_SK_PROF_KB,
-    ProfileSpec,
-    collect_profile,
-)
+from sk_runner.profile_defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
 
 
 @click.command("profile")
@@ -63,6 +57,8 @@ def profile(
     {run_dir} and {seed} placeholders; it also gets SK_RUN_CONFIG, SK_RUN_DIR,
     SK_RUN_ITERATIONS, SK_RUN_WARMUP and the profiling switches.
     """
+    from sk_runner.profile import ProfileSpec, collect_profile  # Polars, Arrow: when a profile is collected
+
     workload = {}
     if workload_path is not None:
         workload = load_config_file(workload_path)

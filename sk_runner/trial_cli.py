@@ -8,10 +8,13 @@ from typing import Any
 
 import click
 
+from typing import TYPE_CHECKING
+
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
-from sk_runner.config import parse_set
-from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
+
+if TYPE_CHECKING:  # the trial machinery (Polars, Arrow) is imported when a trial runs: --help stays fast
+    from sk_runner.trial import Progress
 
 
 def print_progress(event: Progress, round_name: str) -> None:
@@ -71,6 +74,9 @@ def trial(
     correctness, then N fresh processes; resume or top up a trial by running the
     same command again. Workload args after '--' may use {config}, {run_dir}, {seed}."""
     params = dict(locals())
+    from sk_runner.config import parse_set
+    from sk_runner.trial import TrialSpec, round_dir_of, run_trial
+
     spec = TrialSpec(
         session=session,
         round=round_name,

@@ -15,10 +15,10 @@ from sk_analytics.ingest import kernel_details as kd
 from sk_analytics.ingest.kernel_details import parse_kernel_details
 from sk_analytics.schema import KERNELS
 from sk_runner.samples import VARIANTS, KernelDetailsVariant, kernel_rows, write_kernel_details
+from real_samples import REAL
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "kernel_details"
-REAL = REPO.parent / "shared" / "fixtures-real"
 
 # The 6 kernels of the committed fixtures (seed 1), checked by hand against the files.
 EXPECTED_START_NS = [
@@ -223,15 +223,18 @@ def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
 
 def test_empty_file_and_header_only(tmp_path: Path) -> None:
     assert error_of(write(tmp_path, "")).line == 1
-    frame = parse_kernel_details(write(tmp_path, "Name,Start Time(us),Duration(us)\n", "h.csv")).frame
-    assert frame.height == 0 and frame.schema == KERNELS.schema
+    path = write(tmp_path, "Name,Start Time(us),Duration(us)\n", "h.csv")
+    result = parse_kernel_details(path)
+    assert result.frame.height == 0 and result.frame.schema == KERNELS.schema
+    assert result.warnings == [f"{path}: no data rows (header only): the kernels table gets nothing from it"]
 
 
 def test_truncated_last_row_is_reported(tmp_path: Path) -> None:
     path = write(tmp_path, "Name,Start Time(us),Duration(us),Block Dim\nk,1.000,1,4\nk,2.000,1")
     result = parse_kernel_details(path)
-    assert result.rows == 2
-    assert result.warnings == [f"{path}: the last row has 3 of 4 fields and no line break: the file looks truncated"]
+    assert result.rows == 1
+    assert result.warnings == [f"{path}:3: the last line has no line break and it has 3 of the header's 4 fields: "
+                               "the export was cut, the line is not used as data"]
 
 
 def test_fast_and_exhaustive_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:

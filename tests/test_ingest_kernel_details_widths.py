@@ -18,14 +18,13 @@ from sk_analytics.ingest import csv_fields
 from sk_analytics.ingest import kernel_details as kd
 from sk_analytics.ingest.base import ParseResult
 from sk_analytics.ingest.kernel_details import parse_kernel_details
+from real_samples import REAL, needs_real
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "kernel_details"
-REAL = REPO.parent / "shared" / "fixtures-real"
 SEEDS = {p.name: p.read_bytes() for p in sorted(FIXTURES.glob("*.csv"))}
 if REAL.is_dir():
     SEEDS |= {f"real:{p.parent.name}": p.read_bytes() for p in sorted(REAL.glob("*/kernel_details.csv"))}
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real samples absent ({REAL} not beside the checkout)")
 
 
 def raw_cells(line: bytes) -> list[bytes]:
@@ -83,11 +82,9 @@ def test_any_deleted_or_added_cell_is_caught(seed: str, row: int, position: int,
     found = width + (1 if added is not None else -1)
     if added is None and line == data.count(b"\n") + 1 and not data.endswith(b"\n"):
         # a short last row without a line break is what a cut file looks like (the advisor sample
-        # ends without one): kept with the truncation warning, or refused for a shifted bad cell
-        if isinstance(outcome, ParseResult):
-            assert outcome.warnings == [f"{path}: the last row has {found} of {width} fields and no line break: the file looks truncated"]
-        else:
-            assert isinstance(outcome, InputError) and outcome.line == line
+        # ends without one, complete): never data, dropped with a warning naming the line
+        assert isinstance(outcome, ParseResult), outcome
+        assert f"{path}:{line}: the last line has no line break and it has {found} of the header's {width} fields" in outcome.warnings[0]
         return
     assert isinstance(outcome, InputError), f"{seed} line {line}: edited row accepted"
     assert outcome.path == str(path) and outcome.line == line
@@ -109,7 +106,7 @@ def test_parser_block_boundaries_do_not_hide_a_row(seed: str, row: int, position
     finally:
         kd.ARROW_BLOCK_BYTES = original
     if added is None and line == data.count(b"\n") + 1 and not data.endswith(b"\n"):
-        assert isinstance(outcome, ParseResult) and "looks truncated" in outcome.warnings[0] or isinstance(outcome, InputError)
+        assert isinstance(outcome, ParseResult) and f":{line}: the last line has no line break" in outcome.warnings[0]
     else:
         assert isinstance(outcome, InputError) and outcome.line == line
         assert f"row has {width + (1 if added is not None else -1)} fields" in outcome.one_line()
@@ -178,7 +175,7 @@ def test_quoted_line_break_takes_the_exact_path_and_still_counts(tmp_path: Path)
 
 def test_cut_last_row_stays_a_warning_but_a_long_last_row_is_an_error(tmp_path: Path) -> None:
     cut = parse_kernel_details(_write(tmp_path / "cut.csv", b"Name,Start Time(us),Duration(us),Block Dim\nk,1.000,1,4\nk,2.000,1"))
-    assert cut.rows == 2 and "looks truncated" in cut.warnings[0]
+    assert cut.rows == 1 and "the export was cut, the line is not used as data" in cut.warnings[0]
     error = parse_bytes(b"Name,Start Time(us),Duration(us)\nk,1.000,1\nk,2.000,1,9")[0]
     assert isinstance(error, InputError) and error.line == 3 and "row has 4 fields, the header has 3" in error.one_line()
 

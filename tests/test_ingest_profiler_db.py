@@ -22,11 +22,9 @@ from sk_analytics.ingest.profiler_db import parse_profiler_db
 from sk_analytics.schema import KERNELS
 from sk_runner.sim.profiler import kernel_details_text
 from sk_runner.sim.profiler_db import write_profiler_db
+from real_samples import REAL, REAL_DB, needs_real
 
 REPO = Path(__file__).resolve().parents[1]
-REAL = REPO.parent / "shared" / "fixtures-real"
-REAL_DB = REAL / "msinsight-db-level0-rank0" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real samples absent ({REAL} not beside the checkout)")
 
 
 def sim_rows(n_steps: int = 3, seed: int = 0) -> pl.DataFrame:
@@ -125,8 +123,6 @@ def copy_db(tmp_path: Path, *statements: str) -> Path:
     [
         (["UPDATE META_DATA SET value = '2' WHERE name = 'SCHEMA_VERSION_MAJOR'", "UPDATE META_DATA SET value = '2.0.0' WHERE name = 'SCHEMA_VERSION'"],
          "table META_DATA: unknown schema version '2.0.0'"),
-        (["DELETE FROM META_DATA WHERE name LIKE 'SCHEMA_VERSION%'"], "table META_DATA has no SCHEMA_VERSION"),
-        (["DROP TABLE META_DATA"], "no table META_DATA"),
         (["DROP TABLE COMPUTE_TASK_INFO"], "no table COMPUTE_TASK_INFO"),
         (["DROP TABLE STRING_IDS"], "no table STRING_IDS"),
         (["ALTER TABLE TASK DROP COLUMN streamId"], "table TASK lacks column(s) streamId"),

@@ -20,14 +20,15 @@ from pathlib import Path
 import pytest
 from npu_backend_uses import BackendUses, backend_uses
 from py_sources import SourceTree
-from torch_npu_api import api_problems, option_gaps
-from torch_npu_facts import FolderRule, folder_rule, output_dir_name, string_constants
+from torch_npu_api import api_problems, wrapper_accepts
+from torch_npu_facts import FolderRule, folder_rule, output_dir_name, string_constants, wrapper_option_types
 from torch_npu_sources import VERSIONS, source_root
 
 from sk_analytics.ingest.discover import discover
 from sk_analytics.stage_o.options import REGISTRY
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.profiler import profiler_paths
+from sk_runner.backends.torch_npu_options import RELEASE_OPTIONS, checked_release, wrapper_section
 from sk_runner.sim.profiler_db import db_name
 
 TIMEZONES = {"CST-8": -8 * 3600, "PST+8": 8 * 3600, "UTC0": 0}
@@ -114,18 +115,20 @@ def test_ingest_discovers_the_real_layout(release: SourceTree, tmp_path: Path) -
     assert found == expected
 
 
-OLD_WRAPPER = {"2.8.0.post5", "2.9.1"}
-"""Releases whose ``_validate_options`` knows only preload_code, split_mode, stream_fusion and debug_sync_all."""
-WRAPPER_NAMES_DIFFER = {"opt_extend_option", "debug_extend_option"}
-"""Named ``opt_extend`` / ``debug_extend`` by every release's wrapper (formats.md §5 names them ``*_option``)."""
-
-
-def test_registry_options_the_wrapper_rejects_are_the_documented_ones(release: SourceTree, request: pytest.FixtureRequest) -> None:
-    """Pins the known gaps (docs/runner.md) so a change on either side is seen."""
+def test_the_option_mapping_is_what_the_release_wrapper_accepts(release: SourceTree, request: pytest.FixtureRequest) -> None:
+    """The npu backend's table of what each release accepts (runtime names -> torch_npu names, sections
+    and value types) is the release's own ``_validate_options``: nothing it would refuse is asked, nothing
+    it accepts is blocked. The extend options pass only under their torch_npu names, as text."""
     version = request.node.callspec.params["release"]
-    settable = {s.name for s in REGISTRY if s.kind != "not_settable"}
-    expected = settable - {"preload_code", "split_mode", "stream_fusion", "debug_sync_all"} if version in OLD_WRAPPER else WRAPPER_NAMES_DIFFER
-    assert option_gaps(release) == expected
+    assert checked_release(version) == version
+    assert wrapper_accepts(release) == RELEASE_OPTIONS[version]
+    tables = wrapper_option_types(release)
+    assert tables is not None
+    for spec in REGISTRY:
+        if spec.kind != "not_settable" and spec.name != spec.wrapper:
+            assert spec.name not in tables[wrapper_section(spec)]  # the runtime's name would be refused
+            if spec.name in RELEASE_OPTIONS[version]:
+                assert tables[wrapper_section(spec)][spec.wrapper] == "str"
 
 
 def test_checked_versions_are_the_documented_range() -> None:

@@ -19,7 +19,7 @@ import pytest
 import torch_npu_sources
 from npu_backend_uses import backend_uses, read_uses
 from py_sources import Params, SourceTree
-from torch_npu_api import api_problems, option_gaps
+from torch_npu_api import api_problems, wrapper_accepts
 from torch_npu_facts import RuleNotFound, folder_rule
 
 from sk_analytics.stage_o.options import REGISTRY
@@ -31,7 +31,11 @@ GOOD: dict[str, str] = {
         import torch
         import torch_npu.npu
         from torch_npu import profiler
+        from torch_npu.version import __version__ as __version__
         torch._register_device_module("npu", torch_npu.npu)
+    """,
+    "torch_npu/version.py": """
+        __version__ = '2.99.0'
     """,
     "torch_npu/profiler/__init__.py": """
         from torch_npu._C._profiler import ProfilerActivity
@@ -110,7 +114,9 @@ GOOD: dict[str, str] = {
     "torch_npu/npu/graphs.py": """
         class NPUGraph:
             def _validate_options(self, option_name, options=None):
-                valid = {"optimize_options": {"split_mode": {"value_type": int}}, "debug_options": {"debug_sync_all": {"value_type": int}}}
+                valid = {"optimize_options": {"split_mode": {"value_type": int}, "opt_extend": {"value_type": str},
+                                              "dcci_after_kernel_end": {"value_type": list, "element_type": str}},
+                         "debug_options": {"debug_sync_all": {"value_type": int}}}
                 if option_name not in valid:
                     raise RuntimeError(option_name)
     """,
@@ -186,13 +192,20 @@ def test_each_break_is_reported(tmp_path: Path, file: str, old: str, new: str, e
     assert any(expected in p for p in problems), problems
 
 
-def test_option_gaps_are_the_registry_options_missing_from_the_asked_table(tmp_path: Path) -> None:
-    gaps = option_gaps(write_tree(tmp_path, GOOD))
-    settable = {s.name for s in REGISTRY if s.kind != "not_settable"}
-    assert gaps == settable - {"split_mode", "debug_sync_all"}
-    moved = mutated("torch_npu/npu/graphs.py", '"debug_options": {"debug_sync_all"', '"debug_options": {"debug_other"')
-    assert "debug_sync_all" in option_gaps(write_tree(tmp_path / "moved", moved))
-    assert option_gaps(write_tree(tmp_path / "none", mutated("torch_npu/npu/graphs.py", "def _validate_options(", "def _other("))) == set()
+def test_wrapper_accepts_reads_names_tables_and_types_through_the_mapping(tmp_path: Path) -> None:
+    """An option counts as accepted only under its torch_npu name, in the table the probe asks, with the type
+    the npu backend converts its value to; breaking any of them makes it count as refused."""
+    assert wrapper_accepts(write_tree(tmp_path, GOOD)) == {"split_mode", "opt_extend_option", "dcci_after_kernel_end", "debug_sync_all"}
+    graphs = "torch_npu/npu/graphs.py"
+    for name, (old, new, gone) in {
+        "runtime-name": ('"opt_extend": {"value_type": str}', '"opt_extend_option": {"value_type": str}', "opt_extend_option"),
+        "dict-not-text": ('"opt_extend": {"value_type": str}', '"opt_extend": {"value_type": dict}', "opt_extend_option"),
+        "other-table": ('"debug_options": {"debug_sync_all"', '"debug_options": {"debug_other"', "debug_sync_all"),
+        "no-element-type": ('"value_type": list, "element_type": str', '"value_type": list', "dcci_after_kernel_end"),
+    }.items():
+        accepted = wrapper_accepts(write_tree(tmp_path / name, mutated(graphs, old, new)))
+        assert accepted is not None and gone not in accepted, name
+    assert wrapper_accepts(write_tree(tmp_path / "none", mutated(graphs, "def _validate_options(", "def _other("))) is None
 
 
 def test_the_backend_uses_read_from_its_ast_cover_the_profiler_and_the_probe() -> None:

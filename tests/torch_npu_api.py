@@ -13,10 +13,10 @@ import ast
 
 from npu_backend_uses import BackendUses, Call, in_torch_npu, torch_npu_path
 from py_sources import Definition, SourceTree, decorator_names, reads_name
-from torch_npu_facts import device_module, registered_compile_backends, wrapper_options
+from torch_npu_facts import device_module, registered_compile_backends, wrapper_option_types
 
 from sk_analytics.stage_o.options import REGISTRY
-from sk_runner.backends.npu import wrapper_section
+from sk_runner.backends.torch_npu_options import WRAPPER_TYPES, wrapper_section
 
 COMPILED_PREFIX = "torch_npu._C"
 """torch_npu's compiled extension: its classes (``ProfilerActivity``) are not in the ``.py`` sources."""
@@ -101,13 +101,17 @@ def device_module_problems(tree: SourceTree, uses: BackendUses) -> list[str]:
     return [] if "torch_npu.npu" in installed else [f"torch.npu: torch_npu does not register torch_npu.npu as torch's npu module (found {installed or 'none'})"]
 
 
-def option_gaps(tree: SourceTree) -> set[str]:
-    """Settable options of the SK registry that the release's wrapper does not know in the table
-    ``sk-run probe`` asks (:func:`sk_runner.backends.npu.wrapper_section`): it would reject them."""
-    tables = wrapper_options(tree)
+def wrapper_accepts(tree: SourceTree) -> set[str] | None:
+    """Settable registry options (runtime names) that the release's wrapper accepts as the npu backend
+    hands them over: torch_npu's name (``spec.wrapper``) in the table ``sk-run probe`` asks
+    (:func:`~sk_runner.backends.torch_npu_options.wrapper_section`) with the value type the backend
+    converts to (:data:`~sk_runner.backends.torch_npu_options.WRAPPER_TYPES`). None: no wrapper
+    (reported by name_problems)."""
+    tables = wrapper_option_types(tree)
     if tables is None:
-        return set()  # no wrapper: reported by name_problems
-    return {spec.name for spec in REGISTRY if spec.kind != "not_settable" and spec.name not in tables.get(wrapper_section(spec.name), set())}
+        return None
+    return {spec.name for spec in REGISTRY
+            if spec.kind != "not_settable" and tables.get(wrapper_section(spec), {}).get(spec.wrapper) == WRAPPER_TYPES[spec.kind]}
 
 
 def api_problems(tree: SourceTree, uses: BackendUses) -> list[str]:

@@ -217,14 +217,35 @@ def device_module(tree: SourceTree, device: str = "npu", package: str = "torch_n
 def wrapper_options(tree: SourceTree) -> dict[str, set[str]] | None:
     """The option tables of ``NPUGraph._validate_options`` (``{"optimize_options": {names}, "debug_options": {...}}``):
     the dict literal in its body keyed by ``"optimize_options"``; None when the release has no such method."""
+    types = wrapper_option_types(tree)
+    return None if types is None else {section: set(table) for section, table in types.items()}
+
+
+def wrapper_option_types(tree: SourceTree) -> dict[str, dict[str, str]] | None:
+    """``{section: {name: type}}`` of ``NPUGraph._validate_options``'s tables, each type as the wrapper checks
+    it: ``int``, ``str``, ``list of str`` (an ``element_type``), ``dict of int`` (``sub_options`` all int), or the
+    bare ``value_type``; None when the release has no such method."""
     definition = tree.resolve("torch_npu.npu.NPUGraph._validate_options")
     if definition is None or definition.node is None:
         return None
     for node in ast.walk(definition.node):
         if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "optimize_options" for k in node.keys):
             return {
-                str(k.value): {str(n.value) for n in v.keys if isinstance(n, ast.Constant)}
+                str(k.value): {str(n.value): _option_type(t) for n, t in zip(v.keys, v.values, strict=True) if isinstance(n, ast.Constant)}
                 for k, v in zip(node.keys, node.values, strict=True)
                 if isinstance(k, ast.Constant) and isinstance(v, ast.Dict)
             }
     raise RuleNotFound(f"{definition.where}: no option table keyed by 'optimize_options'")
+
+
+def _option_type(spec: ast.expr) -> str:
+    """The type text of one option entry (``{'value_type': list, 'element_type': str}`` -> ``list of str``)."""
+    fields = dict(zip((k.value for k in spec.keys if isinstance(k, ast.Constant)), spec.values, strict=False)) if isinstance(spec, ast.Dict) else {}
+    base = ast.unparse(fields["value_type"]) if "value_type" in fields else "?"
+    if "element_type" in fields:
+        return f"{base} of {ast.unparse(fields['element_type'])}"
+    subs = fields.get("sub_options")
+    if isinstance(subs, ast.Dict):
+        inner = {_option_type(v) for v in subs.values}
+        return f"{base} of {inner.pop()}" if len(inner) == 1 else base
+    return base

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sk_analytics.errors import EXIT_OK
-from sk_analytics.ingest.collect import IngestReport, ingest_path
+
+if TYPE_CHECKING:  # the parsers (Polars, Arrow) are imported when the command runs: --help stays fast
+    from sk_analytics.ingest.collect import IngestReport
 
 
 @click.command("ingest")
@@ -25,6 +28,8 @@ from sk_analytics.ingest.collect import IngestReport, ingest_path
 def ingest(path: Path, out_dir: Path, round_: str | None, role: str | None, as_json: bool) -> int:
     """Read every SK artifact under PATH (rank logs, kernel_details.csv, sk_prof
     traces, SK metadata) into typed, hive-partitioned Parquet tables under --out."""
+    from sk_analytics.ingest.collect import ingest_path
+
     report = ingest_path(path, out_dir, round=round_, role=role)
     click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if as_json else render(report))
     return EXIT_OK

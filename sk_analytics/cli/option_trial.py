@@ -7,19 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sk_analytics.atomic import write_json
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError, UsageError
-from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
-from sk_analytics.option_trial.api import GATE_MODES, SideSummary, evaluate_option_trial, summarize_side
-from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, Allowances
-from sk_analytics.option_trial.api import stability as stability_check
-from sk_analytics.option_trial.report import LANGS, render_option_trial, render_stability
-from sk_analytics.option_trial.stats import split_samples
-from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
+from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
+from sk_analytics.option_trial.modes import GATE_MODES
+from sk_analytics.option_trial.report import LANGS
+
+if TYPE_CHECKING:  # the gate (Polars, NumPy, SciPy) is imported when a command runs: --help stays fast
+    from sk_analytics.option_trial.api import SideSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +58,13 @@ def option_trial(
 ) -> int:
     """Compare trial candidates with the five-run incumbent (protocol §5 gate),
     print a table and the statistics beside the gate; exit 0 when accepted."""
+    from sk_analytics.atomic import write_json
+    from sk_analytics.option_trial.api import evaluate_option_trial, summarize_side
+    from sk_analytics.option_trial.gate import Allowances
+    from sk_analytics.option_trial.report import render_option_trial
+    from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
+    from sk_analytics.option_trial.stats import split_samples
+
     if not option_trial:
         raise UsageError("only the option-trial decision is implemented (drop --no-option-trial)")
     try:
@@ -104,6 +109,12 @@ def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | No
 
     Exit 1 when not stable; a SOURCE with another number of runs gets no
     verdict: exit 2 saying it needs 5 runs."""
+    from sk_analytics.atomic import write_json
+    from sk_analytics.option_trial.api import stability as stability_check
+    from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS
+    from sk_analytics.option_trial.report import render_stability
+    from sk_analytics.option_trial.sources import load_source
+
     frame = load_source(source, expected_ranks=expected_ranks, warmup=warmup)
     result = stability_check(frame, warmup, path=source, expected_ranks=None)  # checked by load_source
     runs = result["baseline"]["run_count"]

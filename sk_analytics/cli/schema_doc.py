@@ -8,11 +8,14 @@ would be written (a test runs it on the repository's copy).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sk_analytics.cli._base import write_or_check
-from sk_analytics.schema import PARTITION_DOC, SCHEMA_VERSION, TABLES, Table
+
+if TYPE_CHECKING:  # the schema constants are Polars dtypes: imported when the document is rendered
+    from sk_analytics.schema import Table
 
 DEFAULT_PATH = Path("docs") / "schema.md"
 
@@ -23,8 +26,12 @@ def _md(text: str, *, cell: bool = False) -> str:
     return "`".join(part if i % 2 else part.replace("<", "&lt;") for i, part in enumerate(parts))
 
 
-def render_schema_markdown(tables: dict[str, Table] = TABLES) -> str:
-    """The Markdown of every table, column, dtype and partition key."""
+def render_schema_markdown(tables: dict[str, Table] | None = None) -> str:
+    """The Markdown of every table (default: all of :data:`~sk_analytics.schema.TABLES`),
+    column, dtype and partition key."""
+    from sk_analytics.schema import PARTITION_DOC, SCHEMA_VERSION, TABLES
+
+    tables = TABLES if tables is None else tables
     lines = [
         "# Parquet schema",
         "",

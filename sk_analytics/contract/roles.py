@@ -46,7 +46,7 @@ _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("kernel_details", re.compile(r"kernel_details(_\d+)?\.csv")),
     ("task_time", re.compile(r"task_time(_[A-Za-z0-9.-]+)?\.(csv|json)")),
     ("trace_view", re.compile(r"trace_view\.json")),
-    (PROFILER_DB, re.compile(r"ascend_pytorch_profiler(_\d+)?\.db")),
+    (PROFILER_DB, re.compile(r"(ascend_pytorch_profiler(_\d+)?|msprof_\d+)\.db")),
     ("sk_graph_origin", re.compile(r"sk_graph_origin\.json")),
     ("sk_graph_updated", re.compile(r"sk_graph_updated\.json")),
     ("sk_fused_nodes", re.compile(r"sk_fused_nodes\.log")),

@@ -11,17 +11,20 @@ import json
 from functools import cache
 from importlib import resources
 from os import PathLike
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any
 
 from sk_analytics.contract.rules import ContractInputError
+
+if TYPE_CHECKING:  # jsonschema (~0.2 s) is imported on the first check: the CLIs' --help does not need it
+    from jsonschema import Draft202012Validator
 
 SCHEMA_NAMES = ("session", "marker", "manifest", "set")
 
 
 @cache
 def _validator(name: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     text = resources.files("sk_analytics.contract").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
     schema = json.loads(text)
     Draft202012Validator.check_schema(schema)

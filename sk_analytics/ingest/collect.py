@@ -91,7 +91,7 @@ def ingest_path(path: str | Path, out_dir: str | Path, *, round: str | None = No
     out = Path(out_dir)
     artifacts = discover(root, skip=(out,))
     if not artifacts:
-        names = ("run-*/log_<rank>.log, kernel_details.csv, ascend_pytorch_profiler_<rank>.db, sk_prof_device_<id>.json, "
+        names = ("run-*/log_<rank>.log, kernel_details.csv, ascend_pytorch_profiler_<rank>.db, msprof_<n>.db, sk_prof_device_<id>.json, "
                  "sk_fused_nodes.log, super_kernel.log or sk_graph_*.json")
         raise InputError(root, "no SK artifact found", expected=names)
     base = root if root.is_dir() else root.parent

@@ -53,3 +53,24 @@ def first_width_mismatch(path: Path, width: int) -> WidthMismatch | None:
     except csv.Error:
         return None
     return None
+
+
+
+def cut_reason(last_line: bytes, width: int, kept: frozenset[int]) -> str | None:
+    """Why the file's last line, which has no line break, cannot be trusted as data (a crash
+    during the export cuts it anywhere): fewer fields than the header (cut between cells, or
+    inside one with the later cells lost), an open quote or a stray CR/NUL, or all the fields but
+    the last one is a column that is read (``kept`` positions) and may be cut. None for a complete
+    row whose last cell is not read (the real advisor sample ends so) and for more fields than
+    the header (the width check refuses that, naming the line)."""
+    if not last_line.strip():
+        return None
+    try:
+        fields = len(next(csv.reader([last_line.decode("utf-8", errors="replace")], strict=True), []))
+    except csv.Error as exc:
+        return f"it is not a complete CSV record ({exc})"
+    if fields < width:
+        return f"it has {fields} of the header's {width} fields"
+    if fields == width and width - 1 in kept:
+        return "its last cell is a column that is read and may be cut"
+    return None

@@ -30,6 +30,9 @@ from sk_analytics.contract.scan import MANIFEST_NAME, MARKER_NAME
 
 COLLECTION_FILES = (MANIFEST_NAME, MARKER_NAME)
 """Files that mark the root of one profile collection."""
+PROFILER_DB_NAME = r"^(?:ascend_pytorch_profiler(?:_[0-9]+)?|msprof_[0-9]+)\.db$"
+"""torch_npu's DB export of one rank (``ascend_pytorch_profiler_<rank>.db``; not ``analysis.db``)
+and msprof's own DB export (``msprof_<timestamp>.db``): both hold the ``TASK`` tables."""
 RUN_DIR = re.compile(r"^run-[0-9]+$")
 CLEAN_DIR = "CLEAN"
 ROLE_CLEAN = "clean"
@@ -59,7 +62,7 @@ def _pattern(regex: str, *, in_run_dir: bool = False) -> Callable[[Path], bool]:
 KINDS: tuple[ArtifactKind, ...] = (
     ArtifactKind("rank_log", "timings", "sk_analytics.ingest.timings:parse_rank_log", _pattern(r"^log_[0-9]+\.log$", in_run_dir=True)),
     ArtifactKind("kernel_details", "kernels", "sk_analytics.ingest.kernel_details:parse_kernel_details", _named("kernel_details.csv")),
-    ArtifactKind("profiler_db", "kernels", "sk_analytics.ingest.profiler_db:parse_profiler_db", _pattern(r"^ascend_pytorch_profiler(?:_[0-9]+)?\.db$")),
+    ArtifactKind("profiler_db", "kernels", "sk_analytics.ingest.profiler_db:parse_profiler_db", _pattern(PROFILER_DB_NAME)),
     ArtifactKind("sk_prof", "sk_events", "sk_analytics.ingest.sk_prof:parse_sk_prof", _pattern(r"^(?:sk_prof_device|sk_event_dev_device)_[0-9]+\.json$")),
     ArtifactKind("fused_nodes", "sk_structure", "sk_analytics.ingest.fused_nodes:parse_fused_nodes", _named("sk_fused_nodes.log")),
     ArtifactKind("super_kernel_log", "sk_markers", "sk_analytics.ingest.super_kernel_log:parse_super_kernel_log", _named("super_kernel.log")),

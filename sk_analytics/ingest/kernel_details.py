@@ -11,8 +11,13 @@ never through float64 (which loses the last digits of an epoch in µs).
 
 Every row's field count is checked against the header: a row with a cell
 missing or added is an :class:`~sk_analytics.errors.InputError` naming the
-line and both counts, never a silent shift of the later columns. Only a cut
-last row (no line break, fields missing) is a warning.
+line and both counts, never a silent shift of the later columns.
+
+A last line without a line break whose cells may be cut (a crash during the
+export: fields missing, an open quote, or a read column last) is never used
+as data: it is dropped with a warning naming the file, the line and why
+(:func:`~.csv_fields.cut_reason`). A negative or non-finite duration is an
+``InputError`` naming the line; a file without data rows gives a warning.
 
 Two paths, one result:
 
@@ -44,7 +49,7 @@ import polars as pl
 from sk_analytics.canonical import canonical_op_column
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
-from sk_analytics.ingest.csv_fields import first_width_mismatch, line_feed_line
+from sk_analytics.ingest.csv_fields import cut_reason, first_width_mismatch, line_feed_line
 from sk_analytics.io_seam import reading
 from sk_analytics.schema import KERNELS
 
@@ -67,8 +72,8 @@ class Field:
     column: str
     headers: tuple[str, ...]
     kind: str
-    """``int``, ``float``, ``text`` (N/A/empty -> null), ``name`` (as written,
-    must not be empty), ``shape`` (like text, literal quotes removed) or ``start``."""
+    """``int``, ``float``, ``duration`` (a float >= 0), ``text`` (N/A/empty -> null), ``name``
+    (as written, must not be empty), ``shape`` (like text, literal quotes removed) or ``start``."""
     required: bool = False
 
 
@@ -83,7 +88,7 @@ FIELDS: tuple[Field, ...] = (
     Field("op_state", ("OP State",), "text"),
     Field("accelerator_core", ("Accelerator Core",), "text"),
     Field("start_text", ("Start Time(us)",), "start", required=True),
-    Field("duration_us", ("Duration(us)",), "float", required=True),
+    Field("duration_us", ("Duration(us)",), "duration", required=True),
     Field("wait_us", ("Wait Time(us)",), "float"),
     Field("block_num", ("Block Dim", "Block Num"), "int"),
     Field("mix_block_num", ("Mix Block Dim", "Mix Block Num"), "int"),
@@ -96,6 +101,7 @@ FIELDS: tuple[Field, ...] = (
 EXPECTED = {
     "int": "an integer or N/A",
     "float": "a finite decimal number or N/A",
+    "duration": "a finite decimal number >= 0 (microseconds)",
     "start": "a non-negative decimal number of microseconds (at most 3 non-zero decimals)",
     "name": "a non-empty kernel name",
 }
@@ -107,10 +113,12 @@ def parse_kernel_details(path: Path, *, root: Path | None = None) -> ParseResult
     header, last_line = _probe(path)
     positions = _locate_columns(path, header)
     fields = [f for f in FIELDS if f.column in positions]
-    frame = _fast(path, positions, fields, len(header))
+    source, warnings = _without_cut_line(path, last_line, len(header), positions)
+    frame = _fast(path, positions, fields, len(header), source)
     if frame is None:
-        frame = _exhaustive(path, positions, fields, len(header))
-    warnings = _truncation_warnings(path, last_line, len(header))
+        frame = _exhaustive(path, positions, fields, len(header), source)
+    if frame.height == 0:
+        warnings.append(f"{path}: no data rows (header only): the kernels table gets nothing from it")
     frame = frame.with_columns(pl.lit(None).alias(f.column) for f in FIELDS if f.column not in positions)
     frame = frame.with_columns(
         ((pl.col("type") == SK_TYPE).fill_null(False) | pl.col("name").str.starts_with(SK_NAME_PREFIX)).alias("is_sk"),
@@ -148,10 +156,10 @@ def _probe(path: Path) -> tuple[list[str], bytes]:
     return [cell.strip() for cell in cells], unterminated
 
 
-def _check_widths(path: Path, width: int) -> None:
+def _check_widths(path: Path, width: int, source: Path | bytes) -> None:
     """Every row has the header's field count (a missing or extra cell would shift
-    or drop cells silently); a cut last row is left to :func:`_truncation_warnings`."""
-    if _widths_ok(path, width):
+    or drop cells silently); a cut last row is left out by :func:`_without_cut_line`."""
+    if _widths_ok(source, width):
         return
     with reading(path):
         mismatch = first_width_mismatch(path, width)
@@ -165,19 +173,17 @@ def _check_widths(path: Path, width: int) -> None:
     )
 
 
-def _truncation_warnings(path: Path, last_line: bytes, width: int) -> list[str]:
-    """A warning when the last row has no line break and lacks fields (a cut file)."""
-    if not last_line:
-        return []
-    try:
-        fields = len(next(csv.reader([last_line.decode("utf-8", errors="replace")]), []))
-    except csv.Error as exc:  # a CR or NUL left in the cut row
-        line = path.read_bytes().count(b"\n") + 1
-        raise InputError(path, f"malformed CSV (the last row, without a line break: {exc})", line=line,
-                         expected=f"CSV records of {width} fields") from None
-    if fields >= width:
-        return []
-    return [f"{path}: the last row has {fields} of {width} fields and no line break: the file looks truncated"]
+def _without_cut_line(path: Path, last_line: bytes, width: int, positions: dict[str, int]) -> tuple[Path | bytes, list[str]]:
+    """What to read: the file, or its bytes without a cut last line (module docstring) and the
+    warning that names the file, the line and why."""
+    reason = cut_reason(last_line, width, frozenset(positions.values()))
+    if reason is None:
+        return path, []
+    with reading(path):
+        data = path.read_bytes()
+    kept = data[: len(data) - len(last_line)]
+    line = kept.count(b"\n") + 1
+    return kept, [f"{path}:{line}: the last line has no line break and {reason}: the export was cut, the line is not used as data"]
 
 
 def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
@@ -201,18 +207,18 @@ def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
     return positions
 
 
-def _read(path: Path, positions: dict[str, int], fields: list[Field], width: int, *, typed: bool) -> pl.DataFrame:
+def _read(source: Path | bytes, positions: dict[str, int], fields: list[Field], width: int, *, typed: bool) -> pl.DataFrame:
     """The needed columns, renamed to kernels column names, blank lines dropped.
 
     ``row`` is the 1-based data row counting blank lines (= physical line - 1
     when no cell holds a line break).
     """
     by_position = sorted(fields, key=lambda f: positions[f.column])
-    dtypes = {"int": pl.Int64, "float": pl.Float64}
+    dtypes = {"int": pl.Int64, "float": pl.Float64, "duration": pl.Float64}
     schema = {f.column: (dtypes.get(f.kind, pl.Utf8) if typed else pl.Utf8) for f in by_position}
     names = {positions[f.column]: f.column for f in by_position}
     frame = pl.read_csv(
-        path,
+        source,
         columns=[positions[f.column] for f in by_position],
         schema_overrides=[schema.get(names.get(i, ""), pl.Utf8) for i in range(width)],
         infer_schema=False,
@@ -225,7 +231,7 @@ def _read(path: Path, positions: dict[str, int], fields: list[Field], width: int
     return frame.filter(~blank) if blank.any() else frame
 
 
-def _widths_ok(path: Path, width: int) -> bool:
+def _widths_ok(source: Path | bytes, width: int) -> bool:
     """Arrow's CSV parser agrees that every row has ``width`` fields (it tokenizes every
     field of every row, multi-threaded, and refuses any other width; only the first column
     is converted). False for any refusal: the exhaustive path then finds out why."""
@@ -234,7 +240,7 @@ def _widths_ok(path: Path, width: int) -> bool:
 
     try:
         pa_csv.read_csv(
-            path,
+            io.BytesIO(source) if isinstance(source, bytes) else source,
             read_options=pa_csv.ReadOptions(column_names=[f"c{i}" for i in range(width)], skip_rows=1,
                                             **({"block_size": ARROW_BLOCK_BYTES} if ARROW_BLOCK_BYTES else {})),
             parse_options=pa_csv.ParseOptions(ignore_empty_lines=True),
@@ -248,12 +254,14 @@ def _widths_ok(path: Path, width: int) -> bool:
 # --------------------------------------------------------------------------- fast path
 
 
-def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int) -> pl.DataFrame | None:
-    """Typed read plus vectorized checks; None when any cell needs the exhaustive path."""
+def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int, source: Path | bytes | None = None) -> pl.DataFrame | None:
+    """Typed read plus vectorized checks; None when any cell needs the exhaustive path.
+    ``source``: what to read (default ``path``; the bytes without a cut last line)."""
+    source = path if source is None else source
     with ThreadPoolExecutor(max_workers=1) as pool:  # both readers release the GIL
-        widths = pool.submit(_widths_ok, path, width)
+        widths = pool.submit(_widths_ok, source, width)
         try:
-            frame = _read(path, positions, fields, width, typed=True)
+            frame = _read(source, positions, fields, width, typed=True)
         except pl.exceptions.PolarsError:
             return None
         if not widths.result():
@@ -271,7 +279,7 @@ def _fast(path: Path, positions: dict[str, int], fields: list[Field], width: int
     trusted = [
         pl.col("name").is_not_null(),
         pl.col("start_ns").is_not_null() & (pl.col("start_ns") >= 0),
-        pl.col("duration_us").is_finite().fill_null(False),
+        (pl.col("duration_us").is_finite() & (pl.col("duration_us") >= 0)).fill_null(False),
     ]
     if "wait_us" in frame.columns:
         trusted.append(pl.col("wait_us").is_finite().fill_null(True))
@@ -293,12 +301,13 @@ def _text_value_no_na(expr: pl.Expr, field: Field) -> pl.Expr:
 # --------------------------------------------------------------------------- exhaustive path
 
 
-def _exhaustive(path: Path, positions: dict[str, int], fields: list[Field], width: int) -> pl.DataFrame:
+def _exhaustive(path: Path, positions: dict[str, int], fields: list[Field], width: int, source: Path | bytes | None = None) -> pl.DataFrame:
     """Every row's width checked, every needed cell read as text and converted;
     InputError at the first bad row or cell."""
-    _check_widths(path, width)
+    source = path if source is None else source
+    _check_widths(path, width, source)
     try:
-        raw = _read(path, positions, fields, width, typed=False)
+        raw = _read(source, positions, fields, width, typed=False)
     except pl.exceptions.PolarsError as exc:
         line, reason = _first_bad_line(path, width)
         raise InputError(
@@ -335,8 +344,10 @@ def _checked(field: Field) -> tuple[pl.Expr, pl.Expr | None]:
     dtype = pl.Int64 if field.kind == "int" else pl.Float64
     value = pl.when(empty).then(None).otherwise(trimmed).cast(dtype, strict=False)
     bad = ~empty & value.is_null()
-    if field.kind == "float":
+    if field.kind in ("float", "duration"):
         bad = bad | ~value.is_finite().fill_null(True)
+    if field.kind == "duration":
+        bad = bad | (value < 0).fill_null(False)
     return value, (bad | empty) if field.required else bad
 
 

@@ -1,4 +1,5 @@
-"""``ascend_pytorch_profiler_<rank>.db`` (torch_npu ``export_type=Db``) -> the ``kernels`` table.
+"""``ascend_pytorch_profiler_<rank>.db`` (torch_npu ``export_type=Db``) and ``msprof_<timestamp>.db``
+(msprof's own DB export) -> the ``kernels`` table.
 
 The SQLite export holds what ``kernel_details.csv`` holds, normalised
 (formats.md §2): one ``TASK`` row per device task (``startNs``/``endNs``
@@ -11,8 +12,9 @@ communication ops (checked on the real samples), so this module writes the
 same rows and columns:
 
 * ``start_ns`` is ``TASK.startNs`` as read (Int64 end to end, no float on
-  the way); ``start_text`` its µs text with 3 decimals; ``duration_us`` is
-  ``(endNs - startNs) / 1000`` (the float the CSV's 3-decimal text parses to);
+  the way); ``start_text`` its µs text with 3 decimals; ``duration_us`` (and
+  ``wait_us``) the correctly rounded float of ``(endNs - startNs) / 1000``,
+  bit for bit what the CSV's 3-decimal text parses to (:func:`exact_us`);
 * ``type``/``accelerator_core``/shapes/dtypes are the strings, ``N/A`` -> null;
 * ``step_id`` is the ``STEP_TIME`` step whose span holds the start;
 * communication ops get ``accelerator_core`` ``HCCL`` (as the CSV writes
@@ -29,7 +31,10 @@ read-only and immutable (profiles are evidence).
 Refused with an :class:`~sk_analytics.errors.InputError` naming the file and
 the table: not an SQLite file, a ``META_DATA`` schema version other than
 :data:`SUPPORTED_MAJORS`, a missing table or column, an id without its
-string, a non-integer time.
+string, a non-integer time, an end before its start. ``META_DATA`` is
+optional (msprof's export may lack it): without it, or without a version in
+it, the schema version is unknown and the file is read by its tables, with a
+note among the warnings.
 """
 
 from __future__ import annotations
@@ -46,11 +51,13 @@ import polars as pl
 from sk_analytics.canonical import canonical_op_column
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.discover import PROFILER_DB_NAME
 from sk_analytics.io_seam import reading
 from sk_analytics.schema import KERNELS
 
-FILE_NAME = re.compile(r"^ascend_pytorch_profiler(?:_[0-9]+)?\.db$")
-"""The torch_npu DB export of one rank (``analysis.db`` beside it is not read)."""
+FILE_NAME = re.compile(PROFILER_DB_NAME)
+"""The torch_npu DB export of one rank (``ascend_pytorch_profiler_<rank>.db``; ``analysis.db``
+beside it is not read) or msprof's own DB export (``msprof_<timestamp>.db``)."""
 
 SUPPORTED_MAJORS = frozenset({1})
 """``META_DATA`` ``SCHEMA_VERSION_MAJOR`` values read (torch_npu 2.1-2.6 write 1.x.y;
@@ -62,7 +69,6 @@ SK_TYPE = "SuperKernel"
 SK_NAME_PREFIX = "sk_"
 
 REQUIRED: Mapping[str, tuple[str, ...]] = {
-    "META_DATA": ("name", "value"),
     "STRING_IDS": ("id", "value"),
     "TASK": ("startNs", "endNs", "deviceId", "globalTaskId", "streamId", "taskId", "modelId"),
     "COMPUTE_TASK_INFO": (
@@ -71,10 +77,12 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
 }  # fmt: skip
 """Tables and columns the kernels table needs; each must exist."""
 OPTIONAL: Mapping[str, tuple[str, ...]] = {
+    "META_DATA": ("name", "value"),
     "COMMUNICATION_OP": ("opName", "startNs", "endNs", "opType"),
     "STEP_TIME": ("id", "startNs", "endNs"),
 }
-"""Tables read when present (a run without communication or steps lacks them); when present, complete."""
+"""Tables read when present (a run without communication or steps lacks them; msprof's own
+export may lack ``META_DATA``); when present, complete."""
 
 
 
@@ -83,7 +91,7 @@ def parse_profiler_db(path: Path, *, root: Path | None = None) -> ParseResult:
     path = Path(path)
     with _connect(path) as db:
         tables = _columns(db, path)
-        _check_version(db, path, tables)
+        notes = _check_version(db, path) if "META_DATA" in tables else [_note(path, "has no META_DATA table")]
         wait = "waitNs" in tables.get("COMPUTE_TASK_INFO", ())
         compute = _query(db, path, "TASK", _COMPUTE_SQL.format(wait=", c.waitNs AS wait_ns" if wait else ""))
         strings = _query(db, path, "STRING_IDS", "SELECT id, value FROM STRING_IDS")
@@ -93,7 +101,9 @@ def parse_profiler_db(path: Path, *, root: Path | None = None) -> ParseResult:
     if comm is not None:
         _require_integers(path, comm, ("COMMUNICATION_OP", ("start_ns", "end_ns")))
     frame = _kernels(path, compute, comm, strings, steps, has_wait=wait)
-    return ParseResult(KERNELS, KERNELS.conform(frame.with_columns(pl.lit(relative_source(path, root)).alias("source_file"))), path)
+    if frame.height == 0:
+        notes.append(f"{path}: no compute tasks or communication ops: the kernels table gets nothing from it")
+    return ParseResult(KERNELS, KERNELS.conform(frame.with_columns(pl.lit(relative_source(path, root)).alias("source_file"))), path, notes)
 
 
 _COMPUTE_SQL = """
@@ -170,7 +180,9 @@ def _columns(db: Any, path: Path) -> dict[str, tuple[str, ...]]:
     return tables
 
 
-def _check_version(db: Any, path: Path, tables: Mapping[str, tuple[str, ...]]) -> None:
+def _check_version(db: Any, path: Path) -> list[str]:
+    """Refuse a ``META_DATA`` schema major other than :data:`SUPPORTED_MAJORS`; a table without
+    any version gives a note (the tables and columns checked by :func:`_columns` are the layout)."""
     meta = _query(db, path, "META_DATA", "SELECT name, value FROM META_DATA")
     values = dict(zip(meta["name"].cast(pl.Utf8).to_list(), meta["value"].cast(pl.Utf8).to_list(), strict=True))
     version = values.get("SCHEMA_VERSION") or ".".join(
@@ -179,9 +191,16 @@ def _check_version(db: Any, path: Path, tables: Mapping[str, tuple[str, ...]]) -
     major_text = values.get("SCHEMA_VERSION_MAJOR") or (version or "").split(".")[0]
     supported = ", ".join(f"{m}.x.y" for m in sorted(SUPPORTED_MAJORS))
     if not major_text:
-        raise InputError(path, "table META_DATA has no SCHEMA_VERSION", expected=f"a schema version {supported}")
+        return [_note(path, "table META_DATA has no SCHEMA_VERSION")]
     if not major_text.isdigit() or int(major_text) not in SUPPORTED_MAJORS:
         raise InputError(path, f"table META_DATA: unknown schema version {version or major_text!r}", expected=f"schema version {supported}")
+    return []
+
+
+def _note(path: Path, what: str) -> str:
+    """The note for a DB without a schema version (msprof's own export writes no META_DATA)."""
+    return (f"{path}: {what}: schema version unknown (null), read by its tables "
+            f"({', '.join(REQUIRED)} with the columns of schema 1.x)")
 
 
 def _require_integers(path: Path, frame: pl.DataFrame, spec: tuple[str, tuple[str, ...]]) -> None:
@@ -211,7 +230,7 @@ def _kernels(
     devices = compute.get_column("device_id").unique().drop_nulls()
     rows = compute.select(
         "start_ns", "end_ns", *(pl.col(c).cast(pl.Int64) for c in (*_INT_COLUMNS, *_ID_COLUMNS)),
-        (pl.col("wait_ns").cast(pl.Int64) / 1000.0 if has_wait else pl.lit(None, dtype=pl.Float64)).alias("wait_us"),
+        (exact_us(pl.col("wait_ns").cast(pl.Int64)) if has_wait else pl.lit(None, dtype=pl.Float64)).alias("wait_us"),
         pl.lit(False).alias("is_comm"),
     )
     if comm is not None and comm.height:
@@ -230,7 +249,7 @@ def _kernels(
     rows = rows.with_columns(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("row"),
         _start_text(pl.col("start_ns")).alias("start_text"),
-        ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("duration_us"),
+        exact_us(pl.col("end_ns") - pl.col("start_ns")).alias("duration_us"),
         pl.lit(None, dtype=pl.Utf8).alias("op_state"),
         *(_gather(table["text"], pl.col(id_col)).alias(column) for id_col, column in _ID_COLUMNS.items() if column not in ("name", "input_shapes", "output_shapes")),
         _gather(table["value"], pl.col("name_id")).alias("name"),
@@ -301,6 +320,21 @@ def _check_rows(path: Path, rows: pl.DataFrame) -> None:
         raise InputError(path, f"table TASK/COMMUNICATION_OP: endNs {bad['end_ns'][0]} before startNs {bad['start_ns'][0]}", expected="endNs >= startNs")
 
 
+def exact_us(ns: pl.Expr) -> pl.Expr:
+    """Integer ns -> the float64 nearest to ns / 1000 (correctly rounded), i.e. exactly what the
+    CSV export's 3-decimal µs text parses to (``53181`` -> ``53.181``).
+
+    Polars turns a division by a constant into a multiplication by its reciprocal, which is one
+    ulp off in about 14 % of values (``53.181000000000004``); NumPy's IEEE division of the exact
+    float of the integer (exact below 2**53 ns, 104 days) is correctly rounded. Nulls stay null."""
+    return ns.map_batches(_divide_by_1000, return_dtype=pl.Float64)
+
+
+def _divide_by_1000(ns: pl.Series) -> pl.Series:
+    quotient = ns.cast(pl.Float64).to_numpy() / 1000.0  # null -> NaN -> null below
+    return pl.Series(ns.name, quotient, dtype=pl.Float64).fill_nan(None)
+
+
 def _start_text(ns: pl.Expr) -> pl.Expr:
     """Exact µs text with 3 decimals of integer ns (``1736405443881410320`` -> ``1736405443881410.320``)."""
     return pl.concat_str((ns // 1000).cast(pl.Utf8), pl.lit("."), (ns % 1000).cast(pl.Utf8).str.zfill(3))
@@ -316,4 +350,4 @@ def _with_steps(rows: pl.DataFrame, steps: pl.DataFrame | None) -> pl.DataFrame:
     return rows.with_columns(pl.when(inside).then(pl.lit(spans["id"]).gather(at.clip(0))).alias("step_id"))
 
 
-__all__ = ["FILE_NAME", "SUPPORTED_MAJORS", "parse_profiler_db"]
+__all__ = ["FILE_NAME", "SUPPORTED_MAJORS", "exact_us", "parse_profiler_db"]

@@ -27,6 +27,7 @@ import polars as pl
 
 from sk_analytics.errors import InputError, display_path
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.io_seam import reading
 from sk_analytics.schema import TIMINGS
 
@@ -48,9 +49,6 @@ _SUFFIX = " ms"
 
 RANK_LOG = re.compile(r"^log_(\d+)\.log$")
 RUN_DIR = re.compile(r"^run-(\d+)$")
-
-DEFAULT_EXPECTED_RANKS = 8
-DEFAULT_WARMUP = 8
 
 
 def rank_of(path: Path) -> int:

@@ -7,6 +7,7 @@ trial engine treats the simulator, a real NPU script and any command alike.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -97,6 +98,13 @@ class WrapperVerdict:
     accepted: bool
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    blocked: bool = False
+    """Rejected without asking: the installed release's wrapper is known to refuse it (the reason names the release)."""
+
+    @property
+    def verdict(self) -> str:
+        """``accepted``, ``rejected`` (the wrapper said no) or ``blocked`` (known to be refused, never tried)."""
+        return "accepted" if self.accepted else "blocked" if self.blocked else "rejected"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +139,14 @@ class Backend(Protocol):
 
     def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
         """Would the option wrapper accept ``option = value`` exactly?"""
+
+    def workload_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config`` as the workload's option wrapper takes it (the npu backend: torch_npu's option names)."""
+
+
+def config_as_given(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``config``: the workload config of a backend whose workload reads the registry's names."""
+    return copy.deepcopy(dict(config))
 
 
 def expand_template(template: list[str], request: RunRequest) -> list[str]:

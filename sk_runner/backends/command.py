@@ -8,6 +8,7 @@ folder as ``{run_dir}`` / ``SK_RUN_DIR`` and its seed as ``{seed}`` /
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from sk_runner.backends.base import (
     Control,
     RunRequest,
     WrapperVerdict,
+    config_as_given,
     expand_template,
     require_template,
 )
@@ -70,3 +72,7 @@ class CommandBackend:
 
     def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
         return registry_verdict(option, value)
+
+    def workload_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The config as given: a user command reads the options in the registry's names."""
+        return config_as_given(config)

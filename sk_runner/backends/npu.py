@@ -21,7 +21,11 @@ the ``TimingLog`` block also runs under the torch_npu profiler
 
 The exact-value probe asks the installed wrapper
 (``torch.npu.NPUGraph._validate_options(None, "optimize_options", {name: value})``,
-``"debug_options"`` for a debug option).
+``"debug_options"`` for a debug option) in torch_npu's option names and value
+forms (``opt_extend`` / ``debug_extend`` as text, :mod:`.torch_npu_options`),
+unless the installed release is known to refuse the option or the value's type
+(``blocked``, naming the release: never tried). :func:`compile_options` hands
+``torch.compile`` the options in those names whichever names the config uses.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from typing import IO, Any, TypeVar
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError
-from sk_analytics.stage_o.options import BY_NAME
+from sk_analytics.stage_o.options import OptionSpec, spec_of
+from sk_runner.backends import torch_npu_options as names
 from sk_runner.backends.base import Control, WrapperVerdict
 from sk_runner.backends.command import CommandBackend
 from sk_runner.config import DEBUG_OPTIONS_KEY, OPTIONS_KEY, load_config
@@ -68,18 +73,19 @@ def require_torch_npu() -> ModuleType:
     return torch
 
 
-def compile_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``torch.compile`` options of an execution config, in either layout.
+def compile_options(config: Mapping[str, Any], *, source: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The ``torch.compile`` options of an execution config, in either layout, with the SK
+    options in torch_npu's names and value forms (``opt_extend_option`` -> ``opt_extend`` text).
 
     Top-level keys (torch.compile layout) win; otherwise the YAML layout
     ``model_config.custom_params`` is used. Absent keys are left out.
     """
-    source: Mapping[str, Any] = config
+    found: Mapping[str, Any] = config
     if not any(k in config for k in COMPILE_KEYS):
         custom = config.get("model_config", {}).get("custom_params") if isinstance(config.get("model_config"), dict) else None
         if isinstance(custom, dict):
-            source = custom
-    return {k: source[k] for k in COMPILE_KEYS if k in source}
+            found = custom
+    return names.wrapper_config({k: found[k] for k in COMPILE_KEYS if k in found}, source=source)
 
 
 def config_path_from_env(config_path: str | os.PathLike[str] | None = None) -> Path:
@@ -93,7 +99,8 @@ def config_path_from_env(config_path: str | os.PathLike[str] | None = None) -> P
 def compile_model(model: T, config_path: str | os.PathLike[str] | None = None, *, fullgraph: bool = True, **kwargs: Any) -> T:
     """``torch.compile(model, backend="npugraph_ex", options=<config options>)``."""
     torch = require_torch_npu()
-    options = compile_options(load_config(config_path_from_env(config_path)))
+    path = config_path_from_env(config_path)
+    options = compile_options(load_config(path), source=path)
     return torch.compile(model, backend="npugraph_ex", fullgraph=fullgraph, options=options, **kwargs)
 
 
@@ -226,28 +233,52 @@ def write_correctness(passed: bool, run_dir: str | os.PathLike[str] | None = Non
 
 
 def wrapper_section(option: str) -> str:
-    """The ``_validate_options`` table an option is checked in: ``debug_options`` for the registry's debug
-    options (``super_kernel_debug_options``), else ``optimize_options`` (the real wrapper keeps two tables)."""
-    spec = BY_NAME.get(option)
-    return "debug_options" if spec is not None and spec.debug else "optimize_options"
+    """The ``_validate_options`` table an option (either name) is checked in: ``debug_options`` for the
+    registry's debug options (``super_kernel_debug_options``), else ``optimize_options`` (the real wrapper
+    keeps two tables)."""
+    spec = spec_of(option)
+    return "optimize_options" if spec is None else names.wrapper_section(spec)
+
+
+def installed_release() -> str:
+    """``torch_npu.__version__`` of the installed torch_npu (empty when it does not say)."""
+    require_torch_npu()
+    return str(getattr(importlib.import_module("torch_npu"), "__version__", "") or "")
 
 
 def validate_option(option: str, value: Any) -> WrapperVerdict:
-    """Ask the installed wrapper whether it accepts ``option = value`` exactly."""
+    """Would the installed wrapper accept ``option = value`` exactly? Asked in torch_npu's name and
+    value form; ``blocked`` (not asked) when the installed release is known to refuse it."""
     torch = require_torch_npu()
     graph = getattr(torch.npu, "NPUGraph", None)
     validate = getattr(graph, "_validate_options", None)
     if validate is None:
         raise EnvironmentBlocker("this torch_npu has no torch.npu.NPUGraph._validate_options: cannot probe option values")
+    spec, release = spec_of(option), installed_release()
+    name, wrapped = (option, value) if spec is None else (spec.wrapper, names.wrapper_value(spec, value))
     section = wrapper_section(option)
-    evidence = {"call": f'torch.npu.NPUGraph._validate_options(None, "{section}", {{{option!r}: {value!r}}})'}
+    evidence: dict[str, Any] = {"call": f'torch.npu.NPUGraph._validate_options(None, "{section}", {{{name!r}: {wrapped!r}}})',
+                                "torch_npu": release, "wrapper_name": name}
+    problem = _blocked(release, spec, wrapped)
+    if problem:
+        return WrapperVerdict(False, f"blocked, not tried: {problem}", {**evidence, "call": None}, blocked=True)
     try:
-        returned = validate(None, section, {option: value})
+        returned = validate(None, section, {name: wrapped})
     except Exception as exc:  # the wrapper signals rejection by raising
-        return WrapperVerdict(False, f"wrapper rejected {option}={value!r}: {type(exc).__name__}: {exc}", evidence)
+        return WrapperVerdict(False, f"wrapper rejected {name}={wrapped!r}: {type(exc).__name__}: {exc}", evidence)
     if returned is False:
-        return WrapperVerdict(False, f"wrapper returned False for {option}={value!r}", evidence)
-    return WrapperVerdict(True, f"wrapper accepted {option}={value!r}", {**evidence, "returned": repr(returned)})
+        return WrapperVerdict(False, f"wrapper returned False for {name}={wrapped!r}", evidence)
+    return WrapperVerdict(True, f"wrapper accepted {name}={wrapped!r}", {**evidence, "returned": repr(returned)})
+
+
+def _blocked(release: str, spec: OptionSpec | None, wrapped: Any) -> str | None:
+    """Why a checked release's wrapper refuses the option or the value's type (naming the release);
+    None to ask the wrapper (an unregistered option, a release outside the checked range)."""
+    if spec is None or names.checked_release(release) is None:
+        return None
+    problem = names.release_problem(release, spec)
+    type_problem = names.value_problem(spec, wrapped)
+    return problem or (f"torch_npu {release}: {type_problem}" if type_problem else None)
 
 
 class NpuBackend(CommandBackend):
@@ -275,3 +306,7 @@ class NpuBackend(CommandBackend):
 
     def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
         return validate_option(option, value)
+
+    def workload_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The config with every SK option map in torch_npu's names and value forms (what its wrapper accepts)."""
+        return names.wrapper_config(config)

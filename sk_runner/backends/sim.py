@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import sk_runner
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.backends.base import Control, RunRequest, WrapperVerdict
+from sk_runner.backends.base import Control, RunRequest, WrapperVerdict, config_as_given
 from sk_runner.backends.wrapper_rules import registry_verdict
 from sk_runner.fingerprint import environment_record
 
@@ -77,3 +78,7 @@ class SimBackend:
 
     def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
         return registry_verdict(option, value)
+
+    def workload_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The config as given: the simulator reads the registry's (runtime) names."""
+        return config_as_given(config)

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from sk_analytics.dcci.pattern import pattern_problem
-from sk_analytics.stage_o.options import BY_NAME, is_debug_option
+from sk_analytics.stage_o.options import BY_NAME, is_debug_option, map_text
 from sk_runner.backends.base import WrapperVerdict
 
 MAP_TEXT = re.compile(r"^[^=:,]+=[^=:]*(?::[^=:,]+=[^=:]*)*$")
@@ -58,9 +58,7 @@ def _shape_problem(kind: str, value: Any) -> str | None:
                 return f"pattern {item!r}: {problem}"
         return None
     if kind == "map":
-        text = value if isinstance(value, str) else None
-        if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str | list) for k, v in value.items()):
-            text = ":".join(f"{k}={v if isinstance(v, str) else ','.join(map(str, v))}" for k, v in value.items())
+        text = map_text(value)
         if text is None:
             return f"{value!r} is not a k=v1,v2:k2=v3 map"
         if len(text) > MAP_MAX_CHARS:

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import click
 
-from sk_runner.sim.runner import SimRequest, run
-
 
 @click.command("sim")
 @click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML).")
@@ -43,6 +41,8 @@ def sim(
     probe_only: bool,
 ) -> int:
     """Run the simulated SK device as one workload process (see docs/simulator.md)."""
+    from sk_runner.sim.runner import SimRequest, run  # NumPy: imported when it runs, not for --help
+
     request = SimRequest(
         config=config,
         run_dir=run_dir,

@@ -8,14 +8,18 @@ from pathlib import Path
 
 import click
 
+from typing import TYPE_CHECKING
+
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
-from sk_runner.backends.base import Control
-from sk_runner.sweep.driver import run_sweep
-from sk_runner.sweep.session import SweepSession, load_session
+
+if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help stays fast
+    from sk_runner.sweep.session import SweepSession
 
 
 def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) -> int:
     """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped)."""
+    from sk_runner.sweep.driver import run_sweep
+
     say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=False))
     click.echo(f"会话：{session.root}")
     for notice in session.notices:
@@ -54,8 +58,11 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     if resume is not None:
         if session_dir is not None:
             raise UsageError("--resume takes the session folder itself; --session is for new sessions")
+        from sk_runner.sweep.session import load_session
+
         return run_and_print(load_session(resume), lang, quiet)
     if demo:
+        from sk_runner.backends.base import Control
         from sk_runner.sweep.demo import DEMO_CONTROL, demo_session
 
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)

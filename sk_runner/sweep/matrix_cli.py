@@ -7,14 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from jsonpointer import JsonPointerException, resolve_pointer
 
-from sk_analytics.atomic import write_json
 from sk_analytics.errors import EXIT_OK, InputError, IntegrityError
-from sk_analytics.ledger import Ledger
-from sk_analytics.strict_json import load_config_file, load_json_file
-from sk_analytics.stage_o.matrix import build_matrix, check_frozen, freeze_matrix, load_matrix
-from sk_analytics.stage_o.options import options_root
 
 MATRIX_NAME = "matrix.json"
 
@@ -28,6 +22,12 @@ def init_matrix(
     The options object (``root``, else the layout's default) must exist in the
     SEED: every trial changes one pointer inside it.
     """
+    from jsonpointer import JsonPointerException, resolve_pointer
+
+    from sk_analytics.atomic import write_json
+    from sk_analytics.stage_o.matrix import build_matrix, load_matrix
+    from sk_analytics.stage_o.options import options_root
+
     target = session / MATRIX_NAME
     if target.exists() and "freeze" in load_matrix(target):
         raise IntegrityError(f"{target}: the option matrix is frozen and immutable; start a new session to change it")
@@ -45,6 +45,10 @@ def init_matrix(
 
 def freeze_session_matrix(session: Path) -> str:
     """Freeze ``<session>/matrix.json`` and record its fingerprint in the ledger."""
+    from sk_analytics.atomic import write_json
+    from sk_analytics.ledger import Ledger
+    from sk_analytics.stage_o.matrix import check_frozen, freeze_matrix, load_matrix
+
     target = session / MATRIX_NAME
     matrix = load_matrix(target)
     ledger = Ledger(session)
@@ -76,6 +80,9 @@ def matrix() -> None:
 @click.option("--options-root", "root", default=None, help="RFC 6901 pointer of the options object (auto-detected).")
 def init(session: Path, config: Path, probes: Path, root: str | None) -> int:
     """Build superkernel-winner-option-matrix-v1 from the registry and probe results."""
+    from sk_analytics.stage_o.matrix import load_matrix
+    from sk_analytics.strict_json import load_config_file, load_json_file
+
     seed = load_config_file(config)
     probe_list = load_json_file(probes)
     if not isinstance(seed, dict):
