@@ -7,7 +7,7 @@ Two sources, never mixed in one function:
   (:mod:`sk_analytics.option_trial.stats`), so a run metric here is
   bit-identical to the one the gate recorded;
 * the session's evidence as the report reads it (a
-  :class:`~sk_analytics.stage_o.session_view.SessionView`: ledger, stability files,
+  :class:`~sk_analytics.session_view.SessionView`: ledger, stability files,
   gate records): :func:`rounds`, :func:`gate_checks`, :func:`o0_runs`,
   :func:`accepted_path`. The report renders these same frames.
 
@@ -35,7 +35,7 @@ from sk_analytics.option_trial.gate import (
     MIN_IMPROVEMENT_PCT,
 )
 from sk_analytics.option_trial.stats import collect_stats, split_samples, stats_query
-from sk_analytics.stage_o.session_view import (
+from sk_analytics.session_view import (
     RoundInfo,
     SessionView,
     load_view,

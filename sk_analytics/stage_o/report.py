@@ -9,7 +9,7 @@ round, ΔP50 per SK structure) where the Markdown has a figure marker. The
 English report renders recorded Chinese reasons through
 :mod:`sk_analytics.stage_o.reasons`. Presentation only: nothing here decides.
 
-Pieces: :mod:`~sk_analytics.stage_o.session_view` (reading the session),
+Pieces: :mod:`~sk_analytics.session_view` (reading the session),
 :mod:`~sk_analytics.stage_o.report_text` (words, formats),
 :mod:`~sk_analytics.stage_o.report_dcci` (§6 section),
 :mod:`~sk_analytics.stage_o.report_html` (HTML); this module assembles them
@@ -40,7 +40,7 @@ from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.stage_o.report_dcci import dcci_section
 from sk_analytics.stage_o.report_html import FIGURE, STYLE, markdown_to_html
 from sk_analytics.stage_o.report_text import TEXT, ci_text, code, num, paren, pct
-from sk_analytics.stage_o.session_view import (
+from sk_analytics.session_view import (
     RoundInfo,
     SessionView,
     load_environment_blockers,

@@ -8,7 +8,7 @@ from typing import Any
 from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
 from sk_analytics.markdown import table
 from sk_analytics.stage_o.report_text import TEXT, code, num, paren, pct
-from sk_analytics.stage_o.session_view import (
+from sk_analytics.session_view import (
     SessionView,
     run_count,
     settled_status,
