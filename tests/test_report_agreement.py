@@ -1,0 +1,127 @@
+"""One truth from report to notebook: every number of EXPERIMENT_REPORT.md (zh and en) and of report.html's
+tables is a value of the explore API over the same session, shown to the precision printed (issue 27)."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from sweep_helpers import settled_statuses, small_session
+
+from sk_analytics import explore as ex
+from sk_analytics.session_view import SessionView
+from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_MD, report_texts
+from sk_runner.sweep.driver import run_sweep
+
+DECIMAL = re.compile(r"(?<![\w.])[+\-]?\d+\.\d+(?![\w.])")
+CODE = re.compile(r"`[^`]*`")
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A simulator session with noisy runs, an accepted and a rejected option, and DCCI's regression ->
+    diagnosis -> repair accepted and topped up to five runs (gate runs ≠ all clean runs)."""
+    from sk_runner import profile
+
+    root = tmp_path_factory.mktemp("agree") / "session"
+    with pytest.MonkeyPatch.context() as patch:  # pin the collections' source revision (see test_sweep_dcci)
+        patch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
+        run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5),
+                  say=lambda _: None)
+    assert settled_statuses(root) == {"dcci-disable-all": "accepted", "auto-op-parallel-1": "accepted", "split-mode-3": "rejected"}
+    yield root
+
+
+def explore_values(view: SessionView) -> list[float]:
+    """Every number the explore API gives for the session (frames a notebook reads)."""
+    diff = view.dcci_diff or {}
+    frames = [ex.round_metrics(view), ex.gate_sides(view), ex.gate_decisions(view), ex.gate_checks(view), ex.o0_runs(view),
+              ex.accepted_path(view), ex.simulator_truth(view), ex.dcci_structures(diff)]
+    values: list[float] = []
+    for frame in frames:
+        for name, dtype in frame.schema.items():
+            if dtype.is_float():
+                values += [v for v in frame[name].to_list() if v is not None]
+            elif dtype == pl.List(pl.Float64):
+                values += [v for row in frame[name].to_list() for v in row]
+    return values
+
+
+def unexplained(text: str, values: list[float]) -> list[str]:
+    """Decimal numbers of ``text`` (outside code spans) that no explore value rounds to at their printed precision."""
+    missing = []
+    for token in DECIMAL.findall(CODE.sub("", text)):
+        decimals = len(token.split(".")[1])
+        shown = float(token)
+        if not any(abs(v - shown) <= 0.5 * 10 ** -decimals + 1e-9 for v in values):
+            missing.append(token)
+    return missing
+
+
+def html_text(page: str) -> str:
+    """report.html without its SVG drawings (axis ticks are not data) and without tags."""
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<svg.*?</svg>", " ", page, flags=re.S)))
+
+
+def test_every_number_of_the_report_is_an_explore_value(session: Path) -> None:
+    view = ex.load_session(session)
+    values = explore_values(view)
+    zh = (session / REPORT_MD).read_text(encoding="utf-8")
+    en = report_texts(ex.load_session(session), "en")
+    texts = {"zh md": zh, "zh html": html_text((session / REPORT_HTML).read_text(encoding="utf-8")),
+             "en md": en[REPORT_MD], "en html": html_text(en[REPORT_HTML])}
+    for name, text in texts.items():
+        numbers = DECIMAL.findall(CODE.sub("", text))
+        assert len(numbers) > 100, f"{name}: only {len(numbers)} numbers found"  # the walk reads the tables, not nothing
+        assert unexplained(text, values) == [], f"{name}: numbers no explore frame gives"
+
+
+def test_a_wrong_number_is_caught() -> None:
+    """The walk fails on a figure off by one unit in its last printed digit, and ignores code spans."""
+    assert unexplained("| O2 | 12.0075 | +2.36% |", [12.007515, 2.3553]) == []
+    assert unexplained("| O2 | 12.0076 |", [12.007515]) == ["12.0076"]
+    assert unexplained("`run 12.9`, O10, run-3", [1.0]) == []
+
+
+def _table(text: str, header_start: str) -> list[list[str]]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_dcci_table_figures_and_their_runs_are_the_gates(session: Path) -> None:
+    """The §6 table shows each row's gate numbers and says over which runs: the repair's three gate runs, not its
+    five after top-up (the report said "5 runs" beside the 3-run mean)."""
+    view = ex.load_session(session)
+    zh = (session / REPORT_MD).read_text(encoding="utf-8")
+    rows = {r[0]: r for r in _table(zh, "| 配置 |")}
+    sides = ex.gate_sides(view)
+    for label, round_, side in (("O0-INCUMBENT", "O1", "baseline"), ("disable-all（O1）", "O1", "candidate"),
+                                ("disable+before+after（O2）", "O2", "candidate")):
+        want = sides.filter(round=round_, side=side).row(0, named=True)
+        runs = f"{want['runs']} 次门禁运行" if side == "candidate" else f"{want['runs']} 次干净运行"
+        assert rows[label][1:4] == [runs, f"{want['worst_rank_mean_ms']:.4f}", f"{want['median_run_ms']:.4f}"], label
+    topped = ex.round_metrics(view).filter(round="O2")
+    assert topped["run_set"].to_list() == ["gate", "all_clean"] and topped["runs"].to_list() == [3, 5]
+    assert topped["label"].to_list() == ["3 gate runs", "5 after top-up"]
+    # the chart and explore.rounds show the widest set, labelled; the gate row keeps the gate's mean
+    widest = ex.rounds(view).filter(round="O2").row(0, named=True)
+    assert (widest["run_set"], widest["runs"], widest["mean_ms"]) == ("all_clean", 5, topped["mean_ms"][1])
+    assert rows["disable+before+after（O2）"][2] == f"{topped['mean_ms'][0]:.4f}" != f"{topped['mean_ms'][1]:.4f}"
+
+
+def test_overview_says_which_runs_and_uses_chinese_words(session: Path) -> None:
+    zh = (session / REPORT_MD).read_text(encoding="utf-8")
+    rows = {r[0]: r for r in _table(zh, "| 阶段/候选 |")}
+    assert rows["O2 dcci-disable-all（联合修复）"][6:8] == ["5 次干净运行 vs 3 次门禁运行；补足后 5 次", "接受"]
+    assert rows["O4 split-mode-3"][7] == "拒绝"
+    assert "verified" not in zh and "verdict=" not in zh and "**accepted**" not in zh
