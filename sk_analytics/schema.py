@@ -50,9 +50,13 @@ class Table:
 
 
 PARTITION_DOC = {
-    "round": "Stage O round (`O0-INCUMBENT`, `O1`, …, or the folder name for an ad-hoc ingest)",
-    "role": "what the data is in that round (`baseline`, `trial`, `diag-baseline`, …)",
-    "run": "run folder name (`run-1`, …) or the profile root name",
+    "round": "Stage O round as a sweep writes it: `O0-INCUMBENT`, `O1`, `O2`, … (sort by the number, not the text: "
+             "the explore frames carry `round_index`), `DCCI` for the diagnostic collections; "
+             "the folder name for an ad-hoc `sk-analyze ingest`",
+    "role": "what the data is in that round: `baseline` (O0's clean runs), `trial` (a candidate's clean runs), "
+            "`baseline_profile`/`candidate_profile` (DCCI's collections, round `DCCI`); an ad-hoc ingest: `clean` "
+            "inside `run-<k>` folders, else `profile` (or its `--role`)",
+    "run": "run folder name (`run-1`, …) or the profile root name (`attempt-1`, …)",
 }
 
 TIMINGS = Table(
