@@ -23,9 +23,11 @@ DEMO_PROFILE_ITERATIONS = 14
 instead of the 40 of a real collection: every rank is still profiled, but the raw sk_prof text of
 both sides is ~0.6 GB instead of ~1.8 GB, and the demo fits 90 s on two cores
 (benchmarks/README.md). ``sk-run demo --full-profile`` profiles the full 40."""
-DEMO_POLICY = Policy(timeout_s=120.0, risky_timeout_s=15.0, profile_iterations=DEMO_PROFILE_ITERATIONS)
+DEMO_POLICY = Policy(timeout_s=120.0, risky_timeout_s=6.0, profile_iterations=DEMO_PROFILE_ITERATIONS)
 """No risk authorisation and no declared operator adaptation: event_breaker_bypass and
-early_start=1 settle as blocked, as they would for a real user who allowed neither."""
+early_start=1 settle as blocked, as they would for a real user who allowed neither. A risky
+option's run is killed after 6 s (a simulated run takes under a second; the hang of
+value_breaker_bypass=3 waited 15 s before)."""
 
 
 def demo_session(
