@@ -125,3 +125,35 @@ def test_overview_says_which_runs_and_uses_chinese_words(session: Path) -> None:
     assert rows["O2 dcci-disable-all（联合修复）"][6:8] == ["5 次干净运行 vs 3 次门禁运行；补足后 5 次", "接受"]
     assert rows["O4 split-mode-3"][7] == "拒绝"
     assert "verified" not in zh and "verdict=" not in zh and "**accepted**" not in zh
+
+
+def test_one_dtype_per_column_and_a_round_index_wherever_there_is_a_round(session: Path) -> None:
+    """rank is Int32 in the Parquet, the explore frames and the DCCI frames (joins need no cast); every frame with
+    `round` has a numeric `round_index` that sorts O10 after O2."""
+    import sk_analytics as ska
+
+    view = ex.load_session(session)
+    tables = ska.open_session(session)
+    diff = view.dcci_diff or {}
+    means = ex.rank_means(tables["timings"])
+    metrics = ex.run_metrics(tables["timings"])
+    frames = {"rank_means": means, "run_metrics": metrics, "slowest_ranks": ex.slowest_ranks(metrics),
+              "rounds": ex.rounds(view), "round_metrics": ex.round_metrics(view), "gate_sides": ex.gate_sides(view),
+              "gate_decisions": ex.gate_decisions(view), "gate_checks": ex.gate_checks(view),
+              "accepted_path": ex.accepted_path(view), "simulator_truth": ex.simulator_truth(view)}
+    for name, frame in frames.items():
+        assert frame.height > 0, name
+        assert frame.schema["round_index"] == pl.Int32, name
+        named = frame.filter(pl.col("round").str.starts_with("O")).select("round", "round_index").unique().sort("round_index")
+        assert named["round"].to_list() == sorted(named["round"].to_list(), key=lambda r: int(r[1:].split("-")[0])), name
+    parquet_rank = tables["timings"].collect_schema()["rank"]
+    assert parquet_rank == pl.Int32
+    assert means.schema["rank"] == metrics.schema["worst_rank"] == ex.o0_runs(view).schema["worst_rank"] == parquet_rank
+    sks, children, alignment = ex.dcci_sks(diff), ex.dcci_children(diff), ex.dcci_alignment(diff)
+    assert sks.schema["rank"] == sks.schema["deciding_rank"] == children.schema["rank"] == alignment.schema["rank"] == parquet_rank
+    # a DCCI slot joins the Parquet rank without a cast, and children reach every rank's slot through cross_rank_sk
+    assert sks.join(means.select("rank").unique(), on="rank").height == sks.height
+    deciding = sks.filter("has_children")
+    assert deciding.height == children["uid"].n_unique() and deciding["deciding"].all()
+    slots = sks.join(children.select("cross_rank_sk").unique(), on="cross_rank_sk")
+    assert slots.height > deciding.height and slots["rank"].n_unique() == sks["rank"].n_unique()
