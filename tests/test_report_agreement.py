@@ -3,6 +3,7 @@ tables is a value of the explore API over the same session, shown to the precisi
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from collections.abc import Iterator
@@ -10,13 +11,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from sweep_helpers import settled_statuses, small_session
+from sweep_helpers import FAST_POLICY, settled_statuses, small_session
 
 from sk_analytics import explore as ex
+from sk_analytics.ledger import read_records
 from sk_analytics.session_view import SessionView
 from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_MD, report_texts
 from sk_runner.sweep.driver import run_sweep
 
+PROFILE_ITERATIONS = 14
 DECIMAL = re.compile(r"(?<![\w.])[+\-]?\d+\.\d+(?![\w.])")
 CODE = re.compile(r"`[^`]*`")
 
@@ -30,8 +33,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("agree") / "session"
     with pytest.MonkeyPatch.context() as patch:  # pin the collections' source revision (see test_sweep_dcci)
         patch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
-        run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5),
-                  say=lambda _: None)
+        policy = dataclasses.replace(FAST_POLICY, profile_iterations=PROFILE_ITERATIONS)  # as short as the demo's
+        run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5,
+                                policy=policy), say=lambda _: None)
     assert settled_statuses(root) == {"dcci-disable-all": "accepted", "auto-op-parallel-1": "accepted", "split-mode-3": "rejected"}
     yield root
 
@@ -157,3 +161,20 @@ def test_one_dtype_per_column_and_a_round_index_wherever_there_is_a_round(sessio
     assert deciding.height == children["uid"].n_unique() and deciding["deciding"].all()
     slots = sks.join(children.select("cross_rank_sk").unique(), on="cross_rank_sk")
     assert slots.height > deciding.height and slots["rank"].n_unique() == sks["rank"].n_unique()
+
+
+def test_the_policys_profile_window_sets_the_collections_and_the_demo_keeps_a_full_one(session: Path) -> None:
+    """Policy.profile_iterations is the first window of both diagnostic collections (the demo's 14 steps);
+    --full-profile leaves it unset (the profiler's 40); unset, session.json is as before the field existed."""
+    from sk_analytics.stage_o.state import Policy
+    from sk_runner.profile import DEFAULT_PROFILE_ITERATIONS
+    from sk_runner.sweep.demo import DEMO_PROFILE_ITERATIONS, demo_session
+
+    windows = [(r.data["side"], r.data["iterations"]) for r in read_records(session) if r.kind == "profile_result"]
+    assert windows == [("o0", PROFILE_ITERATIONS), ("disable_all", PROFILE_ITERATIONS)]
+    assert "profile_iterations" not in Policy().to_json() and Policy.from_json(Policy().to_json()) == Policy()
+    assert Policy.from_json(Policy(profile_iterations=14).to_json()).profile_iterations == 14
+    light = demo_session(session.parent / "demo-light")
+    full = demo_session(session.parent / "demo-full", full_profile=True)
+    assert (light.policy.profile_iterations, full.policy.profile_iterations) == (DEMO_PROFILE_ITERATIONS, None)
+    assert DEMO_PROFILE_ITERATIONS < DEFAULT_PROFILE_ITERATIONS == 40
