@@ -178,3 +178,9 @@ def test_the_policys_profile_window_sets_the_collections_and_the_demo_keeps_a_fu
     full = demo_session(session.parent / "demo-full", full_profile=True)
     assert (light.policy.profile_iterations, full.policy.profile_iterations) == (DEMO_PROFILE_ITERATIONS, None)
     assert DEMO_PROFILE_ITERATIONS < DEFAULT_PROFILE_ITERATIONS == 40
+
+
+def test_the_html_figure_table_names_the_runs_of_each_round(session: Path) -> None:
+    page = report_texts(ex.load_session(session), "en")[REPORT_HTML]
+    table = page.split("<figcaption>Worst-rank mean of every clean run per round (ms)</figcaption>")[1].split("</table>")[0]
+    assert "<td>5 clean runs</td>" in table and "<td>5 after top-up</td>" in table and "<td>3 gate runs</td>" in table

@@ -43,6 +43,7 @@ class RunColumn:
     entry_id: str | None
     outcome: str  # a key of OUTCOME_COLOURS
     values: tuple[float, ...]
+    runs_label: str = ""  # which runs the values are (``5 after top-up``); the count alone when empty
 
 
 def _esc(text: object) -> str:
@@ -180,7 +181,7 @@ def svg_run_metrics(columns: Sequence[RunColumn], t: Mapping[str, str], referenc
         body.append(f'<line x1="{cx - step * 0.32:.1f}" y1="{y_of(mean):.1f}" x2="{cx + step * 0.32:.1f}" y2="{y_of(mean):.1f}" '
                     f'stroke="#222" stroke-width="2"><title>{_esc(label)} mean: {mean:.4f} ms</title></line>')
     body += _legend(items, 18, left + 6, width - right)
-    rows = [[c.round, c.entry_id or "—", t[f"outcome_{c.outcome}"], len(c.values),
+    rows = [[c.round, c.entry_id or "—", t[f"outcome_{c.outcome}"], c.runs_label or len(c.values),
              ", ".join(f"{v:.4f}" for v in c.values) or "—", f"{sum(c.values) / len(c.values):.4f}" if c.values else "—"]
             for c in columns]
     table = _html_table(t["fig_runs_cols"].split("|"), rows)

@@ -270,19 +270,22 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
 # --------------------------------------------------------------------------- figure data
 
 
-def run_columns(view: SessionView) -> list[RunColumn]:
-    """Every round in order with its clean runs' worst-rank means (:func:`sk_analytics.explore.rounds`)."""
-    return [RunColumn(r["round"], r["entry_id"], r["outcome"], tuple(r["run_metrics_ms"])) for r in rounds(view).iter_rows(named=True)]
+def run_columns(view: SessionView, lang: str = "zh") -> list[RunColumn]:
+    """Every round in order with its widest set of clean runs' worst-rank means (:func:`sk_analytics.explore.rounds`),
+    labelled with that set in ``lang``."""
+    t = TEXT["en" if lang == "en" else "zh"]
+    return [RunColumn(r["round"], r["entry_id"], r["outcome"], tuple(r["run_metrics_ms"]),
+                      runs_label(t, r["run_set"], r["runs"], r["round"]) if r["runs"] else "")
+            for r in rounds(view).iter_rows(named=True)]
 
 
 def report_figures(view: SessionView, lang: str) -> dict[str, str]:
     """The HTML figures keyed by their Markdown marker name."""
     t = TEXT[lang]
-    o0 = view.rounds.get(O0)
-    reference = (o0.stability or {}).get("mean_ms") if o0 else None
+    reference = (round_metric(view, O0, ALL_CLEAN) or {}).get("mean_ms")  # O0's five-run mean, the dashed line
     classes = CLASS_ZH if lang == "zh" else {k: k.replace("_", " ") for k in CLASS_ZH}
     groups = group_sks((view.dcci_diff or {}).get("sks") or [])
-    return {"run-metrics": svg_run_metrics(run_columns(view), t, reference), "sk-deltas": svg_sk_deltas(groups, t, classes)}
+    return {"run-metrics": svg_run_metrics(run_columns(view, lang), t, reference), "sk-deltas": svg_sk_deltas(groups, t, classes)}
 
 
 
