@@ -205,14 +205,14 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
     lines = [f"### {trial.name if trial else '—'} · {eid}", ""]
     lines += [
         f"- {t['option']}: `{entry['option']}`{sep}{t['value']}: {code(entry['value'])}{sep}{t['original']}: {code(entry['original'])}",
-        f"- {t['pointer']}: `{entry['pointer']}`{sep}{t['risk']}: {entry['risk']}",
+        f"- {t['pointer']}: `{entry['pointer']}`{sep}{t['risk']}: {word(t, 'risk', entry['risk'])}",
         f"- {t['status']}: **{status}** — {reason}",
     ]
     for info in (trial, trial_round(view, eid, "repair")):
         if info is None:
             continue
         last = info.trials[-1]
-        lines.append(f"- {info.name} ({info.phase}) {t['base_round']}: {last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
+        lines.append(f"- {info.name}{paren(word(t, 'phase', info.phase), lang)}{' ' if lang == 'en' else ''}{t['base_round']}: {last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
         if info.gate:
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]

@@ -115,6 +115,8 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "status_verified": ("已校验", "verified"), "status_unverified": ("未通过校验", "unverified"),
     "verdict_win": ("确有提升", "win"), "verdict_loss": ("确有退化", "loss"), "verdict_neutral": ("无实质差异", "neutral"),
     "verdict_inconclusive": ("证据不足", "inconclusive"),
+    "risk_low": ("低", "low"), "risk_medium": ("中", "medium"), "risk_high": ("高", "high"),
+    "phase_trial": ("试验", "trial"), "phase_repair": ("联合修复", "repair"), "phase_o0": ("O0", "o0"),
 }
 TEXT: dict[str, dict[str, str]] = {lang: {k: v[i] for k, v in _MESSAGES.items()} for i, lang in enumerate(("zh", "en"))}
 
