@@ -21,7 +21,7 @@ DEMO_CONTROL = Control(ranks=8, iterations=120, warmup=8)
 DEMO_PROFILE_ITERATIONS = 14
 """The demo's DCCI collections profile 14 steps (6 after the 8 warm-up steps; protocol §6 needs 3)
 instead of the 40 of a real collection: every rank is still profiled, but the raw sk_prof text of
-both sides is ~0.6 GB instead of ~1.8 GB, and the demo fits 90 s on two cores
+both sides is ~0.6 GB instead of ~1.8 GB, and the demo takes ~1.5 min instead of ~2.5-3 on two cores
 (benchmarks/README.md). ``sk-run demo --full-profile`` profiles the full 40."""
 DEMO_POLICY = Policy(timeout_s=120.0, risky_timeout_s=6.0, profile_iterations=DEMO_PROFILE_ITERATIONS)
 """No risk authorisation and no declared operator adaptation: event_breaker_bypass and
