@@ -49,6 +49,16 @@ class Table:
         return lazy.select([pl.col(c.name).cast(c.dtype) for c in self.columns]).collect()
 
 
+def round_index(column: str = "round") -> pl.Expr:
+    """Numeric order of Stage O round names: ``O0-INCUMBENT`` → 0, ``O1`` → 1, … ``O10`` → 10 (Int32).
+
+    Null for a name that is no Stage O round (``DCCI``, an ad-hoc ingest's
+    folder name, ``Sbest-BASE``). Sort by it instead of by name, where ``O10``
+    comes before ``O2``.
+    """
+    return pl.col(column).str.extract(r"^O(\d+)(?:-|$)", 1).cast(pl.Int32).alias("round_index")
+
+
 PARTITION_DOC = {
     "round": "Stage O round as a sweep writes it: `O0-INCUMBENT`, `O1`, `O2`, … (sort by the number, not the text: "
              "the explore frames carry `round_index`), `DCCI` for the diagnostic collections; "

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from sk_analytics.atomic import atomic_path
 from sk_analytics.errors import InputError
-from sk_analytics.schema import SCHEMA_VERSION, TABLES, Table
+from sk_analytics.schema import SCHEMA_VERSION, TABLES, Table, round_index
 
 PART_FILE = "part-0.parquet"
 
@@ -155,8 +155,9 @@ def _absent_reason(name: str, data_dir: Path) -> str:
 
 
 def open_tables(data_dir: str | Path) -> SessionTables:
-    """Every known table under ``data_dir`` as a LazyFrame (empty when absent; ``.absent`` says which and why)."""
+    """Every known table under ``data_dir`` as a LazyFrame (empty when absent; ``.absent`` says which and why),
+    each with a numeric ``round_index`` beside its ``round`` partition (:func:`round_index`)."""
     folder = Path(data_dir)
     absent = {name: _absent_reason(name, folder) for name in TABLES
               if not (folder / name).is_dir() or next((folder / name).glob("**/*.parquet"), None) is None}
-    return SessionTables({name: scan_table(folder, name) for name in TABLES}, absent)
+    return SessionTables({name: scan_table(folder, name).with_columns(round_index()) for name in TABLES}, absent)

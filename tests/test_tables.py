@@ -88,3 +88,16 @@ def test_written_files_mark_every_not_nullable_column_required(tmp_path: Path) -
     assert fields == {c.name: c.nullable for c in TIMINGS.columns}
     with pytest.raises(ValueError, match="null values in column\\(s\\) rank"):
         write_table(rows.with_columns(pl.lit(None, pl.Int32).alias("rank")), TIMINGS, tmp_path, {"round": "O1", "role": "trial", "run": "run-2"})
+
+
+def test_open_session_tables_carry_a_numeric_round_index(tmp_path: Path) -> None:
+    import sk_analytics as ska
+
+    rows = pl.DataFrame({"run_index": [1], "rank": [0], "phase": ["decode"], "sample_index": [0], "value_ms": [1.0],
+                         "value_text": ["1.0"], "line": [1], "source_file": ["log_0.log"]})
+    for round_ in ("O10", "O2", "O0-INCUMBENT", "DCCI"):
+        write_table(rows, TIMINGS, tmp_path / "data", {"round": round_, "role": "trial", "run": "run-1"})
+    frame = ska.open_session(tmp_path)["timings"].sort("round_index", nulls_last=True).collect()
+    assert frame.select("round", "round_index").rows() == [("O0-INCUMBENT", 0), ("O2", 2), ("O10", 10), ("DCCI", None)]
+    assert frame.schema["round_index"] == pl.Int32 and frame.schema["rank"] == pl.Int32
+    assert "round_index" in ska.open_session(tmp_path)["kernels"].collect_schema()  # an absent table too

@@ -16,6 +16,10 @@ from typing import Any
 
 import polars as pl
 
+from sk_analytics.schema import round_index
+
+__all__ = ["MissingColumnWarning", "records_frame", "round_index"]
+
 
 class MissingColumnWarning(UserWarning):
     """A column the explore API promises is absent from the evidence it read."""
@@ -46,11 +50,3 @@ def records_frame(records: Sequence[Mapping[str, Any]], columns: Mapping[str, pl
          for name, dtype in schema.items()]
     )
 
-
-def round_index(column: str = "round") -> pl.Expr:
-    """Numeric order of Stage O round names: ``O0-INCUMBENT`` → 0, ``O1`` → 1, … ``O10`` → 10 (Int32).
-
-    Null for a name that is no Stage O round (an ad-hoc ingest's folder name,
-    ``Sbest-BASE``). Sort by it instead of by name, where ``O10`` comes before ``O2``.
-    """
-    return pl.col(column).str.extract(r"^O(\d+)(?:-|$)", 1).cast(pl.Int32).alias("round_index")
