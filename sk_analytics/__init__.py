@@ -17,6 +17,8 @@ from sk_analytics.errors import InputError
 if TYPE_CHECKING:  # polars is imported by the functions that need it: `sk-analyze --help` stays fast
     import polars as pl
 
+    from sk_analytics.tables import SessionTables
+
 __all__ = ["open_session", "open_profile", "open_campaign", "__version__"]
 __version__ = "0.1.0"
 
@@ -28,8 +30,13 @@ def _data_dir(path: str | Path) -> Path:
     return root / "data" if (root / "data").is_dir() else root
 
 
-def open_session(path: str | Path) -> dict[str, pl.LazyFrame]:
-    """All tables of a Stage O session (``<session>/data``) as LazyFrames."""
+def open_session(path: str | Path) -> SessionTables:
+    """All tables of a Stage O session (``<session>/data``) as LazyFrames.
+
+    The mapping's ``absent`` attribute (:class:`sk_analytics.tables.SessionTables`)
+    names each table no file was written for and why: a sweep writes no
+    ``sk_occurrences``/``sk_children`` (dcci-diff derives them; ``--tables-out`` writes them).
+    """
     from sk_analytics.tables import open_tables
 
     return open_tables(_data_dir(path))

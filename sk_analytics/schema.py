@@ -49,10 +49,24 @@ class Table:
         return lazy.select([pl.col(c.name).cast(c.dtype) for c in self.columns]).collect()
 
 
+def round_index(column: str = "round") -> pl.Expr:
+    """Numeric order of Stage O round names: ``O0-INCUMBENT`` → 0, ``O1`` → 1, … ``O10`` → 10 (Int32).
+
+    Null for a name that is no Stage O round (``DCCI``, an ad-hoc ingest's
+    folder name, ``Sbest-BASE``). Sort by it instead of by name, where ``O10``
+    comes before ``O2``.
+    """
+    return pl.col(column).str.extract(r"^O(\d+)(?:-|$)", 1).cast(pl.Int32).alias("round_index")
+
+
 PARTITION_DOC = {
-    "round": "Stage O round (`O0-INCUMBENT`, `O1`, …, or the folder name for an ad-hoc ingest)",
-    "role": "what the data is in that round (`baseline`, `trial`, `diag-baseline`, …)",
-    "run": "run folder name (`run-1`, …) or the profile root name",
+    "round": "Stage O round as a sweep writes it: `O0-INCUMBENT`, `O1`, `O2`, … (sort by the number, not the text: "
+             "the explore frames carry `round_index`), `DCCI` for the diagnostic collections; "
+             "the folder name for an ad-hoc `sk-analyze ingest`",
+    "role": "what the data is in that round: `baseline` (O0's clean runs), `trial` (a candidate's clean runs), "
+            "`baseline_profile`/`candidate_profile` (DCCI's collections, round `DCCI`); an ad-hoc ingest: `clean` "
+            "inside `run-<k>` folders, else `profile` (or its `--role`)",
+    "run": "run folder name (`run-1`, …) or the profile root name (`attempt-1`, …)",
 }
 
 TIMINGS = Table(

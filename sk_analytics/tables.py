@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from sk_analytics.atomic import atomic_path
 from sk_analytics.errors import InputError
-from sk_analytics.schema import SCHEMA_VERSION, TABLES, Table
+from sk_analytics.schema import SCHEMA_VERSION, TABLES, Table, round_index
 
 PART_FILE = "part-0.parquet"
 
@@ -43,17 +43,29 @@ def write_table(
     """Conform ``frame`` to ``table`` and write it atomically; return the file path.
 
     Re-ingesting the same partition replaces its file as a whole (never a
-    partial mix of old and new rows).
+    partial mix of old and new rows). A column the schema declares not
+    nullable is written as a required Parquet field, so the files say what
+    docs/schema.md says (and a null there is refused, naming the column).
     """
     conformed = table.conform(frame)
     target = _partition_dir(Path(data_dir), table, partition) / PART_FILE
-    arrow = conformed.to_arrow()
+    arrow = required_fields(conformed.to_arrow(), table)
     metadata = dict(arrow.schema.metadata or {})
     metadata.update({b"schema_version": SCHEMA_VERSION.encode(), b"table": table.name.encode()})
     arrow = arrow.replace_schema_metadata(metadata)
     with atomic_path(target, site="parquet") as tmp:
         pq.write_table(arrow, tmp, compression="zstd")
     return target
+
+
+def required_fields(arrow: pa.Table, table: Table) -> pa.Table:
+    """``arrow`` with each column the schema declares not nullable marked required (ValueError on a null there)."""
+    nullable = {c.name: c.nullable for c in table.columns}
+    nulls = [name for name in arrow.column_names if not nullable.get(name, True) and arrow.column(name).null_count]
+    if nulls:
+        raise ValueError(f"table {table.name}: null values in column(s) {', '.join(nulls)}, which the schema declares not nullable")
+    schema = pa.schema([field.with_nullable(nullable.get(field.name, True)) for field in arrow.schema], metadata=arrow.schema.metadata)
+    return arrow.cast(schema)
 
 
 def read_schema_version(path: str | Path) -> str | None:
@@ -117,6 +129,35 @@ def check_files(files: list[Path], spec: Table) -> None:
             raise InputError(path, f"Parquet file lacks column(s) {', '.join(missing)}", expected=f"the {spec.name} table schema")
 
 
-def open_tables(data_dir: str | Path) -> dict[str, pl.LazyFrame]:
-    """Every known table under ``data_dir`` as a LazyFrame (empty when absent)."""
-    return {name: scan_table(data_dir, name) for name in TABLES}
+DERIVED_BY_DCCI_DIFF = ("sk_occurrences", "sk_children")
+"""Tables that ``sk-analyze dcci-diff`` computes from sk_events and writes only when asked (``--tables-out``)."""
+
+
+class SessionTables(dict[str, pl.LazyFrame]):
+    """Every table of a data folder as a LazyFrame, saying which ones no file was written for and why.
+
+    A plain ``dict`` (``tables["timings"]``); ``absent`` maps each table
+    without any Parquet file to the reason, so an empty frame is never a silent one.
+    """
+
+    absent: dict[str, str]
+
+    def __init__(self, frames: Mapping[str, pl.LazyFrame], absent: Mapping[str, str]) -> None:
+        super().__init__(frames)
+        self.absent = dict(absent)
+
+
+def _absent_reason(name: str, data_dir: Path) -> str:
+    if name in DERIVED_BY_DCCI_DIFF:
+        return (f"not written: derived by dcci-diff, which writes it only with --tables-out (the sweep keeps its diagnosis "
+                f"in experiments/Sbest/DCCI/dcci-diff.json); `sk-analyze dcci-diff BASE CAND --tables-out {data_dir}` writes it")
+    return f"not written: no Parquet file under {data_dir / name}"
+
+
+def open_tables(data_dir: str | Path) -> SessionTables:
+    """Every known table under ``data_dir`` as a LazyFrame (empty when absent; ``.absent`` says which and why),
+    each with a numeric ``round_index`` beside its ``round`` partition (:func:`round_index`)."""
+    folder = Path(data_dir)
+    absent = {name: _absent_reason(name, folder) for name in TABLES
+              if not (folder / name).is_dir() or next((folder / name).glob("**/*.parquet"), None) is None}
+    return SessionTables({name: scan_table(folder, name).with_columns(round_index()) for name in TABLES}, absent)

@@ -97,3 +97,38 @@ def test_open_session_still_reads_one_session_of_a_campaign(tmp_path: Path, monk
         assert "session" not in lf.collect_schema()
         assert lf.group_by("round").len().sort("round").collect().rows() == [("O0-INCUMBENT", 2), ("O1", 1)]
     assert ska.open_session(tmp_path / "sessions" / "session=b-1")["timings"].collect().height == 1
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "campaign.md"
+
+
+def _doc_block(marker: str) -> str:
+    """The ```python block of docs/campaign.md that contains ``marker``."""
+    blocks = DOC.read_text(encoding="utf-8").split("```python\n")[1:]
+    return next(b.split("```", 1)[0] for b in blocks if marker in b)
+
+
+def test_the_docs_pyarrow_and_duckdb_snippet_runs_as_written(tmp_path: Path) -> None:
+    """docs/campaign.md's cross-session snippet (it once used an undefined `schema`) runs on a campaign tree."""
+    pytest.importorskip("duckdb")
+    make_campaign(tmp_path, SESSIONS)
+    namespace: dict[str, object] = {}
+    exec(compile(_doc_block("campaign_files").replace('root = "ROOT"', f"root = {str(tmp_path)!r}"), "campaign.md", "exec"),  # noqa: S102 -- the doc's own snippet
+         namespace)
+    counts = namespace["timings"].to_table(columns=["session", "value_ms"]).group_by("session").aggregate([("value_ms", "count")])
+    assert sorted(zip(counts.column("session").to_pylist(), counts.column("value_ms_count").to_pylist())) == [("a-1", 3), ("b-1", 1)]
+
+
+def test_the_docs_task_recipe_writes_a_task_that_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sk_runner.sweep.phase import validate_task
+
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_doc_block("superkernel-stage-o-task-v1"), "campaign.md", "exec"), {})  # noqa: S102 -- the doc's own recipe
+    task = validate_task(tmp_path / "tasks" / "sim" / "task.json")
+    assert task is not None
+    broken = tmp_path / "tasks" / "sim" / "seed.json"
+    broken.write_text('{"super_kernel_optimize": false}', encoding="utf-8")  # the SEED no longer hashes to its fingerprint
+    from sk_analytics.errors import IntegrityError
+
+    with pytest.raises(IntegrityError, match="does not match seed.config_fingerprint"):
+        validate_task(tmp_path / "tasks" / "sim" / "task.json")

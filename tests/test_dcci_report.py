@@ -86,6 +86,9 @@ def test_group_sks_per_structure_and_class() -> None:
     assert short_name({"child_ops": ["A", "B", "C"], "scope_name": None}) == "A→B→C"
     assert short_name({"child_ops": [], "structure_hash": "abc"}) == "abc"
     assert occurrence_ranges([7, 0, 1, 2, 5, 6]) == "0–2, 5–7" and occurrence_ranges([]) == "—"
+    # one occurrence measured on several ranks: each index once, never "0, 0–1, 1"
+    assert occurrence_ranges([0, 0, 1, 1]) == "0–1" and occurrence_ranges([3, 3, 3]) == "3"
+    assert occurrence_ranges([0, 0, 2, 2, 3]) == "0, 2–3"
     assert format_range([1.004, 0.996]) == "+1.00" and format_range([-1.0, 2.5], ".1f") == "-1.0 … 2.5" and format_range([]) == "—"
 
 

@@ -69,7 +69,8 @@ def test_dcci_sks_deltas_and_classes() -> None:
     assert sks["delta_p50_pct"].to_list() == pytest.approx([50.0, 40.0, 0.0])
     assert sks["delta_p90_pct"].to_list() == pytest.approx([50.0, 25.0, 0.0])  # delta_p90_us / base P90
     assert sks["child_ops"].to_list()[0] == ["A", "B"] and sks.columns[-2:] == ["mwu_p", "mwu_q"]
-    assert sks.select("rank", "cross_rank_sk", "deciding_rank", "deciding").row(0) == ("0", 0, "0", True)
+    assert sks.select("rank", "cross_rank_sk", "deciding_rank", "deciding").row(0) == (0, 0, 0, True)
+    assert sks.schema["rank"] == sks.schema["deciding_rank"] == pl.Int32  # as in the Parquet tables
 
 
 def test_dcci_structures_is_the_report_grouping() -> None:
@@ -85,7 +86,7 @@ def test_dcci_alignment_and_unmapped() -> None:
     assert align.select("uid", "occurrence_index", "align_status").rows() == [(0, 0, "aligned"), (1, 1, "aligned"), (2, 0, "only_in_baseline")]
     assert align["structure_key"].unique().to_list() == ["scope=moe|first=A|last=B|ops=A,B"]
     assert align.select("rank", "graph_pair", "paired_by", "base_graph_position", "cand_graph_position").rows() == [
-        ("0", 0, "anchor", 0, 0), ("0", 0, "run", 1, 1), ("0", 0, None, 2, None)]  # absent on one side: null there
+        (0, 0, "anchor", 0, 0), (0, 0, "run", 1, 1), (0, 0, None, 2, None)]  # absent on one side: null there
 
 
 def test_a_parent_null_in_every_record_is_data_not_a_missing_column() -> None:

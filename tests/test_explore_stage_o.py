@@ -51,7 +51,8 @@ def test_rank_means_and_worst_rank_hand_values() -> None:
         ("O1", "run-2", 0, 2, True), ("O1", "run-2", 1, 2, False), ("O1", "run-10", 0, 2, True), ("O1", "run-10", 1, 2, False)]
     assert means["mean_ms"].to_list() == pytest.approx([10.1, 10.4, 10.25, 10.25, 9.8, 9.2, 9.6, 9.0])
     metrics = ex.run_metrics(_timings().lazy(), WARMUP)
-    assert metrics.rows() == [(O0, "baseline", "run-1", 1, pytest.approx(10.4)), (O0, "baseline", "run-2", 0, 10.25),
+    assert metrics["round_index"].to_list() == [0, 0, 1, 1] and metrics.schema["worst_rank"] == pl.Int32
+    assert metrics.drop("round_index").rows() == [(O0, "baseline", "run-1", 1, pytest.approx(10.4)), (O0, "baseline", "run-2", 0, 10.25),
                               ("O1", "trial", "run-2", 0, pytest.approx(9.8)), ("O1", "trial", "run-10", 0, pytest.approx(9.6))]
 
 
@@ -70,7 +71,8 @@ def test_timings_without_a_needed_column_is_bad_input() -> None:
 
 def test_slowest_ranks_counts_and_shares() -> None:
     metrics = pl.DataFrame({"round": [O0, O0, O0, "O1"], "worst_rank": [1, 1, 0, 3]})
-    assert ex.slowest_ranks(metrics).rows() == [(O0, 1, 2, pytest.approx(2 / 3)), (O0, 0, 1, pytest.approx(1 / 3)), ("O1", 3, 1, 1.0)]
+    assert ex.slowest_ranks(metrics).rows() == [(O0, 0, 1, 2, pytest.approx(2 / 3)), (O0, 0, 0, 1, pytest.approx(1 / 3)),
+                                                 ("O1", 1, 3, 1, 1.0)]
 
 
 def _gate(round_: str, base: str, accepted: bool, **values: Any) -> dict[str, Any]:
@@ -164,6 +166,8 @@ def test_rounds_outcomes_and_run_metrics(tmp_path: Path) -> None:
         ("O3", "c", "O1", "accepted", 5)]
     assert frame.filter(round="O2")["run_metrics_ms"].to_list() == [[9.0, 9.1, 9.2]]  # the gate's runs without a stability file
     assert frame["mean_ms"].to_list() == pytest.approx([10.0, 9.5, 9.1, 9.0])
+    assert frame.select("round_index", "run_set", "label").rows() == [
+        (0, "all_clean", "5 clean runs"), (1, "all_clean", "5 after top-up"), (2, "gate", "3 gate runs"), (3, "all_clean", "5 after top-up")]
 
 
 def test_empty_session_gives_empty_frames_with_columns(tmp_path: Path) -> None:

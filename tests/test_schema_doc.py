@@ -50,3 +50,23 @@ def test_table_cells_escape_pipes_and_angle_brackets() -> None:
     assert row == "| `c` | String | yes | x\\|y with &lt;n> and `<k>` |"
     assert len(re.findall(r"(?<!\\)\|", row)) == 5
     assert "\nDoc with &lt;id> and `a|b`.\n" in text
+
+
+def test_without_out_it_prints_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`sk-analyze schema` in any folder prints the document; it used to write ./docs/schema.md there."""
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(cli, "sk-analyze", ["schema"]) == 0
+    assert capsys.readouterr().out == render_schema_markdown()
+    assert list(tmp_path.iterdir()) == []
+    assert run_cli(cli, "sk-analyze", ["schema", "--check"]) == 2  # nothing to compare without --out
+    assert "--check needs --out" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+def test_role_and_round_values_are_the_ones_a_sweep_writes() -> None:
+    from sk_analytics.schema import PARTITION_DOC
+
+    assert "diag-baseline" not in PARTITION_DOC["role"]
+    for value in ("`baseline`", "`trial`", "`baseline_profile`", "`candidate_profile`"):
+        assert value in PARTITION_DOC["role"]
+    assert "`DCCI`" in PARTITION_DOC["round"] and "`round_index`" in PARTITION_DOC["round"]

@@ -63,12 +63,15 @@ def _view(tmp_path: Path, *, dcci_diff: dict[str, Any] | None = None) -> Session
 
 def test_overview_rows_hand_values(tmp_path: Path) -> None:
     rows = overview_rows(_view(tmp_path), "zh")
-    assert rows[0] == [O0, "worst-rank 均值（预热后 decode）", "—", "10.000", "—", "—", "5", "稳定（spread 1.00%）", "o0/stability.json"]
-    assert rows[1] == ["O1 a", "worst-rank 均值，对比 O0-INCUMBENT", "10.000", "10.200", "0.2000", "-2.00%", "5 vs 3", "rejected",
-                       "O1/summary.json"]
-    assert rows[2] == ["— b", "—", "—", "—", "—", "—", "0", "blocked", "risk=high"]
+    # every ms figure with 4 decimals; the runs cell says which runs each side's figure is over; statuses in Chinese
+    assert rows[0] == [O0, "worst-rank 均值（预热后 decode）", "—", "10.0000", "—", "—", "5 次干净运行", "稳定（spread 1.00%）",
+                       "o0/stability.json"]  # the spread the stability check recorded
+    assert rows[1] == ["O1 a", "worst-rank 均值，对比 O0-INCUMBENT", "10.0000", "10.2000", "0.2000", "-2.00%",
+                       "5 次干净运行 vs 3 次门禁运行", "拒绝", "O1/summary.json"]
+    assert rows[2] == ["— b", "—", "—", "—", "—", "—", "0", "被阻断", "risk=high"]
     en = overview_rows(_view(tmp_path), "en")
     assert en[0][7] == "stable (spread 1.00%)" and en[1][1] == "worst-rank mean vs O0-INCUMBENT"
+    assert en[1][6:8] == ["5 clean runs vs 3 gate runs", "rejected"]
 
 
 def test_first_table_has_the_protocol_columns_in_order(tmp_path: Path) -> None:
@@ -124,7 +127,7 @@ def test_english_report_has_no_chinese_text(tmp_path: Path) -> None:
     assert "## Next steps" in md and "First run `sk-analyze ledger verify" in md
     assert 'lang="en"' in page and "Worst-rank mean of every clean run per round (ms)" in page
     zh = render_markdown(_view(tmp_path), "zh")
-    assert "- 状态: **rejected** — 未通过" in zh and "- 状态: **blocked** — 未授权" in zh
+    assert "- 状态: **拒绝** — 未通过" in zh and "- 状态: **被阻断** — 未授权" in zh
 
 
 def test_next_steps_of_a_stopped_session_in_both_languages(tmp_path: Path) -> None:
@@ -158,11 +161,13 @@ def test_dcci_protocol_table_rows(tmp_path: Path) -> None:
     view.state.settled["d"] = {"status": "accepted", "reason_zh": "组合通过", "evidence": {}, "incumbent_round": "O3"}
     md = render_markdown(view, "zh")
     section = md.split("## DCCI（数据缓存控制）家族")[1].split("\n## ")[0]
-    assert "| 配置 | 干净运行数 | worst-rank 均值 ms | median-run ms | P50 ms | P90 ms | stddev ms | spread | 门禁 | 基线变化 |" in section
+    assert "| 配置 | 统计所用运行 | worst-rank 均值 ms | median-run ms | P50 ms | P90 ms | stddev ms | spread | 门禁 | 基线变化 |" in section
+    assert "|---|---|---:|---:|---:|---:|---:|---:|---|---|" in section  # numbers right-aligned
     # spread = (max - min) / mean of the per-run worst-rank means: 0.2/10.0, 0.2/11.1, 0.2/9.8
-    assert "| O0-INCUMBENT | 5 | 10.000 | 10.000 | 9.950 | 10.100 | 0.0500 | +2.00% | — | — |" in section
-    assert "| disable-all（O2） | 3 | 11.100 | 11.100 | 11.000 | 11.300 | 0.0600 | +1.80% | 否 | 保留原基线 |" in section
-    assert "| disable+before+after（O3） | 5 | 9.800 | 9.800 | 9.750 | 9.900 | 0.0400 | +2.04% | 是 | 成为新基线 |" in section
+    assert "| O0-INCUMBENT | 5 次干净运行 | 10.0000 | 10.0000 | 9.9500 | 10.1000 | 0.0500 | +2.00% | — | — |" in section
+    assert "| disable-all（O2） | 3 次门禁运行 | 11.1000 | 11.1000 | 11.0000 | 11.3000 | 0.0600 | +1.80% | 否 | 保留原基线 |" in section
+    # the repair was topped up to five runs, but its figures are the gate's three: the label says so (issue 27)
+    assert "| disable+before+after（O3） | 3 次门禁运行 | 9.8000 | 9.8000 | 9.7500 | 9.9000 | 0.0400 | +2.04% | 是 | 成为新基线 |" in section
     assert section.rstrip().endswith("> 相关不等于根因：只有完整修复相对 O0 的干净 A/B 对比才能决定是否接受。")
     en = render_markdown(view, "en")
-    assert "| disable+before+after (O3) | 5 | 9.800 | 9.800 | 9.750 | 9.900 | 0.0400 | +2.04% | yes | new incumbent |" in en
+    assert "| disable+before+after (O3) | 3 gate runs | 9.8000 | 9.8000 | 9.7500 | 9.9000 | 0.0400 | +2.04% | yes | new incumbent |" in en

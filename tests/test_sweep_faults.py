@@ -18,7 +18,7 @@ import pytest
 
 from sk_analytics.io_seam import Fault, inject
 from sk_analytics.ledger import read_records, verify
-from sk_analytics.stage_o.session_view import load_environment_blockers
+from sk_analytics.session_view import load_environment_blockers
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.demo import DEMO_SEED_CONFIG
 from sk_runner.sweep.session import BackendSpec, create_session, load_session

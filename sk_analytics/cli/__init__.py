@@ -32,7 +32,7 @@ SUMMARIES = {
     "ledger": "Verify or print the hash-chained ledger of a session (folder or ledger.jsonl).",
     "option-trial": "Compare trial candidates with the five-run incumbent (protocol §5 gate), print a table and the statistics "
                     "beside the gate; exit 0 when accepted.",
-    "schema": "Generate the Parquet schema document from the schema constants.",
+    "schema": "Print the Parquet schema document (from the schema constants), or write/check it with --out.",
     "stability": "Five-run stability of SOURCE (exactly 5 runs, decimal spread <= 5%); exit 0 when stable.",
 }  # fmt: skip
 """First help paragraph of each command, so that ``sk-analyze --help`` imports none of them

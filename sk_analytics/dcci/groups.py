@@ -43,9 +43,13 @@ def short_name(sk: Mapping[str, Any]) -> str:
 
 
 def occurrence_ranges(occurrences: Sequence[int]) -> str:
-    """``0–15`` / ``0, 2, 5–7`` of occurrence indices."""
+    """``0–15`` / ``0, 2, 5–7`` of occurrence indices (each index once: ``[0, 0, 1, 1]`` is ``0–1``).
+
+    The same index repeats when a structure's occurrence is measured on several
+    ranks (one SK slot per rank); the range names indices, not slots.
+    """
     runs: list[list[int]] = []
-    for value in sorted(occurrences):
+    for value in sorted(set(occurrences)):
         if runs and value == runs[-1][-1] + 1:
             runs[-1].append(value)
         else:

@@ -45,7 +45,7 @@ def _pct(delta: str, base: str) -> pl.Expr:
 
 
 _SK = {
-    "uid": pl.Int64, "rank": pl.String, "cross_rank_sk": pl.Int64, "deciding_rank": pl.String, "deciding": pl.Boolean, "structure_hash": pl.String, "occurrence_index": pl.Int64, "scope_name": pl.String,
+    "uid": pl.Int64, "rank": pl.Int32, "cross_rank_sk": pl.Int64, "deciding_rank": pl.Int32, "deciding": pl.Boolean, "structure_hash": pl.String, "occurrence_index": pl.Int64, "scope_name": pl.String,
     "child_ops": pl.List(pl.String), "align_status": pl.String, "class": pl.String, "reason": pl.String,
     **_flat("baseline"), **_flat("candidate"),
     "noise_band_pct": pl.Float64, "delta_p50_us": pl.Float64, "delta_p50_pct": pl.Float64, "delta_p90_us": pl.Float64,
@@ -64,30 +64,39 @@ def dcci_sks(diff: Mapping[str, Any]) -> pl.DataFrame:
     delta_p90_pct (``delta_p90_us / base_p90_us * 100``), mwu_p, mwu_q.
     Times are the SK wall time (envelope over cores) in µs; classes are
     formats.md §7's (significantly_slower, significantly_faster, neutral,
-    insufficient_evidence).
+    insufficient_evidence). ``rank``/``deciding_rank`` are Int32, as in the
+    Parquet tables. ``has_children``: :func:`dcci_children` has this slot's
+    child table. The diagnosis times children only on the deciding slot of each
+    significantly slower SK; to see them beside every rank's slot, join on
+    ``cross_rank_sk`` (both frames carry it), not on ``uid``.
     """
     frame = records_frame(diff.get("sks") or [], _SK, source="dcci-diff sks").rename(
         _renamed("baseline", "base") | _renamed("candidate", "cand"))
-    return frame.with_columns(_pct("delta_p90_us", "base_p90_us").alias("delta_p90_pct")).select(
+    with_children = [entry.get("uid") for entry in diff.get("children") or []]
+    return frame.with_columns(_pct("delta_p90_us", "base_p90_us").alias("delta_p90_pct"),
+                              pl.col("uid").is_in(pl.Series(with_children, dtype=pl.Int64).implode()).alias("has_children")).select(
         pl.exclude("mwu_p", "mwu_q", "delta_p90_pct"), "delta_p90_pct", "mwu_p", "mwu_q")
 
 
 def dcci_structures(diff: Mapping[str, Any]) -> pl.DataFrame:
     """Aligned SKs grouped by (structure, class), most slowed down first (the report's grouping).
 
-    Columns: structure, short_name, class, occurrences (count),
+    Columns: structure, short_name, class, occurrences (distinct occurrence
+    indices), slots (SK rows: occurrences × the ranks each was measured on),
     occurrence_indices (``0–15`` ranges), median_delta_p50_pct,
-    min_delta_p50_pct, max_delta_p50_pct, noise_band_pct.
+    min_delta_p50_pct, max_delta_p50_pct, min_delta_p50_us, max_delta_p50_us, noise_band_pct.
     """
     groups = group_sks(diff.get("sks") or [])
     return pl.DataFrame(
-        [{"structure": g.structure, "short_name": g.short_name, "class": g.cls, "occurrences": len(g.occurrences),
+        [{"structure": g.structure, "short_name": g.short_name, "class": g.cls, "occurrences": len(set(g.occurrences)), "slots": len(g.occurrences),
           "occurrence_indices": occurrence_ranges(g.occurrences), "median_delta_p50_pct": g.median_pct,
           "min_delta_p50_pct": min(g.delta_p50_pct), "max_delta_p50_pct": max(g.delta_p50_pct),
+          "min_delta_p50_us": min(g.delta_p50_us), "max_delta_p50_us": max(g.delta_p50_us),
           "noise_band_pct": g.noise_band_pct} for g in groups],
-        schema={"structure": pl.String, "short_name": pl.String, "class": pl.String, "occurrences": pl.Int64,
+        schema={"structure": pl.String, "short_name": pl.String, "class": pl.String, "occurrences": pl.Int64, "slots": pl.Int64,
                 "occurrence_indices": pl.String, "median_delta_p50_pct": pl.Float64, "min_delta_p50_pct": pl.Float64,
-                "max_delta_p50_pct": pl.Float64, "noise_band_pct": pl.Float64},
+                "max_delta_p50_pct": pl.Float64, "min_delta_p50_us": pl.Float64, "max_delta_p50_us": pl.Float64,
+                "noise_band_pct": pl.Float64},
     )
 
 
@@ -95,7 +104,7 @@ _ALIGN = {
     "uid": pl.Int64, "structure_key": pl.String, "structure_hash": pl.String, "occurrence_index": pl.Int64,
     "scope_name": pl.String, "boundary_first": pl.String, "boundary_last": pl.String, "align_status": pl.String,
     "class": pl.String, "baseline.count": pl.Int64, "candidate.count": pl.Int64,
-    "alignment.rank": pl.String, "alignment.graph_pair": pl.Int64, "alignment.paired_by": pl.String,
+    "alignment.rank": pl.Int32, "alignment.graph_pair": pl.Int64, "alignment.paired_by": pl.String,
     "alignment.ambiguous_pairing": pl.Boolean, "alignment.baseline.graph_position": pl.Int64,
     "alignment.candidate.graph_position": pl.Int64,
 }
@@ -148,6 +157,13 @@ def dcci_children(diff: Mapping[str, Any]) -> pl.DataFrame:
     (``wall_*``) and the longest single core (``lane_*``): base_p50_us,
     cand_p50_us, delta_p50_us, delta_p50_pct, class. A blocked SK has one row
     with its blockers and null child columns.
+
+    Children are timed on the deciding slot only (``uid`` is that slot's; the
+    SK's other ranks have ``has_children`` false in :func:`dcci_sks`).
+    ``cross_rank_sk`` and ``rank`` (of that slot) come first after ``uid``:
+    ``dcci_sks(d).join(dcci_children(d), on="cross_rank_sk")`` puts the
+    children beside every rank's slot of the SK; ``on="uid"`` beside the
+    deciding slot only.
     """
     rows = [{"uid": entry.get("uid"), "attribution": entry.get("attribution"), "blockers": entry.get("blockers") or [], **row}
             for entry in diff.get("children") or [] for row in (entry.get("rows") or [{}])]
@@ -157,7 +173,10 @@ def dcci_children(diff: Mapping[str, Any]) -> pl.DataFrame:
         names |= {f"{kind}.baseline.p50_us": f"{short}_base_p50_us", f"{kind}.candidate.p50_us": f"{short}_cand_p50_us",
                   f"{kind}.delta_p50_us": f"{short}_delta_p50_us", f"{kind}.delta_p50_pct": f"{short}_delta_p50_pct",
                   f"{kind}.class": f"{short}_class"}
-    return frame.rename(names)
+    slots = records_frame(diff.get("sks") or [], {"uid": pl.Int64, "cross_rank_sk": pl.Int64, "rank": pl.Int32},
+                          source="dcci-diff sks")
+    frame = frame.rename(names).join(slots, on="uid", how="left", maintain_order="left")
+    return frame.select("uid", "cross_rank_sk", "rank", pl.exclude("uid", "cross_rank_sk", "rank"))
 
 
 _PATTERN = {

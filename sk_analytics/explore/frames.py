@@ -16,6 +16,10 @@ from typing import Any
 
 import polars as pl
 
+from sk_analytics.schema import round_index
+
+__all__ = ["MissingColumnWarning", "records_frame", "round_index"]
+
 
 class MissingColumnWarning(UserWarning):
     """A column the explore API promises is absent from the evidence it read."""
@@ -45,3 +49,4 @@ def records_frame(records: Sequence[Mapping[str, Any]], columns: Mapping[str, pl
         [pl.col(name).cast(dtype, strict=False) if name in flat.columns else pl.lit(None, dtype).alias(name)
          for name, dtype in schema.items()]
     )
+

@@ -7,7 +7,7 @@ Two sources, never mixed in one function:
   (:mod:`sk_analytics.option_trial.stats`), so a run metric here is
   bit-identical to the one the gate recorded;
 * the session's evidence as the report reads it (a
-  :class:`~sk_analytics.stage_o.session_view.SessionView`: ledger, stability files,
+  :class:`~sk_analytics.session_view.SessionView`: ledger, stability files,
   gate records): :func:`rounds`, :func:`gate_checks`, :func:`o0_runs`,
   :func:`accepted_path`. The report renders these same frames.
 
@@ -34,8 +34,10 @@ from sk_analytics.option_trial.gate import (
     MAX_SPREAD_PCT,
     MIN_IMPROVEMENT_PCT,
 )
+from sk_analytics.explore.frames import round_index
+from sk_analytics.explore.runsets import ALL_CLEAN, GATE, round_metrics
 from sk_analytics.option_trial.stats import collect_stats, split_samples, stats_query
-from sk_analytics.stage_o.session_view import (
+from sk_analytics.session_view import (
     RoundInfo,
     SessionView,
     load_view,
@@ -57,7 +59,7 @@ def load_session(path: str | Path) -> SessionView:
 
 def round_order() -> pl.Expr:
     """Sort key of round names: ``O0-INCUMBENT``, ``O1``, ``O2``, … ``O10`` (others last, by name)."""
-    return pl.col("round").str.extract(r"^O(\d+)", 1).cast(pl.Int64)
+    return round_index()
 
 
 def run_order() -> pl.Expr:
@@ -72,7 +74,8 @@ def rank_means(timings: pl.LazyFrame | pl.DataFrame, warmup: int = DEFAULT_WARMU
     """Post-warm-up decode statistics of every (round, role, run, rank), with the slowest rank of each run marked.
 
     ``timings`` is the session's ``timings`` table (``ska.open_session(s)["timings"]``),
-    filtered or not. Columns: round, role, run, rank, count, mean_ms, p50_ms,
+    filtered or not. Columns: round, round_index, role, run, rank (Int32, as in
+    the Parquet), count, mean_ms, p50_ms,
     p90_ms, stddev_ms, is_worst. ``mean_ms`` comes from exact integer sums, as
     in the gate; ``is_worst`` marks the run's worst rank (largest mean, the
     lowest rank on a tie), whose ``mean_ms`` is the run metric.
@@ -91,34 +94,38 @@ def rank_means(timings: pl.LazyFrame | pl.DataFrame, warmup: int = DEFAULT_WARMU
     return (
         stats.with_columns(worst.alias("is_worst"))
         .sort(round_order(), "round", "role", run_order(), "run", "rank", nulls_last=True)
-        .select(*PARTITIONS, pl.col("rank").cast(pl.Int64), "count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "is_worst")
+        .select("round", round_index(), "role", "run", pl.col("rank").cast(pl.Int32), "count", "mean_ms", "p50_ms", "p90_ms",
+                "stddev_ms", "is_worst")
     )
 
 
 def run_metrics(timings: pl.LazyFrame | pl.DataFrame, warmup: int = DEFAULT_WARMUP) -> pl.DataFrame:
     """The gate's run metric of every run: its worst rank and that rank's post-warm-up mean decode time.
 
-    Columns: round, role, run, worst_rank, worst_rank_mean_ms (round order,
-    then run number).
+    Columns: round, round_index, role, run, worst_rank (Int32), worst_rank_mean_ms
+    (round order, then run number).
     """
     return (
         rank_means(timings, warmup)
         .filter(pl.col("is_worst"))
-        .select(*PARTITIONS, pl.col("rank").alias("worst_rank"), pl.col("mean_ms").alias("worst_rank_mean_ms"))
+        .select("round", "round_index", "role", "run", pl.col("rank").alias("worst_rank"),
+                pl.col("mean_ms").alias("worst_rank_mean_ms"))
     )
 
 
 def slowest_ranks(metrics: pl.DataFrame) -> pl.DataFrame:
     """How often each rank was a run's slowest, per round (from :func:`run_metrics`).
 
-    Columns: round, worst_rank, runs (runs it was slowest in), share (of the
+    Columns: round, round_index, worst_rank, runs (runs it was slowest in), share (of the
     round's runs); most frequent first within a round.
     """
     return (
         metrics.group_by("round", "worst_rank")
         .agg(pl.len().cast(pl.Int64).alias("runs"))
+        .with_columns(round_index(), pl.col("worst_rank").cast(pl.Int32))
         .with_columns((pl.col("runs") / pl.col("runs").sum().over("round")).alias("share"))
         .sort(round_order(), "round", pl.col("runs"), "worst_rank", descending=[False, False, True, False], nulls_last=True)
+        .select("round", "round_index", "worst_rank", "runs", "share")
     )
 
 
@@ -142,34 +149,25 @@ def round_outcome(view: SessionView, info: RoundInfo) -> str:
     return "rejected"
 
 
-def _clean_run_metrics(info: RoundInfo) -> list[float]:
-    """The round's clean runs' worst-rank means: the five-run stability file, else the gate's candidate runs."""
-    if info.stability and info.stability.get("run_metrics"):
-        return [float(v) for v in info.stability["run_metrics"]]
-    if info.gate and info.gate.get("candidate_run_metrics"):
-        return [float(v) for v in info.gate["candidate_run_metrics"]]
-    return []
-
-
 def rounds(view: SessionView) -> pl.DataFrame:
-    """One row per round in ledger order: what it tried and came to, and its clean runs' run metrics.
+    """One row per round in ledger order: what it tried and came to, and its widest set of clean runs.
 
-    Columns: round, entry_id, phase, base_round, outcome (see
-    :func:`round_outcome`), runs, run_metrics_ms (list), mean_ms (null
-    without a clean run).
+    Columns: round, round_index, entry_id, phase, base_round, outcome (see
+    :func:`round_outcome`), run_set (``all_clean`` when the round has a
+    stability check, else ``gate``; null without a clean run), runs,
+    run_metrics_ms (list), mean_ms, label (``5 after top-up``, ``3 gate runs``).
+    The numbers are :func:`~sk_analytics.explore.runsets.round_metrics`' row of
+    that run set; the gate's own numbers of a topped-up round are its ``gate`` row there.
     """
+    widest = (round_metrics(view).with_columns(pl.col("run_set").replace_strict({GATE: 0, ALL_CLEAN: 1}).alias("_width"))
+              .sort("_width").group_by("round", maintain_order=True).last().drop("_width", "round_index", "entry_id"))
     rows = [{"round": info.name, "entry_id": info.entry_id, "phase": info.phase,
              "base_round": info.trials[0].get("base_round") if info.trials else None,
-             "outcome": round_outcome(view, info), "run_metrics_ms": _clean_run_metrics(info)}
-            for info in view.rounds.values()]
-    schema = {"round": pl.String, "entry_id": pl.String, "phase": pl.String, "base_round": pl.String,
-              "outcome": pl.String, "run_metrics_ms": pl.List(pl.Float64)}
-    return pl.DataFrame(rows, schema=schema).select(
-        *list(schema)[:5],
-        pl.col("run_metrics_ms").list.len().cast(pl.Int64).alias("runs"),
-        "run_metrics_ms",
-        pl.col("run_metrics_ms").list.mean().alias("mean_ms"),
-    )
+             "outcome": round_outcome(view, info)} for info in view.rounds.values()]
+    schema = {"round": pl.String, "entry_id": pl.String, "phase": pl.String, "base_round": pl.String, "outcome": pl.String}
+    return (pl.DataFrame(rows, schema=schema).join(widest, on="round", how="left", maintain_order="left")
+            .select("round", round_index(), *list(schema)[1:], "run_set",
+                    pl.col("runs").fill_null(0), pl.col("run_metrics_ms").fill_null([]), "mean_ms", "label"))
 
 
 # (check, the gate record's field holding its value or None for a computed one, rule, limit)
@@ -215,7 +213,7 @@ def _check_value(name: str, gate: Mapping[str, Any], summary: Mapping[str, Any] 
 def gate_checks(view: SessionView) -> pl.DataFrame:
     """Every gated round's seven protocol checks with their values, limits and margins.
 
-    Columns: round, entry_id, baseline_round, check, value, rule, limit,
+    Columns: round, round_index, entry_id, baseline_round, check, value, rule, limit,
     margin, passed. ``limit`` is the one the gate applied (its summary's
     ``option_trial_evaluation``; the protocol's constant without a summary).
     ``value`` is a percentage for the spread and the four
@@ -246,7 +244,7 @@ def gate_checks(view: SessionView) -> pl.DataFrame:
               .when(pl.col("rule") == "==").then(pl.lit(0.0) - (pl.col("value") - pl.col("limit")).abs())
               .otherwise(pl.col("value") - pl.col("limit")))
     return (pl.DataFrame(rows, schema=schema).with_columns(margin.alias("margin"))
-            .select("round", "entry_id", "baseline_round", "check", "value", "rule", "limit", "margin", "passed"))
+            .select("round", round_index(), "entry_id", "baseline_round", "check", "value", "rule", "limit", "margin", "passed"))
 
 
 def o0_runs(view: SessionView) -> pl.DataFrame:
@@ -258,7 +256,7 @@ def o0_runs(view: SessionView) -> pl.DataFrame:
     """
     o0 = view.rounds.get(O0)
     per_run = ((o0.stability_file or {}).get("baseline") or {}).get("per_run_metrics") if o0 else None
-    frame = pl.DataFrame(per_run or [], schema={"run": pl.String, "worst_rank": pl.Int64, "mean_ms": pl.Float64})
+    frame = pl.DataFrame(per_run or [], schema={"run": pl.String, "worst_rank": pl.Int32, "mean_ms": pl.Float64})
     mean = pl.col("worst_rank_mean_ms").mean()
     return (frame.rename({"mean_ms": "worst_rank_mean_ms"})
             .with_columns(((pl.col("worst_rank_mean_ms") - mean) / mean * 100).alias("deviation_pct")))
@@ -281,10 +279,11 @@ def accepted_path(view: SessionView) -> pl.DataFrame:
 
     One row per incumbent in the order it was accepted, then ``Sbest-BASE``
     (when frozen; the same round as the last incumbent). Columns: step,
-    label (O0-INCUMBENT, the entry id, Sbest-BASE), round, changes (list of
+    label (O0-INCUMBENT, the entry id, Sbest-BASE), round, round_index, changes (list of
     ``option=value``), mean_ms (the round's five-run worst-rank mean),
     step_improvement_pct (against the previous row), total_improvement_pct
-    (against O0), both ``(old - new) / old * 100``.
+    (against O0), both ``(old - new) / old * 100``, total_delta_ms (``mean_ms``
+    minus O0's: negative is faster).
     """
     rows: list[dict[str, Any]] = []
     if O0 in view.rounds:
@@ -301,6 +300,9 @@ def accepted_path(view: SessionView) -> pl.DataFrame:
     schema = {"label": pl.String, "round": pl.String, "changes": pl.List(pl.String), "mean_ms": pl.Float64}
     previous, first = pl.col("mean_ms").shift(1), pl.col("mean_ms").first()
     return (pl.DataFrame(rows, schema=schema).with_row_index("step")
-            .with_columns(pl.col("step").cast(pl.Int64),
+            .with_columns(pl.col("step").cast(pl.Int64), round_index(),
                           ((previous - pl.col("mean_ms")) / previous * 100).alias("step_improvement_pct"),
-                          ((first - pl.col("mean_ms")) / first * 100).alias("total_improvement_pct")))
+                          ((first - pl.col("mean_ms")) / first * 100).alias("total_improvement_pct"),
+                          (pl.col("mean_ms") - first).alias("total_delta_ms"))
+            .select("step", "label", "round", "round_index", "changes", "mean_ms", "step_improvement_pct", "total_improvement_pct",
+                    "total_delta_ms"))

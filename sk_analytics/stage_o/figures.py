@@ -43,6 +43,7 @@ class RunColumn:
     entry_id: str | None
     outcome: str  # a key of OUTCOME_COLOURS
     values: tuple[float, ...]
+    runs_label: str = ""  # which runs the values are (``5 after top-up``); the count alone when empty
 
 
 def _esc(text: object) -> str:
@@ -85,14 +86,43 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
             + "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows) + "</tbody></table>")
 
 
-def _legend(items: Sequence[tuple[str, str]], y: int, x0: int) -> list[str]:
-    """One row of legend items: (svg marker snippet at (0,0), label)."""
-    out: list[str] = []
+LEGEND_ROW = 20  # px per legend row
+
+
+def legend_rows(items: Sequence[tuple[str, str]], x0: int, width: float) -> list[list[tuple[float, str, str]]]:
+    """Legend items wrapped into rows that fit ``width``: each row a list of (x, marker, label)."""
+    rows: list[list[tuple[float, str, str]]] = [[]]
     x = float(x0)
     for marker, label in items:
-        out.append(f'<g transform="translate({x:.0f},{y})">{marker}<text x="12" y="4">{_esc(label)}</text></g>')
-        x += 34 + text_width(label)
-    return out
+        span = 34 + text_width(label)
+        if rows[-1] and x + span > width:
+            rows.append([])
+            x = float(x0)
+        rows[-1].append((x, marker, label))
+        x += span
+    return rows
+
+
+def _legend(items: Sequence[tuple[str, str]], y: int, x0: int, width: float = PAGE_W) -> list[str]:
+    """Legend items (svg marker snippet at (0,0), label) above the plot, wrapped into rows within ``width``
+    (the plot starts :data:`LEGEND_ROW` px per extra row lower: :func:`legend_rows` tells how many)."""
+    return [f'<g transform="translate({x:.0f},{y + LEGEND_ROW * i})">{marker}<text x="12" y="4">{_esc(label)}</text></g>'
+            for i, row in enumerate(legend_rows(items, x0, width)) for x, marker, label in row]
+
+
+MIN_W = 640  # px: narrower charts would cut their legend
+
+
+def _run_legend_items(columns: Sequence[RunColumn], t: Mapping[str, str], reference: float | None) -> list[tuple[str, str]]:
+    """Legend of the run-metrics chart: only outcomes that have dots (no empty entry), the mean tick, the O0 line, ✕."""
+    shown = [o for o in OUTCOME_COLOURS if any(c.outcome == o and c.values for c in columns)]
+    items = [(f'<circle r="5" fill="{OUTCOME_COLOURS[o]}"/>', t[f"outcome_{o}"]) for o in shown]
+    items.append(('<line x1="-6" x2="6" stroke="#222" stroke-width="2"/>', t["fig_mean"]))
+    if reference is not None:
+        items.append(('<line x1="-8" x2="8" stroke="#1565c0" stroke-dasharray="5 4"/>', t["fig_o0_mean"]))
+    if any(not c.values for c in columns):
+        items.append((f'<text y="5" text-anchor="middle" fill="{OUTCOME_COLOURS["failed"]}" font-size="15">✕</text>', t["fig_no_runs"]))
+    return items
 
 
 def svg_run_metrics(columns: Sequence[RunColumn], t: Mapping[str, str], reference: float | None = None) -> str:
@@ -107,10 +137,13 @@ def svg_run_metrics(columns: Sequence[RunColumn], t: Mapping[str, str], referenc
     values = [v for c in columns for v in c.values] + ([reference] if reference is not None else [])
     ticks = nice_ticks(min(values), max(values))
     lo, hi = ticks[0], ticks[-1]
-    left, right, top, plot_h = 78, 20, 46, 280
+    left, right, plot_h = 78, 20, 280
     step = max(36.0, min(72.0, (PAGE_W - left - right) / len(columns)))
-    width = int(left + right + step * len(columns))
-    slanted = any(text_width(c.round) > step - 6 for c in columns)  # long round names: slant them so they never overlap
+    width = max(MIN_W, int(left + right + step * len(columns)))
+    step = (width - left - right) / len(columns)
+    items = _run_legend_items(columns, t, reference)
+    top = 26 + LEGEND_ROW * len(legend_rows(items, left + 6, width - right))  # the legend wraps above the plot, never on it
+    slanted = any(text_width(c.round) * 1.2 > step - 6 for c in columns)  # long round names (capitals run wide): slant them
     height = top + plot_h + (96 if slanted else 58)
 
     def y_of(v: float) -> float:
@@ -147,15 +180,8 @@ def svg_run_metrics(columns: Sequence[RunColumn], t: Mapping[str, str], referenc
         mean = sum(col.values) / len(col.values)
         body.append(f'<line x1="{cx - step * 0.32:.1f}" y1="{y_of(mean):.1f}" x2="{cx + step * 0.32:.1f}" y2="{y_of(mean):.1f}" '
                     f'stroke="#222" stroke-width="2"><title>{_esc(label)} mean: {mean:.4f} ms</title></line>')
-    shown = [o for o in OUTCOME_COLOURS if any(c.outcome == o and c.values for c in columns)]
-    items = [(f'<circle r="5" fill="{OUTCOME_COLOURS[o]}"/>', t[f"outcome_{o}"]) for o in shown]
-    items.append(('<line x1="-6" x2="6" stroke="#222" stroke-width="2"/>', t["fig_mean"]))
-    if reference is not None:
-        items.append(('<line x1="-8" x2="8" stroke="#1565c0" stroke-dasharray="5 4"/>', t["fig_o0_mean"]))
-    if any(not c.values for c in columns):
-        items.append((f'<text y="5" text-anchor="middle" fill="{OUTCOME_COLOURS["failed"]}" font-size="15">✕</text>', t["fig_no_runs"]))
-    body += _legend(items, 18, left + 6)
-    rows = [[c.round, c.entry_id or "—", t[f"outcome_{c.outcome}"], len(c.values),
+    body += _legend(items, 18, left + 6, width - right)
+    rows = [[c.round, c.entry_id or "—", t[f"outcome_{c.outcome}"], c.runs_label or len(c.values),
              ", ".join(f"{v:.4f}" for v in c.values) or "—", f"{sum(c.values) / len(c.values):.4f}" if c.values else "—"]
             for c in columns]
     table = _html_table(t["fig_runs_cols"].split("|"), rows)
@@ -163,7 +189,8 @@ def svg_run_metrics(columns: Sequence[RunColumn], t: Mapping[str, str], referenc
 
 
 def _group_label(g: SkGroup) -> str:
-    n = len(g.occurrences)
+    """``name ×16`` (distinct occurrences, however many ranks each was measured on), ``name #3`` for one."""
+    n = len(set(g.occurrences))
     return f"{g.short_name} ×{n}" if n > 1 else f"{g.short_name} #{g.occurrences[0]}"
 
 
@@ -183,7 +210,13 @@ def svg_sk_deltas(groups: Sequence[SkGroup], t: Mapping[str, str], class_names: 
     lo, hi = ticks[0], ticks[-1]
     labels = [_group_label(g) for g in groups]
     label_w = int(min(420, 24 + max(text_width(s) for s in labels)))
-    right, top, row_h = 110, 46, 24
+    items = [(f'<rect x="-5" y="-5" width="10" height="10" fill="{CLASS_COLOURS[c]}"/>', class_names.get(c, c))
+             for c in CLASS_COLOURS if any(g.cls == c for g in groups)]
+    if band:
+        items.append(('<rect x="-5" y="-5" width="10" height="10" fill="#eeeeee" stroke="#bbb"/>', f"{t['fig_band']} ±{band:g}%"))
+    items.append(('<line x1="-6" x2="6" stroke="#222"/>', t["fig_range"]))
+    right, row_h = 110, 24
+    top = 26 + LEGEND_ROW * len(legend_rows(items, 10, PAGE_W - 10))
     plot_w = PAGE_W - label_w - right
     height = top + row_h * len(groups) + 52
     bottom = top + row_h * len(groups)
@@ -198,7 +231,7 @@ def svg_sk_deltas(groups: Sequence[SkGroup], t: Mapping[str, str], class_names: 
     for tick in ticks:
         x = x_of(tick)
         body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e0e0e0"/>'
-                    f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{tick:+g}</text>')
+                    f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{"0" if tick == 0 else f"{tick:+g}"}</text>')
     zero = x_of(0.0)
     body.append(f'<line x1="{zero:.1f}" y1="{top - 4}" x2="{zero:.1f}" y2="{bottom}" stroke="#444"/>')
     body.append(f'<text x="{label_w + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle">{_esc(t["fig_sk_x"])}</text>')
@@ -217,12 +250,7 @@ def svg_sk_deltas(groups: Sequence[SkGroup], t: Mapping[str, str], class_names: 
             body.append(f'<line x1="{x_of(lo_v):.1f}" y1="{mid:.1f}" x2="{x_of(hi_v):.1f}" y2="{mid:.1f}" stroke="#222"/>')
         value_x = max(x1, x_of(hi_v)) + 6
         body.append(f'<text x="{value_x:.1f}" y="{mid + 4:.1f}">{median:+.1f}%</text>')
-    items = [(f'<rect x="-5" y="-5" width="10" height="10" fill="{CLASS_COLOURS[c]}"/>', class_names.get(c, c))
-             for c in CLASS_COLOURS if any(g.cls == c for g in groups)]
-    if band:
-        items.append(('<rect x="-5" y="-5" width="10" height="10" fill="#eeeeee" stroke="#bbb"/>', f"{t['fig_band']} ±{band:g}%"))
-    items.append(('<line x1="-6" x2="6" stroke="#222"/>', t["fig_range"]))
-    body += _legend(items, 18, 10)
+    body += _legend(items, 18, 10, PAGE_W - 10)
     rows = [[g.short_name, class_names.get(g.cls, g.cls), f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
              f"{g.median_pct:+.2f}", format_range(g.delta_p50_pct), format_range(g.delta_p50_us, "+.3f"), g.structure] for g in groups]
     table = _html_table(t["fig_sk_cols"].split("|"), rows)

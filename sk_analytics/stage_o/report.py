@@ -9,7 +9,7 @@ round, ΔP50 per SK structure) where the Markdown has a figure marker. The
 English report renders recorded Chinese reasons through
 :mod:`sk_analytics.stage_o.reasons`. Presentation only: nothing here decides.
 
-Pieces: :mod:`~sk_analytics.stage_o.session_view` (reading the session),
+Pieces: :mod:`~sk_analytics.session_view` (reading the session),
 :mod:`~sk_analytics.stage_o.report_text` (words, formats),
 :mod:`~sk_analytics.stage_o.report_dcci` (§6 section),
 :mod:`~sk_analytics.stage_o.report_html` (HTML); this module assembles them
@@ -24,6 +24,7 @@ from typing import Any
 
 from sk_analytics.dcci.classify import CLASS_ZH
 from sk_analytics.dcci.groups import group_sks
+from sk_analytics.explore.runsets import ALL_CLEAN, GATE, gate_decisions, gate_sides, round_metric
 from sk_analytics.explore.stage_o import (
     BASE_LABEL,
     METRIC_CHECKS,
@@ -39,8 +40,8 @@ from sk_analytics.stage_o.figures import RunColumn, svg_run_metrics, svg_sk_delt
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.stage_o.report_dcci import dcci_section
 from sk_analytics.stage_o.report_html import FIGURE, STYLE, markdown_to_html
-from sk_analytics.stage_o.report_text import TEXT, ci_text, code, num, paren, pct
-from sk_analytics.stage_o.session_view import (
+from sk_analytics.stage_o.report_text import TEXT, ci_text, code, num, paren, pct, runs_label, word
+from sk_analytics.session_view import (
     RoundInfo,
     SessionView,
     load_environment_blockers,
@@ -72,15 +73,18 @@ def _utc(ts_ns: Any) -> str:
 
 
 def _row_for(view: SessionView, info: RoundInfo | None, label: str, status: str, evidence: str, t: Mapping[str, str]) -> list[str]:
-    gate = info.gate if info else None
-    if gate is None:
+    """One overview row of a gated round: the gate's numbers (:func:`~sk_analytics.explore.gate_sides`), and which runs."""
+    sides = {r["side"]: r for r in gate_sides(view).filter(round=info.name).to_dicts()} if info and info.gate else {}
+    if not sides:
         return [label, "—", "—", "—", "—", "—", str(run_count(info)) if info else "0", status, evidence]
-    base, cand = gate.get("baseline_mean_ms"), gate.get("candidate_mean_ms")
-    delta = None if base is None or cand is None else cand - base
-    at_gate = len(gate.get("candidate_run_metrics") or [])
-    runs = f"{len(gate.get('baseline_run_metrics') or [])} vs {at_gate}" + (f" → {run_count(info)}" if run_count(info) > at_gate else "")
-    return [label, t["metric_vs"].format(base=gate["baseline_round"]), num(base), num(cand), num(delta, 4),
-            pct(gate.get("mean_improvement_pct")), runs, status, evidence]
+    base, cand = sides["baseline"], sides["candidate"]
+    decision = gate_decisions(view).filter(round=info.name).row(0, named=True)
+    runs = (f"{runs_label(t, ALL_CLEAN, base['runs'], base['side_round'])} vs {runs_label(t, GATE, cand['runs'], info.name)}")
+    topped = round_metric(view, info.name, ALL_CLEAN)
+    if topped is not None:
+        runs += t["sep"] + runs_label(t, ALL_CLEAN, topped["runs"], info.name)
+    return [label, t["metric_vs"].format(base=decision["baseline_round"]), num(base["worst_rank_mean_ms"]),
+            num(cand["worst_rank_mean_ms"]), num(decision["delta_ms"]), pct(decision["mean_improvement_pct"]), runs, status, evidence]
 
 
 def _evidence_of(info: RoundInfo | None, evidence: Mapping[str, Any]) -> str:
@@ -98,13 +102,17 @@ def overview_rows(view: SessionView, lang: str) -> list[list[str]]:
     t = TEXT[lang]
     rows: list[list[str]] = []
     o0 = view.rounds.get(O0)
+    o0_clean = round_metric(view, O0, ALL_CLEAN)
     if o0 is not None:
         st = o0.stability or {}
-        status = (t["stable"] if st.get("stable") else t["unstable"]) + paren(f"spread {num(st.get('spread_pct'), 2)}%", lang) if st else "—"
-        rows.append([O0, t["metric"], "—", num(st.get("mean_ms")), "—", "—", str(run_count(o0)), status, str(st.get("path", "—"))])
+        spread = (o0_clean or {}).get("spread_pct")
+        status = (t["stable"] if st.get("stable") else t["unstable"]) + paren(f"spread {num(spread, 2)}%", lang) if st else "—"
+        runs = runs_label(t, ALL_CLEAN, o0_clean["runs"], O0) if o0_clean else str(run_count(o0))
+        rows.append([O0, t["metric"], "—", num((o0_clean or {}).get("mean_ms")), "—", "—", runs, status, str(st.get("path", "—"))])
     for entry in view.matrix["entries"]:
         eid = entry["id"]
         status, _, evidence = settled_status(view, entry, lang)
+        status = word(t, "status", status)
         trial = trial_round(view, eid, "trial")
         repair = trial_round(view, eid, "repair")
         label = f"{trial.name} {eid}" if trial else f"— {eid}"
@@ -113,15 +121,14 @@ def overview_rows(view: SessionView, lang: str) -> list[list[str]]:
         if repair is not None:
             rows.append(_row_for(view, repair, f"{repair.name} {eid}" + paren(t["joint_repair"], lang), status,
                                  _evidence_of(repair, evidence), t))
-    if view.base is not None and o0 is not None and o0.stability is not None:
-        base_round = view.rounds.get(view.base["round"])
-        base_mean = (base_round.stability or {}).get("mean_ms") if base_round else None
-        o0_mean = o0.stability.get("mean_ms")
-        delta = None if base_mean is None or o0_mean is None else base_mean - o0_mean
+    base_clean = round_metric(view, view.base["round"], ALL_CLEAN) if view.base is not None else None
+    if view.base is not None and o0_clean is not None and base_clean is not None:
+        o0_mean, base_mean = o0_clean["mean_ms"], base_clean["mean_ms"]
         path = accepted_path(view).filter(label=BASE_LABEL)
-        imp = path["total_improvement_pct"][0] if path.height else None
+        imp, delta = (path["total_improvement_pct"][0], path["total_delta_ms"][0]) if path.height else (None, None)
+        runs = f"{runs_label(t, ALL_CLEAN, o0_clean['runs'], O0)} vs {runs_label(t, ALL_CLEAN, base_clean['runs'], base_clean['round'])}"
         rows.append([t["base"] + paren(view.base["round"], lang), t["metric_vs"].format(base=O0), num(o0_mean), num(base_mean),
-                     num(delta, 4), pct(imp), "5 vs 5", t["base"], "BASE/sbest-base.json"])
+                     num(delta), pct(imp), runs, t["base"], "BASE/sbest-base.json"])
     return rows
 
 
@@ -193,27 +200,34 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
     sep = t["sep"]
     eid = entry["id"]
     status, reason, evidence = settled_status(view, entry, lang)
+    status = word(t, "status", status)
     trial = trial_round(view, eid, "trial")
     lines = [f"### {trial.name if trial else '—'} · {eid}", ""]
     lines += [
         f"- {t['option']}: `{entry['option']}`{sep}{t['value']}: {code(entry['value'])}{sep}{t['original']}: {code(entry['original'])}",
-        f"- {t['pointer']}: `{entry['pointer']}`{sep}{t['risk']}: {entry['risk']}",
+        f"- {t['pointer']}: `{entry['pointer']}`{sep}{t['risk']}: {word(t, 'risk', entry['risk'])}",
         f"- {t['status']}: **{status}** — {reason}",
     ]
     for info in (trial, trial_round(view, eid, "repair")):
         if info is None:
             continue
         last = info.trials[-1]
-        lines.append(f"- {info.name} ({info.phase}) {t['base_round']}: {last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
+        lines.append(f"- {info.name}{paren(word(t, 'phase', info.phase), lang)}{' ' if lang == 'en' else ''}{t['base_round']}: {last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
         if info.gate:
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]
             lines.append(_decision_line(g, lang))
             if g.get("advice"):
                 lines.append(f"- {t['advice']}: {g['advice']['text_zh'] if lang == 'zh' else g['advice']['text']}")
-            lines.append(f"- {t['stats']}: verdict={g.get('verdict')}{sep}95% CI={ci_text(g.get('ci_pct'))}")
-            lines.append(f"- {t['runs_base']}: {[round(x, 4) for x in g.get('baseline_run_metrics') or []]}{sep}"
-                         f"{t['runs_cand']}: {[round(x, 4) for x in g.get('candidate_run_metrics') or []]}")
+            decision = gate_decisions(view).filter(round=info.name).row(0, named=True)
+            lines.append(f"- {t['stats']}: {t['verdict']}={word(t, 'verdict', decision['verdict'])}{sep}"
+                         f"95% CI={ci_text(None if decision['ci_low_pct'] is None else [decision['ci_low_pct'], decision['ci_high_pct']])}")
+            for key, side in (("runs_base", "baseline"), ("runs_cand", "candidate")):
+                row = gate_sides(view).filter(round=info.name, side=side).row(0, named=True)
+                metric = round_metric(view, row["side_round"], row["run_set"]) or {"run_metrics_ms": []}
+                lines.append(f"  - {t[key]}（{runs_label(t, row['run_set'], row['runs'], row['side_round'])}）: "
+                             if lang == "zh" else f"  - {t[key]} ({runs_label(t, row['run_set'], row['runs'], row['side_round'])}): ")
+                lines[-1] += ", ".join(num(x) for x in metric["run_metrics_ms"]) + " ms"
             lines.append(f"- {t['evidence']}: `{g.get('summary_path')}`")
         for tr in info.trials:
             if tr.get("failure"):
@@ -256,19 +270,22 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
 # --------------------------------------------------------------------------- figure data
 
 
-def run_columns(view: SessionView) -> list[RunColumn]:
-    """Every round in order with its clean runs' worst-rank means (:func:`sk_analytics.explore.rounds`)."""
-    return [RunColumn(r["round"], r["entry_id"], r["outcome"], tuple(r["run_metrics_ms"])) for r in rounds(view).iter_rows(named=True)]
+def run_columns(view: SessionView, lang: str = "zh") -> list[RunColumn]:
+    """Every round in order with its widest set of clean runs' worst-rank means (:func:`sk_analytics.explore.rounds`),
+    labelled with that set in ``lang``."""
+    t = TEXT["en" if lang == "en" else "zh"]
+    return [RunColumn(r["round"], r["entry_id"], r["outcome"], tuple(r["run_metrics_ms"]),
+                      runs_label(t, r["run_set"], r["runs"], r["round"]) if r["runs"] else "")
+            for r in rounds(view).iter_rows(named=True)]
 
 
 def report_figures(view: SessionView, lang: str) -> dict[str, str]:
     """The HTML figures keyed by their Markdown marker name."""
     t = TEXT[lang]
-    o0 = view.rounds.get(O0)
-    reference = (o0.stability or {}).get("mean_ms") if o0 else None
+    reference = (round_metric(view, O0, ALL_CLEAN) or {}).get("mean_ms")  # O0's five-run mean, the dashed line
     classes = CLASS_ZH if lang == "zh" else {k: k.replace("_", " ") for k in CLASS_ZH}
     groups = group_sks((view.dcci_diff or {}).get("sks") or [])
-    return {"run-metrics": svg_run_metrics(run_columns(view), t, reference), "sk-deltas": svg_sk_deltas(groups, t, classes)}
+    return {"run-metrics": svg_run_metrics(run_columns(view, lang), t, reference), "sk-deltas": svg_sk_deltas(groups, t, classes)}
 
 
 

@@ -18,7 +18,7 @@ def inline(text: str) -> str:
 
 STYLE = ("body{font-family:sans-serif;max-width:1140px;margin:2em auto;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;margin:0.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}"
-         "th{background:#f3f3f3}code{background:#f6f6f6;padding:0 3px;word-break:break-all}"
+         "th{background:#f3f3f3}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}code{background:#f6f6f6;padding:0 3px;word-break:break-all}"
          "blockquote{border-left:4px solid #c62828;margin:0;padding:0.3em 1em;background:#fff5f5}"
          "figure.chart{margin:1.5em 0;overflow-x:auto}figcaption{font-weight:bold;margin:0.3em 0}"
          "details summary{cursor:pointer;color:#1565c0;font-size:13px}td:last-child{overflow-wrap:anywhere}")
@@ -48,8 +48,14 @@ def markdown_to_html(markdown: str, figures: Mapping[str, str], title: str, lang
                 i += 1
             cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", r.strip())[1:-1]] for r in rows]
             head, body = cells[0], cells[2:]
-            out.append("<table><thead><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr></thead><tbody>"
-                       + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in body) + "</tbody></table>")
+            num = [c.endswith(":") for c in cells[1]] if len(cells) > 1 else []  # `---:`: a right-aligned (numeric) column
+
+            def td(tag: str, i: int, c: str) -> str:
+                return f'<{tag} class="num">{inline(c)}</{tag}>' if i < len(num) and num[i] else f"<{tag}>{inline(c)}</{tag}>"
+
+            out.append("<table><thead><tr>" + "".join(td("th", i, c) for i, c in enumerate(head)) + "</tr></thead><tbody>"
+                       + "".join("<tr>" + "".join(td("td", i, c) for i, c in enumerate(r)) + "</tr>" for r in body)
+                       + "</tbody></table>")
             continue
         elif line.startswith(("- ", "  - ")):
             if not in_list:

@@ -37,8 +37,8 @@ _MESSAGES: dict[str, tuple[str, str]] = {
                       "round's mean, the dashed line the O0 mean."),
     "fig_runs_y": ("worst-rank 均值（ms）", "worst-rank mean (ms)"),
     "fig_runs_x": ("轮次", "round"),
-    "fig_runs_cols": ("轮次|条目|结果|干净运行数|逐次 worst-rank 均值 ms|均值 ms",
-                      "Round|Entry|Outcome|Clean runs|Worst-rank mean per run ms|Mean ms"),
+    "fig_runs_cols": ("轮次|条目|结果|运行|逐次 worst-rank 均值 ms|均值 ms",
+                      "Round|Entry|Outcome|Runs|Worst-rank mean per run ms|Mean ms"),
     "fig_mean": ("该轮均值", "round mean"),
     "fig_o0_mean": ("O0 均值", "O0 mean"),
     "fig_no_runs": ("失败，无干净运行", "failed, no clean run"),
@@ -81,8 +81,8 @@ _MESSAGES: dict[str, tuple[str, str]] = {
                     "no change or a loss rejected)."),
     "truth_class": ("提升|无变化|退化", "gain|no change|loss"),
     "accept": ("接受", "accept"), "reject": ("拒绝", "reject"),
-    "dcci_cols": ("配置|干净运行数|worst-rank 均值 ms|median-run ms|P50 ms|P90 ms|stddev ms|spread|门禁|基线变化",
-                  "Config|Clean runs|Worst-rank mean ms|Median-run ms|P50 ms|P90 ms|stddev ms|Spread|Gate|Incumbent change"),
+    "dcci_cols": ("配置|统计所用运行|worst-rank 均值 ms|median-run ms|P50 ms|P90 ms|stddev ms|spread|门禁|基线变化",
+                  "Config|Runs the figures are over|Worst-rank mean ms|Median-run ms|P50 ms|P90 ms|stddev ms|Spread|Gate|Incumbent change"),
     "collections": ("诊断采集", "Diagnostic collections"),
     "coll_cols": ("侧|角色|采集根目录|清单指纹", "Side|Role|Collection root|Manifest fingerprint"),
     "diff_report": ("完整的逐 SK（逐次出现）对比统计、显著变慢 SK 表、每个显著变慢 SK 的子节点计时表见",
@@ -105,6 +105,18 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "to_diagnosis": ("可重复回退 → 诊断", "repeatable regression → diagnosis"),
     "next": ("下一步", "Next steps"),
     "sep": ("；", "; "),
+    "occ_times_ranks": ("{n} × {r} 个 rank", "{n} × {r} ranks"),
+    "runs_gate": ("{n} 次门禁运行", "{n} gate runs"),
+    "runs_clean": ("{n} 次干净运行", "{n} clean runs"),
+    "runs_topped": ("补足后 {n} 次", "{n} after top-up"),
+    "verdict": ("结论", "verdict"),
+    "status_accepted": ("接受", "accepted"), "status_rejected": ("拒绝", "rejected"), "status_failed": ("失败", "failed"),
+    "status_blocked": ("被阻断", "blocked"), "status_skipped": ("跳过", "skipped"), "status_pending": ("未定", "pending"),
+    "status_verified": ("已校验", "verified"), "status_unverified": ("未通过校验", "unverified"),
+    "verdict_win": ("确有提升", "win"), "verdict_loss": ("确有退化", "loss"), "verdict_neutral": ("无实质差异", "neutral"),
+    "verdict_inconclusive": ("证据不足", "inconclusive"),
+    "risk_low": ("低", "low"), "risk_medium": ("中", "medium"), "risk_high": ("高", "high"),
+    "phase_trial": ("试验", "trial"), "phase_repair": ("联合修复", "repair"), "phase_o0": ("O0", "o0"),
 }
 TEXT: dict[str, dict[str, str]] = {lang: {k: v[i] for k, v in _MESSAGES.items()} for i, lang in enumerate(("zh", "en"))}
 
@@ -114,8 +126,24 @@ def paren(text: str, lang: str) -> str:
     return f"（{text}）" if lang == "zh" else f" ({text})"
 
 
-def num(value: Any, digits: int = 3) -> str:
+MS_DIGITS = 4
+"""Decimals of every millisecond figure of the report (run metrics are ~10 ms; 0.1 µs resolution)."""
+
+
+def num(value: Any, digits: int = MS_DIGITS) -> str:
     return "—" if value is None else f"{float(value):.{digits}f}"
+
+
+def word(t: dict[str, str] | Any, kind: str, value: Any) -> str:
+    """A recorded status or verdict word in the report's language (the word itself when the report does not know it)."""
+    return t.get(f"{kind}_{value}", str(value))
+
+
+def runs_label(t: dict[str, str] | Any, run_set: str | None, runs: int, round_name: str) -> str:
+    """Which runs a figure is over, in the report's language: ``3 gate runs``, ``5 after top-up``, ``5 clean runs``."""
+    if run_set == "gate":
+        return t["runs_gate"].format(n=runs)
+    return t["runs_clean" if round_name == "O0-INCUMBENT" else "runs_topped"].format(n=runs)
 
 
 def pct(value: Any) -> str:
@@ -127,4 +155,4 @@ def code(value: Any) -> str:
 
 
 def ci_text(interval: Sequence[float] | None) -> str:
-    return "—" if not interval else "[" + ", ".join(f"{float(x):+.3f}%" for x in interval) + "]"
+    return "—" if not interval else "[" + ", ".join(f"{float(x):+.2f}%" for x in interval) + "]"

@@ -38,10 +38,15 @@ class Policy:
     allow_p90_regression_pct: float = 0.0
     allow_stddev_regression_pct: float = 0.0
     """The reference tool's P90/stddev regression allowances (the protocol: 0)."""
+    profile_iterations: int | None = None
+    """First window (iterations) of the DCCI diagnostic collections; None: ``sk_runner.profile``'s
+    default (40). The demo profiles fewer steps (``sk_runner.sweep.demo.DEMO_PROFILE_ITERATIONS``)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["authorisations"] = sorted(self.authorisations)
+        if self.profile_iterations is None:  # sessions made before the field keep their identity
+            del data["profile_iterations"]
         return data
 
     @classmethod

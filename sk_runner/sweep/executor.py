@@ -203,7 +203,8 @@ class Executor:
         c = self.session.control
         spec = ProfileSpec(
             session=self.root, round=DCCI_DIR, role=a.role, config=self.config_of(a.config_round), backend=self.backend,
-            control=Control(c.ranks, a.iterations, c.warmup, self.session.policy.timeout_s), seed=self.session.seed,
+            control=Control(c.ranks, a.iterations or self.session.policy.profile_iterations, c.warmup, self.session.policy.timeout_s),
+            seed=self.session.seed,
         )
         result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
         return "profile_result", {

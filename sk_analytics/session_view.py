@@ -1,6 +1,11 @@
-"""The Stage O session as the report reads it from disk: ledger, matrix and every file the ledger names.
+"""The Stage O session as the report and the explore API read it from disk: ledger, matrix and every file the ledger names.
 
-Loaded once into a :class:`SessionView`; the report sections only read it.
+Loaded once into a :class:`SessionView`; the report sections and the
+notebook frames only read it. It sits below both
+(:mod:`sk_analytics.explore` reads it, :mod:`sk_analytics.stage_o.report`
+builds on explore), so no lower floor imports a higher one; it reads only the
+decision floor (:mod:`sk_analytics.stage_o.state`, ``matrix``, ``layout``,
+``reasons``).
 """
 
 from __future__ import annotations
