@@ -32,8 +32,8 @@ _TEXT = {
         "risk": "误判为提升的风险：单侧p值",
         "null_rate": "无变化时均值+中位检查同时通过的概率",
         "need": "分辨该效应所需每侧运行数",
-        "need_observed": "分辨该效应（{effect:+.2f}%，{power:g}%把握）所需每侧运行数: {runs}",
-        "no_effect": "未检出效应；{tost}；检出{margin:g}%效应（{power:g}%把握）每侧所需运行数: {runs}",
+        "need_observed": "分辨该效应（{effect:+.2f}%，按其单侧95%下界{planned:.2f}%与噪声80%上界{noise}计算，{power:g}%把握）所需每侧运行数: {runs}",
+        "no_effect": "未检出效应；{tost}；检出{margin:g}%效应（噪声按80%上界{noise}计算，{power:g}%把握）每侧所需运行数: {runs}",
         "equivalent": "±{margin:g}%等效性检验（TOST）：等效，90%区间{ci}",
         "not_equivalent": "±{margin:g}%等效性检验（TOST）：未能证明等效，90%区间{ci}",
         "advice": "建议",
@@ -78,8 +78,8 @@ _TEXT = {
         "risk": "false-win risk: one-sided p",
         "null_rate": "null pass rate of mean+median checks",
         "need": "runs per side to resolve this effect",
-        "need_observed": "runs per side to resolve this effect ({effect:+.2f}%, {power:g}% power): {runs}",
-        "no_effect": "no effect detected; {tost}; runs per side to detect a {margin:g}% effect ({power:g}% power): {runs}",
+        "need_observed": "runs per side to resolve this effect ({effect:+.2f}%, planned at its 95% lower bound {planned:.2f}% and the noise's 80% upper bound {noise}, {power:g}% power): {runs}",
+        "no_effect": "no effect detected; {tost}; runs per side to detect a {margin:g}% effect (noise at its 80% upper bound {noise}, {power:g}% power): {runs}",
         "equivalent": "TOST at ±{margin:g}%: equivalent, 90% CI {ci}",
         "not_equivalent": "TOST at ±{margin:g}%: not shown equivalent, 90% CI {ci}",
         "advice": "advice",
@@ -170,11 +170,13 @@ def _need_text(st: Mapping[str, Any], t: Mapping[str, Any]) -> str:
     if figure is None:  # summaries written before the figure had a basis, or no logarithm
         return f"{t['need']}: {st['runs_needed_per_side'] if st['runs_needed_per_side'] is not None else t['none']}"
     runs = t["none"] if figure["per_side"] is None else str(figure["per_side"])
+    noise = "?" if figure.get("planned_noise_pct") is None else f"{figure['planned_noise_pct']:.2f}%"
     if figure["basis"] == "observed_effect":
-        return t["need_observed"].format(effect=figure["effect_pct"], power=figure["power"] * 100, runs=runs)
+        return t["need_observed"].format(effect=figure["effect_pct"], planned=figure.get("planned_effect_pct", figure["effect_pct"]),
+                                         noise=noise, power=figure["power"] * 100, runs=runs)
     eq = st["equivalence"]
     tost = t["equivalent" if eq["equivalent"] else "not_equivalent"].format(margin=eq["margin_pct"], ci=_interval(eq["ci90_pct"]))
-    return t["no_effect"].format(tost=tost, margin=figure["effect_pct"], power=figure["power"] * 100, runs=runs)
+    return t["no_effect"].format(tost=tost, margin=figure["effect_pct"], noise=noise, power=figure["power"] * 100, runs=runs)
 
 
 def _advice_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any], lang: str) -> list[str]:
