@@ -17,6 +17,7 @@ from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.api import GATE_MODES, SideSummary, evaluate_option_trial, summarize_side
 from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, Allowances
 from sk_analytics.option_trial.api import stability as stability_check
+from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP
 from sk_analytics.option_trial.report import LANGS, render_option_trial, render_stability
 from sk_analytics.option_trial.stats import split_samples
 from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
@@ -40,7 +41,11 @@ def _common(func: F) -> F:
 @click.option("--candidate", "candidates", multiple=True, required=True, help=f"NAME=SOURCE of a trial; SOURCE is {SOURCE_HELP}.")
 @click.option("--option-trial/--no-option-trial", default=True, help="Accepted for command-line compatibility; the decision is always the option-trial gate.")
 @click.option("--gate", type=click.Choice(GATE_MODES), default="protocol", show_default=True, help="strict: also require the 95% CI of the improvement to exclude zero; "
-              "stats: decide by the statistics policy (one-sided 5% tests; NOT the protocol).")
+              "stats: decide by the statistics policy (one-sided 5% tests; NOT the protocol); "
+              "sequential: its sequential form, a look after every candidate run from the 3rd to --sequential-cap "
+              "(5% false wins overall; NOT the protocol; undecided exits 1 and asks for one more run).")
+@click.option("--sequential-cap", type=click.IntRange(min=3, max=50), default=SEQUENTIAL_CAP, show_default=True,
+              help="With --gate sequential: most candidate runs it looks at (runs beyond it are not read).")
 @click.option("--allow-p90-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Pooled decode P90 may regress by up to this % before its check fails (the reference tool's option; the protocol uses 0).")
 @click.option("--allow-stddev-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
@@ -51,6 +56,7 @@ def option_trial(
     candidates: tuple[str, ...],
     option_trial: bool,
     gate: str,
+    sequential_cap: int,
     allow_p90_regression_pct: float,
     allow_stddev_regression_pct: float,
     warmup: int,
@@ -88,6 +94,7 @@ def option_trial(
         candidate_paths=dict(pairs),
         expected_ranks=None,  # load_source has checked every source already
         allowances=allowances,
+        sequential_cap=sequential_cap,
     )
     click.echo(render_option_trial(result, lang), nl=False)
     if json_out is not None:

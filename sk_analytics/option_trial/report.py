@@ -39,6 +39,10 @@ _TEXT = {
         "advice": "建议",
         "gate": "门禁模式",
         "stats_policy": "统计策略（非协议，单侧{level:g}%检验）",
+        "sequential": "序贯统计策略（非协议，第{first}至{cap}次候选运行逐次判断，总单侧{level:g}%）",
+        "seq_state": {"accepted": "第{runs}次候选运行时接受", "rejected": "第{runs}次候选运行时拒绝（{reason}）",
+                      "undecided": "{runs}次候选运行后尚未判定：再加一次候选运行后重新评估"},
+        "seq_reason": {"not_faster": "候选平均不更快", "cap_reached": "达到上限仍未判定", "preconditions": "前提检查未通过", "crossed": "越过边界"},
         "would": "会",
         "allow": "允许退化：P90 ≤ +{p90}%，标准差 ≤ +{sd}%",
         "decision": "结论",
@@ -85,6 +89,11 @@ _TEXT = {
         "advice": "advice",
         "gate": "gate mode",
         "stats_policy": "statistics policy (NOT the protocol, one-sided {level:g}% tests)",
+        "sequential": "sequential statistics policy (NOT the protocol, looks at candidate runs {first}..{cap}, {level:g}% one-sided overall)",
+        "seq_state": {"accepted": "accepted at {runs} candidate runs", "rejected": "rejected at {runs} candidate runs ({reason})",
+                      "undecided": "undecided after {runs} candidate runs: add one candidate run and evaluate again"},
+        "seq_reason": {"not_faster": "not faster on average", "cap_reached": "cap reached undecided", "preconditions": "preconditions failed",
+                       "crossed": "boundary crossed"},
         "would": "would be ",
         "allow": "allowed regression: P90 <= +{p90}%, stddev <= +{sd}%",
         "decision": "decision",
@@ -160,6 +169,16 @@ def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[s
     return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t)} → {t['would']}{verdict}"]
 
 
+def _sequential_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
+    """The sequential policy's state (absent in summaries written before it existed)."""
+    sq = s.get("sequential_policy_evaluation")
+    if sq is None:
+        return []
+    state = t["seq_state"][sq["state"]].format(runs=sq["runs_used"], reason=t["seq_reason"].get(sq["reason"], sq["reason"]))
+    head = t["sequential"].format(first=sq["first_look"], cap=sq["cap"], level=sq["level_one_sided"] * 100)
+    return [f"[{name}] {head}: {state}"]
+
+
 def _interval(ci: list[float] | None) -> str:
     return "-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]"
 
@@ -198,7 +217,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
     for name, s in result["candidates"].items():
         ev, st, gate = s["option_trial_evaluation"], s["statistics"], s["gate"]
         lines += [f"[{name}] {t['checks']}: {_marks(ev['checks'], t)}  ({_allow_text(ev, t)})", *_stats_line(name, s, t),
-                  f"[{name}] {t['beside']}:"]
+                  *_sequential_line(name, s, t), f"[{name}] {t['beside']}:"]
         verdict = st["verdict_zh"] if lang == "zh" else st["verdict"]
         lines += [
             f"  {t['ci']}: {_interval(st['ci_pct'])}  {t['boot']}: {_interval(st['bootstrap_ci_pct'])}",
