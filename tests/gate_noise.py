@@ -208,12 +208,13 @@ def _stable(base: RunFigures) -> np.ndarray:
     return ((means.max(axis=-1) - means.min(axis=-1)) / means.mean(axis=-1) * 100 <= MAX_SPREAD_PCT) & (means.shape[-1] == BASELINE_REQUIRED_RUNS)
 
 
-def runs_needed_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float, nb: int = 5, nc: int = 3) -> dict[str, float]:
+def runs_needed_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float, nb: int = 5, nc: int = 3,
+                     pool_runs: int = POOL_RUNS, draws: int = POWER_DRAWS) -> dict[str, float]:
     """Delivered power of the printed runs-needed figure of ``trials`` trials of ``nb`` vs ``nc`` runs.
 
     A true effect (``effect_pct`` > 0): the figures printed for a detected effect, their power at the true effect.
     No effect (0): the figures printed for the equivalence margin, their power at a true effect of the margin."""
-    pool = run_pool(model)
+    pool = run_pool(model, pool_runs)
     rng = np.random.default_rng(seed)
     base = np.log(draw_runs(pool, rng, (trials, nb)).mean_ms)
     cand = np.log(draw_runs(pool, rng, (trials, nc), effect_pct).mean_ms)
@@ -221,7 +222,7 @@ def runs_needed_cell(model: NoiseModel, seed: int, trials: int, effect_pct: floa
     basis = ~plan["detected"] if effect_pct == 0 else plan["detected"]
     printed = basis & np.isfinite(plan["per_side"])
     true_effect = EQUIVALENCE_MARGIN_PCT if effect_pct == 0 else effect_pct
-    power = delivered_power(pool, plan["per_side"][printed], true_effect, rng)
+    power = delivered_power(pool, plan["per_side"][printed], true_effect, rng, draws)
     oracle = runs_needed(log_effect_of_pct(true_effect), float(np.log(pool.mean_ms).std(ddof=1)))
     return {"printed": float(printed.mean()), "with_basis": float(basis.mean()), "power": float(power.mean()) if power.size else float("nan"),
             "below_target": float((power < POWER).mean()) if power.size else float("nan"),
@@ -229,10 +230,11 @@ def runs_needed_cell(model: NoiseModel, seed: int, trials: int, effect_pct: floa
             "oracle_runs": float("nan") if oracle is None else float(oracle), "figures": int(printed.sum())}
 
 
-def sequential_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float, cap: int, nb: int = 5) -> dict[str, float]:
+def sequential_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float, cap: int, nb: int = 5,
+                    pool_runs: int = POOL_RUNS) -> dict[str, float]:
     """Acceptance and mean candidate runs of the sequential policy (looks at 3 .. ``cap``), beside the fixed
     statistics policy at 5 vs 3 and 5 vs 5 on the same draws."""
-    pool = run_pool(model)
+    pool = run_pool(model, pool_runs)
     rng = np.random.default_rng(seed)
     base = draw_runs(pool, rng, (trials, nb))
     cand = draw_runs(pool, rng, (trials, max(cap, 5)), effect_pct)
