@@ -102,6 +102,7 @@ def test_evaluate_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
                  "--expected-ranks", "2", "--warmup", "2", "--lang", "en", "--json-out", str(out)])
     text = capsys.readouterr().out
     assert code == 1 and "undecided after 3 candidate runs: add one candidate run" in text and "NOT the protocol" in text
+    assert "decision: undecided (add one candidate run)" in text
     assert json.loads(out.read_text())["gate_policy"]["mode"] == "sequential"
     win = _write(tmp_path, "win", [97.0, 97.3, 96.8])
     assert _exit_code(["option-trial", "--baseline", str(base), "--candidate", f"O1={win}", "--gate", "sequential",

@@ -24,6 +24,7 @@ _TEXT = {
         "checks": "检查项",
         "accepted": "接受",
         "rejected": "拒绝",
+        "undecided": "未判定（再加一次候选运行）",
         "beside": "门禁之外的统计（仅供参考，不改变协议结论）",
         "ci": "提升的95%置信区间（Welch，对数）",
         "boot": "自助法交叉验证区间",
@@ -74,6 +75,7 @@ _TEXT = {
         "checks": "checks",
         "accepted": "accepted",
         "rejected": "rejected",
+        "undecided": "undecided (add one candidate run)",
         "beside": "Statistics beside the gate (informative, never change the protocol answer)",
         "ci": "95% CI of the improvement (Welch, log)",
         "boot": "bootstrap cross-check",
@@ -169,6 +171,13 @@ def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[s
     return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t)} → {t['would']}{verdict}"]
 
 
+def _decision(gate: Mapping[str, Any], t: Mapping[str, Any]) -> str:
+    """The effective decision; the sequential gate's "undecided" is not a rejection."""
+    if gate["accepted"]:
+        return str(t["accepted"])
+    return str(t["undecided"] if gate["mode"] == "sequential" and gate.get("sequential_state") == "undecided" else t["rejected"])
+
+
 def _sequential_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
     """The sequential policy's state (absent in summaries written before it existed)."""
     sq = s.get("sequential_policy_evaluation")
@@ -226,7 +235,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
             f"  {t['null_rate']}: {_num(st['false_win_risk']['null_run_checks_pass_rate'], 3)}",
             f"  {_need_text(st, t)}",
             *_advice_line(name, s, t, lang),
-            f"[{name}] {t['gate']}: {gate['mode']} ({_gate_label(result, lang)})  {t['decision']}: {t['accepted'] if gate['accepted'] else t['rejected']}",
+            f"[{name}] {t['gate']}: {gate['mode']} ({_gate_label(result, lang)})  {t['decision']}: {_decision(gate, t)}",
         ]
     lines.append(f"{t['recommended']}: {result['selection']['recommended']}")
     return "\n".join(lines) + "\n"
