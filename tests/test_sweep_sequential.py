@@ -48,3 +48,38 @@ def test_sequential_gate_refuses_a_run_budget(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="budget_runs cannot be combined with policy/gate sequential"):
         _policy({"gate": "sequential", "budget_runs": 40}, tmp_path / "task.json")
     assert _policy({"gate": "sequential"}, tmp_path / "task.json").gate == "sequential"
+
+
+@pytest.mark.slow
+def test_sequential_gate_interrupted_between_added_runs_resumes_to_the_same_result(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the gate adds runs: the resumed gate replays its looks from the runs on disk and ends as an
+    uninterrupted sweep does (same decisions, same runs, same gate numbers)."""
+    import sk_runner.sweep.executor as executor
+    from sk_runner.sweep.session import load_session
+    from sweep_helpers import sweep_outcome
+
+    entries, policy = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="sequential")
+    reference = tmp_path / "reference"
+    run_sweep(small_session(reference, entries, noise=1.0, policy=policy), say=lambda _: None)
+    added = [g["sequential"]["runs_added_by_gate"] for g in (r.data for r in read_records(reference) if r.kind == "gate_result")]
+    assert max(added) >= 2  # split-mode-3 needs two added runs: the interruption below falls between them
+
+    real = executor.run_trial
+    interrupts: list[str] = []
+
+    def interrupted(spec, progress=None):  # type: ignore[no-untyped-def]
+        if spec.round == "O2" and spec.top_up_to == 5 and not interrupts:  # the gate's second added run
+            interrupts.append(spec.round)
+            raise KeyboardInterrupt
+        return real(spec, progress)
+
+    root = tmp_path / "s"
+    monkeypatch.setattr(executor, "run_trial", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, entries, noise=1.0, policy=policy), say=lambda _: None)
+    assert not any(r.kind == "gate_result" and r.data["round"] == "O2" for r in read_records(root))
+    assert len(runs_per_round(root)["O2"]) == 4
+    run_sweep(load_session(root), say=lambda _: None)
+    assert sweep_outcome(root) == sweep_outcome(reference)
+    assert first_disagreement(root) is None
