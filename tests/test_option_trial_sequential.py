@@ -110,3 +110,17 @@ def test_evaluate_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "accepted at 3 candidate runs" in capsys.readouterr().out
     assert _exit_code(["option-trial", "--baseline", str(base), "--candidate", f"O1={win}", "--gate", "sequential",
                        "--sequential-cap", "2", "--expected-ranks", "2", "--warmup", "2"]) == 2
+
+
+def test_noise_free_runs_give_strict_json(tmp_path: Path) -> None:
+    """Constant sides: the Welch t is infinite (a clear win) or undefined (a tie); the JSON stays strict."""
+    from ot_logs import uniform_runs
+
+    base = read_candidate(write_candidate(tmp_path / "b", uniform_runs(["100"] * 5)), expected_ranks=2, warmup=2)
+    for name, value, state in (("win", "90", "accepted"), ("tie", "100", "rejected")):
+        cand = read_candidate(write_candidate(tmp_path / name, uniform_runs([value] * 3)), expected_ranks=2, warmup=2)
+        seq = evaluate_option_trial(base, {"O1": cand}, warmup=2, gate="sequential", expected_ranks=2)["candidates"]["O1"][
+            "sequential_policy_evaluation"]
+        json.dumps(seq, allow_nan=False)
+        assert seq["state"] == state and len(seq["looks"]) == 1
+    assert seq["looks"][0]["welch_t"] is None and seq["reason"] == "not_faster"
