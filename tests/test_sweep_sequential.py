@@ -83,3 +83,11 @@ def test_sequential_gate_interrupted_between_added_runs_resumes_to_the_same_resu
     run_sweep(load_session(root), say=lambda _: None)
     assert sweep_outcome(root) == sweep_outcome(reference)
     assert first_disagreement(root) is None
+
+
+def test_gate_option_goes_with_the_demo_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sk_analytics.cli._base import run_cli
+    from sk_runner.cli import cli
+
+    assert run_cli(cli, "sk-run", ["sweep", "--resume", str(tmp_path), "--gate", "sequential"]) == 2
+    assert "--gate goes with --demo" in capsys.readouterr().err
