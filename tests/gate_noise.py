@@ -30,7 +30,8 @@ from typing import Protocol
 import numpy as np
 
 from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, MAX_SPREAD_PCT, Allowances, evaluate_candidate
-from sk_analytics.option_trial.inference import ci_excludes_zero
+from sk_analytics.option_trial.inference import EQUIVALENCE_MARGIN_PCT, POWER, ci_excludes_zero, log_effect_of_pct, planned_runs, runs_needed
+from sk_analytics.option_trial.sequential import replay
 from sk_analytics.option_trial.stats_gate import PRECONDITIONS, RunFigures, bounds, metric_checks
 from sk_runner.sim.noise import NoiseParams, step_multipliers
 
@@ -145,3 +146,102 @@ def acceptance(model: NoiseModel, seed: int, trials: int, nb: int, nc: int, effe
 def binomial_sigma(rate: float, trials: int) -> float:
     """Standard deviation of an observed share of ``trials`` when the true rate is ``rate``."""
     return math.sqrt(rate * (1 - rate) / trials)
+
+
+# -- run pools: the per-run figures of many runs, drawn from for large Monte Carlos ---------------------------------
+#
+# Every figure the statistics policy, its sequential form and the run-count plans read is a per-run figure, and
+# runs are independent in every noise model, so a trial can draw its runs from a large pool of runs simulated
+# once. A true improvement ``e`` scales every step time by ``1 - e``, hence every per-run figure too (the
+# simulator's 3-decimal rounding happens before the scaling: a difference below 1e-5 of a run's mean).
+
+POOL_RUNS = 20_000
+POWER_DRAWS = 2_000
+SIMULATED_POWER_RUNS = 60
+"""Delivered power is simulated from the pool up to this many runs a side; beyond, the mean of that many runs is
+normal and the non-central t with the pool's true sd of the log run metric is exact enough."""
+
+
+def run_pool(model: NoiseModel, runs: int = POOL_RUNS, seed: int = 28) -> RunFigures:
+    """Per-run figures of ``runs`` runs of ``model`` at the baseline's step (drawn in chunks: bounded memory)."""
+    key = (model, runs, seed)
+    if key not in _POOLS:
+        rng = np.random.default_rng(seed)
+        parts = [Side.of(model.samples(rng, 1, min(2_000, runs - start), 1.0)).runs for start in range(0, runs, 2_000)]
+        _POOLS[key] = RunFigures(*(np.concatenate([getattr(p, f)[0] for p in parts]) for f in ("mean_ms", "p90_ms", "stddev_ms")))
+    return _POOLS[key]
+
+
+_POOLS: dict[tuple[object, int, int], RunFigures] = {}
+
+
+def draw_runs(pool: RunFigures, rng: np.random.Generator, shape: tuple[int, ...], effect_pct: float = 0.0) -> RunFigures:
+    """Runs of ``shape`` (runs on the last axis) drawn from ``pool``, of a true improvement of ``effect_pct``."""
+    index = rng.integers(0, pool.mean_ms.size, shape)
+    scale = 1.0 - effect_pct / 100
+    return RunFigures(pool.mean_ms[index] * scale, pool.p90_ms[index] * scale, pool.stddev_ms[index] * scale)
+
+
+def delivered_power(pool: RunFigures, per_side: np.ndarray, effect_pct: float, rng: np.random.Generator,
+                    draws: int = POWER_DRAWS) -> np.ndarray:
+    """For each planned ``per_side`` count, the chance that that many fresh runs a side of a true
+    ``effect_pct`` put the 95 % Welch interval above 0 (what the printed figure promises)."""
+    from scipy import stats as sps
+
+    sd = float(np.log(pool.mean_ms).std(ddof=1))
+    power: dict[int, float] = {}
+    for n in np.unique(per_side).astype(int):
+        if n <= SIMULATED_POWER_RUNS:
+            base = np.log(draw_runs(pool, rng, (draws, n)).mean_ms)
+            cand = np.log(draw_runs(pool, rng, (draws, n), effect_pct).mean_ms)
+            power[n] = float(ci_excludes_zero(base, cand).mean())
+        else:
+            df = 2 * n - 2
+            ncp = -math.log1p(-effect_pct / 100) / (sd * math.sqrt(2 / n))
+            power[n] = float(sps.nct.sf(sps.t.ppf(0.975, df), df, ncp))
+    return np.array([power[int(n)] for n in per_side])
+
+
+def _stable(base: RunFigures) -> np.ndarray:
+    """The protocol's preconditions on the baseline side: five runs, decimal spread <= 5 %."""
+    means = base.mean_ms
+    return ((means.max(axis=-1) - means.min(axis=-1)) / means.mean(axis=-1) * 100 <= MAX_SPREAD_PCT) & (means.shape[-1] == BASELINE_REQUIRED_RUNS)
+
+
+def runs_needed_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float, nb: int = 5, nc: int = 3,
+                     pool_runs: int = POOL_RUNS, draws: int = POWER_DRAWS) -> dict[str, float]:
+    """Delivered power of the printed runs-needed figure of ``trials`` trials of ``nb`` vs ``nc`` runs.
+
+    A true effect (``effect_pct`` > 0): the figures printed for a detected effect, their power at the true effect.
+    No effect (0): the figures printed for the equivalence margin, their power at a true effect of the margin."""
+    pool = run_pool(model, pool_runs)
+    rng = np.random.default_rng(seed)
+    base = np.log(draw_runs(pool, rng, (trials, nb)).mean_ms)
+    cand = np.log(draw_runs(pool, rng, (trials, nc), effect_pct).mean_ms)
+    plan = planned_runs(base, cand)
+    basis = ~plan["detected"] if effect_pct == 0 else plan["detected"]
+    printed = basis & np.isfinite(plan["per_side"])
+    true_effect = EQUIVALENCE_MARGIN_PCT if effect_pct == 0 else effect_pct
+    power = delivered_power(pool, plan["per_side"][printed], true_effect, rng, draws)
+    oracle = runs_needed(log_effect_of_pct(true_effect), float(np.log(pool.mean_ms).std(ddof=1)))
+    return {"printed": float(printed.mean()), "with_basis": float(basis.mean()), "power": float(power.mean()) if power.size else float("nan"),
+            "below_target": float((power < POWER).mean()) if power.size else float("nan"),
+            "median_runs": float(np.median(plan["per_side"][printed])) if power.size else float("nan"),
+            "oracle_runs": float("nan") if oracle is None else float(oracle), "figures": int(printed.sum())}
+
+
+def sequential_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float, cap: int, nb: int = 5,
+                    pool_runs: int = POOL_RUNS) -> dict[str, float]:
+    """Acceptance and mean candidate runs of the sequential policy (looks at 3 .. ``cap``), beside the fixed
+    statistics policy at 5 vs 3 and 5 vs 5 on the same draws."""
+    pool = run_pool(model, pool_runs)
+    rng = np.random.default_rng(seed)
+    base = draw_runs(pool, rng, (trials, nb))
+    cand = draw_runs(pool, rng, (trials, max(cap, 5)), effect_pct)
+    stable = _stable(base)
+    found = replay(base, cand, cap=cap, preconditions=stable)
+    out = {"sequential": float((found.state == "accepted").mean()), "mean_runs": float(found.runs_used.mean())}
+    for k in (3, 5):
+        part = RunFigures(cand.mean_ms[:, :k], cand.p90_ms[:, :k], cand.stddev_ms[:, :k])
+        out[f"fixed_{k}"] = float((stable & np.logical_and.reduce(list(metric_checks(bounds(base, part, Allowances())).values()))).mean())
+    return out

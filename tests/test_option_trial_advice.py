@@ -30,7 +30,11 @@ def test_candidate_runs_to_resolve_hand_values() -> None:
     cand = np.array([0.02, 0.0, 0.01])  # sample variance 1e-4
     n = candidate_runs_to_resolve(base, cand, 0.02, 0.025)
     assert n is not None and n > 3
-    assert _detectable(6.25e-5 / 5, 1e-4, 5, n, 0.025) <= 0.02 < _detectable(6.25e-5 / 5, 1e-4, 5, n - 1, 0.025)
+    # both variances scaled by 6 / chi2_0.2(6): the pooled sd (6 degrees of freedom) taken to its 80 % upper bound
+    k = 6 / sps.chi2.ppf(0.2, 6)
+    assert _detectable(k * 6.25e-5 / 5, k * 1e-4, 5, n, 0.025) <= 0.02 < _detectable(k * 6.25e-5 / 5, k * 1e-4, 5, n - 1, 0.025)
+    # the observed spreads taken as the truth would promise fewer runs
+    assert _detectable(6.25e-5 / 5, 1e-4, 5, n - 1, 0.025) <= 0.02
     # the baseline's own noise alone: (t + t) * sqrt(1.25e-5) > 0.005 for every candidate count
     assert candidate_runs_to_resolve(base, cand, 0.005, 0.025) is None
     assert candidate_runs_to_resolve(base, cand, 0.0, 0.025) is None
@@ -69,11 +73,15 @@ def test_reject_by_variance_check_alone_is_likely_a_lost_gain(tmp_path: Path) ->
     assert cand["option_trial_evaluation"]["failed_checks"] == ["stddev_no_material_regression"]
     advice = cand["advice"]
     assert advice["kind"] == "gain_lost_to_variance_check" and advice["protocol_accepted"] is False
-    # per-run stddev: baseline exactly 1 (no variance), candidate 1.02 with sample variance 7e-4, so Welch df = n - 1:
-    # (t_0.95,12 + t_0.8,12) * sqrt(7e-4 / 13) = 0.0195 <= 0.02 < (t_0.95,11 + t_0.8,11) * sqrt(7e-4 / 12) = 0.0204
-    assert advice["settle"] == [{"for": "stddev_no_material_regression", "candidate_runs": 13}]
+    # per-run stddev: baseline exactly 1 (no variance), candidate 1.02 with sample variance 7e-4, so Welch df = n - 1;
+    # the variance planned at k = 6 / chi2_0.2(6) times the observed one (the pooled sd's 80 % upper bound):
+    # (t_0.95,22 + t_0.8,22) * sqrt(k * 7e-4 / 23) <= 0.02 < the same at 22 runs (13 runs with the observed spread)
+    k = 6 / sps.chi2.ppf(0.2, 6)
+    assert _detectable(0.0, k * 7e-4, 5, 23, 0.05) <= 0.02 < _detectable(0.0, k * 7e-4, 5, 22, 0.05)
+    assert advice["settle"] == [{"for": "stddev_no_material_regression", "candidate_runs": 23}]
     assert "likely a real gain lost to the variance check" in advice["text"]
-    assert "13 candidate runs would show whether the pooled stddev regression of +0.14% is real" in advice["text"]
+    assert "23 candidate runs would show whether the pooled stddev regression of +0.14% is real" in advice["text"]
+    assert "upper confidence bound" in advice["text"] and "置信上界" in advice["text_zh"]
     assert "The statistics policy (not the protocol) would accept." in advice["text"]
     assert "统计策略（非协议）会接受" in advice["text_zh"]
 

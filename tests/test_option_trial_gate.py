@@ -158,6 +158,7 @@ def test_strict_gate_needs_interval_above_zero(tmp_path: Path) -> None:
         "mode": "strict", "accepted": False, "protocol_accepted": True, "ci_excludes_zero": False,
         "allow_p90_regression_pct": 0.0, "allow_stddev_regression_pct": 0.0, "is_protocol": False,
         "label": "protocol gate + 95 % CI of the improvement above 0 (stricter than the protocol)", "stats_accepted": False,
+        "sequential_accepted": False, "sequential_state": "undecided",
     }
     assert strict["selection"]["option_trial_accepted"] is False
     assert strict["selection"]["protocol_accepted_candidates"] == ["O1"]

@@ -90,7 +90,9 @@ def test_runs_needed_formula() -> None:
     assert detectable(n) <= effect < detectable(n - 1)
     # normal approximation: 2 * (1.96 + 0.84)^2 * (sd/effect)^2 = 62.7 -> t quantiles add a run or two
     assert 63 <= n <= 66
-    assert runs_needed(0.0, sd) is None and runs_needed(effect, 0.0) == 2
+    # no figure ever asks for fewer runs than the protocol's minimum of 3 (a noise-free effect used to say 2)
+    assert runs_needed(0.0, sd) is None and runs_needed(effect, 0.0) == 3
+    assert runs_needed(0.2, sd) == 3 and runs_needed(-effect, sd) == n
 
 
 def test_zero_run_metric_has_no_log_statistics() -> None:
@@ -99,19 +101,40 @@ def test_zero_run_metric_has_no_log_statistics() -> None:
     assert st["improvement_pct"] is None and st["runs_needed_per_side"] is None
 
 
-def test_runs_needed_only_for_a_detected_effect() -> None:
+def test_runs_needed_plans_at_the_bounds_not_the_estimates() -> None:
     win = trial_statistics(BASE, CAND)
-    sd = math.sqrt((4 * 2.5e-4 + 2 * 1e-4) / 6)  # pooled sd of the logs
-    assert win["runs_needed"] == {"basis": "observed_effect", "effect_pct": win["improvement_pct"],
-                                  "per_side": runs_needed(0.04, sd), "power": 0.8, "confidence": 0.95}
-    assert win["runs_needed_per_side"] == runs_needed(0.04, sd)
-    # a null trial: the observed effect is noise, so no figure promises to resolve it
+    base, cand = np.log(BASE), np.log(CAND)
+    sd = math.sqrt((4 * 2.5e-4 + 2 * 1e-4) / 6)  # pooled sd of the logs, 6 degrees of freedom
+    sd_up = sd * math.sqrt(6 / sps.chi2.ppf(0.2, 6))  # its one-sided 80 % upper bound
+    se, df = math.sqrt(1 / 12000), 100 / 17  # Welch terms of the hand values above
+    effect_low = 0.04 - sps.t.ppf(0.95, df) * se  # one-sided 95 % lower bound of the detected effect
+    figure = win["runs_needed"]
+    assert figure["basis"] == "observed_effect" and figure["effect_pct"] == pytest.approx(win["improvement_pct"], rel=1e-12)
+    assert figure["planned_noise_pct"] == pytest.approx(sd_up * 100, rel=1e-9)
+    assert figure["planned_effect_pct"] == pytest.approx((1 - math.exp(-effect_low)) * 100, rel=1e-9)
+    assert figure["per_side"] == runs_needed(effect_low, sd_up) == win["runs_needed_per_side"]
+    # the estimates alone would promise far fewer runs: that optimism is what issue 28 removes
+    assert runs_needed(0.04, sd) < figure["per_side"]
+    assert "upper confidence bound" in figure["assumes"] and "置信上界" in figure["assumes_zh"]
+    assert figure["power"] == 0.8 and figure["confidence"] == 0.95
+    # a null trial: the observed effect is noise, so no figure promises to resolve it; the margin's figure instead
     logs = np.array([0.004, -0.006, 0.001])
     null = trial_statistics(BASE, list(100 * np.exp(logs)))
     assert null["verdict"] != "win" and null["runs_needed_per_side"] is None
     figure = null["runs_needed"]
-    assert figure["basis"] == "no_effect_detected" and figure["effect_pct"] == 0.5
-    assert figure["per_side"] == runs_needed(log_effect_of_pct(0.5), math.sqrt((4 * 2.5e-4 + 2 * logs.var(ddof=1)) / 6))
+    assert figure["basis"] == "no_effect_detected" and figure["effect_pct"] == 0.5 == figure["planned_effect_pct"]
+    sd_null = math.sqrt((4 * 2.5e-4 + 2 * logs.var(ddof=1)) / 6)
+    assert figure["per_side"] == runs_needed(log_effect_of_pct(0.5), sd_null * math.sqrt(6 / sps.chi2.ppf(0.2, 6)))
+    assert base.size == 5 and cand.size == 3
+
+
+def test_runs_needed_never_below_the_protocol_minimum() -> None:
+    """A huge effect on noise-free runs: the figure is the protocol's 3, not 2."""
+    st = trial_statistics([100.0, 100.0, 100.0, 100.0, 100.0], [80.0, 80.0, 80.0])
+    assert st["runs_needed"]["per_side"] == 3
+    # one candidate run: no effect can be detected, the margin's figure comes from the baseline's noise alone
+    one = trial_statistics(BASE, [90.0])
+    assert one["runs_needed"]["basis"] == "no_effect_detected" and one["runs_needed"]["per_side"] >= 3
 
 
 def test_equivalence_tost_at_half_a_percent() -> None:

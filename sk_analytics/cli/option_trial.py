@@ -13,7 +13,7 @@ import click
 
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError, UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
-from sk_analytics.option_trial.modes import GATE_MODES
+from sk_analytics.option_trial.modes import GATE_MODES, SEQUENTIAL_CAP
 from sk_analytics.option_trial.report import LANGS
 
 if TYPE_CHECKING:  # the gate (Polars, NumPy, SciPy) is imported when a command runs: --help stays fast
@@ -38,7 +38,11 @@ def _common(func: F) -> F:
 @click.option("--candidate", "candidates", multiple=True, required=True, help=f"NAME=SOURCE of a trial; SOURCE is {SOURCE_HELP}.")
 @click.option("--option-trial/--no-option-trial", default=True, help="Accepted for command-line compatibility; the decision is always the option-trial gate.")
 @click.option("--gate", type=click.Choice(GATE_MODES), default="protocol", show_default=True, help="strict: also require the 95% CI of the improvement to exclude zero; "
-              "stats: decide by the statistics policy (one-sided 5% tests; NOT the protocol).")
+              "stats: decide by the statistics policy (one-sided 5% tests; NOT the protocol); "
+              "sequential: its sequential form, a look after every candidate run from the 3rd to --sequential-cap "
+              "(5% false wins overall; NOT the protocol; undecided exits 1 and asks for one more run).")
+@click.option("--sequential-cap", type=click.IntRange(min=3, max=50), default=SEQUENTIAL_CAP, show_default=True,
+              help="With --gate sequential: most candidate runs it looks at (runs beyond it are not read).")
 @click.option("--allow-p90-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Pooled decode P90 may regress by up to this % before its check fails (the reference tool's option; the protocol uses 0).")
 @click.option("--allow-stddev-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
@@ -49,6 +53,7 @@ def option_trial(
     candidates: tuple[str, ...],
     option_trial: bool,
     gate: str,
+    sequential_cap: int,
     allow_p90_regression_pct: float,
     allow_stddev_regression_pct: float,
     warmup: int,
@@ -93,6 +98,7 @@ def option_trial(
         candidate_paths=dict(pairs),
         expected_ranks=None,  # load_source has checked every source already
         allowances=allowances,
+        sequential_cap=sequential_cap,
     )
     click.echo(render_option_trial(result, lang), nl=False)
     if json_out is not None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
 from sk_analytics.option_trial.inference import CONFIDENCE, POWER, sps
+from sk_analytics.option_trial.planning import NOISE_ASSUMES, NOISE_ASSUMES_ZH, noise_upper, pooled_sd
 from sk_analytics.option_trial.stats_gate import LEVEL, RunFigures
 
 MAX_CANDIDATE_RUNS = 200
@@ -35,15 +36,19 @@ VARIANCE_CHECKS = {"p90_no_material_regression": ("p90_ms", "P90", "P90"),
 def candidate_runs_to_resolve(base: np.ndarray, cand: np.ndarray, effect: float, level: float, power: float = POWER) -> int | None:
     """Fewest candidate runs for which a one-sided Welch test at ``level`` shows
     a true difference ``effect`` (units of ``base``/``cand``) with ``power``,
-    the per-run spreads being the observed ones and the baseline keeping its
-    runs. None when ``effect`` is 0 or no count up to :data:`MAX_CANDIDATE_RUNS`
+    the baseline keeping its runs. Each side's observed per-run variance is
+    scaled up by the factor that takes their pooled sd to its upper confidence
+    bound (:func:`~sk_analytics.option_trial.planning.noise_upper`): a spread
+    seen in a few runs is too small about half of the time. None when ``effect`` is 0 or no count up to :data:`MAX_CANDIDATE_RUNS`
     suffices (the baseline's own noise is then too large).
     """
     nb, nc = base.size, cand.size
     if effect == 0 or nb < 2 or nc < 2:
         return None
-    vb = float(base.var(ddof=1)) / nb
-    sc2 = float(cand.var(ddof=1))
+    sd, dof = pooled_sd(base, cand)
+    inflate = float(noise_upper(sd, dof) / sd) ** 2 if float(sd) > 0 else 1.0
+    vb = inflate * float(base.var(ddof=1)) / nb
+    sc2 = inflate * float(cand.var(ddof=1))
     n = np.arange(max(nc, CANDIDATE_MIN_RUNS), MAX_CANDIDATE_RUNS + 1)
     vc = sc2 / n
     se = np.sqrt(vb + vc)
@@ -70,8 +75,8 @@ def _could_be_noise(base: RunFigures, cand: RunFigures, st: Mapping[str, Any]) -
         settle_zh = f"在当前噪声下，基线{nb}次时候选运行增至{MAX_CANDIDATE_RUNS}次也无法分辨：观测到的{imp:+.2f}%在噪声之内"
     else:
         settle_en = (f"{runs} candidate runs (now {nc}; the protocol asks for at least {CANDIDATE_MIN_RUNS}) would put the interval "
-                     f"above 0 with {POWER:.0%} power if the observed {imp:+.2f}% is real")
-        settle_zh = f"若观测到的{imp:+.2f}%为真，候选运行增至{runs}次（当前{nc}次；协议要求至少{CANDIDATE_MIN_RUNS}次）可有{POWER:.0%}把握使区间高于0"
+                     f"above 0 with {POWER:.0%} power if the observed {imp:+.2f}% is real ({NOISE_ASSUMES})")
+        settle_zh = f"若观测到的{imp:+.2f}%为真，候选运行增至{runs}次（当前{nc}次；协议要求至少{CANDIDATE_MIN_RUNS}次）可有{POWER:.0%}把握使区间高于0（{NOISE_ASSUMES_ZH}）"
     return {
         "kind": "could_be_noise",
         "text": f"accepted by the protocol, but the 95% CI of the improvement {ci} contains 0: this could be noise. To settle it: {settle_en}.",
@@ -91,8 +96,8 @@ def _variance_settle(check: str, base: RunFigures, cand: RunFigures, regression_
                 f"{MAX_CANDIDATE_RUNS} would show it as real",
                 f"汇总{zh}退化{reg}在各次运行{zh}的波动之内：候选运行增至{MAX_CANDIDATE_RUNS}次也无法显示其为真")
     return ({"for": check, "candidate_runs": runs},
-            f"{runs} candidate runs would show whether the pooled {en} regression of {reg} is real ({POWER:.0%} power, one-sided {LEVEL:.0%})",
-            f"候选运行增至{runs}次可判断汇总{zh}退化{reg}是否为真（{POWER:.0%}把握，单侧{LEVEL:.0%}）")
+            f"{runs} candidate runs would show whether the pooled {en} regression of {reg} is real ({POWER:.0%} power, one-sided {LEVEL:.0%}; {NOISE_ASSUMES})",
+            f"候选运行增至{runs}次可判断汇总{zh}退化{reg}是否为真（{POWER:.0%}把握，单侧{LEVEL:.0%}；{NOISE_ASSUMES_ZH}）")
 
 
 def _gain_lost(base: RunFigures, cand: RunFigures, ev: Mapping[str, Any], st: Mapping[str, Any], stats_accepted: bool) -> dict[str, Any]:

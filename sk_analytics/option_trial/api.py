@@ -2,7 +2,8 @@
 
 ``evaluate_option_trial`` returns the summary JSON of formats.md §1 (every
 legacy key kept) plus, per candidate, ``statistics`` (figures beside the gate),
-``stats_policy_evaluation`` (the statistics policy's answer), ``advice`` (is
+``stats_policy_evaluation`` (the statistics policy's answer),
+``sequential_policy_evaluation`` (its sequential form's), ``advice`` (is
 the protocol's answer likely noise, what would settle it) and ``gate`` (the
 effective decision of the chosen gate mode).
 """
@@ -32,12 +33,17 @@ from sk_analytics.option_trial.stats import Samples
 from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL
 from sk_analytics.option_trial.stats_gate import LABEL_ZH as STATS_LABEL_ZH
 from sk_analytics.option_trial.stats_gate import evaluate_stats
+from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP
+from sk_analytics.option_trial.sequential import LABEL as SEQUENTIAL_LABEL
+from sk_analytics.option_trial.sequential import LABEL_ZH as SEQUENTIAL_LABEL_ZH
+from sk_analytics.option_trial.sequential import evaluate_sequential
 from sk_analytics.option_trial.summary import RunMetric, summarize, summarize_samples
 
 GATE_LABELS: dict[str, tuple[str, str]] = {
     "protocol": ("Stage O protocol gate", "Stage O 协议门禁"),
     "strict": ("protocol gate + 95 % CI of the improvement above 0 (stricter than the protocol)", "协议门禁 + 提升的95%置信区间高于0（比协议更严）"),
     "stats": (STATS_LABEL, STATS_LABEL_ZH),
+    "sequential": (SEQUENTIAL_LABEL, SEQUENTIAL_LABEL_ZH),
 }
 """(en, zh) name of what decides under each gate mode; ``stats`` says it is not the protocol."""
 
@@ -110,9 +116,10 @@ def gate_policy(gate: str, allowances: Allowances) -> dict[str, Any]:
     }
 
 
-def decides(gate: str, protocol_accepted: bool, ci_excludes_zero: bool, stats_accepted: bool) -> bool:
-    """The effective decision of ``gate`` from the three answers computed for every candidate."""
-    return {"protocol": protocol_accepted, "strict": protocol_accepted and ci_excludes_zero, "stats": stats_accepted}[gate]
+def decides(gate: str, protocol_accepted: bool, ci_excludes_zero: bool, stats_accepted: bool, sequential_accepted: bool = False) -> bool:
+    """The effective decision of ``gate`` from the four answers computed for every candidate."""
+    return {"protocol": protocol_accepted, "strict": protocol_accepted and ci_excludes_zero, "stats": stats_accepted,
+            "sequential": sequential_accepted}[gate]
 
 
 def evaluate_option_trial(
@@ -125,6 +132,7 @@ def evaluate_option_trial(
     candidate_paths: Mapping[str, str] | None = None,
     expected_ranks: int | None = DEFAULT_EXPECTED_RANKS,
     allowances: Allowances = Allowances(),
+    sequential_cap: int = SEQUENTIAL_CAP,
 ) -> dict[str, Any]:
     """The option-trial summary JSON of ``candidates`` against ``baseline``.
 
@@ -134,7 +142,9 @@ def evaluate_option_trial(
     (frames validated by the caller). ``gate="strict"`` additionally requires
     the 95 % CI of the improvement to exclude zero; ``gate="stats"`` decides
     by the statistics policy (:mod:`~sk_analytics.option_trial.stats_gate`,
-    not the protocol). The protocol checks and ``option_trial_evaluation``
+    not the protocol); ``gate="sequential"`` by its sequential form
+    (:mod:`~sk_analytics.option_trial.sequential`, looks at 3 .. ``sequential_cap``
+    candidate runs; undecided = not accepted yet). The protocol checks and ``option_trial_evaluation``
     are never changed by the mode. ``allowances``
     are the reference tool's P90/stddev regression allowances (default 0 %).
     """
@@ -166,9 +176,11 @@ def evaluate_option_trial(
         summary["statistics"] = extra
         stats_ev = evaluate_stats(evaluation, base_summary, summary, allowances)
         summary["stats_policy_evaluation"] = stats_ev
+        seq_ev = evaluate_sequential(evaluation, base_summary, summary, allowances, sequential_cap)
+        summary["sequential_policy_evaluation"] = seq_ev
         summary["advice"] = advise(base_summary, summary)
         strict_ok = bool(extra["ci_excludes_zero"])
-        effective[name] = decides(gate, evaluation["accepted"], strict_ok, stats_ev["accepted"])
+        effective[name] = decides(gate, evaluation["accepted"], strict_ok, stats_ev["accepted"], seq_ev["accepted"])
         summary["gate"] = {
             "mode": gate,
             "accepted": effective[name],
@@ -177,6 +189,8 @@ def evaluate_option_trial(
             "protocol_accepted": evaluation["accepted"],
             "ci_excludes_zero": strict_ok,
             "stats_accepted": stats_ev["accepted"],
+            "sequential_accepted": seq_ev["accepted"],
+            "sequential_state": seq_ev["state"],
             **allowances.to_json(),
         }
         summaries[name] = summary

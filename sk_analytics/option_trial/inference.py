@@ -24,13 +24,16 @@ each run), so effects are ratios and runs of different scale mix cleanly:
   changed, for these run counts (simulated; an upper bound for the full gate);
 * equivalence: a TOST at +/- :data:`EQUIVALENCE_MARGIN_PCT` (two one-sided
   5 % Welch tests: the 90 % interval lies inside the margin);
-* runs needed per side: smallest n with ``(t_0.975 + t_0.80) * s *
-  sqrt(2 / n) <= |d|`` (5 % two-sided, 80 % power, ``s`` the pooled sd of
-  the log run metrics), for the observed effect only when the 95 % interval
-  excludes 0. When it does not, no effect was detected: the observed ``d``
-  is then noise and a figure computed from it would promise a win that is
-  not there, so the figure is given for an effect of the equivalence margin
-  instead, and the TOST says whether effects beyond the margin are excluded.
+* runs needed per side (:mod:`sk_analytics.option_trial.planning`): smallest
+  n with ``(t_0.975 + t_0.80) * s_up * sqrt(2 / n) <= |d_plan|`` (5 %
+  two-sided, 80 % power) and at least the protocol's 3, where ``s_up`` is the
+  80 % upper confidence bound of the pooled sd of the log run metrics and
+  ``d_plan`` the 95 % one-sided lower bound of a detected effect, so the
+  figure keeps its power when the few runs were lucky. When the 95 % interval
+  includes 0, no effect was detected: the observed ``d`` is then noise and a
+  figure computed from it would promise a win that is not there, so the
+  figure is given for an effect of the equivalence margin instead, and the
+  TOST says whether effects beyond the margin are excluded.
 """
 
 from __future__ import annotations
@@ -42,16 +45,14 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
+from sk_analytics.option_trial.planning import ASSUMES, ASSUMES_ZH, CONFIDENCE, POWER, noise_upper, planning_effect, pooled_sd, runs_per_side
 
 sps = lazy_module("scipy.stats")  # imported on first use: reading and summarising logs does not carry it
 
-CONFIDENCE = 0.95
-POWER = 0.80
 BOOTSTRAP_RESAMPLES = 10_000
 NULL_SIMULATIONS = 20_000
 SEED = 20_260_501
 NEUTRAL_MARGIN_FLOOR_PCT = 0.5
-MAX_RUNS_SEARCHED = 10_000
 EQUIVALENCE_MARGIN_PCT = 0.5
 """Effects within +/- this (in %) count as no effect (TOST margin; the simulator's neutral band)."""
 EQUIVALENCE_LEVEL = 0.05
@@ -153,16 +154,13 @@ def null_run_checks_pass_rate(nb: int, nc: int, simulations: int = NULL_SIMULATI
 
 
 def runs_needed(log_effect: float, sd: float | None) -> int | None:
-    """Runs per side that resolve ``log_effect`` at 5 % two-sided, 80 % power."""
+    """Runs per side that resolve a true ``log_effect`` of a known ``sd`` at 5 %
+    two-sided, 80 % power, at least the protocol's minimum (the plain formula:
+    :func:`runs_needed_figure` plans with bounds instead of estimates)."""
     if sd is None or log_effect == 0.0:
         return None
-    if sd == 0.0:
-        return 2
-    n = np.arange(2, MAX_RUNS_SEARCHED + 1)
-    df = 2 * n - 2
-    detectable = (sps.t.ppf(0.5 + CONFIDENCE / 2, df) + sps.t.ppf(POWER, df)) * sd * np.sqrt(2.0 / n)
-    ok = np.nonzero(detectable <= abs(log_effect))[0]
-    return int(n[ok[0]]) if ok.size else None
+    n = float(runs_per_side(log_effect, sd))
+    return None if math.isnan(n) else int(n)
 
 
 def log_effect_of_pct(improvement_pct: float) -> float:
@@ -182,21 +180,38 @@ def equivalence(base: np.ndarray, cand: np.ndarray, margin_pct: float = EQUIVALE
     return {"margin_pct": margin_pct, "ci90_pct": [log_improvement_pct(low), log_improvement_pct(high)], "equivalent": bool(inside)}
 
 
-def runs_needed_figure(log_effect: float, sd: float | None, detected: bool) -> dict[str, Any]:
-    """What :func:`runs_needed` answers, honestly: for the observed effect when
-    the interval excludes 0 (``detected``), else for an effect of the
-    equivalence margin (the observed one is then noise)."""
-    if detected:
-        return {"basis": "observed_effect", "effect_pct": log_improvement_pct(log_effect),
-                "per_side": runs_needed(log_effect, sd), "power": POWER, "confidence": CONFIDENCE}
-    return {"basis": "no_effect_detected", "effect_pct": EQUIVALENCE_MARGIN_PCT,
-            "per_side": runs_needed(log_effect_of_pct(EQUIVALENCE_MARGIN_PCT), sd), "power": POWER, "confidence": CONFIDENCE}
+def planned_runs(base: np.ndarray, cand: np.ndarray) -> dict[str, np.ndarray]:
+    """The run-count plan of :func:`runs_needed_figure` for log run metrics,
+    vectorised over leading axes (trials of a Monte Carlo): ``detected`` (the
+    95 % interval excludes 0), the ``effect_log`` and ``sd_log`` planned at and
+    ``per_side`` (NaN: no count up to the search limit)."""
+    d, se, df = welch_terms(base, cand)
+    half = (1 - CONFIDENCE) / 2
+    with np.errstate(invalid="ignore"):
+        detected = (welch_lower_bound(base, cand, half) > 0) | (welch_lower_bound(cand, base, half) > 0)
+    sd, dof = pooled_sd(base, cand)
+    sd_up = np.where(sd == 0, 0.0, noise_upper(sd, dof))
+    effect = np.where(detected, planning_effect(d, se, df), log_effect_of_pct(EQUIVALENCE_MARGIN_PCT))
+    return {"detected": detected, "effect_log": effect, "sd_log": sd_up, "per_side": runs_per_side(effect, sd_up)}
 
 
-def _pooled_sd(base: np.ndarray, cand: np.ndarray) -> float | None:
-    parts = [(x.size - 1, float(x.var(ddof=1))) for x in (base, cand) if x.size >= 2]
-    dof = sum(k for k, _ in parts)
-    return math.sqrt(sum(k * v for k, v in parts) / dof) if dof else None
+def runs_needed_figure(base: np.ndarray, cand: np.ndarray) -> dict[str, Any]:
+    """What :func:`planned_runs` answers for one trial, honestly: for the
+    observed effect when the 95 % interval excludes 0 (planned at its lower
+    bound), else for an effect of the equivalence margin (the observed one is
+    then noise); both at the upper bound of the noise, with what they assume."""
+    plan = planned_runs(base, cand)
+    detected = bool(plan["detected"])
+    per_side = float(plan["per_side"])
+    sd_up = float(plan["sd_log"])
+    return {
+        "basis": "observed_effect" if detected else "no_effect_detected",
+        "effect_pct": log_improvement_pct(float(base.mean() - cand.mean())) if detected else EQUIVALENCE_MARGIN_PCT,
+        "planned_effect_pct": abs(log_improvement_pct(float(plan["effect_log"]))) if detected else EQUIVALENCE_MARGIN_PCT,
+        "planned_noise_pct": None if math.isnan(sd_up) else sd_up * 100,
+        "per_side": None if math.isnan(per_side) else int(per_side),
+        "power": POWER, "confidence": CONFIDENCE, "assumes": ASSUMES, "assumes_zh": ASSUMES_ZH,
+    }
 
 
 def verdict(interval: dict[str, Any] | None, margin_pct: float) -> str:
@@ -257,7 +272,7 @@ def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict
     result = verdict(welch, margin)
     excludes = ci_excludes_zero(base, cand)
     detected = result in ("win", "loss")
-    figure = runs_needed_figure(d, _pooled_sd(base, cand), detected)
+    figure = runs_needed_figure(base, cand)
     return {
         "method": "log per-run worst-rank means; Welch t interval; percentile bootstrap cross-check",
         "confidence": CONFIDENCE,

@@ -24,6 +24,7 @@ _TEXT = {
         "checks": "检查项",
         "accepted": "接受",
         "rejected": "拒绝",
+        "undecided": "未判定（再加一次候选运行）",
         "beside": "门禁之外的统计（仅供参考，不改变协议结论）",
         "ci": "提升的95%置信区间（Welch，对数）",
         "boot": "自助法交叉验证区间",
@@ -32,13 +33,17 @@ _TEXT = {
         "risk": "误判为提升的风险：单侧p值",
         "null_rate": "无变化时均值+中位检查同时通过的概率",
         "need": "分辨该效应所需每侧运行数",
-        "need_observed": "分辨该效应（{effect:+.2f}%，{power:g}%把握）所需每侧运行数: {runs}",
-        "no_effect": "未检出效应；{tost}；检出{margin:g}%效应（{power:g}%把握）每侧所需运行数: {runs}",
+        "need_observed": "分辨该效应（{effect:+.2f}%，按其单侧95%下界{planned:.2f}%与噪声80%上界{noise}计算，{power:g}%把握）所需每侧运行数: {runs}",
+        "no_effect": "未检出效应；{tost}；检出{margin:g}%效应（噪声按80%上界{noise}计算，{power:g}%把握）每侧所需运行数: {runs}",
         "equivalent": "±{margin:g}%等效性检验（TOST）：等效，90%区间{ci}",
         "not_equivalent": "±{margin:g}%等效性检验（TOST）：未能证明等效，90%区间{ci}",
         "advice": "建议",
         "gate": "门禁模式",
         "stats_policy": "统计策略（非协议，单侧{level:g}%检验）",
+        "sequential": "序贯统计策略（非协议，第{first}至{cap}次候选运行逐次判断，总单侧{level:g}%）",
+        "seq_state": {"accepted": "第{runs}次候选运行时接受", "rejected": "第{runs}次候选运行时拒绝（{reason}）",
+                      "undecided": "{runs}次候选运行后尚未判定：再加一次候选运行后重新评估"},
+        "seq_reason": {"not_faster": "候选平均不更快", "cap_reached": "达到上限仍未判定", "preconditions": "前提检查未通过", "crossed": "越过边界"},
         "would": "会",
         "allow": "允许退化：P90 ≤ +{p90}%，标准差 ≤ +{sd}%",
         "decision": "结论",
@@ -70,6 +75,7 @@ _TEXT = {
         "checks": "checks",
         "accepted": "accepted",
         "rejected": "rejected",
+        "undecided": "undecided (add one candidate run)",
         "beside": "Statistics beside the gate (informative, never change the protocol answer)",
         "ci": "95% CI of the improvement (Welch, log)",
         "boot": "bootstrap cross-check",
@@ -78,13 +84,18 @@ _TEXT = {
         "risk": "false-win risk: one-sided p",
         "null_rate": "null pass rate of mean+median checks",
         "need": "runs per side to resolve this effect",
-        "need_observed": "runs per side to resolve this effect ({effect:+.2f}%, {power:g}% power): {runs}",
-        "no_effect": "no effect detected; {tost}; runs per side to detect a {margin:g}% effect ({power:g}% power): {runs}",
+        "need_observed": "runs per side to resolve this effect ({effect:+.2f}%, planned at its 95% lower bound {planned:.2f}% and the noise's 80% upper bound {noise}, {power:g}% power): {runs}",
+        "no_effect": "no effect detected; {tost}; runs per side to detect a {margin:g}% effect (noise at its 80% upper bound {noise}, {power:g}% power): {runs}",
         "equivalent": "TOST at ±{margin:g}%: equivalent, 90% CI {ci}",
         "not_equivalent": "TOST at ±{margin:g}%: not shown equivalent, 90% CI {ci}",
         "advice": "advice",
         "gate": "gate mode",
         "stats_policy": "statistics policy (NOT the protocol, one-sided {level:g}% tests)",
+        "sequential": "sequential statistics policy (NOT the protocol, looks at candidate runs {first}..{cap}, {level:g}% one-sided overall)",
+        "seq_state": {"accepted": "accepted at {runs} candidate runs", "rejected": "rejected at {runs} candidate runs ({reason})",
+                      "undecided": "undecided after {runs} candidate runs: add one candidate run and evaluate again"},
+        "seq_reason": {"not_faster": "not faster on average", "cap_reached": "cap reached undecided", "preconditions": "preconditions failed",
+                       "crossed": "boundary crossed"},
         "would": "would be ",
         "allow": "allowed regression: P90 <= +{p90}%, stddev <= +{sd}%",
         "decision": "decision",
@@ -160,6 +171,23 @@ def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[s
     return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t)} → {t['would']}{verdict}"]
 
 
+def _decision(gate: Mapping[str, Any], t: Mapping[str, Any]) -> str:
+    """The effective decision; the sequential gate's "undecided" is not a rejection."""
+    if gate["accepted"]:
+        return str(t["accepted"])
+    return str(t["undecided"] if gate["mode"] == "sequential" and gate.get("sequential_state") == "undecided" else t["rejected"])
+
+
+def _sequential_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
+    """The sequential policy's state (absent in summaries written before it existed)."""
+    sq = s.get("sequential_policy_evaluation")
+    if sq is None:
+        return []
+    state = t["seq_state"][sq["state"]].format(runs=sq["runs_used"], reason=t["seq_reason"].get(sq["reason"], sq["reason"]))
+    head = t["sequential"].format(first=sq["first_look"], cap=sq["cap"], level=sq["level_one_sided"] * 100)
+    return [f"[{name}] {head}: {state}"]
+
+
 def _interval(ci: list[float] | None) -> str:
     return "-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]"
 
@@ -170,11 +198,13 @@ def _need_text(st: Mapping[str, Any], t: Mapping[str, Any]) -> str:
     if figure is None:  # summaries written before the figure had a basis, or no logarithm
         return f"{t['need']}: {st['runs_needed_per_side'] if st['runs_needed_per_side'] is not None else t['none']}"
     runs = t["none"] if figure["per_side"] is None else str(figure["per_side"])
+    noise = "?" if figure.get("planned_noise_pct") is None else f"{figure['planned_noise_pct']:.2f}%"
     if figure["basis"] == "observed_effect":
-        return t["need_observed"].format(effect=figure["effect_pct"], power=figure["power"] * 100, runs=runs)
+        return t["need_observed"].format(effect=figure["effect_pct"], planned=figure.get("planned_effect_pct", figure["effect_pct"]),
+                                         noise=noise, power=figure["power"] * 100, runs=runs)
     eq = st["equivalence"]
     tost = t["equivalent" if eq["equivalent"] else "not_equivalent"].format(margin=eq["margin_pct"], ci=_interval(eq["ci90_pct"]))
-    return t["no_effect"].format(tost=tost, margin=figure["effect_pct"], power=figure["power"] * 100, runs=runs)
+    return t["no_effect"].format(tost=tost, margin=figure["effect_pct"], noise=noise, power=figure["power"] * 100, runs=runs)
 
 
 def _advice_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any], lang: str) -> list[str]:
@@ -196,7 +226,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
     for name, s in result["candidates"].items():
         ev, st, gate = s["option_trial_evaluation"], s["statistics"], s["gate"]
         lines += [f"[{name}] {t['checks']}: {_marks(ev['checks'], t)}  ({_allow_text(ev, t)})", *_stats_line(name, s, t),
-                  f"[{name}] {t['beside']}:"]
+                  *_sequential_line(name, s, t), f"[{name}] {t['beside']}:"]
         verdict = st["verdict_zh"] if lang == "zh" else st["verdict"]
         lines += [
             f"  {t['ci']}: {_interval(st['ci_pct'])}  {t['boot']}: {_interval(st['bootstrap_ci_pct'])}",
@@ -205,7 +235,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
             f"  {t['null_rate']}: {_num(st['false_win_risk']['null_run_checks_pass_rate'], 3)}",
             f"  {_need_text(st, t)}",
             *_advice_line(name, s, t, lang),
-            f"[{name}] {t['gate']}: {gate['mode']} ({_gate_label(result, lang)})  {t['decision']}: {t['accepted'] if gate['accepted'] else t['rejected']}",
+            f"[{name}] {t['gate']}: {gate['mode']} ({_gate_label(result, lang)})  {t['decision']}: {_decision(gate, t)}",
         ]
     lines.append(f"{t['recommended']}: {result['selection']['recommended']}")
     return "\n".join(lines) + "\n"

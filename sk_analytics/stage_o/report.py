@@ -168,7 +168,7 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
         return []
     t = TEXT[lang]
     classes = dict(zip(_TRUTH_CLASSES, t["truth_class"].split("|")))
-    rows, right_protocol, right_stats, band = [], 0, 0, 0.0
+    rows, right_protocol, right_stats, right_seq, band = [], 0, 0, 0, 0.0
     for info in view.rounds.values():
         gate, truth = info.gate, view.truth.get(info.name)
         if gate is None or truth is None:
@@ -179,6 +179,8 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
         stats = gate.get("stats_accepted")
         right_protocol += protocol == should
         right_stats += stats is not None and bool(stats) == should
+        seq = gate.get("sequential") or {}
+        right_seq += seq.get("state") in ("accepted", "rejected") and bool(seq.get("accepted")) == should
 
         def mark(accepted: bool | None) -> str:
             if accepted is None:
@@ -187,12 +189,14 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
 
         en, zh = GATE_LABELS.get(str(gate.get("gate_mode") or "protocol"), GATE_LABELS["protocol"])
         advice = (gate.get("advice") or {}).get("kind", "—")
-        rows.append([info.name, str(info.entry_id), mark(protocol), mark(stats), zh if lang == "zh" else en,
+        sequential = "—" if not seq else (t["undecided"] if seq.get("state") == "undecided" else mark(bool(seq.get("accepted"))))
+        sequential += "" if not seq else " " + t["seq_runs"].format(n=seq.get("runs_used"))
+        rows.append([info.name, str(info.entry_id), mark(protocol), mark(stats), sequential, zh if lang == "zh" else en,
                      pct(truth["improvement_pct"]), classes[truth["class"]], advice])
     if not rows:
         return []
     return [f"## {t['truth']}", "", t["truth_note"].format(band=band), "", *table(t["truth_cols"].split("|"), rows),
-            t["truth_agree"].format(p=right_protocol, s=right_stats, n=len(rows)), ""]
+            t["truth_agree"].format(p=right_protocol, s=right_stats, q=right_seq, n=len(rows)), ""]
 
 
 def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> list[str]:

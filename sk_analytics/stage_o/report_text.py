@@ -74,11 +74,14 @@ _MESSAGES: dict[str, tuple[str, str]] = {
                    "The truth is the simulator's noise-free step time of each round's exact config (|improvement| < {band:g}% "
                    "counts as no change); it is read only for this comparison, never for a decision. The statistics policy is not "
                    "the Stage O protocol; its column is what it would have decided."),
-    "truth_cols": ("轮次|条目|协议门禁|统计策略（非协议）|判定依据|真值改善率|真值|建议",
-                   "Round|Entry|Protocol gate|Statistics policy (not the protocol)|Decided by|True improvement|Truth|Advice"),
-    "truth_agree": ("与真值一致：协议门禁 {p}/{n}，统计策略 {s}/{n}（提升应接受，无变化或退化应拒绝）。",
-                    "Agreement with the truth: protocol gate {p}/{n}, statistics policy {s}/{n} (a gain should be accepted, "
-                    "no change or a loss rejected)."),
+    "truth_cols": ("轮次|条目|协议门禁|统计策略（非协议）|序贯统计策略（非协议，候选运行数）|判定依据|真值改善率|真值|建议",
+                   "Round|Entry|Protocol gate|Statistics policy (not the protocol)|Sequential policy (not the protocol, candidate runs)"
+                   "|Decided by|True improvement|Truth|Advice"),
+    "truth_agree": ("与真值一致：协议门禁 {p}/{n}，统计策略 {s}/{n}，序贯统计策略 {q}/{n}（提升应接受，无变化或退化应拒绝）。",
+                    "Agreement with the truth: protocol gate {p}/{n}, statistics policy {s}/{n}, sequential policy {q}/{n} "
+                    "(a gain should be accepted, no change or a loss rejected)."),
+    "undecided": ("未判定", "undecided"),
+    "seq_runs": ("（{n} 次）", "({n} runs)"),
     "truth_class": ("提升|无变化|退化", "gain|no change|loss"),
     "accept": ("接受", "accept"), "reject": ("拒绝", "reject"),
     "dcci_cols": ("配置|统计所用运行|worst-rank 均值 ms|median-run ms|P50 ms|P90 ms|stddev ms|spread|门禁|基线变化",

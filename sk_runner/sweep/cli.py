@@ -11,6 +11,7 @@ import click
 from typing import TYPE_CHECKING
 
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from sk_analytics.option_trial.modes import GATE_MODES
 
 if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help stays fast
     from sk_runner.sweep.session import SweepSession
@@ -46,15 +47,20 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
 @click.option("--seed", default=2026, show_default=True, type=int, help="With --demo: session seed.")
 @click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
 @click.option("--iterations", default=None, type=click.IntRange(min=10), help="With --demo: decode samples per rank.")
+@click.option("--gate", type=click.Choice(GATE_MODES), default=None,
+              help="With --demo: gate mode of every option trial (default protocol; stats and sequential are NOT the protocol; "
+                   "a task sets it as policy.gate).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path | None, plan_only: bool, network: str | None,
-          seed: int, ranks: int | None, iterations: int | None, lang: str, quiet: bool) -> int:
+          seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool) -> int:
     """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md)."""
     if sum((task is not None, resume is not None, demo)) != 1:
         raise UsageError("give exactly one of --task FILE, --resume SESSION or --demo")
     if plan_only and task is None:
         raise UsageError("--plan-only goes with --task")
+    if gate is not None and not demo:
+        raise UsageError("--gate goes with --demo (a task sets policy.gate; a resumed session keeps its own)")
     if resume is not None:
         if session_dir is not None:
             raise UsageError("--resume takes the session folder itself; --session is for new sessions")
@@ -62,11 +68,14 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
 
         return run_and_print(load_session(resume), lang, quiet)
     if demo:
+        from dataclasses import replace
+
         from sk_runner.backends.base import Control
-        from sk_runner.sweep.demo import DEMO_CONTROL, demo_session
+        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_session
 
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
-        return run_and_print(demo_session(session_dir, network=network, seed=seed, control=control), lang, quiet)
+        policy = DEMO_POLICY if gate is None else replace(DEMO_POLICY, gate=gate)
+        return run_and_print(demo_session(session_dir, network=network, seed=seed, control=control, policy=policy), lang, quiet)
     from sk_runner.sweep.phase import enter_phase
 
     assert task is not None

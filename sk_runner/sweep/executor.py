@@ -70,22 +70,30 @@ class Executor:
         return handler(action)
 
     # -- trials ----------------------------------------------------------------------
-    def do_RunTrial(self, a: m.RunTrial) -> Record:
-        control = Control(self.session.control.ranks, self.session.control.iterations, self.session.control.warmup, a.timeout_s)
-        spec = TrialSpec(
+    def _trial_spec(self, round_name: str, base_round: str | None, changes: tuple[PointerChange, ...], *, joint_dcci: bool,
+                    incumbent: bool, runs: int, top_up_to: int | None, timeout_s: float) -> TrialSpec:
+        control = Control(self.session.control.ranks, self.session.control.iterations, self.session.control.warmup, timeout_s)
+        return TrialSpec(
             session=self.root,
-            round=a.round,
-            base_config=self.config_of(a.base_round),
+            round=round_name,
+            base_config=self.config_of(base_round),
             backend=self.backend,
-            changes=tuple(PointerChange(c.pointer, c.value) for c in a.changes),
-            joint_dcci=a.joint_dcci,
-            incumbent=a.phase == "o0",
-            runs=a.runs if a.phase != "top_up" else self.session.policy.min_trial_runs,
-            top_up_to=a.runs if a.phase == "top_up" else None,
+            changes=changes,
+            joint_dcci=joint_dcci,
+            incumbent=incumbent,
+            runs=runs,
+            top_up_to=top_up_to,
             control=control,
             seed=self.session.seed,
             rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
-            same_identity_as=None if a.base_round is None else self.round_dir(a.base_round),
+            same_identity_as=None if base_round is None else self.round_dir(base_round),
+        )
+
+    def do_RunTrial(self, a: m.RunTrial) -> Record:
+        spec = self._trial_spec(
+            a.round, a.base_round, tuple(PointerChange(c.pointer, c.value) for c in a.changes), joint_dcci=a.joint_dcci,
+            incumbent=a.phase == "o0", runs=a.runs if a.phase != "top_up" else self.session.policy.min_trial_runs,
+            top_up_to=a.runs if a.phase == "top_up" else None, timeout_s=a.timeout_s,
         )
 
         def progress(event: Progress) -> None:
@@ -141,13 +149,19 @@ class Executor:
         if path.is_file():
             summary = load_json_file(path)
         else:
-            summary = evaluate_option_trial(
-                self._frame(a.baseline_round), {a.round: self._frame(a.round)}, warmup=self.session.control.warmup,
-                baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
-                candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""}, expected_ranks=None,
-                gate=policy.gate,  # type: ignore[arg-type]
-                allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
-            )
+            def evaluate() -> dict[str, Any]:
+                return evaluate_option_trial(
+                    self._frame(a.baseline_round), {a.round: self._frame(a.round)}, warmup=self.session.control.warmup,
+                    baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
+                    candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""}, expected_ranks=None,
+                    gate=policy.gate,  # type: ignore[arg-type]
+                    allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
+                    sequential_cap=policy.incumbent_runs,
+                )
+
+            summary = evaluate()
+            if policy.gate == "sequential":
+                summary = self._sequential_runs(a, summary, evaluate)
             write_json(path, summary)
         cand = summary["candidates"][a.round]
         ev = cand["option_trial_evaluation"]
@@ -159,6 +173,7 @@ class Executor:
             "gate_is_protocol": bool(decided.get("is_protocol", decided["mode"] == "protocol")),
             "gate_label": decided.get("label", "Stage O protocol gate"),
             "stats_accepted": (cand.get("stats_policy_evaluation") or {}).get("accepted"),
+            "sequential": _sequential_record(cand.get("sequential_policy_evaluation")),
             "allow_p90_regression_pct": ev.get("allow_p90_regression_pct", 0.0),
             "allow_stddev_regression_pct": ev.get("allow_stddev_regression_pct", 0.0),
             "checks": ev["checks"],
@@ -177,6 +192,34 @@ class Executor:
         data["summary_zh"] = (f"{a.round} 对比 {a.baseline_round}：均值改善 {_pct(data['mean_improvement_pct'])}，"
                               f"{_decider_zh(data['gate_mode'])}{'通过' if data['accepted'] else '未通过'}（统计判断 {data['verdict']}）")
         return "gate_result", data
+
+    def _sequential_runs(self, a: m.Gate, summary: dict[str, Any], evaluate: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``--gate sequential`` in the sweep: while the sequential policy is undecided, add one clean run to the
+        candidate round and decide again, up to the incumbent's run count (so an accepted round is never larger
+        than the five-run baseline it replaces). The looks are replayed from the runs on disk, so a resumed gate
+        continues where it stopped. A failed run ends the top-ups: the gate then decides on the runs there are."""
+        from sk_analytics.ledger import read_records
+
+        trial = next((r.data for r in reversed(read_records(self.root)) if r.kind == "trial_result" and r.data.get("round") == a.round), None)
+        if trial is None:
+            raise IntegrityError(f"{a.round}: the sequential gate found no trial_result record of the round to repeat")
+        changes = tuple(PointerChange(c["pointer"], c["value"]) for c in trial.get("changes") or [])
+        added = 0
+        while True:
+            seq = summary["candidates"][a.round]["sequential_policy_evaluation"]
+            runs = int(seq["candidate_runs_available"])
+            if seq["state"] != "undecided" or runs >= seq["cap"]:
+                break
+            self.say(f"    {a.round}: sequential policy undecided after {runs} runs, adding run {runs + 1}")
+            result = run_trial(self._trial_spec(a.round, trial.get("base_round"), changes, joint_dcci=bool(trial.get("joint_dcci")),
+                                                incumbent=False, runs=self.session.policy.min_trial_runs, top_up_to=runs + 1,
+                                                timeout_s=float(trial.get("timeout_s") or self.session.policy.timeout_s)))
+            if result.status != "ok":
+                break
+            added += len(result.new_runs)
+            summary = evaluate()
+        summary["candidates"][a.round]["sequential_policy_evaluation"]["runs_added_by_gate"] = added
+        return summary
 
     def do_CheckStability(self, a: m.CheckStability) -> Record:
         from sk_analytics.option_trial.api import stability
@@ -287,7 +330,16 @@ def _pct(value: Any) -> str:
 
 def _decider_zh(mode: str) -> str:
     """Who decided a gate, in the ledger's Chinese summary (the statistics policy says it is not the protocol)."""
-    return {"protocol": "门禁", "strict": "严格门禁（协议+置信区间）", "stats": "统计策略（非协议）"}.get(mode, "门禁")
+    return {"protocol": "门禁", "strict": "严格门禁（协议+置信区间）", "stats": "统计策略（非协议）",
+            "sequential": "序贯统计策略（非协议）"}.get(mode, "门禁")
+
+
+def _sequential_record(seq: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The sequential policy's answer in a gate record (state, candidate runs used, runs the gate added)."""
+    if seq is None:
+        return None
+    keys = ("accepted", "state", "reason", "runs_used", "candidate_runs_available", "cap", "runs_added_by_gate")
+    return {key: seq.get(key) for key in keys}
 
 
 _FAILURE_ZH = {

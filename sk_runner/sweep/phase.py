@@ -226,6 +226,10 @@ def _policy(raw: Any, path: Path) -> Policy:
     _number(raw.get("budget_runs"), path, "policy/budget_runs", minimum=1, integer=True, optional=True)
     if raw.get("gate", "protocol") not in GATE_MODES:
         raise InputError(path, f"policy/gate is {raw['gate']!r}", record="policy/gate", expected=" or ".join(GATE_MODES))
+    if raw.get("gate") == "sequential" and raw.get("budget_runs") is not None:
+        # the sequential gate adds candidate runs inside the gate action, which the run budget does not count yet
+        raise InputError(path, "policy/budget_runs cannot be combined with policy/gate sequential", record="policy/budget_runs",
+                         expected="no budget_runs, or another gate mode")
     for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct"):
         if name in raw:
             raw = {**raw, name: float(_number(raw[name], path, f"policy/{name}", minimum=0, integer=False))}
