@@ -15,7 +15,7 @@ def write_rank_log(path: Path, decode: Sequence[str], prefill: Sequence[str] = (
     for value in decode:
         lines.append(f"[rank] step Inference time (decode): {value} ms")
         if noise:
-            lines.append("Inference time (decode): n/a ms  <- not a timing line")
+            lines.append("[INFO] decode step done (other output, not a timing line)")
     path.write_text("\n".join(lines) + "\n")
     return path
 

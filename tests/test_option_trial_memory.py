@@ -30,13 +30,19 @@ RUNS = [
 ]
 
 
-def test_batches_cut_between_logs_and_never_inside_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batches_share_small_logs_and_cut_large_ones_at_line_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sk_analytics.ingest.text_stream as stream
+
     folder = write_candidate(tmp_path / "c", RUNS)
     logs = [timings._rank_log(p, None) for p in sorted(folder.glob("run-*/log_*.log"))]
+    assert [[p.file_id for p in batch] for batch in timings._batches(logs)] == [list(range(len(logs)))]
     monkeypatch.setattr(timings, "BATCH_BYTES", 1)
-    assert timings._batches(logs) == [[i] for i in range(len(logs))]
-    monkeypatch.setattr(timings, "BATCH_BYTES", 1 << 30)
-    assert timings._batches(logs) == [list(range(len(logs)))]
+    monkeypatch.setattr(stream, "READ_BYTES", 50)
+    batches = list(timings._batches(logs))
+    assert all(len(batch) == 1 and batch[0].text.endswith("\n") for batch in batches)
+    first = [batch[0] for batch in batches if batch[0].file_id == 0]
+    assert len(first) > 1 and "".join(p.text for p in first) == logs[0].path.read_text()
+    assert [p.first_line for p in first] == [1 + "".join(q.text for q in first[:i]).count("\n") for i in range(len(first))]
 
 
 def test_batched_parse_equals_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,6 +50,7 @@ def test_batched_parse_equals_one_pass(tmp_path: Path, monkeypatch: pytest.Monke
     folder = write_candidate(tmp_path / "c", RUNS, prefill=["50", "51.5"])
     one_pass = timings.read_candidate(folder, expected_ranks=2, warmup=2, root=folder)
     monkeypatch.setattr(timings, "BATCH_BYTES", 1)
+    monkeypatch.setattr("sk_analytics.ingest.text_stream.READ_BYTES", 40)  # logs cut inside: sample_index counts on
     batched = timings.read_candidate(folder, expected_ranks=2, warmup=2, root=folder)
     assert batched.equals(one_pass)
     last = batched.filter(pl.col("run") == "run-3", pl.col("rank") == 1, pl.col("phase") == "decode")

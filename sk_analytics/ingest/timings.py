@@ -19,7 +19,7 @@ after warm-up).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ import polars as pl
 
 from sk_analytics.errors import InputError, display_path
 from sk_analytics.ingest.base import ParseResult, relative_source
-from sk_analytics.io_seam import reading
+from sk_analytics.ingest.text_stream import Piece, pieces
 from sk_analytics.schema import TIMINGS
 
 TIMING_PATTERN = r"Inference time \((decode|prefill)\): ([0-9.]+) ms"
@@ -67,11 +67,6 @@ def run_index_of(folder: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _read_text(path: Path) -> str:
-    with reading(path, "rank log"):
-        return path.read_bytes().decode("utf-8", errors="replace")
-
-
 @dataclass(frozen=True)
 class RankLog:
     """Identity of one rank log inside a parse: where its rows come from."""
@@ -87,133 +82,183 @@ def _rank_log(path: Path, root: Path | None) -> RankLog:
     return RankLog(path, rank_of(path), run_index_of(path.parent), relative_source(path, root), path.parent.name)
 
 
-def _lines(logs: list[RankLog]) -> pl.LazyFrame:
-    """One row per line of every log: ``file_id`` (index in ``logs``), 1-based
-    ``line`` and ``text``; the split into lines happens in Polars."""
-    files = pl.DataFrame(
-        {"file_id": list(range(len(logs))), "text": [_read_text(log.path) for log in logs]},
-        schema={"file_id": pl.Int32, "text": pl.Utf8},
+def _lines(batch: list[Piece]) -> pl.LazyFrame:
+    """One row per line of a batch of pieces: ``file_id``, 1-based ``line`` and
+    ``text``; the split into lines happens in Polars."""
+    pieces = pl.DataFrame(
+        {"piece": list(range(len(batch))), "file_id": [p.file_id for p in batch],
+         "first": [p.first_line for p in batch], "text": [p.text for p in batch]},
+        schema={"piece": pl.Int32, "file_id": pl.Int32, "first": pl.Int32, "text": pl.Utf8},
     )
     return (
-        files.lazy()
+        pieces.lazy()
         .with_columns(pl.col("text").str.split("\n"))
         .explode("text")
-        .with_columns((pl.int_range(pl.len(), dtype=pl.Int32).over("file_id") + 1).alias("line"))
+        .with_columns((pl.int_range(pl.len(), dtype=pl.Int32).over("piece") + pl.col("first")).alias("line"))
+        .drop("piece", "first")
     )
+
+
+@dataclass(frozen=True)
+class _Bad:
+    """The first refused line of a batch: its log, line, what is wrong and what was expected."""
+
+    file_id: int
+    line: int
+    message: str
+    expected: str
+
+
+_TIMING_EXPECTED = "Inference time (decode|prefill): <plain non-negative decimal> ms"
+
+
+def _bad_line(marked: pl.DataFrame) -> _Bad | None:
+    """The first line that mentions ``Inference time (`` without being timing samples only:
+    an impossible value (sign, exponent, inf, nan) or any other malformed timing text."""
+    wrong = marked.filter(pl.col("impossible").is_not_null() | (pl.col("hit").list.len() != pl.col("markers")))
+    if not wrong.height:
+        return None
+    row = wrong.row(0, named=True)
+    if row["impossible"] is not None:
+        return _Bad(row["file_id"], row["line"], f"timing value {row['impossible'][:40]!r} cannot be a decode time",
+                    "a plain non-negative decimal number of milliseconds (no sign, exponent, inf or nan)")
+    return _Bad(row["file_id"], row["line"], f"malformed timing line {row['text'].strip()[:60]!r}", _TIMING_EXPECTED)
+
+
+def _bad_value(hits: pl.DataFrame) -> _Bad | None:
+    """The first timing value that is too long or not a decimal number (``1.2.3``)."""
+    wrong = hits.filter((pl.col("value_text").str.len_bytes() > MAX_VALUE_CHARS) | pl.col("value_ms").is_null())
+    if not wrong.height:
+        return None
+    row = wrong.row(0, named=True)
+    text = row["value_text"]
+    if len(text) > MAX_VALUE_CHARS:
+        return _Bad(row["file_id"], row["line"], f"timing value of {len(text)} characters cannot be a decode time",
+                    f"at most {MAX_VALUE_CHARS} characters")
+    return _Bad(row["file_id"], row["line"], f"timing value {text!r} is not a decimal number", "digits with at most one '.'")
 
 
 def _extract(lines: pl.LazyFrame, logs: list[RankLog]) -> pl.DataFrame:
-    """Timing matches of many logs at once: file_id, line, phase, value_text.
+    """Timing matches of a batch at once: file_id, line, phase (is_decode), value_text, value_ms.
 
-    Several matches on one line are all kept (the legacy tool used
-    ``findall`` over the file). A line with an impossible value raises
-    :class:`InputError` naming its file and line.
+    Every line is a timing line, a line that does not mention ``Inference
+    time (`` (other log output), or refused: the first malformed line raises
+    :class:`InputError` naming its file and line. Several matches on one
+    line are all kept (the legacy tool used ``findall`` over the file).
     """
     hit = pl.col("hit")
     decode = pl.col("is_decode")
     start = pl.when(decode).then(len(_DECODE_PREFIX)).otherwise(len(_PREFILL_PREFIX))
     marked = (
         lines.filter(pl.col("text").str.contains(_MARKER, literal=True))
-        .select("file_id", "line", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"),
+        .select("file_id", "line", "text", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"),
+                pl.col("text").str.count_matches(_MARKER, literal=True).alias("markers"),
                 pl.col("text").str.extract(IMPOSSIBLE_PATTERN, 1).alias("impossible"))
         .collect()
     )
-    impossible = marked.drop_nulls("impossible")
-    if impossible.height:
-        first = impossible.row(0, named=True)
-        raise InputError(logs[first["file_id"]].path, f"timing value {first['impossible'][:40]!r} cannot be a decode time",
-                         line=first["line"], expected="a plain non-negative decimal number of milliseconds (no sign, exponent, inf or nan)")
-    return (
+    hits = (
         marked.lazy()
-        .drop("impossible")
+        .select("file_id", "line", "hit")
         .explode("hit")
         .drop_nulls("hit")
         .with_columns(hit.str.starts_with(_DECODE_PREFIX).alias("is_decode"))
         .select(
             "file_id",
-            pl.col("line").cast(pl.Int32),
-            pl.when(decode).then(pl.lit("decode")).otherwise(pl.lit("prefill")).alias("phase"),
+            "line",
+            "is_decode",
             hit.str.slice(start, hit.str.len_bytes() - start - len(_SUFFIX)).alias("value_text"),
-            pl.int_range(pl.len(), dtype=pl.Int32).over("file_id", "is_decode").alias("sample_index"),
         )
+        .with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
         .collect()
     )
+    found = [bad for bad in (_bad_line(marked), _bad_value(hits)) if bad is not None]
+    if found:
+        first = min(found, key=lambda bad: (bad.file_id, bad.line))
+        raise InputError(logs[first.file_id].path, first.message, line=first.line, expected=first.expected)
+    return hits
 
 
 BATCH_BYTES = 2 << 20
-"""Logs are parsed in batches of about this much text: the decoded text and
+"""Logs are parsed in batches of about this much text (small logs share a
+batch, a large one is cut at line ends into several): the decoded text and
 its line split exist for one batch at a time, so memory stays near the size
-of the parsed samples rather than a multiple of all the text."""
+of the parsed samples, never near the size of the files."""
 
 
-def _batches(logs: list[RankLog]) -> list[list[int]]:
-    """Indices of ``logs`` cut into consecutive batches of about :data:`BATCH_BYTES`
-    (a log is never split; an unreadable size counts as 0 and fails on read)."""
-    batches: list[list[int]] = [[]]
+def _batches(logs: list[RankLog]) -> Iterator[list[Piece]]:
+    """The pieces of every log in order (:func:`~sk_analytics.ingest.text_stream.pieces`),
+    cut into consecutive batches of about :data:`BATCH_BYTES` characters."""
+    batch: list[Piece] = []
     size = 0
-    for index, log in enumerate(logs):
-        try:
-            length = log.path.stat().st_size
-        except OSError:
-            length = 0
-        if batches[-1] and size + length > BATCH_BYTES:
-            batches.append([])
-            size = 0
-        batches[-1].append(index)
-        size += length
-    return batches
+    for file_id, log in enumerate(logs):
+        for piece in pieces(log.path, file_id, "rank log"):
+            batch.append(piece)
+            size += len(piece.text)
+            if size >= BATCH_BYTES:
+                yield batch
+                batch, size = [], 0
+    if batch:
+        yield batch
 
 
-def _per_file(logs: list[RankLog], ids: list[int], field: str, dtype: pl.DataType) -> pl.Expr:
-    """Column of ``field`` of each row's log (rows carry the batch-local ``file_id``)."""
-    return pl.lit(pl.Series([getattr(logs[i], field) for i in ids], dtype=dtype)).gather(pl.col("file_id"))
+def _per_file(logs: list[RankLog], field: str, dtype: pl.DataType) -> pl.Expr:
+    """Column of ``field`` of each row's log (rows carry ``file_id``, the index in ``logs``)."""
+    return pl.lit(pl.Series([getattr(log, field) for log in logs], dtype=dtype)).gather(pl.col("file_id"))
 
 
-def _parse_batch(logs: list[RankLog], ids: list[int]) -> pl.DataFrame:
-    """``timings`` rows (plus ``run`` and the global ``file_id``) of the logs
-    ``ids`` of ``logs``; the first malformed value raises :class:`InputError`
-    naming file and line.
+class _SampleCounter:
+    """Running count of decode and prefill samples per log, so that ``sample_index``
+    continues across the batches a log is cut into."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, bool], int] = {}
+
+    def index(self, hits: pl.DataFrame) -> pl.Series:
+        """``sample_index`` of ``hits`` (file_id, is_decode), counting on from earlier batches."""
+        local = hits.select(pl.int_range(pl.len(), dtype=pl.Int32).over("file_id", "is_decode").alias("i"))
+        offsets = dict(self.seen)
+        counts = hits.group_by("file_id", "is_decode").len()
+        for file_id, is_decode, n in counts.iter_rows():
+            self.seen[(file_id, is_decode)] = self.seen.get((file_id, is_decode), 0) + n
+        if not offsets:
+            return local["i"].alias("sample_index")
+        table = pl.DataFrame({"file_id": [k[0] for k in offsets], "is_decode": [k[1] for k in offsets], "offset": list(offsets.values())},
+                             schema={"file_id": pl.Int32, "is_decode": pl.Boolean, "offset": pl.Int32})
+        offset = hits.select("file_id", "is_decode").join(table, on=["file_id", "is_decode"], how="left", maintain_order="left")["offset"]
+        return (local["i"] + offset.fill_null(0)).alias("sample_index")
+
+
+def _parse_batch(logs: list[RankLog], batch: list[Piece], counter: _SampleCounter) -> pl.DataFrame:
+    """``timings`` rows (plus ``run`` and ``file_id``, the index in ``logs``) of one batch;
+    the first malformed line raises :class:`InputError` naming file and line.
 
     ``phase``, ``source_file`` and ``run`` are Categorical (a few distinct
     values over many rows: 4 bytes a row instead of a string view each);
     :meth:`Table.conform` casts them back to strings where a table is written.
     """
-    batch = [logs[i] for i in ids]
-    hits = _extract(_lines(batch), batch).with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
-    too_long = hits.filter(pl.col("value_text").str.len_bytes() > MAX_VALUE_CHARS)
-    if too_long.height:
-        first = too_long.row(0, named=True)
-        raise InputError(batch[first["file_id"]].path, f"timing value of {len(first['value_text'])} characters cannot be a decode time",
-                         line=first["line"], expected=f"at most {MAX_VALUE_CHARS} characters")
-    bad = hits.filter(pl.col("value_ms").is_null())
-    if bad.height:
-        first = bad.row(0, named=True)
-        raise InputError(
-            logs[ids[first["file_id"]]].path,
-            f"timing value {first['value_text']!r} is not a decimal number",
-            line=first["line"],
-            expected="digits with at most one '.'",
-        )
+    hits = _extract(_lines(batch), logs)
     return hits.select(
-        _per_file(logs, ids, "run_index", pl.Int32()).alias("run_index"),
-        _per_file(logs, ids, "rank", pl.Int32()).alias("rank"),
-        pl.col("phase").cast(pl.Categorical),
-        "sample_index",
+        _per_file(logs, "run_index", pl.Int32()).alias("run_index"),
+        _per_file(logs, "rank", pl.Int32()).alias("rank"),
+        pl.when(pl.col("is_decode")).then(pl.lit("decode")).otherwise(pl.lit("prefill")).cast(pl.Categorical).alias("phase"),
+        pl.lit(counter.index(hits)),
         "value_ms",
         "value_text",
         "line",
-        _per_file(logs, ids, "source_file", pl.Categorical()).alias("source_file"),
-        _per_file(logs, ids, "run", pl.Categorical()).alias("run"),
-        pl.lit(pl.Series(ids, dtype=pl.Int32)).gather(pl.col("file_id")).alias("file_id"),
+        _per_file(logs, "source_file", pl.Categorical()).alias("source_file"),
+        _per_file(logs, "run", pl.Categorical()).alias("run"),
+        "file_id",
     )
 
 
 def _parse_logs(logs: list[RankLog]) -> pl.DataFrame:
     """``timings`` rows (plus ``run`` and ``file_id``, the index in ``logs``)
-    of several rank logs, parsed vectorized a batch at a time (see
-    :data:`BATCH_BYTES`). A match whose number is not a decimal (``1.2.3``)
-    raises :class:`InputError` naming the file and line."""
-    return pl.concat([_parse_batch(logs, ids) for ids in _batches(logs)], rechunk=False)
+    of several rank logs, streamed and parsed vectorized a batch at a time
+    (see :data:`BATCH_BYTES`). The first malformed line (see :func:`_extract`)
+    or unreadable log raises :class:`InputError` naming it."""
+    counter = _SampleCounter()
+    frames = [_parse_batch(logs, batch, counter) for batch in _batches(logs)]
+    return pl.concat(frames or [_parse_batch(logs, [], counter)], rechunk=False)
 
 
 def parse_rank_log(path: Path, *, root: Path | None = None) -> ParseResult:
