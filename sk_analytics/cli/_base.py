@@ -177,6 +177,13 @@ def _help_hint(exc: click.ClickException) -> str:
     return f" (see {ctx.command_path} --help)"
 
 
+OUTPUT_LABELS: dict[str, dict[str, str]] = {
+    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接："},
+    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: "},
+}
+"""Labels of the lines that say where a command's outputs are, per ``--lang``."""
+
+
 def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check: bool) -> int:
     """Write a generated document, or with ``check`` exit 1 when ``path`` differs from ``text``.
 
