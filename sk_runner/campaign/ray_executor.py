@@ -111,10 +111,12 @@ class RayExecutor:
         return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
 
     def check_storage(self, root: Path, needs: list[dict[str, float]]) -> list[dict[str, str]]:
-        """Probe every alive node that could run one of the tasks (``needs``: their resources)."""
+        """Probe every alive node that could run one of the tasks (``needs``: their resources); when none can
+        yet (every task is pending_unsatisfiable), every alive node. A node that joins later is not probed."""
         token = storage.write_driver_token(root)
-        able = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")
-                and any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for need in needs)]
+        alive = [n for n in self.ray.nodes() if n.get("Alive")]
+        able = [n["NodeID"] for n in alive if any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for need in needs)]
+        able = able or [n["NodeID"] for n in alive]  # every task waits for a node yet to come: check the root on the nodes there are
         refs = [self._probe.options(num_cpus=0, max_retries=0, scheduling_strategy=self._pinned(node_id)).remote(str(root), token)
                 for node_id in able]
         answers = {}
