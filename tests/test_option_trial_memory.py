@@ -153,3 +153,31 @@ def test_reading_logs_imports_neither_scipy_nor_pyarrow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["_LazyModule", "False", "module"]
+
+
+def test_counted_logs_give_bit_identical_decisions_and_statistics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: the CLI reads a folder counted per distinct value (bounded memory); every number of the
+    summary equals the one-row-a-sample path, also with logs cut across batches and warm-up values repeated."""
+    import random
+
+    rng = random.Random(7)
+    values = [f"{rng.choice([9, 10, 11])}.{rng.randrange(1000):03d}" for _ in range(200)] + ["10.5", "10.50", "10.500"] * 3
+    runs = [{r: [rng.choice(values) for _ in range(60)] for r in range(2)} for _ in range(5)]
+    base = write_candidate(tmp_path / "b", runs, prefill=["50.25", "50.25", "49"])
+    cand = write_candidate(tmp_path / "c", [{r: [rng.choice(values) for _ in range(40)] for r in range(2)} for _ in range(3)])
+    monkeypatch.setattr(timings, "BATCH_BYTES", 700)
+    monkeypatch.setattr("sk_analytics.ingest.text_stream.READ_BYTES", 300)
+    counted = {name: timings.read_candidate_counts(path, expected_ranks=2, warmup=8) for name, path in (("b", base), ("c", cand))}
+    plain = {name: timings.read_candidate(path, expected_ranks=2, warmup=8) for name, path in (("b", base), ("c", cand))}
+    assert counted["b"].height < plain["b"].height
+    assert counted["b"]["weight"].sum() == plain["b"].height
+    results = [json.dumps(evaluate_option_trial(frames["b"], {"O1": frames["c"]}, warmup=8, baseline_path="b", candidate_paths={"O1": "c"},
+                                                expected_ranks=2), sort_keys=True) for frames in (counted, plain)]
+    assert results[0] == results[1]
+    with pytest.raises(InputError, match=r"run-1/log_0.log: no decode samples remain after warmup=60 \(60 decode"):
+        timings.read_candidate_counts(base, expected_ranks=2, warmup=60)
+    from sk_analytics.ingest.timings import check_candidate
+
+    check_candidate(counted["b"], label="b", expected_ranks=2, warmup=59)  # counts samples, not rows
+    with pytest.raises(InputError, match=r"no decode samples remain after warmup=60 \(60 decode"):
+        check_candidate(counted["b"], label="b", expected_ranks=2, warmup=60)

@@ -298,7 +298,57 @@ def read_candidate(
     a rank-log count other than ``expected_ranks``, an unreadable log, a
     malformed value, a rank with no decode sample left after ``warmup``.
     """
-    folder = Path(folder)
+    logs = _candidate_logs(Path(folder), expected_ranks, warmup, root)
+    frame = _parse_logs(logs)
+    decode = frame.lazy().filter(pl.col("phase") == "decode").group_by("file_id").len().collect()
+    _refuse_starved(logs, dict(decode.iter_rows()), warmup)
+    frame.drop_in_place("file_id")  # in place: `drop` would copy every (chunked) column
+    return frame
+
+
+def read_candidate_counts(
+    folder: Path,
+    *,
+    expected_ranks: int = DEFAULT_EXPECTED_RANKS,
+    warmup: int = DEFAULT_WARMUP,
+    root: Path | None = None,
+) -> pl.DataFrame:
+    """:func:`read_candidate` counted: one row per log, phase, warm-up flag and distinct value
+    (``run``, ``rank``, ``phase``, ``value_text``, ``value_ms``, :data:`~sk_analytics.option_trial.stats.WEIGHT`,
+    :data:`~sk_analytics.option_trial.stats.IN_WARMUP`, ``source_file``), what
+    :func:`~sk_analytics.option_trial.stats.split_samples` takes.
+
+    Each batch is counted as soon as it is parsed, so memory follows the
+    distinct values of the logs (a few thousand per rank for millisecond
+    figures with three decimals), not their samples: a 10-million-sample rank
+    log is read in bounded memory. Same refusals as :func:`read_candidate`.
+    """
+    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
+
+    logs = _candidate_logs(Path(folder), expected_ranks, warmup, root)
+    counter = _SampleCounter()
+    keys = ["file_id", "is_decode", IN_WARMUP, "value_text"]
+    parts = []
+    for batch in _batches(logs):
+        hits = _extract(_lines(batch), logs)
+        parts.append(
+            hits.with_columns(counter.index(hits))
+            .with_columns((pl.col("is_decode") & (pl.col("sample_index") < warmup)).alias(IN_WARMUP))
+            .group_by(keys).agg(pl.col("value_ms").first(), pl.len().cast(pl.Int64).alias(WEIGHT))
+        )
+    _refuse_starved(logs, {file_id: n for (file_id, is_decode), n in counter.seen.items() if is_decode}, warmup)
+    counted = pl.concat(parts).group_by(keys).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum())
+    return counted.sort("file_id", "is_decode", "value_text").select(
+        _per_file(logs, "run", pl.Categorical()).alias("run"),
+        _per_file(logs, "rank", pl.Int32()).alias("rank"),
+        pl.when(pl.col("is_decode")).then(pl.lit("decode")).otherwise(pl.lit("prefill")).cast(pl.Categorical).alias("phase"),
+        "value_text", "value_ms", WEIGHT, IN_WARMUP,
+        _per_file(logs, "source_file", pl.Categorical()).alias("source_file"),
+    )
+
+
+def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path | None) -> list[RankLog]:
+    """The rank logs of every run of a candidate folder, in run and rank order (the folder checks of :func:`read_candidate`)."""
     if warmup < 0:
         raise InputError(folder, f"warm-up {warmup} is negative", expected="--warmup >= 0")
     if not folder.is_dir():
@@ -319,24 +369,16 @@ def read_candidate(
             duplicate = next(p for p, r in zip(paths, ranks) if ranks.count(r) > 1)
             raise InputError(duplicate, f"rank {rank_of(duplicate)} has more than one log", expected="one log_<rank>.log per rank")
         logs += [_rank_log(p, root) for p in paths]
-    frame = _parse_logs(logs)
-    decode = frame.lazy().filter(pl.col("phase") == "decode").group_by("file_id").len().collect()
-    counts = pl.DataFrame({"file_id": list(range(len(logs)))}, schema={"file_id": pl.Int32})
-    starved = (
-        counts.join(decode, on="file_id", how="left")
-        .with_columns(pl.col("len").fill_null(0))
-        .filter(pl.col("len") <= warmup)
-        .sort("file_id")
-    )
-    if starved.height:
-        file_id, n = starved.row(0)
-        raise InputError(
-            logs[file_id].path,
-            f"no decode samples remain after warmup={warmup} ({n} decode samples)",
-            expected=f"more than {warmup} decode samples per rank",
-        )
-    frame.drop_in_place("file_id")  # in place: `drop` would copy every (chunked) column
-    return frame
+    return logs
+
+
+def _refuse_starved(logs: list[RankLog], decode_counts: dict[int, int], warmup: int) -> None:
+    """The first log (by ``file_id``) with no decode sample after ``warmup`` is bad input."""
+    for file_id, log in enumerate(logs):
+        n = decode_counts.get(file_id, 0)
+        if n <= warmup:
+            raise InputError(log.path, f"no decode samples remain after warmup={warmup} ({n} decode samples)",
+                             expected=f"more than {warmup} decode samples per rank")
 
 
 def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, warmup: int) -> None:
@@ -354,10 +396,11 @@ def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, war
     if wrong.height:
         row = wrong.row(0, named=True)
         raise InputError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
+    weight = pl.col("weight") if "weight" in frame.columns else pl.lit(1)  # a counted frame (read_candidate_counts)
     starved = (
         frame.group_by("run", "rank")
         .agg(
-            (pl.col("phase") == "decode").sum().alias("n"),
+            weight.filter(pl.col("phase") == "decode").sum().alias("n"),
             pl.col("source_file").first(),
         )
         .filter(pl.col("n") <= warmup)

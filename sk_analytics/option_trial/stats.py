@@ -123,22 +123,37 @@ SAMPLE_KEYS = ("run", "rank")
 """Group keys the option-trial statistics use; :func:`split_samples` keeps them."""
 
 
+WEIGHT = "weight"
+"""How many samples one row of a counted frame (or of :class:`Samples`) stands for."""
+IN_WARMUP = "in_warmup"
+"""A counted frame's flag of decode samples inside the warm-up (kept for the bounds, left out of the statistics)."""
+
+
 def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tuple[str, ...] = SAMPLE_KEYS) -> Samples:
     """Decode samples after warm-up and prefill samples, both with exact units.
 
-    Both are materialised once, compact: the group ``keys`` present in
-    ``frame``, ``value_ms``, ``frac_digits`` (Int8) and ``units`` (Int64 when
-    :func:`narrow_units`), so the grouped queries run on a fraction of the
-    input's size and never touch the decimal text again. The input is first
-    scanned only for its bounds (scale, largest value, widest integer part).
+    ``frame`` is a timings frame (one row a sample, warm-up by ``sample_index``)
+    or a counted one (one row per distinct value of a log, with :data:`WEIGHT`
+    and :data:`IN_WARMUP`, :func:`sk_analytics.ingest.timings.read_candidate_counts`).
+    Both are materialised once, compact and counted: one row per group ``keys``
+    present in ``frame`` and distinct value (``value_ms``, ``frac_digits``
+    (Int8), ``units``, Int64 when :func:`narrow_units`) with its ``weight``,
+    so the grouped queries run on a fraction of the input's size and never
+    touch the decimal text again; the statistics weigh each row
+    (:func:`_stat_exprs`). The input is first scanned only for its bounds
+    (scale, largest value, widest integer part), warm-up samples included.
     """
-    lazy = frame.lazy().with_columns(_frac_digits().alias("frac_digits"))
+    lazy = frame.lazy()
+    if WEIGHT not in lazy.collect_schema().names():
+        lazy = lazy.with_columns(pl.lit(1, pl.Int64).alias(WEIGHT),
+                                 ((pl.col("phase") == "decode") & (pl.col("sample_index") < warmup)).alias(IN_WARMUP))
+    lazy = lazy.with_columns(_frac_digits().alias("frac_digits"))
     digits = pl.col("value_text").str.replace(".", "", literal=True).str.len_bytes().cast(pl.Int32)
     bounds = lazy.select(
         pl.col("frac_digits").max().alias("scale"),
         pl.col("value_ms").max().alias("max_ms"),
         (digits - pl.col("frac_digits")).max().alias("whole"),
-        pl.len().alias("rows"),
+        pl.col(WEIGHT).sum().alias("rows"),
     ).collect().row(0, named=True)
     scale, max_ms, whole, rows = int(bounds["scale"] or 0), bounds["max_ms"], int(bounds["whole"] or 0), bounds["rows"]
     if whole + scale > 36:
@@ -146,12 +161,14 @@ def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tupl
                          expected="at most 36 digits per value, decimals of the most precise value included")
     dtype = pl.Int64() if narrow_units(rows, max_ms, scale) else pl.Int128()
     kept = [key for key in keys if key in lazy.collect_schema().names()]
-    compact = with_units(lazy, scale, max_ms=max_ms, dtype=dtype).select(
-        *kept, "phase", "sample_index", "value_ms", pl.col("frac_digits").cast(pl.Int8), "units"
+    compact = (
+        with_units(lazy.filter(~pl.col(IN_WARMUP)), scale, max_ms=max_ms, dtype=dtype)
+        .group_by(*kept, "phase", pl.col("frac_digits").cast(pl.Int8), "units")
+        .agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum().cast(pl.Int64))
     )
     decode, prefill = pl.collect_all([
-        compact.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup)).drop("phase", "sample_index"),
-        compact.filter(pl.col("phase") == "prefill").drop("phase", "sample_index"),
+        compact.filter(pl.col("phase") == "decode").drop("phase"),
+        compact.filter(pl.col("phase") == "prefill").drop("phase"),
     ])
     return Samples(decode.lazy(), prefill.lazy(), scale, wide=needs_wide(rows, max_ms, scale))
 
@@ -170,29 +187,38 @@ def _limbs(units: pl.Expr) -> list[pl.Expr]:
 
 
 def _wide_sums() -> list[pl.Expr]:
-    """Exact Int128 sums of every limb and every limb product (each < 10**24 per sample)."""
-    limbs = _limbs(pl.col("units"))
-    sums = [limbs[i].sum().alias(f"s_{i}") for i in range(_LIMBS)]
-    products = [(limbs[i] * limbs[j]).sum().alias(f"q_{i}_{j}") for i in range(_LIMBS) for j in range(i, _LIMBS)]
+    """Exact Int128 sums of every limb and every limb product (each < 10**24 per sample), weighted."""
+    limbs = _limbs(pl.col("units").cast(pl.Int128))
+    weight = pl.col(WEIGHT)
+    sums = [(limbs[i] * weight).sum().alias(f"s_{i}") for i in range(_LIMBS)]
+    products = [(limbs[i] * limbs[j] * weight).sum().alias(f"q_{i}_{j}") for i in range(_LIMBS) for j in range(i, _LIMBS)]
     return [*sums, *products]
 
 
 def _order_stat(q: float, method: str) -> pl.Expr:
-    return pl.col("value_ms").quantile(q, interpolation=method)  # type: ignore[arg-type]
+    """The sample at the ``lower`` (floor) or ``higher`` (ceil) position ``(n - 1) * q`` of a group of
+    weighted distinct values: the first value, in order, whose running weight passes the position
+    (the selection Polars' own ``quantile`` makes on one row a sample)."""
+    n = pl.col(WEIGHT).sum().cast(pl.Float64)
+    position = (n - 1.0) * q
+    index = position.floor() if method == "lower" else position.ceil()
+    running = pl.col(WEIGHT).sort_by("value_ms").cum_sum()  # sort_by, not gather(arg_sort): Polars types that null on an empty frame
+    return pl.col("value_ms").sort_by("value_ms").filter(running > index).first()
 
 
 def _stat_exprs(wide: bool = False) -> list[pl.Expr]:
-    """Aggregations of one group of samples (exact sums + order statistics).
+    """Aggregations of one group of weighted samples (exact sums + order statistics).
 
-    P50/P90 take the order statistics around their position with the native
-    ``lower``/``higher`` quantiles (selection, no full sort) and combine them
+    P50/P90 take the order statistics around their position (a running sum of
+    the weights over the group's distinct values, sorted) and combine them
     with the legacy float formulas, so results are bit-identical to them.
     """
-    n = pl.len()
+    n = pl.col(WEIGHT).sum()
     pos = (n - 1).cast(pl.Float64) * 0.9
     p90_lo, p90_hi = _order_stat(0.9, "lower"), _order_stat(0.9, "higher")
     units = pl.col("units")
-    sums = _wide_sums() if wide else [units.sum().alias("sum_units"), (units * units).sum().alias("sumsq_units")]
+    weight = pl.col(WEIGHT)
+    sums = _wide_sums() if wide else [(units * weight).sum().alias("sum_units"), (units * units * weight).sum().alias("sumsq_units")]
     return [
         n.cast(pl.Int64).alias("count"),
         *sums,
