@@ -58,7 +58,8 @@ STAT_KEYS = ("count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "min_ms", "max
 
 @dataclass(frozen=True)
 class Samples:
-    """Post-warm-up decode and all prefill samples of one candidate, with units."""
+    """Post-warm-up decode and all prefill samples of one candidate, with units: one row per group key
+    and distinct value with its ``weight``, sorted by ``value_ms`` (:func:`split_samples`)."""
 
     decode: pl.LazyFrame
     prefill: pl.LazyFrame
@@ -138,6 +139,7 @@ def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tupl
     Both are materialised once, compact and counted: one row per group ``keys``
     present in ``frame`` and distinct value (``value_ms``, ``frac_digits``
     (Int8), ``units``, Int64 when :func:`narrow_units`) with its ``weight``,
+    sorted by value,
     so the grouped queries run on a fraction of the input's size and never
     touch the decimal text again; the statistics weigh each row
     (:func:`_stat_exprs`). The input is first scanned only for its bounds
@@ -161,14 +163,12 @@ def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tupl
                          expected="at most 36 digits per value, decimals of the most precise value included")
     dtype = pl.Int64() if narrow_units(rows, max_ms, scale) else pl.Int128()
     kept = [key for key in keys if key in lazy.collect_schema().names()]
-    compact = (
-        with_units(lazy.filter(~pl.col(IN_WARMUP)), scale, max_ms=max_ms, dtype=dtype)
-        .group_by(*kept, "phase", pl.col("frac_digits").cast(pl.Int8), "units")
-        .agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum().cast(pl.Int64))
-    )
-    decode, prefill = pl.collect_all([
-        compact.filter(pl.col("phase") == "decode").drop("phase"),
-        compact.filter(pl.col("phase") == "prefill").drop("phase"),
+    units = with_units(lazy.filter(~pl.col(IN_WARMUP)), scale, max_ms=max_ms, dtype=dtype)
+    columns = [*kept, "phase", pl.col("frac_digits").cast(pl.Int8), "units"]
+    compact = units.group_by(columns).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum().cast(pl.Int64))
+    decode, prefill = pl.collect_all([  # sorted by value: every group of a stats query sees its values in order
+        compact.filter(pl.col("phase") == "decode").drop("phase").sort("value_ms"),
+        compact.filter(pl.col("phase") == "prefill").drop("phase").sort("value_ms"),
     ])
     return Samples(decode.lazy(), prefill.lazy(), scale, wide=needs_wide(rows, max_ms, scale))
 
@@ -197,13 +197,13 @@ def _wide_sums() -> list[pl.Expr]:
 
 def _order_stat(q: float, method: str) -> pl.Expr:
     """The sample at the ``lower`` (floor) or ``higher`` (ceil) position ``(n - 1) * q`` of a group of
-    weighted distinct values: the first value, in order, whose running weight passes the position
-    (the selection Polars' own ``quantile`` makes on one row a sample)."""
+    weighted distinct values: the first value whose running weight passes the position (the selection
+    Polars' own ``quantile`` makes on one row a sample). The rows must come sorted by ``value_ms``
+    (:func:`split_samples` sorts them; a group keeps the order of its rows), so no group is sorted here."""
     n = pl.col(WEIGHT).sum().cast(pl.Float64)
     position = (n - 1.0) * q
     index = position.floor() if method == "lower" else position.ceil()
-    running = pl.col(WEIGHT).sort_by("value_ms").cum_sum()  # sort_by, not gather(arg_sort): Polars types that null on an empty frame
-    return pl.col("value_ms").sort_by("value_ms").filter(running > index).first()
+    return pl.col("value_ms").filter(pl.col(WEIGHT).cum_sum() > index).first()
 
 
 def _stat_exprs(wide: bool = False) -> list[pl.Expr]:
