@@ -167,9 +167,10 @@ def test_counted_logs_give_bit_identical_decisions_and_statistics(tmp_path: Path
     cand = write_candidate(tmp_path / "c", [{r: [rng.choice(values) for _ in range(40)] for r in range(2)} for _ in range(3)])
     monkeypatch.setattr(timings, "BATCH_BYTES", 700)
     monkeypatch.setattr("sk_analytics.ingest.text_stream.READ_BYTES", 300)
+    monkeypatch.setattr(timings, "COUNT_ROWS", 50)  # counted several times while reading
     counted = {name: timings.read_candidate_counts(path, expected_ranks=2, warmup=8) for name, path in (("b", base), ("c", cand))}
     plain = {name: timings.read_candidate(path, expected_ranks=2, warmup=8) for name, path in (("b", base), ("c", cand))}
-    assert counted["b"].height < plain["b"].height
+    assert counted["b"].height < plain["b"].height and "weight" in counted["b"].columns
     assert counted["b"]["weight"].sum() == plain["b"].height
     results = [json.dumps(evaluate_option_trial(frames["b"], {"O1": frames["c"]}, warmup=8, baseline_path="b", candidate_paths={"O1": "c"},
                                                 expected_ranks=2), sort_keys=True) for frames in (counted, plain)]
@@ -181,3 +182,24 @@ def test_counted_logs_give_bit_identical_decisions_and_statistics(tmp_path: Path
     check_candidate(counted["b"], label="b", expected_ranks=2, warmup=59)  # counts samples, not rows
     with pytest.raises(InputError, match=r"no decode samples remain after warmup=60 \(60 decode"):
         check_candidate(counted["b"], label="b", expected_ranks=2, warmup=60)
+
+
+def test_small_sources_are_not_counted(tmp_path: Path) -> None:
+    """Under COUNT_ROWS samples the bounded reader returns read_candidate's own frame (counting would cost more)."""
+    folder = write_candidate(tmp_path / "c", RUNS)
+    assert timings.read_candidate_counts(folder, expected_ranks=2, warmup=2).equals(timings.read_candidate(folder, expected_ranks=2, warmup=2))
+
+
+def test_counted_wide_values_give_the_same_exact_statistics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float-repr values (the wide, limb-sum path) counted: the same numbers as one row a sample."""
+    values = ["10.123456789012345", "9.87654321098765", "10.5", "10.123456789012345", "11.000000000000002"]
+    runs = [{r: [values[(i * 7 + r + k) % len(values)] for i in range(30)] for r in range(2)} for k in range(5)]
+    folder = write_candidate(tmp_path / "w", runs)
+    monkeypatch.setattr(timings, "COUNT_ROWS", 40)
+    counted = timings.read_candidate_counts(folder, expected_ranks=2, warmup=8)
+    plain = timings.read_candidate(folder, expected_ranks=2, warmup=8)
+    assert "weight" in counted.columns and split_samples(counted, 8).wide and split_samples(plain, 8).wide
+    from sk_analytics.option_trial.api import stability
+
+    same = [json.dumps(stability(f, 8, path="w", expected_ranks=2), sort_keys=True) for f in (counted, plain)]
+    assert same[0] == same[1]

@@ -306,6 +306,10 @@ def read_candidate(
     return frame
 
 
+COUNT_ROWS = 1_000_000
+"""Rows of samples :func:`read_candidate_counts` holds before it counts them (about 50 MB)."""
+
+
 def read_candidate_counts(
     folder: Path,
     *,
@@ -313,38 +317,57 @@ def read_candidate_counts(
     warmup: int = DEFAULT_WARMUP,
     root: Path | None = None,
 ) -> pl.DataFrame:
-    """:func:`read_candidate` counted: one row per log, phase, warm-up flag and distinct value
-    (``run``, ``rank``, ``phase``, ``value_text``, ``value_ms``, :data:`~sk_analytics.option_trial.stats.WEIGHT`,
-    :data:`~sk_analytics.option_trial.stats.IN_WARMUP`, ``source_file``), what
-    :func:`~sk_analytics.option_trial.stats.split_samples` takes.
+    """:func:`read_candidate` in bounded memory, what :func:`~sk_analytics.option_trial.stats.split_samples` takes.
 
-    Each batch is counted as soon as it is parsed, so memory follows the
-    distinct values of the logs (a few thousand per rank for millisecond
-    figures with three decimals), not their samples: a 10-million-sample rank
-    log is read in bounded memory. Same refusals as :func:`read_candidate`.
+    While the parsed samples stay under :data:`COUNT_ROWS` rows this is
+    :func:`read_candidate`'s frame itself (counting would cost more than it
+    saves). Past it, the samples are counted each time that many rows have
+    come: one row per log, phase, warm-up flag and distinct value (``run``,
+    ``rank``, ``phase``, ``value_text``, ``value_ms``,
+    :data:`~sk_analytics.option_trial.stats.WEIGHT`,
+    :data:`~sk_analytics.option_trial.stats.IN_WARMUP`, ``source_file``), so
+    memory follows the distinct values (a few thousand per rank for
+    millisecond figures with three decimals), not the samples: a
+    10-million-sample rank log is read in bounded memory. Same refusals as
+    :func:`read_candidate`.
     """
-    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
-
     logs = _candidate_logs(Path(folder), expected_ranks, warmup, root)
     counter = _SampleCounter()
-    keys = ["file_id", "is_decode", IN_WARMUP, "value_text"]
-    parts = []
+    frames: list[pl.DataFrame] = []
+    rows = 0
+    counted: pl.DataFrame | None = None
     for batch in _batches(logs):
-        hits = _extract(_lines(batch), logs)
-        parts.append(
-            hits.with_columns(counter.index(hits))
-            .with_columns((pl.col("is_decode") & (pl.col("sample_index") < warmup)).alias(IN_WARMUP))
-            .group_by(keys).agg(pl.col("value_ms").first(), pl.len().cast(pl.Int64).alias(WEIGHT))
-        )
+        frames.append(_parse_batch(logs, batch, counter))
+        rows += frames[-1].height
+        if rows >= COUNT_ROWS:
+            counted, frames, rows = _count(counted, frames, warmup), [], 0
     _refuse_starved(logs, {file_id: n for (file_id, is_decode), n in counter.seen.items() if is_decode}, warmup)
-    counted = pl.concat(parts).group_by(keys).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum())
-    return counted.sort("file_id", "is_decode", "value_text").select(
+    if counted is None:
+        frame = pl.concat(frames or [_parse_batch(logs, [], counter)], rechunk=False)
+        frame.drop_in_place("file_id")
+        return frame
+    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
+
+    return _count(counted, frames, warmup).select(
         _per_file(logs, "run", pl.Categorical()).alias("run"),
         _per_file(logs, "rank", pl.Int32()).alias("rank"),
-        pl.when(pl.col("is_decode")).then(pl.lit("decode")).otherwise(pl.lit("prefill")).cast(pl.Categorical).alias("phase"),
-        "value_text", "value_ms", WEIGHT, IN_WARMUP,
+        "phase", "value_text", "value_ms", WEIGHT, IN_WARMUP,
         _per_file(logs, "source_file", pl.Categorical()).alias("source_file"),
     )
+
+
+def _count(counted: pl.DataFrame | None, frames: list[pl.DataFrame], warmup: int) -> pl.DataFrame:
+    """``counted`` (file_id, phase, warm-up flag, value_text, value_ms, weight) with the samples of ``frames`` added."""
+    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
+
+    keys = ["file_id", "phase", IN_WARMUP, "value_text"]
+    new = [
+        pl.concat(frames).lazy()
+        .with_columns(((pl.col("phase") == "decode") & (pl.col("sample_index") < warmup)).alias(IN_WARMUP))
+        .group_by(keys).agg(pl.col("value_ms").first(), pl.len().cast(pl.Int64).alias(WEIGHT))
+    ] if frames else []
+    parts = new + ([counted.lazy()] if counted is not None else [])
+    return pl.concat(parts).group_by(keys).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum()).collect()
 
 
 def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path | None) -> list[RankLog]:
