@@ -241,21 +241,17 @@ def test_every_artifact_kind_of_an_sk_meta_folder_is_ingested(tmp_path: Path) ->
     assert {p.parent.name for p in report.written} == {"run=prof"}
 
 
-@pytest.mark.parametrize("kind", ["folder", "loop", "dangling", "bad-line", "not-utf8", "binary"])
+@pytest.mark.parametrize("kind", ["folder", "loop", "dangling", "fifo", "bad-line", "not-utf8", "binary"])
 def test_every_command_refuses_the_same_bad_rank_log_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
     """Issue 29: a rank log that is not a readable regular text file of samples is exit 2 naming it in
     ``ingest``, ``option-trial`` and ``stability`` alike (ingest used to leave the run out, "warnings: none")."""
-    from ot_logs import write_candidate
+    from ot_logs import NOT_REGULAR, make_not_regular, write_candidate
 
     folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3"]}] * 5)
     log = folder / "run-3" / "log_1.log"
     log.unlink()
-    if kind == "folder":
-        log.mkdir()
-    elif kind == "loop":
-        log.symlink_to(log.name)
-    elif kind == "dangling":
-        log.symlink_to("gone.log")
+    if kind in NOT_REGULAR:
+        make_not_regular(log, kind)
     else:
         log.write_bytes({"bad-line": b"Inference time (decode): 1 ms\nInference time (decode): 12.5x ms\n",
                          "not-utf8": b"Inference time (decode): 1 ms\n\xc3( Inference time (decode): 2 ms\n",

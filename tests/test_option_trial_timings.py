@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ot_logs import write_candidate, write_rank_log
+from ot_logs import NOT_REGULAR, make_not_regular, write_candidate, write_rank_log
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.timings import parse_rank_log, read_candidate
 from sk_analytics.schema import TIMINGS
@@ -103,20 +103,10 @@ def test_binary_file_is_refused_in_its_first_block(tmp_path: Path, monkeypatch: 
     assert len(reads) <= 2
 
 
-@pytest.mark.parametrize("kind", ["folder", "loop", "dangling", "fifo"])
+@pytest.mark.parametrize("kind", NOT_REGULAR)
 def test_rank_log_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
-    import os
-
     folder = write_candidate(tmp_path / "c", [{0: ["1", "2"]}])
-    log = folder / "run-1" / "log_1.log"
-    if kind == "folder":
-        log.mkdir()
-    elif kind == "loop":
-        log.symlink_to(log.name)
-    elif kind == "dangling":
-        log.symlink_to("absent.log")
-    else:
-        os.mkfifo(log)  # must not block the reader
+    make_not_regular(folder / "run-1" / "log_1.log", kind)  # a FIFO must not block the reader
     with pytest.raises(InputError, match=r"log_1.log: cannot read rank log") as info:
         read_candidate(folder, expected_ranks=2, warmup=1)
     assert info.value.exit_code == 2
