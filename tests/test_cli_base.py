@@ -152,6 +152,18 @@ def test_an_output_is_never_written_through_a_link(tmp_path: Path) -> None:
     assert plain.read_text() == '{\n  "a": 2\n}\n'
 
 
+def test_an_append_never_follows_a_link(tmp_path: Path) -> None:
+    from sk_analytics.io_seam import append_bytes
+
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_text("")
+    link = tmp_path / "ledger.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(OSError) as info:
+        append_bytes(link, b"{}\n")
+    assert info.value.errno == errno.ELOOP and target.read_text() == ""
+
+
 def test_ledger_show_names_the_file_that_fails_verification(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from sk_analytics.cli import cli
     from sk_analytics.ledger import Ledger
