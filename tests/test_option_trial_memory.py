@@ -203,3 +203,31 @@ def test_counted_wide_values_give_the_same_exact_statistics(tmp_path: Path, monk
 
     same = [json.dumps(stability(f, 8, path="w", expected_ranks=2), sort_keys=True) for f in (counted, plain)]
     assert same[0] == same[1]
+
+
+@pytest.mark.slow
+def test_a_ten_million_line_rank_log_is_read_within_300_mb(tmp_path: Path) -> None:
+    """Issue 29: memory follows the work, not the file: `stability` on a folder whose rank log has
+    10 M decode lines (350 MB) peaks under 300 MB (it took 2.2 GB) and counts every sample."""
+    import os
+    import random
+
+    rng = random.Random(29)
+    block = "".join(f"Inference time (decode): {10 + rng.random() * 5:.3f} ms\n" for _ in range(10_000))
+    for k in range(1, 6):
+        (tmp_path / "c" / f"run-{k}").mkdir(parents=True)
+        with open(tmp_path / "c" / f"run-{k}" / "log_0.log", "w", encoding="ascii") as fh:
+            for _ in range(1000 if k == 1 else 1):
+                fh.write(block)
+    out, peak = tmp_path / "s.json", tmp_path / "peak"
+    hwm = ("import atexit\n"  # the child's own high-water mark (VmHWM), not one inherited over fork from this test
+           f"atexit.register(lambda: open({str(peak)!r}, 'w').write([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]))\n"
+           "from sk_analytics.cli import main\nmain()\n")
+    done = subprocess.run([sys.executable, "-c", hwm, "stability", str(tmp_path / "c"), "--expected-ranks", "1", "--warmup", "8",
+                           "--json-out", str(out)], stdout=subprocess.DEVNULL, check=False)
+    assert done.returncode in (0, 1)
+    peak_mb = int(peak.read_text().split()[1]) / 1024
+    assert peak_mb < 300, f"peak {peak_mb:.0f} MB"
+    result = json.loads(out.read_text())
+    assert result["baseline"]["runs"][0]["decode"]["count"] == 10_000_000 - 8
+    assert result["baseline"]["runs"][1]["decode"]["count"] == 10_000 - 8
