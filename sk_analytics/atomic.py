@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from sk_analytics.errors import InputError
 from sk_analytics.io_seam import guard
 
 
@@ -22,6 +23,7 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
 
     ``site`` names the write for the seam (``parquet`` for tables)."""
     target = Path(target)
+    refuse_link(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -39,6 +41,14 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def refuse_link(target: Path) -> None:
+    """An output is never written through or over a symbolic link (sk-tune creates none):
+    a link there, even a loop or a dangling one, is bad input naming it (exit 2)."""
+    if os.path.islink(target):
+        raise InputError(target, "is a symbolic link: sk-tune neither follows nor replaces a link it did not create",
+                         expected="a path that is a regular file or does not exist yet")
 
 
 def current_umask() -> int:

@@ -209,10 +209,11 @@ def guard(site: str, path: str | os.PathLike[str]) -> None:
 def append_bytes(path: str | os.PathLike[str], data: bytes, *, site: str = "append") -> int:
     """Append ``data`` with one write and fsync it; the file's size afterwards.
 
-    The file is created with mode 0o644 less the umask, like other tools' files.
+    The file is created with mode 0o644 less the umask, like other tools' files. A symbolic link
+    there is never followed (``O_NOFOLLOW``: ELOOP, bad input naming it), as no output of ours is one.
     """
     fault = _due(site, path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         if fault is not None:
             if fault.torn:

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sk_runner.watchdog import MARKER_ENV, has_proc, kill_marked
+from sk_runner.watchdog import MARKER_ENV, has_proc, kill_marked, kill_tied
 
 TABLE_DIR = ".processes"
 """Folder of a session holding one record per sk-run that started processes in it."""
@@ -130,6 +130,8 @@ class _Owner:
         self.token = uuid.uuid4().hex[:16]
         self.seq = 0
         self.spawns: dict[int, str] = {}
+        self.groups: dict[int, str | None] = {}
+        """Live spawns' process groups (a spawn leads its own session) and their leaders' start ticks."""
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.pipe: int | None = None
         self.tables: list[Path] = []
@@ -165,19 +167,29 @@ class _Owner:
 
     def record(self) -> dict[str, Any]:
         return {"token": self.token, "pid": self.pid, "start_ticks": start_ticks(self.pid), "host": socket.gethostname(),
-                "watchdog_pid": None if self.watchdog is None else self.watchdog.pid, "argv": sys.argv[:8]}
+                "watchdog_pid": None if self.watchdog is None else self.watchdog.pid, "argv": sys.argv[:8],
+                "groups": [{"pgid": pid, "start_ticks": ticks} for pid, ticks in sorted(self.groups.items())]}
 
     def write_record(self, folder: Path) -> None:
         from sk_analytics.atomic import write_json  # here: `sk-run --help` installs the handlers without it
 
         write_json(folder / TABLE_DIR / f"{self.token}.json", self.record())
 
+    def rewrite_records(self) -> None:
+        """Bring every session's record up to date with the live groups (best effort: a
+        session that cannot take the write keeps the older record, the marker still finds them)."""
+        for table in self.tables:
+            try:
+                self.write_record(table)
+            except Exception:  # noqa: BLE001 - a failed bookkeeping write must never fail or orphan the spawn
+                pass
+
     def close(self) -> None:
         """Normal exit: kill what is left of our spawns, let the watchdog go, drop our records."""
         if os.getpid() != self.pid:
             return
         if self.spawns and has_proc():
-            kill_marked([self.token], timeout_s=5.0)
+            kill_tied([self.token], set(self.groups), timeout_s=5.0)
         if self.pipe is not None:
             os.close(self.pipe)
             self.pipe = None
@@ -216,7 +228,9 @@ def spawned(pid: int, spawn: str) -> None:
     own = owner()
     own.start_watchdog()
     own.spawns[pid] = spawn
+    own.groups[pid] = start_ticks(pid)
     own.announce(str(pid))
+    own.rewrite_records()
 
 
 def ended(pid: int) -> None:
@@ -226,6 +240,8 @@ def ended(pid: int) -> None:
     if spawn is not None:
         kill_spawn(spawn)
     own.announce(f"-{pid}")
+    if own.groups.pop(pid, None) is not None or spawn is not None:
+        own.rewrite_records()
 
 
 def spawn_marker(pid: int) -> str | None:
@@ -234,8 +250,23 @@ def spawn_marker(pid: int) -> str | None:
 
 
 def kill_spawn(marker: str, timeout_s: float = 10.0) -> list[int]:
-    """SIGKILL every live process carrying ``marker`` (Linux; elsewhere nothing to find)."""
+    """SIGKILL every live process carrying ``marker``, and their descendants (Linux; elsewhere nothing to find)."""
     return kill_marked([marker], timeout_s=timeout_s) if has_proc() else []
+
+
+def recorded_groups(record: Mapping[str, Any]) -> set[int]:
+    """The process groups of a dead owner's record that are still its own: a group whose leader
+    is gone (its id cannot be reused while members remain) or alive with the recorded start ticks."""
+    groups: set[int] = set()
+    for item in record.get("groups") or []:
+        try:
+            pgid, ticks = int(item["pgid"]), item.get("start_ticks")
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        now = start_ticks(pgid)
+        if pgid > 1 and (now is None or ticks is None or now == ticks):
+            groups.add(pgid)
+    return groups
 
 
 def reap_survivors(folder: Path) -> list[int]:
@@ -259,7 +290,7 @@ def reap_survivors(folder: Path) -> list[int]:
             continue
         if rec.get("host") != host or token == owner().token or _owner_alive(pid, rec.get("start_ticks")):
             continue
-        killed += kill_spawn(token)
+        killed += kill_tied([token], recorded_groups(rec)) if has_proc() else []
         path.unlink(missing_ok=True)
     return killed
 

@@ -3,11 +3,13 @@
 ``python -m sk_runner.watchdog TOKEN`` reads its stdin (a pipe whose write end
 only the owning sk-run holds) until end of file. EOF means the owner is gone,
 whatever killed it (exit, Ctrl-C, SIGKILL, OOM killer): the watchdog then
-SIGKILLs every process whose environment carries the owner's marker (also the
-ones that called ``setsid()`` or ignore SIGTERM), repeating until none is left,
-and exits. Without ``/proc`` (macOS, BSD) it kills the process groups the owner
-announced on the pipe (``<pgid>`` when started, ``-<pgid>`` once reaped, one
-per line) instead: best effort.
+SIGKILLs every process tied to the owner, repeating until none is left, and
+exits. Tied (:func:`tied_pids`): its environment carries the owner's marker
+(also one that called ``setsid()`` or ignores SIGTERM), or it is in one of the
+process groups (sessions) the owner announced on the pipe (``<pgid>`` when
+started, ``-<pgid>`` once reaped, one per line: also one that re-executed
+itself with an empty environment), or it descends from such a process.
+Without ``/proc`` (macOS, BSD) only the announced groups are killed: best effort.
 
 Standard library only: the watchdog starts in milliseconds and never imports
 anything that could fail after its owner died.
@@ -52,33 +54,74 @@ def _alive(pid: str) -> bool:
     return state not in ("Z", "X")
 
 
-def marked_pids(tokens: list[str]) -> list[int]:
-    """Live processes whose marker names one of ``tokens`` (an owner token, or one spawn ``token.n``)."""
-    if not tokens or not _PROC.is_dir():
+def _stat(pid: str) -> tuple[int, int, int] | None:
+    """(ppid, process group, session) of a live process; None when gone or a zombie."""
+    try:
+        fields = (_PROC / pid / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[1]), int(fields[2]), int(fields[3])
+
+
+def _marked(words: list[str], tokens: list[str]) -> bool:
+    return any(w == t or w.startswith(t + ".") for w in words for t in tokens)
+
+
+def tied_pids(tokens: list[str], groups: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Live processes tied to the owner: marked with one of ``tokens`` (an owner token, or one
+    spawn ``token.n``), in one of the recorded process ``groups`` or a session of that id (a
+    workload's group is its own session), or descended from any of those (one that wiped its
+    environment and left the group while its parent still lives). One snapshot of /proc."""
+    if not (tokens or groups) or not _PROC.is_dir():
         return []
     me = os.getpid()
-    found = []
+    parent_of: dict[int, int] = {}
+    roots: set[int] = set()
     for entry in _PROC.iterdir():
         name = entry.name
         if not name.isdigit() or int(name) == me:
             continue
-        words = _markers_of(name)
-        if words and any(w == t or w.startswith(t + ".") for w in words for t in tokens) and _alive(name):
-            found.append(int(name))
-    return found
+        stat = _stat(name)
+        if stat is None:
+            continue
+        pid = int(name)
+        ppid, pgrp, session = stat
+        parent_of[pid] = ppid
+        if pgrp in groups or session in groups or (tokens and _marked(_markers_of(name), tokens)):
+            roots.add(pid)
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent_of.items():
+        children.setdefault(ppid, []).append(pid)
+    tied, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tied:
+                tied.add(child)
+                todo.append(child)
+    return sorted(tied)
 
 
-def kill_marked(tokens: list[str], timeout_s: float = 10.0) -> list[int]:
-    """SIGKILL every live process marked with one of ``tokens`` until none is left (or ``timeout_s``).
+def marked_pids(tokens: list[str]) -> list[int]:
+    """Live processes whose marker names one of ``tokens``, and their descendants."""
+    return tied_pids(tokens)
 
-    Repeats because a process may fork between a scan and its kill. Returns the pids killed.
+
+def kill_tied(tokens: list[str], groups: set[int] | frozenset[int] = frozenset(), timeout_s: float = 10.0) -> list[int]:
+    """SIGKILL every live process :func:`tied_pids` finds until none is left (or ``timeout_s``).
+
+    Repeats because a process may fork between a scan and its kill; the
+    groups are also killed as groups (a member the scan could not read).
+    Returns the pids killed.
     """
     killed: list[int] = []
     deadline = time.monotonic() + timeout_s
     while True:
-        pids = marked_pids(tokens)
+        pids = tied_pids(tokens, groups)
         if not pids or time.monotonic() > deadline:
             return killed
+        _kill_groups(set(groups))
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -86,6 +129,11 @@ def kill_marked(tokens: list[str], timeout_s: float = 10.0) -> list[int]:
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.02)
+
+
+def kill_marked(tokens: list[str], timeout_s: float = 10.0) -> list[int]:
+    """:func:`kill_tied` of the processes marked with ``tokens`` (and their descendants)."""
+    return kill_tied(tokens, timeout_s=timeout_s)
 
 
 def _kill_groups(pgids: set[int]) -> None:
@@ -120,7 +168,7 @@ def main(argv: list[str]) -> int:
             elif line.startswith("-") and line[1:].isdigit():
                 pgids.discard(int(line[1:]))  # that group was reaped: its id may be reused
     if has_proc():
-        kill_marked([token])
+        kill_tied([token], pgids)
     else:
         _kill_groups(pgids)
     return 0

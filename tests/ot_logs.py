@@ -15,7 +15,7 @@ def write_rank_log(path: Path, decode: Sequence[str], prefill: Sequence[str] = (
     for value in decode:
         lines.append(f"[rank] step Inference time (decode): {value} ms")
         if noise:
-            lines.append("Inference time (decode): n/a ms  <- not a timing line")
+            lines.append("[INFO] decode step done (other output, not a timing line)")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -37,3 +37,22 @@ def uniform_runs(run_values: Sequence[str], *, ranks: int = 2, warmup: int = 2, 
     """Runs whose every rank logs ``warmup`` slow warm-up samples then
     ``samples`` copies of the run's value: the run metric is that value."""
     return [{r: ["999"] * warmup + [value] * samples for r in range(ranks)} for value in run_values]
+
+
+NOT_REGULAR = ("folder", "loop", "dangling", "fifo")
+"""Kinds of a rank-log path that is not a readable regular file (:func:`make_not_regular`)."""
+
+
+def make_not_regular(path: Path, kind: str) -> Path:
+    """Put a folder, a symlink loop, a dangling link or a FIFO where a rank log is expected."""
+    import os
+
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "loop":
+        path.symlink_to(path.name)
+    elif kind == "dangling":
+        path.symlink_to("absent.log")
+    else:
+        os.mkfifo(path)
+    return path

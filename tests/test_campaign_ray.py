@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -339,3 +340,83 @@ def test_root_not_shared_by_every_node_is_refused(request: pytest.FixtureRequest
     assert code == 3, out[-3000:]
     assert "is not shared by every node: server-b" in out and "cannot read the driver's token" in out
     assert not (root / "sessions").exists()
+
+
+def test_a_task_no_node_can_hold_is_refused_before_anything_runs(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Issue 29: NPU: 16 on 8-NPU servers and CPU: 4 on 1-CPU nodes used to wait silently forever (or exit 3 without a
+    name when every task was so): exit 2 naming task, resource and largest node, and no campaign root is left."""
+    if not in_private_netns(request):
+        return
+    c = request.getfixturevalue("cluster")
+    for need, needle in (({"NPU": 16}, r"task t1 needs NPU: 16 but no alive node can ever hold it \(the largest node, server-[ab], has NPU: 8\)"),
+                         ({"CPU": 4}, r"task t1 needs CPU: 4 but no alive node can ever hold it \(the largest node, server-[ab], has CPU: 1\)")):
+        spec = write_spec(tmp_path / str(need), 2, resources={"NPU": 8})
+        data = json.loads(spec.read_text())
+        data["tasks"][1]["resources"] = need
+        spec.write_text(json.dumps(data))
+        root = tmp_path / f"root-{next(iter(need))}"
+        code, out = finish(sk_run("campaign", "run", str(spec), "--root", str(root), "--address", c.address), 120)
+        assert code == 2, out[-3000:]
+        assert re.search(needle, out), out[-3000:]
+        assert not root.exists()
+    assert workload_processes(tmp_path) == []
+
+
+def test_pending_unsatisfiable_until_an_autoscaler_node_joins(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The cluster's autoscaler (its node types published in the GCS as a real autoscaler does) could add a
+    16-NPU and a 32-NPU server: both tasks are pending_unsatisfiable; once a 16-NPU node joins, t0 runs there and
+    ends as an uninterrupted session; t1 is given up after node_wait_s, never handed to Ray to wait forever."""
+    if not in_private_netns(request):
+        return
+    from ray.core.generated import autoscaler_pb2
+    from ray.experimental.internal_kv import _internal_kv_put
+
+    c = request.getfixturevalue("cluster")
+    config = autoscaler_pb2.ClusterConfig()
+    for name, npus in (("npu16", 16), ("npu32", 32)):
+        group = config.node_group_configs.add()
+        group.name, group.max_count = name, 1
+        group.resources["CPU"], group.resources["NPU"] = 1, npus
+    ray.init(address=c.address, log_to_driver=False)
+    try:
+        _internal_kv_put(ray._raylet.GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, config.SerializeToString(), overwrite=True,
+                         namespace=ray._raylet.GCS_AUTOSCALER_STATE_NAMESPACE)
+    finally:
+        ray.shutdown()
+    spec = write_spec(tmp_path, 2, resources={"NPU": 16}, node_wait_s=45)
+    data = json.loads(spec.read_text())
+    data["tasks"][1]["resources"] = {"NPU": 32}
+    spec.write_text(json.dumps(data))
+    root = tmp_path / "root"
+    driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", c.address)
+    try:
+        def pending() -> dict[str, Any] | None:
+            if not (root / "ledger.jsonl").is_file():
+                return None
+            rows = _status_rows(root)
+            return rows if {r["phase"] for r in rows.values()} == {"pending_unsatisfiable"} else None
+
+        rows = wait_for(pending, 120, driver)
+        assert rows["t0"]["decision"].startswith("needs NPU: 16, waits until ") and rows["t0"]["session"] is None
+        c.add_node(**{**NODE, "resources": {"NPU": 16}}, node_name="server-c")
+        code, out = finish(driver)
+    finally:
+        driver.kill()
+    assert code == 1, out[-4000:]  # t1 was given up: not every session has a Sbest-BASE
+    from sk_analytics.ledger import read_records, verify
+
+    index = read_records(root)
+    assert sorted((r.data["task"], r.data["resource"], r.data["needed"]) for r in index if r.kind == "task_pending_unsatisfiable") == [
+        ("t0", "NPU", 16.0), ("t1", "NPU", 32.0)]
+    assert [(r.data["task"], r.data["reason"]) for r in index if r.kind == "task_given_up"] == [("t1", "unsatisfiable")]
+    assert set(session_folders(root)) == {"t0-1"}
+    check_finished_session(session_folders(root)["t0-1"])
+    assert placement(session_folders(root)["t0-1"])["node_name"] == "server-c"
+    assert {t: r["phase"] for t, r in _status_rows(root).items()} == {"t0": "done", "t1": "given_up"}
+    assert verify(root).ok and workload_processes(root) == []
+
+
+def _status_rows(root: Path) -> dict[str, dict[str, Any]]:
+    status = subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign", "status", str(root), "--json"],
+                            capture_output=True, text=True, check=True)
+    return {r["task"]: r for r in json.loads(status.stdout)["sessions"]}

@@ -97,3 +97,82 @@ def test_unanticipated_unreadable_file_is_one_line_exit_2(capsys: pytest.Capture
 def test_other_os_errors_are_environment_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(_group_raising(OSError(28, "No space left on device", "/out/part-0.parquet")), "x", ["boom"]) == 3
     assert capsys.readouterr().err == "x: error: /out/part-0.parquet: No space left on device\n"
+
+
+def _loop(tmp_path: Path, name: str = "loop") -> Path:
+    link = tmp_path / name
+    link.symlink_to(name)
+    return link
+
+
+def _one_line(err: str, path: Path) -> None:
+    assert err.count("\n") == 1 and str(path) in err and "internal error" not in err, err
+
+
+def test_symlink_loops_as_inputs_and_outputs_are_bad_input_naming_the_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: a symlink loop given as --base-config, --session, ingest --out, option-trial --json-out or
+    schema --out --check is exit 2 naming it (was exit 70, "out of date", or the link replaced)."""
+    from ot_logs import uniform_runs, write_candidate
+    from sk_analytics.cli import cli
+    from sk_runner.cli import cli as run_group
+
+    loop = _loop(tmp_path)
+    base = tmp_path / "base.json"
+    base.write_text("{}")
+    source = write_candidate(tmp_path / "b", uniform_runs(["100", "101", "100", "99", "100"]))
+    cases = [
+        (run_group, "sk-run", ["trial", "--session", str(tmp_path / "s"), "--round", "O0-INCUMBENT", "--incumbent",
+                               "--base-config", str(loop), "--runs", "1"]),
+        (run_group, "sk-run", ["trial", "--session", str(loop), "--round", "O0-INCUMBENT", "--incumbent", "--base-config", str(base), "--runs", "1"]),
+        (cli, "sk-analyze", ["ingest", str(source), "--out", str(loop)]),
+        (cli, "sk-analyze", ["stability", str(source), "--expected-ranks", "2", "--warmup", "2", "--json-out", str(loop)]),
+        (cli, "sk-analyze", ["schema", "--out", str(loop), "--check"]),
+        (cli, "sk-analyze", ["schema", "--out", str(loop)]),
+    ]
+    for group, prog, argv in cases:
+        assert run_cli(group, prog, argv) == 2, argv
+        _one_line(capsys.readouterr().err, loop)
+        assert os.readlink(loop) == "loop", argv  # never replaced
+    assert not (tmp_path / "s").exists()
+
+
+def test_an_output_is_never_written_through_a_link(tmp_path: Path) -> None:
+    from sk_analytics.atomic import write_json
+
+    target = tmp_path / "real.json"
+    target.write_text("kept")
+    link = tmp_path / "out.json"
+    link.symlink_to(target)
+    with pytest.raises(InputError, match="out.json: is a symbolic link"):
+        write_json(link, {"a": 1})
+    assert target.read_text() == "kept" and link.is_symlink()
+    plain = tmp_path / "plain.json"
+    write_json(plain, {"a": 1})
+    write_json(plain, {"a": 2})  # replacing its own regular file is what an atomic write is for
+    assert plain.read_text() == '{\n  "a": 2\n}\n'
+
+
+def test_an_append_never_follows_a_link(tmp_path: Path) -> None:
+    from sk_analytics.io_seam import append_bytes
+
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_text("")
+    link = tmp_path / "ledger.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(OSError) as info:
+        append_bytes(link, b"{}\n")
+    assert info.value.errno == errno.ELOOP and target.read_text() == ""
+
+
+def test_ledger_show_names_the_file_that_fails_verification(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sk_analytics.cli import cli
+    from sk_analytics.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append("event", {"i": 1})
+    bad = ledger.path
+    with open(bad, "ab") as fh:
+        fh.write(b"{}\n")
+    assert run_cli(cli, "sk-analyze", ["ledger", "show", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"WARNING: {bad}:2: ledger fails verification (1 problem(s); first: rule ") and err.count("\n") == 1

@@ -239,3 +239,31 @@ def test_every_artifact_kind_of_an_sk_meta_folder_is_ingested(tmp_path: Path) ->
     assert any("option split_mode value 9 is outside" in w for w in report.warnings)
     assert sorted(p.parent.parent.parent.parent.name for p in report.written) == ["sk_events", "sk_markers", "sk_structure", "symbols"]
     assert {p.parent.name for p in report.written} == {"run=prof"}
+
+
+@pytest.mark.parametrize("kind", ["folder", "loop", "dangling", "fifo", "bad-line", "not-utf8", "binary"])
+def test_every_command_refuses_the_same_bad_rank_log_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    """Issue 29: a rank log that is not a readable regular text file of samples is exit 2 naming it in
+    ``ingest``, ``option-trial`` and ``stability`` alike (ingest used to leave the run out, "warnings: none")."""
+    from ot_logs import NOT_REGULAR, make_not_regular, write_candidate
+
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3"]}] * 5)
+    log = folder / "run-3" / "log_1.log"
+    log.unlink()
+    if kind in NOT_REGULAR:
+        make_not_regular(log, kind)
+    else:
+        log.write_bytes({"bad-line": b"Inference time (decode): 1 ms\nInference time (decode): 12.5x ms\n",
+                         "not-utf8": b"Inference time (decode): 1 ms\n\xc3( Inference time (decode): 2 ms\n",
+                         "binary": b"Inference time (decode): 1 ms\n" + b"\0" * 4096}[kind])
+    where = f"{log}:2: " if kind in ("bad-line", "not-utf8", "binary") else f"{log}: cannot read rank log"
+    commands = [
+        ["ingest", str(folder), "--out", str(tmp_path / "d")],
+        ["option-trial", "--baseline", str(folder), "--candidate", f"X={folder}", "--expected-ranks", "2", "--warmup", "1"],
+        ["stability", str(folder), "--expected-ranks", "2", "--warmup", "1"],
+    ]
+    for argv in commands:
+        assert run_cli(cli, "sk-analyze", argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"sk-analyze: error: {where}"), (argv, err)
+    assert not (tmp_path / "d").exists()

@@ -38,11 +38,16 @@ if check:
         state = "gone"
     open(os.path.join(run, "survivor-at-start.txt"), "w").write(state)
     sys.exit(3)
+wipe = len(sys.argv) > 2 and sys.argv[2] == "wipe"
 child = os.fork()
 if child == 0:
-    os.setsid()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.execv(sys.executable, [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)", marker])
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    if wipe:  # stays in the workload's group but re-executes itself with no environment: no marker
+        os.execve(sys.executable, [sys.executable, "-c", code, marker], {})
+    os.setsid()
+    os.execv(sys.executable, [sys.executable, "-c", code, marker])
+open(os.path.join(run, "workload.pid"), "w").write(str(os.getpid()))
 open(os.path.join(run, "grandchild.pid"), "w").write(str(child))
 time.sleep(300)
 '''
@@ -71,30 +76,37 @@ def _none_left(marker: str, timeout_s: float = 15.0) -> bool:
     return True
 
 
-def _trial(tmp_path: Path, marker: str) -> list[str]:
+def _trial(tmp_path: Path, marker: str, grandchild: str = "setsid") -> list[str]:
     (tmp_path / "tree.py").write_text(TREE)
     (tmp_path / "base.json").write_text(json.dumps(BASE_CONFIG))
     (tmp_path / "session").mkdir(exist_ok=True)
     return [*SK_RUN, "trial", "--session", str(tmp_path / "session"), "--round", "O0", "--incumbent", "--runs", "1",
             "--base-config", str(tmp_path / "base.json"), "--backend", "command", "--ranks", "1", "--warmup", "1",
-            "--timeout", "120", "--", PY, str(tmp_path / "tree.py"), marker]
+            "--timeout", "120", "--", PY, str(tmp_path / "tree.py"), marker, grandchild]
 
 
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_PROF", "SK_RUN", "ASCEND_OP_COMPILE", "SK_TUNE_LIFETIME"))}
 
 
-def _start_tree(tmp_path: Path, marker: str) -> tuple[subprocess.Popen[bytes], int]:
-    """sk-run trial whose workload has started its setsid grandchild; returns (sk-run, grandchild pid)."""
-    proc = subprocess.Popen(_trial(tmp_path, marker), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid") -> tuple[subprocess.Popen[bytes], int]:
+    """sk-run trial whose workload has started its grandchild (``setsid``: leaves the group;
+    ``wipe``: stays in it with an empty environment); returns (sk-run, grandchild pid)."""
+    proc = subprocess.Popen(_trial(tmp_path, marker, grandchild), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid_file = tmp_path / "session/experiments/Sbest/O0/CORRECTNESS/grandchild.pid"
     deadline = time.monotonic() + 60
     while not (pid_file.is_file() and pid_file.read_text()):
         assert time.monotonic() < deadline and proc.poll() is None, "the workload never started its grandchild"
         time.sleep(0.05)
-    grandchild = int(pid_file.read_text())
-    assert process_alive(grandchild) and len(_with_marker(marker)) == 3  # sk-run (the marker is in its argv), workload, grandchild
-    return proc, grandchild
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 30
+    while len(_with_marker(marker)) < 3 and time.monotonic() < deadline:  # the grandchild's exec may still be on its way
+        time.sleep(0.05)
+    assert process_alive(pid) and len(_with_marker(marker)) == 3  # sk-run (the marker is in its argv), workload, grandchild
+    if grandchild == "wipe":
+        assert b"SK_TUNE_LIFETIME" not in Path(f"/proc/{pid}/environ").read_bytes()
+        assert os.getpgid(pid) == os.getpgid(int((pid_file.parent / "workload.pid").read_text()))
+    return proc, pid
 
 
 def test_sigkill_of_sk_run_kills_the_setsid_term_ignoring_grandchild(tmp_path: Path) -> None:
@@ -223,3 +235,46 @@ def test_a_signal_after_the_command_returned_does_not_kill_the_exit(held: bool) 
             "sys.exit(0)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == (0 if held else -signal.SIGINT), result.stderr
+
+
+def test_sigkill_of_sk_run_kills_the_env_wiping_grandchild_in_the_group(tmp_path: Path) -> None:
+    """Issue 29: a grandchild that stays in the workload's process group but re-executes itself with an
+    empty environment (no marker) dies with sk-run: the watchdog kills the announced group too."""
+    marker = f"sk-tune-wipe-{uuid.uuid4().hex}"
+    proc, grandchild = _start_tree(tmp_path, marker, "wipe")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _none_left(marker), f"still alive after sk-run was SIGKILLed: {_with_marker(marker)}"
+    assert not process_alive(grandchild)
+
+
+def test_next_sk_run_kills_the_env_wiping_grandchild_of_a_dead_owner_and_watchdog(tmp_path: Path) -> None:
+    """The owner and its watchdog SIGKILLed together: the process table records the live groups,
+    so the next sk-run on the session kills the unmarked group member before it starts anything."""
+    marker = f"sk-tune-wipe-{uuid.uuid4().hex}"
+    proc, grandchild = _start_tree(tmp_path, marker, "wipe")
+    (record_path,) = (tmp_path / "session" / lifetime.TABLE_DIR).glob("*.json")
+    record = load_json_file(record_path)
+    workload = int(next((tmp_path / "session").rglob("workload.pid")).read_text())
+    assert [g["pgid"] for g in record["groups"]] == [workload]
+    os.kill(record["watchdog_pid"], signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    assert process_alive(grandchild), "the survivor this test needs was killed by something else"
+    assert lifetime.reap_survivors(tmp_path / "session")
+    assert _none_left(marker, timeout_s=5.0)
+    assert list((tmp_path / "session" / lifetime.TABLE_DIR).glob("*.json")) == []
+
+
+def test_reaping_spares_a_recorded_group_whose_leader_id_was_reused(tmp_path: Path) -> None:
+    """A recorded group id whose leader pid now belongs to another process (other start ticks) is not killed."""
+    other = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        record = {"groups": [{"pgid": other.pid, "start_ticks": "1"}, {"pgid": 1, "start_ticks": None}, {"pgid": "x"}]}
+        assert lifetime.recorded_groups(record) == set()
+        mine = {"groups": [{"pgid": other.pid, "start_ticks": lifetime.start_ticks(other.pid)}]}
+        assert lifetime.recorded_groups(mine) == {other.pid}
+    finally:
+        other.kill()
+        other.wait()

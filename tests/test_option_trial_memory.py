@@ -30,13 +30,19 @@ RUNS = [
 ]
 
 
-def test_batches_cut_between_logs_and_never_inside_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batches_share_small_logs_and_cut_large_ones_at_line_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sk_analytics.ingest.text_stream as stream
+
     folder = write_candidate(tmp_path / "c", RUNS)
     logs = [timings._rank_log(p, None) for p in sorted(folder.glob("run-*/log_*.log"))]
+    assert [[p.file_id for p in batch] for batch in timings._batches(logs)] == [list(range(len(logs)))]
     monkeypatch.setattr(timings, "BATCH_BYTES", 1)
-    assert timings._batches(logs) == [[i] for i in range(len(logs))]
-    monkeypatch.setattr(timings, "BATCH_BYTES", 1 << 30)
-    assert timings._batches(logs) == [list(range(len(logs)))]
+    monkeypatch.setattr(stream, "READ_BYTES", 50)
+    batches = list(timings._batches(logs))
+    assert all(len(batch) == 1 and batch[0].text.endswith("\n") for batch in batches)
+    first = [batch[0] for batch in batches if batch[0].file_id == 0]
+    assert len(first) > 1 and "".join(p.text for p in first) == logs[0].path.read_text()
+    assert [p.first_line for p in first] == [1 + "".join(q.text for q in first[:i]).count("\n") for i in range(len(first))]
 
 
 def test_batched_parse_equals_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,6 +50,7 @@ def test_batched_parse_equals_one_pass(tmp_path: Path, monkeypatch: pytest.Monke
     folder = write_candidate(tmp_path / "c", RUNS, prefill=["50", "51.5"])
     one_pass = timings.read_candidate(folder, expected_ranks=2, warmup=2, root=folder)
     monkeypatch.setattr(timings, "BATCH_BYTES", 1)
+    monkeypatch.setattr("sk_analytics.ingest.text_stream.READ_BYTES", 40)  # logs cut inside: sample_index counts on
     batched = timings.read_candidate(folder, expected_ranks=2, warmup=2, root=folder)
     assert batched.equals(one_pass)
     last = batched.filter(pl.col("run") == "run-3", pl.col("rank") == 1, pl.col("phase") == "decode")
@@ -146,3 +153,81 @@ def test_reading_logs_imports_neither_scipy_nor_pyarrow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["_LazyModule", "False", "module"]
+
+
+def test_counted_logs_give_bit_identical_decisions_and_statistics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: the CLI reads a folder counted per distinct value (bounded memory); every number of the
+    summary equals the one-row-a-sample path, also with logs cut across batches and warm-up values repeated."""
+    import random
+
+    rng = random.Random(7)
+    values = [f"{rng.choice([9, 10, 11])}.{rng.randrange(1000):03d}" for _ in range(200)] + ["10.5", "10.50", "10.500"] * 3
+    runs = [{r: [rng.choice(values) for _ in range(60)] for r in range(2)} for _ in range(5)]
+    base = write_candidate(tmp_path / "b", runs, prefill=["50.25", "50.25", "49"])
+    cand = write_candidate(tmp_path / "c", [{r: [rng.choice(values) for _ in range(40)] for r in range(2)} for _ in range(3)])
+    monkeypatch.setattr(timings, "BATCH_BYTES", 700)
+    monkeypatch.setattr("sk_analytics.ingest.text_stream.READ_BYTES", 300)
+    monkeypatch.setattr(timings, "COUNT_ROWS", 50)  # counted several times while reading
+    counted = {name: timings.read_candidate_counts(path, expected_ranks=2, warmup=8) for name, path in (("b", base), ("c", cand))}
+    plain = {name: timings.read_candidate(path, expected_ranks=2, warmup=8) for name, path in (("b", base), ("c", cand))}
+    assert counted["b"].height < plain["b"].height and "weight" in counted["b"].columns
+    assert counted["b"]["weight"].sum() == plain["b"].height
+    results = [json.dumps(evaluate_option_trial(frames["b"], {"O1": frames["c"]}, warmup=8, baseline_path="b", candidate_paths={"O1": "c"},
+                                                expected_ranks=2), sort_keys=True) for frames in (counted, plain)]
+    assert results[0] == results[1]
+    with pytest.raises(InputError, match=r"run-1/log_0.log: no decode samples remain after warmup=60 \(60 decode"):
+        timings.read_candidate_counts(base, expected_ranks=2, warmup=60)
+    from sk_analytics.ingest.timings import check_candidate
+
+    check_candidate(counted["b"], label="b", expected_ranks=2, warmup=59)  # counts samples, not rows
+    with pytest.raises(InputError, match=r"no decode samples remain after warmup=60 \(60 decode"):
+        check_candidate(counted["b"], label="b", expected_ranks=2, warmup=60)
+
+
+def test_small_sources_are_not_counted(tmp_path: Path) -> None:
+    """Under COUNT_ROWS samples the bounded reader returns read_candidate's own frame (counting would cost more)."""
+    folder = write_candidate(tmp_path / "c", RUNS)
+    assert timings.read_candidate_counts(folder, expected_ranks=2, warmup=2).equals(timings.read_candidate(folder, expected_ranks=2, warmup=2))
+
+
+def test_counted_wide_values_give_the_same_exact_statistics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float-repr values (the wide, limb-sum path) counted: the same numbers as one row a sample."""
+    values = ["10.123456789012345", "9.87654321098765", "10.5", "10.123456789012345", "11.000000000000002"]
+    runs = [{r: [values[(i * 7 + r + k) % len(values)] for i in range(30)] for r in range(2)} for k in range(5)]
+    folder = write_candidate(tmp_path / "w", runs)
+    monkeypatch.setattr(timings, "COUNT_ROWS", 40)
+    counted = timings.read_candidate_counts(folder, expected_ranks=2, warmup=8)
+    plain = timings.read_candidate(folder, expected_ranks=2, warmup=8)
+    assert "weight" in counted.columns and split_samples(counted, 8).wide and split_samples(plain, 8).wide
+    from sk_analytics.option_trial.api import stability
+
+    same = [json.dumps(stability(f, 8, path="w", expected_ranks=2), sort_keys=True) for f in (counted, plain)]
+    assert same[0] == same[1]
+
+
+@pytest.mark.slow
+def test_a_ten_million_line_rank_log_is_read_within_300_mb(tmp_path: Path) -> None:
+    """Issue 29: memory follows the work, not the file: `stability` on a folder whose rank log has
+    10 M decode lines (350 MB) peaks under 300 MB (it took 2.2 GB) and counts every sample."""
+    import os
+    import random
+
+    rng = random.Random(29)
+    block = "".join(f"Inference time (decode): {10 + rng.random() * 5:.3f} ms\n" for _ in range(10_000))
+    for k in range(1, 6):
+        (tmp_path / "c" / f"run-{k}").mkdir(parents=True)
+        with open(tmp_path / "c" / f"run-{k}" / "log_0.log", "w", encoding="ascii") as fh:
+            for _ in range(1000 if k == 1 else 1):
+                fh.write(block)
+    out, peak = tmp_path / "s.json", tmp_path / "peak"
+    hwm = ("import atexit\n"  # the child's own high-water mark (VmHWM), not one inherited over fork from this test
+           f"atexit.register(lambda: open({str(peak)!r}, 'w').write([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]))\n"
+           "from sk_analytics.cli import main\nmain()\n")
+    done = subprocess.run([sys.executable, "-c", hwm, "stability", str(tmp_path / "c"), "--expected-ranks", "1", "--warmup", "8",
+                           "--json-out", str(out)], stdout=subprocess.DEVNULL, check=False)
+    assert done.returncode in (0, 1)
+    peak_mb = int(peak.read_text().split()[1]) / 1024
+    assert peak_mb < 300, f"peak {peak_mb:.0f} MB"
+    result = json.loads(out.read_text())
+    assert result["baseline"]["runs"][0]["decode"]["count"] == 10_000_000 - 8
+    assert result["baseline"]["runs"][1]["decode"]["count"] == 10_000 - 8

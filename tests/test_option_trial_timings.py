@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ot_logs import write_candidate, write_rank_log
+from ot_logs import NOT_REGULAR, make_not_regular, write_candidate, write_rank_log
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.timings import parse_rank_log, read_candidate
 from sk_analytics.schema import TIMINGS
@@ -28,8 +28,7 @@ def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tm
         b"Inference time (prefill): 120.50 ms\r\n"
         b"Inference time (decode): 10.100 ms and Inference time (decode): 9.9 ms\n"
         b"Inference time (decode): 11 ms\n"
-        b"Inference time (decode): x ms\n"
-        b"\xff garbage Inference time (decode) 12 ms\n"
+        b"[INFO] decode step done, inference time logged above\n"
     )
     result = parse_rank_log(log, root=tmp_path)
     frame = result.frame
@@ -41,6 +40,76 @@ def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tm
         {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 2, "value_ms": 11.0, "value_text": "11", "line": 4, "source_file": "run-3/log_5.log"},
     ]
     assert result.warnings == []
+
+
+@pytest.mark.parametrize(("body", "line", "message"), [
+    (b"Inference time (decode): 1 ms\nInference time (decode): 12.5x ms\n", 2, r"malformed timing line 'Inference time \(decode\): 12.5x ms'"),
+    (b"ok\nInference time (decode): n/a ms\n", 2, "malformed timing line"),
+    (b"Inference time (decode) 12 ms\n", 1, "malformed timing line"),
+    (b"Inference time (total): 12 ms\n", 1, "malformed timing line"),
+    (b"Inference time (decode): 1 ms Inference time (decode): 2 mss and Inference time (decode): ? ms\n", 1, "malformed timing line"),
+    (b"Inference time (decode): 1 ms\nInference time (decode): 1e3 ms\n", 2, "timing value '1e3' cannot be a decode time"),
+    (b"Inference time (decode): 1 ms\n\xff\xfe Inference time (decode): 2 ms\n", 2, "byte 0xff is not UTF-8 text"),
+    (b"Inference time (decode): 1 ms\nInference time (decode): 1\xe9 ms\n", 2, "byte 0xe9 is not UTF-8 text"),
+    (b"Inference time (decode): 1 ms\n\n\nabc\x00def\n", 4, "NUL byte: binary content"),
+])
+def test_every_line_is_a_sample_other_output_or_refused(tmp_path: Path, body: bytes, line: int, message: str) -> None:
+    """Issue 29: a timing line that is not one, or a byte that is not text, is never a silently dropped sample."""
+    log = tmp_path / "run-1" / "log_0.log"
+    log.parent.mkdir()
+    log.write_bytes(body)
+    with pytest.raises(InputError, match=message) as info:
+        parse_rank_log(log)
+    assert info.value.line == line and str(info.value).startswith(f"{log}:{line}: ")
+
+
+def test_binary_file_is_refused_in_its_first_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A (sparse) file of NULs or a run of text with no newline is refused after the first block, whatever its size."""
+    import sk_analytics.ingest.text_stream as stream
+
+    reads: list[int] = []
+    real_read = stream.os.fdopen
+
+    def counting_fdopen(*args, **kwargs):  # type: ignore[no-untyped-def]
+        fh = real_read(*args, **kwargs)
+        read = fh.read
+        fh_read = lambda n=-1: (reads.append(n), read(n))[1]  # noqa: E731
+        return _Wrapped(fh, fh_read)
+
+    class _Wrapped:
+        def __init__(self, fh, read) -> None:  # type: ignore[no-untyped-def]
+            self.fh, self.read = fh, read
+
+        def __enter__(self):  # type: ignore[no-untyped-def]
+            return self
+
+        def __exit__(self, *exc) -> None:  # type: ignore[no-untyped-def]
+            self.fh.close()
+
+    monkeypatch.setattr(stream.os, "fdopen", counting_fdopen)
+    nul = tmp_path / "run-1" / "log_0.log"
+    nul.parent.mkdir()
+    with open(nul, "wb") as fh:
+        fh.truncate(1 << 31)  # 2 GB sparse: reading it whole would take minutes and gigabytes
+    with pytest.raises(InputError, match=r"log_0.log:1: rank log: NUL byte"):
+        parse_rank_log(nul)
+    assert reads == [stream.READ_BYTES]
+    reads.clear()
+    long_line = tmp_path / "run-2" / "log_0.log"
+    long_line.parent.mkdir()
+    long_line.write_bytes(b"Inference time (decode): 1 ms\n" + b"x" * (3 * stream.READ_BYTES))
+    with pytest.raises(InputError, match=r"log_0.log:2: rank log: line longer than"):
+        parse_rank_log(long_line)
+    assert len(reads) <= 2
+
+
+@pytest.mark.parametrize("kind", NOT_REGULAR)
+def test_rank_log_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2"]}])
+    make_not_regular(folder / "run-1" / "log_1.log", kind)  # a FIFO must not block the reader
+    with pytest.raises(InputError, match=r"log_1.log: cannot read rank log") as info:
+        read_candidate(folder, expected_ranks=2, warmup=1)
+    assert info.value.exit_code == 2
 
 
 def test_parse_rank_log_without_run_folder_and_without_timings(tmp_path: Path) -> None:
@@ -140,17 +209,19 @@ _FRAGMENTS = st.sampled_from(
 @given(st.lists(st.lists(_FRAGMENTS, max_size=6).map("".join), max_size=12))
 def test_parser_on_random_lines_matches_findall_or_names_the_line(tmp_path: Path, lines: list[str]) -> None:
     """Random mixes of pattern pieces: either exactly the legacy ``findall``
-    matches per line, or an InputError naming this file and the bad line."""
+    matches per line, or an InputError naming this file and the first line that
+    mentions ``Inference time (`` without being timing samples only."""
     log = tmp_path / "run-1" / "log_0.log"
     log.parent.mkdir(exist_ok=True)
     log.write_bytes("\n".join(lines).encode("utf-8", errors="surrogatepass"))
     expected = [(i + 1, phase, value) for i, text in enumerate(lines) for phase, value in TIMING.findall(text)]
-    bad = [(line, value) for line, _, value in expected if not VALID.match(value)]
+    bad = [i + 1 for i, text in enumerate(lines)
+           if text.count("Inference time (") != len(TIMING.findall(text)) or not all(VALID.match(v) for _, v in TIMING.findall(text))]
     try:
         frame = parse_rank_log(log).frame
     except InputError as exc:
         assert bad, f"unexpected error {exc}"
-        assert exc.line == bad[0][0] and "log_0.log" in str(exc)
+        assert exc.line == bad[0] and "log_0.log" in str(exc)
         return
     assert not bad
     assert frame.select("line", "phase", "value_text").rows() == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 import time
@@ -16,8 +17,8 @@ from typing import Any
 import click
 
 from sk_analytics.atomic import write_text
-from sk_analytics.errors import EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
-from sk_analytics.io_seam import error_exit_code
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
+from sk_analytics.io_seam import error_exit_code, reading
 
 
 class LazyGroup(click.Group):
@@ -109,9 +110,25 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
         return code
+    except RuntimeError as exc:
+        loop = symlink_loop(exc)
+        if loop is None:
+            return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
+        click.echo(f"{prog_name}: error: {loop}: symbolic link loop (expected a file or folder, or a link that leads to one)", err=True)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # a bug of ours: its own exit code, never 1 ("decision negative")
         return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
     return int(result) if isinstance(result, int) else 0
+
+
+_LOOP = re.compile(r"^Symlink loop from '(.*)'$")
+
+
+def symlink_loop(exc: BaseException) -> str | None:
+    """The path of a symbolic link loop when ``exc`` is :meth:`pathlib.Path.resolve`'s RuntimeError for one
+    (Python < 3.13 raises that, not an OSError), else None: a path the user gave, bad input (exit 2), never a bug."""
+    match = _LOOP.match(str(exc)) if type(exc) is RuntimeError else None
+    return None if match is None else match.group(1)
 
 
 def _internal_error(prog_name: str, argv: Sequence[str], exc: Exception) -> int:
@@ -160,6 +177,13 @@ def _help_hint(exc: click.ClickException) -> str:
     return f" (see {ctx.command_path} --help)"
 
 
+OUTPUT_LABELS: dict[str, dict[str, str]] = {
+    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接："},
+    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: "},
+}
+"""Labels of the lines that say where a command's outputs are, per ``--lang``."""
+
+
 def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check: bool) -> int:
     """Write a generated document, or with ``check`` exit 1 when ``path`` differs from ``text``.
 
@@ -167,7 +191,10 @@ def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check
     the check on the committed copy so a document can never drift from its source.
     """
     if check:
-        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        current = None
+        if os.path.lexists(path):  # a folder, a link loop, an unreadable file: named, never "out of date"
+            with reading(path, "generated document", expected="a readable regular file"):
+                current = path.read_text(encoding="utf-8")
         if current != text:
             click.echo(f"{path} is out of date with {source}: run `{regenerate} --out {path}`", err=True)
             return EXIT_NEGATIVE

@@ -18,7 +18,10 @@ def campaign(root: Path, lang: str, out: Path | None) -> int:
     its improvement spread, and whether it generalises (Markdown + HTML, see docs/campaign.md)."""
     from sk_analytics.campaign.report import write_campaign_report
 
+    from sk_analytics.cli._base import OUTPUT_LABELS
+
     paths = write_campaign_report(root, lang=lang, out=out)
-    click.echo(f"报告：{paths['report']}")
-    click.echo(f"HTML：{paths['html']}")
+    labels = OUTPUT_LABELS[lang]
+    click.echo(f"{labels['report']}{paths['report']}")
+    click.echo(f"{labels['html']}{paths['html']}")
     return EXIT_OK

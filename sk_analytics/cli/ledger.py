@@ -69,7 +69,10 @@ def show(session_or_file: str, as_json: bool) -> int:
         else:
             click.echo(format_record(record))
     if not report.ok:
-        click.echo(f"WARNING: ledger fails verification ({len(report.problems)} problem(s)); run `sk-analyze ledger verify`", err=True)
+        first = report.problems[0]
+        where = f"{report.path}:{first.line}" if first.line else str(report.path)
+        click.echo(f"WARNING: {where}: ledger fails verification ({len(report.problems)} problem(s); first: rule {first.code}: "
+                   f"{' '.join(first.message.split())}); run `sk-analyze ledger verify`", err=True)
         return 2
     return EXIT_OK
 

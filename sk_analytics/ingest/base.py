@@ -26,10 +26,13 @@ class ParseResult:
 
 
 def relative_source(path: Path, root: Path | None) -> str:
-    """POSIX path of ``path`` relative to ``root`` (or as given when outside it)."""
+    """POSIX path of ``path`` relative to ``root`` (or as given when outside it).
+
+    Where the file is, not where a link points: the folder is resolved, the
+    name kept, so a rank log that is a symlink (even a loop) keeps its own name."""
     if root is not None:
         try:
-            return path.resolve().relative_to(root.resolve()).as_posix()
-        except ValueError:
+            return (path.parent.resolve() / path.name).relative_to(root.resolve()).as_posix()
+        except (ValueError, RuntimeError, OSError):  # outside root, or a folder that is itself a loop
             pass
     return path.as_posix()

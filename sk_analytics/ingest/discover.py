@@ -69,6 +69,7 @@ KINDS: tuple[ArtifactKind, ...] = (
     ArtifactKind("graph_dump", "symbols", "sk_analytics.ingest.graph_dump:parse_graph_dump", _named("sk_graph_origin.json", "sk_graph_updated.json")),
 )  # fmt: skip
 """Every artifact kind that ``ingest`` reads (formats.md §1-§4)."""
+_RANK_LOG = next(kind for kind in KINDS if kind.name == "rank_log")
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def kind_of(path: Path) -> ArtifactKind | None:
 def discover(root: Path, *, skip: tuple[Path, ...] = ()) -> list[Artifact]:
     """Every artifact under ``root`` (``root`` may be a single file), sorted by path.
 
-    Folders in ``skip`` (e.g. the output folder) and symlinks are not entered.
+    Folders in ``skip`` (e.g. the output folder) and symlinks are not entered; a symlink to a
+    file is skipped, except where a rank log is expected (:func:`_expected_file`).
     """
     root = Path(root)
     if root.is_file():
@@ -101,13 +103,20 @@ def discover(root: Path, *, skip: tuple[Path, ...] = ()) -> list[Artifact]:
     found: list[Artifact] = []
     for folder, dirs, files in os.walk(root, followlinks=False):
         here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if (here / d).resolve() not in skipped and not (here / d).is_symlink())
-        for name in sorted(files):
+        for name in sorted(files) + [d for d in dirs if _expected_file(here / d)]:
             path = here / name
-            kind = None if path.is_symlink() else kind_of(path)
+            kind = kind_of(path) if _expected_file(path) or not path.is_symlink() else None
             if kind is not None:
                 found.append(Artifact(path, kind, _run_dir_of(path, root), _collection_of(path, root)))
+        dirs[:] = sorted(d for d in dirs if (here / d).resolve() not in skipped and not (here / d).is_symlink() and not _expected_file(here / d))
     return sorted(found, key=lambda a: a.path.as_posix())
+
+
+def _expected_file(path: Path) -> bool:
+    """Whether ``path`` is where a file is expected whatever it is (a rank log of a run folder):
+    a folder, a symlink loop or a dangling link there is handed to the parser, which refuses it
+    as ``option-trial`` does, instead of leaving the run silently short of a rank."""
+    return _RANK_LOG.matches(path)
 
 
 def _run_dir_of(path: Path, root: Path) -> Path | None:

@@ -19,7 +19,7 @@ after warm-up).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import polars as pl
 from sk_analytics.errors import InputError, display_path
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
-from sk_analytics.io_seam import reading
+from sk_analytics.ingest.text_stream import Piece, pieces
 from sk_analytics.schema import TIMINGS
 
 TIMING_PATTERN = r"Inference time \((decode|prefill)\): ([0-9.]+) ms"
@@ -65,11 +65,6 @@ def run_index_of(folder: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _read_text(path: Path) -> str:
-    with reading(path, "rank log"):
-        return path.read_bytes().decode("utf-8", errors="replace")
-
-
 @dataclass(frozen=True)
 class RankLog:
     """Identity of one rank log inside a parse: where its rows come from."""
@@ -85,133 +80,183 @@ def _rank_log(path: Path, root: Path | None) -> RankLog:
     return RankLog(path, rank_of(path), run_index_of(path.parent), relative_source(path, root), path.parent.name)
 
 
-def _lines(logs: list[RankLog]) -> pl.LazyFrame:
-    """One row per line of every log: ``file_id`` (index in ``logs``), 1-based
-    ``line`` and ``text``; the split into lines happens in Polars."""
-    files = pl.DataFrame(
-        {"file_id": list(range(len(logs))), "text": [_read_text(log.path) for log in logs]},
-        schema={"file_id": pl.Int32, "text": pl.Utf8},
+def _lines(batch: list[Piece]) -> pl.LazyFrame:
+    """One row per line of a batch of pieces: ``file_id``, 1-based ``line`` and
+    ``text``; the split into lines happens in Polars."""
+    pieces = pl.DataFrame(
+        {"piece": list(range(len(batch))), "file_id": [p.file_id for p in batch],
+         "first": [p.first_line for p in batch], "text": [p.text for p in batch]},
+        schema={"piece": pl.Int32, "file_id": pl.Int32, "first": pl.Int32, "text": pl.Utf8},
     )
     return (
-        files.lazy()
+        pieces.lazy()
         .with_columns(pl.col("text").str.split("\n"))
         .explode("text")
-        .with_columns((pl.int_range(pl.len(), dtype=pl.Int32).over("file_id") + 1).alias("line"))
+        .with_columns((pl.int_range(pl.len(), dtype=pl.Int32).over("piece") + pl.col("first")).alias("line"))
+        .drop("piece", "first")
     )
+
+
+@dataclass(frozen=True)
+class _Bad:
+    """The first refused line of a batch: its log, line, what is wrong and what was expected."""
+
+    file_id: int
+    line: int
+    message: str
+    expected: str
+
+
+_TIMING_EXPECTED = "Inference time (decode|prefill): <plain non-negative decimal> ms"
+
+
+def _bad_line(marked: pl.DataFrame) -> _Bad | None:
+    """The first line that mentions ``Inference time (`` without being timing samples only:
+    an impossible value (sign, exponent, inf, nan) or any other malformed timing text."""
+    wrong = marked.filter(pl.col("impossible").is_not_null() | (pl.col("hit").list.len() != pl.col("markers")))
+    if not wrong.height:
+        return None
+    row = wrong.row(0, named=True)
+    if row["impossible"] is not None:
+        return _Bad(row["file_id"], row["line"], f"timing value {row['impossible'][:40]!r} cannot be a decode time",
+                    "a plain non-negative decimal number of milliseconds (no sign, exponent, inf or nan)")
+    return _Bad(row["file_id"], row["line"], f"malformed timing line {row['text'].strip()[:60]!r}", _TIMING_EXPECTED)
+
+
+def _bad_value(hits: pl.DataFrame) -> _Bad | None:
+    """The first timing value that is too long or not a decimal number (``1.2.3``)."""
+    wrong = hits.filter((pl.col("value_text").str.len_bytes() > MAX_VALUE_CHARS) | pl.col("value_ms").is_null())
+    if not wrong.height:
+        return None
+    row = wrong.row(0, named=True)
+    text = row["value_text"]
+    if len(text) > MAX_VALUE_CHARS:
+        return _Bad(row["file_id"], row["line"], f"timing value of {len(text)} characters cannot be a decode time",
+                    f"at most {MAX_VALUE_CHARS} characters")
+    return _Bad(row["file_id"], row["line"], f"timing value {text!r} is not a decimal number", "digits with at most one '.'")
 
 
 def _extract(lines: pl.LazyFrame, logs: list[RankLog]) -> pl.DataFrame:
-    """Timing matches of many logs at once: file_id, line, phase, value_text.
+    """Timing matches of a batch at once: file_id, line, phase (is_decode), value_text, value_ms.
 
-    Several matches on one line are all kept (the legacy tool used
-    ``findall`` over the file). A line with an impossible value raises
-    :class:`InputError` naming its file and line.
+    Every line is a timing line, a line that does not mention ``Inference
+    time (`` (other log output), or refused: the first malformed line raises
+    :class:`InputError` naming its file and line. Several matches on one
+    line are all kept (the legacy tool used ``findall`` over the file).
     """
     hit = pl.col("hit")
     decode = pl.col("is_decode")
     start = pl.when(decode).then(len(_DECODE_PREFIX)).otherwise(len(_PREFILL_PREFIX))
     marked = (
         lines.filter(pl.col("text").str.contains(_MARKER, literal=True))
-        .select("file_id", "line", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"),
+        .select("file_id", "line", "text", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"),
+                pl.col("text").str.count_matches(_MARKER, literal=True).alias("markers"),
                 pl.col("text").str.extract(IMPOSSIBLE_PATTERN, 1).alias("impossible"))
         .collect()
     )
-    impossible = marked.drop_nulls("impossible")
-    if impossible.height:
-        first = impossible.row(0, named=True)
-        raise InputError(logs[first["file_id"]].path, f"timing value {first['impossible'][:40]!r} cannot be a decode time",
-                         line=first["line"], expected="a plain non-negative decimal number of milliseconds (no sign, exponent, inf or nan)")
-    return (
+    hits = (
         marked.lazy()
-        .drop("impossible")
+        .select("file_id", "line", "hit")
         .explode("hit")
         .drop_nulls("hit")
         .with_columns(hit.str.starts_with(_DECODE_PREFIX).alias("is_decode"))
         .select(
             "file_id",
-            pl.col("line").cast(pl.Int32),
-            pl.when(decode).then(pl.lit("decode")).otherwise(pl.lit("prefill")).alias("phase"),
+            "line",
+            "is_decode",
             hit.str.slice(start, hit.str.len_bytes() - start - len(_SUFFIX)).alias("value_text"),
-            pl.int_range(pl.len(), dtype=pl.Int32).over("file_id", "is_decode").alias("sample_index"),
         )
+        .with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
         .collect()
     )
+    found = [bad for bad in (_bad_line(marked), _bad_value(hits)) if bad is not None]
+    if found:
+        first = min(found, key=lambda bad: (bad.file_id, bad.line))
+        raise InputError(logs[first.file_id].path, first.message, line=first.line, expected=first.expected)
+    return hits
 
 
 BATCH_BYTES = 2 << 20
-"""Logs are parsed in batches of about this much text: the decoded text and
+"""Logs are parsed in batches of about this much text (small logs share a
+batch, a large one is cut at line ends into several): the decoded text and
 its line split exist for one batch at a time, so memory stays near the size
-of the parsed samples rather than a multiple of all the text."""
+of the parsed samples, never near the size of the files."""
 
 
-def _batches(logs: list[RankLog]) -> list[list[int]]:
-    """Indices of ``logs`` cut into consecutive batches of about :data:`BATCH_BYTES`
-    (a log is never split; an unreadable size counts as 0 and fails on read)."""
-    batches: list[list[int]] = [[]]
+def _batches(logs: list[RankLog]) -> Iterator[list[Piece]]:
+    """The pieces of every log in order (:func:`~sk_analytics.ingest.text_stream.pieces`),
+    cut into consecutive batches of about :data:`BATCH_BYTES` characters."""
+    batch: list[Piece] = []
     size = 0
-    for index, log in enumerate(logs):
-        try:
-            length = log.path.stat().st_size
-        except OSError:
-            length = 0
-        if batches[-1] and size + length > BATCH_BYTES:
-            batches.append([])
-            size = 0
-        batches[-1].append(index)
-        size += length
-    return batches
+    for file_id, log in enumerate(logs):
+        for piece in pieces(log.path, file_id, "rank log"):
+            batch.append(piece)
+            size += len(piece.text)
+            if size >= BATCH_BYTES:
+                yield batch
+                batch, size = [], 0
+    if batch:
+        yield batch
 
 
-def _per_file(logs: list[RankLog], ids: list[int], field: str, dtype: pl.DataType) -> pl.Expr:
-    """Column of ``field`` of each row's log (rows carry the batch-local ``file_id``)."""
-    return pl.lit(pl.Series([getattr(logs[i], field) for i in ids], dtype=dtype)).gather(pl.col("file_id"))
+def _per_file(logs: list[RankLog], field: str, dtype: pl.DataType) -> pl.Expr:
+    """Column of ``field`` of each row's log (rows carry ``file_id``, the index in ``logs``)."""
+    return pl.lit(pl.Series([getattr(log, field) for log in logs], dtype=dtype)).gather(pl.col("file_id"))
 
 
-def _parse_batch(logs: list[RankLog], ids: list[int]) -> pl.DataFrame:
-    """``timings`` rows (plus ``run`` and the global ``file_id``) of the logs
-    ``ids`` of ``logs``; the first malformed value raises :class:`InputError`
-    naming file and line.
+class _SampleCounter:
+    """Running count of decode and prefill samples per log, so that ``sample_index``
+    continues across the batches a log is cut into."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, bool], int] = {}
+
+    def index(self, hits: pl.DataFrame) -> pl.Series:
+        """``sample_index`` of ``hits`` (file_id, is_decode), counting on from earlier batches."""
+        local = hits.select(pl.int_range(pl.len(), dtype=pl.Int32).over("file_id", "is_decode").alias("i"))
+        offsets = dict(self.seen)
+        counts = hits.group_by("file_id", "is_decode").len()
+        for file_id, is_decode, n in counts.iter_rows():
+            self.seen[(file_id, is_decode)] = self.seen.get((file_id, is_decode), 0) + n
+        if not offsets:
+            return local["i"].alias("sample_index")
+        table = pl.DataFrame({"file_id": [k[0] for k in offsets], "is_decode": [k[1] for k in offsets], "offset": list(offsets.values())},
+                             schema={"file_id": pl.Int32, "is_decode": pl.Boolean, "offset": pl.Int32})
+        offset = hits.select("file_id", "is_decode").join(table, on=["file_id", "is_decode"], how="left", maintain_order="left")["offset"]
+        return (local["i"] + offset.fill_null(0)).alias("sample_index")
+
+
+def _parse_batch(logs: list[RankLog], batch: list[Piece], counter: _SampleCounter) -> pl.DataFrame:
+    """``timings`` rows (plus ``run`` and ``file_id``, the index in ``logs``) of one batch;
+    the first malformed line raises :class:`InputError` naming file and line.
 
     ``phase``, ``source_file`` and ``run`` are Categorical (a few distinct
     values over many rows: 4 bytes a row instead of a string view each);
     :meth:`Table.conform` casts them back to strings where a table is written.
     """
-    batch = [logs[i] for i in ids]
-    hits = _extract(_lines(batch), batch).with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
-    too_long = hits.filter(pl.col("value_text").str.len_bytes() > MAX_VALUE_CHARS)
-    if too_long.height:
-        first = too_long.row(0, named=True)
-        raise InputError(batch[first["file_id"]].path, f"timing value of {len(first['value_text'])} characters cannot be a decode time",
-                         line=first["line"], expected=f"at most {MAX_VALUE_CHARS} characters")
-    bad = hits.filter(pl.col("value_ms").is_null())
-    if bad.height:
-        first = bad.row(0, named=True)
-        raise InputError(
-            logs[ids[first["file_id"]]].path,
-            f"timing value {first['value_text']!r} is not a decimal number",
-            line=first["line"],
-            expected="digits with at most one '.'",
-        )
+    hits = _extract(_lines(batch), logs)
     return hits.select(
-        _per_file(logs, ids, "run_index", pl.Int32()).alias("run_index"),
-        _per_file(logs, ids, "rank", pl.Int32()).alias("rank"),
-        pl.col("phase").cast(pl.Categorical),
-        "sample_index",
+        _per_file(logs, "run_index", pl.Int32()).alias("run_index"),
+        _per_file(logs, "rank", pl.Int32()).alias("rank"),
+        pl.when(pl.col("is_decode")).then(pl.lit("decode")).otherwise(pl.lit("prefill")).cast(pl.Categorical).alias("phase"),
+        pl.lit(counter.index(hits)),
         "value_ms",
         "value_text",
         "line",
-        _per_file(logs, ids, "source_file", pl.Categorical()).alias("source_file"),
-        _per_file(logs, ids, "run", pl.Categorical()).alias("run"),
-        pl.lit(pl.Series(ids, dtype=pl.Int32)).gather(pl.col("file_id")).alias("file_id"),
+        _per_file(logs, "source_file", pl.Categorical()).alias("source_file"),
+        _per_file(logs, "run", pl.Categorical()).alias("run"),
+        "file_id",
     )
 
 
 def _parse_logs(logs: list[RankLog]) -> pl.DataFrame:
     """``timings`` rows (plus ``run`` and ``file_id``, the index in ``logs``)
-    of several rank logs, parsed vectorized a batch at a time (see
-    :data:`BATCH_BYTES`). A match whose number is not a decimal (``1.2.3``)
-    raises :class:`InputError` naming the file and line."""
-    return pl.concat([_parse_batch(logs, ids) for ids in _batches(logs)], rechunk=False)
+    of several rank logs, streamed and parsed vectorized a batch at a time
+    (see :data:`BATCH_BYTES`). The first malformed line (see :func:`_extract`)
+    or unreadable log raises :class:`InputError` naming it."""
+    counter = _SampleCounter()
+    frames = [_parse_batch(logs, batch, counter) for batch in _batches(logs)]
+    return pl.concat(frames or [_parse_batch(logs, [], counter)], rechunk=False)
 
 
 def parse_rank_log(path: Path, *, root: Path | None = None) -> ParseResult:
@@ -251,7 +296,80 @@ def read_candidate(
     a rank-log count other than ``expected_ranks``, an unreadable log, a
     malformed value, a rank with no decode sample left after ``warmup``.
     """
-    folder = Path(folder)
+    logs = _candidate_logs(Path(folder), expected_ranks, warmup, root)
+    frame = _parse_logs(logs)
+    decode = frame.lazy().filter(pl.col("phase") == "decode").group_by("file_id").len().collect()
+    _refuse_starved(logs, dict(decode.iter_rows()), warmup)
+    frame.drop_in_place("file_id")  # in place: `drop` would copy every (chunked) column
+    return frame
+
+
+COUNT_ROWS = 1_000_000
+"""Rows of samples :func:`read_candidate_counts` holds before it counts them (about 50 MB)."""
+
+
+def read_candidate_counts(
+    folder: Path,
+    *,
+    expected_ranks: int = DEFAULT_EXPECTED_RANKS,
+    warmup: int = DEFAULT_WARMUP,
+    root: Path | None = None,
+) -> pl.DataFrame:
+    """:func:`read_candidate` in bounded memory, what :func:`~sk_analytics.option_trial.stats.split_samples` takes.
+
+    While the parsed samples stay under :data:`COUNT_ROWS` rows this is
+    :func:`read_candidate`'s frame itself (counting would cost more than it
+    saves). Past it, the samples are counted each time that many rows have
+    come: one row per log, phase, warm-up flag and distinct value (``run``,
+    ``rank``, ``phase``, ``value_text``, ``value_ms``,
+    :data:`~sk_analytics.option_trial.stats.WEIGHT`,
+    :data:`~sk_analytics.option_trial.stats.IN_WARMUP`, ``source_file``), so
+    memory follows the distinct values (a few thousand per rank for
+    millisecond figures with three decimals), not the samples: a
+    10-million-sample rank log is read in bounded memory. Same refusals as
+    :func:`read_candidate`.
+    """
+    logs = _candidate_logs(Path(folder), expected_ranks, warmup, root)
+    counter = _SampleCounter()
+    frames: list[pl.DataFrame] = []
+    rows = 0
+    counted: pl.DataFrame | None = None
+    for batch in _batches(logs):
+        frames.append(_parse_batch(logs, batch, counter))
+        rows += frames[-1].height
+        if rows >= COUNT_ROWS:
+            counted, frames, rows = _count(counted, frames, warmup), [], 0
+    _refuse_starved(logs, {file_id: n for (file_id, is_decode), n in counter.seen.items() if is_decode}, warmup)
+    if counted is None:
+        frame = pl.concat(frames or [_parse_batch(logs, [], counter)], rechunk=False)
+        frame.drop_in_place("file_id")
+        return frame
+    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
+
+    return _count(counted, frames, warmup).select(
+        _per_file(logs, "run", pl.Categorical()).alias("run"),
+        _per_file(logs, "rank", pl.Int32()).alias("rank"),
+        "phase", "value_text", "value_ms", WEIGHT, IN_WARMUP,
+        _per_file(logs, "source_file", pl.Categorical()).alias("source_file"),
+    )
+
+
+def _count(counted: pl.DataFrame | None, frames: list[pl.DataFrame], warmup: int) -> pl.DataFrame:
+    """``counted`` (file_id, phase, warm-up flag, value_text, value_ms, weight) with the samples of ``frames`` added."""
+    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
+
+    keys = ["file_id", "phase", IN_WARMUP, "value_text"]
+    new = [
+        pl.concat(frames).lazy()
+        .with_columns(((pl.col("phase") == "decode") & (pl.col("sample_index") < warmup)).alias(IN_WARMUP))
+        .group_by(keys).agg(pl.col("value_ms").first(), pl.len().cast(pl.Int64).alias(WEIGHT))
+    ] if frames else []
+    parts = new + ([counted.lazy()] if counted is not None else [])
+    return pl.concat(parts).group_by(keys).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum()).collect()
+
+
+def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path | None) -> list[RankLog]:
+    """The rank logs of every run of a candidate folder, in run and rank order (the folder checks of :func:`read_candidate`)."""
     if warmup < 0:
         raise InputError(folder, f"warm-up {warmup} is negative", expected="--warmup >= 0")
     if not folder.is_dir():
@@ -272,24 +390,16 @@ def read_candidate(
             duplicate = next(p for p, r in zip(paths, ranks) if ranks.count(r) > 1)
             raise InputError(duplicate, f"rank {rank_of(duplicate)} has more than one log", expected="one log_<rank>.log per rank")
         logs += [_rank_log(p, root) for p in paths]
-    frame = _parse_logs(logs)
-    decode = frame.lazy().filter(pl.col("phase") == "decode").group_by("file_id").len().collect()
-    counts = pl.DataFrame({"file_id": list(range(len(logs)))}, schema={"file_id": pl.Int32})
-    starved = (
-        counts.join(decode, on="file_id", how="left")
-        .with_columns(pl.col("len").fill_null(0))
-        .filter(pl.col("len") <= warmup)
-        .sort("file_id")
-    )
-    if starved.height:
-        file_id, n = starved.row(0)
-        raise InputError(
-            logs[file_id].path,
-            f"no decode samples remain after warmup={warmup} ({n} decode samples)",
-            expected=f"more than {warmup} decode samples per rank",
-        )
-    frame.drop_in_place("file_id")  # in place: `drop` would copy every (chunked) column
-    return frame
+    return logs
+
+
+def _refuse_starved(logs: list[RankLog], decode_counts: dict[int, int], warmup: int) -> None:
+    """The first log (by ``file_id``) with no decode sample after ``warmup`` is bad input."""
+    for file_id, log in enumerate(logs):
+        n = decode_counts.get(file_id, 0)
+        if n <= warmup:
+            raise InputError(log.path, f"no decode samples remain after warmup={warmup} ({n} decode samples)",
+                             expected=f"more than {warmup} decode samples per rank")
 
 
 def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, warmup: int) -> None:
@@ -307,10 +417,11 @@ def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, war
     if wrong.height:
         row = wrong.row(0, named=True)
         raise InputError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
+    weight = pl.col("weight") if "weight" in frame.columns else pl.lit(1)  # a counted frame (read_candidate_counts)
     starved = (
         frame.group_by("run", "rank")
         .agg(
-            (pl.col("phase") == "decode").sum().alias("n"),
+            weight.filter(pl.col("phase") == "decode").sum().alias("n"),
             pl.col("source_file").first(),
         )
         .filter(pl.col("n") <= warmup)

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from sk_analytics.errors import InputError, UsageError
-from sk_analytics.ingest.timings import check_candidate, read_candidate
+from sk_analytics.ingest.timings import check_candidate, read_candidate_counts
 from sk_analytics.schema import TIMINGS
 
 PARQUET_PREFIX = "parquet:"
@@ -68,12 +68,14 @@ def read_parquet_selection(selection: ParquetSelection, *, label: str) -> pl.Dat
 
 
 def load_source(spec: str, *, expected_ranks: int, warmup: int) -> pl.DataFrame:
-    """Timings frame (with ``run``) of a source spec, validated for the gate."""
+    """Timings frame (with ``run``) of a source spec, validated for the gate: a folder's logs counted per
+    distinct value (:func:`~sk_analytics.ingest.timings.read_candidate_counts`: bounded memory), a Parquet
+    selection one row a sample; :func:`~sk_analytics.option_trial.stats.split_samples` takes either."""
     if spec.startswith(PARQUET_PREFIX):
         frame = read_parquet_selection(parse_parquet_spec(spec), label=spec)
         check_candidate(frame, label=spec, expected_ranks=expected_ranks, warmup=warmup)
         return frame
-    return read_candidate(Path(spec), expected_ranks=expected_ranks, warmup=warmup)
+    return read_candidate_counts(Path(spec), expected_ranks=expected_ranks, warmup=warmup)
 
 
 def parse_candidate_arg(value: str) -> tuple[str, str]:

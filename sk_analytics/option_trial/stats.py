@@ -58,7 +58,8 @@ STAT_KEYS = ("count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "min_ms", "max
 
 @dataclass(frozen=True)
 class Samples:
-    """Post-warm-up decode and all prefill samples of one candidate, with units."""
+    """Post-warm-up decode and all prefill samples of one candidate, with units: one row a sample, or
+    (counted) one row per group key and distinct value with its ``weight``, sorted by ``value_ms``."""
 
     decode: pl.LazyFrame
     prefill: pl.LazyFrame
@@ -123,22 +124,37 @@ SAMPLE_KEYS = ("run", "rank")
 """Group keys the option-trial statistics use; :func:`split_samples` keeps them."""
 
 
+WEIGHT = "weight"
+"""How many samples one row of a counted frame (or of :class:`Samples`) stands for."""
+IN_WARMUP = "in_warmup"
+"""A counted frame's flag of decode samples inside the warm-up (kept for the bounds, left out of the statistics)."""
+
+
 def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tuple[str, ...] = SAMPLE_KEYS) -> Samples:
     """Decode samples after warm-up and prefill samples, both with exact units.
 
+    ``frame`` is a timings frame (one row a sample, warm-up by ``sample_index``)
+    or a counted one (one row per distinct value of a log, with :data:`WEIGHT`
+    and :data:`IN_WARMUP`, :func:`sk_analytics.ingest.timings.read_candidate_counts`).
     Both are materialised once, compact: the group ``keys`` present in
     ``frame``, ``value_ms``, ``frac_digits`` (Int8) and ``units`` (Int64 when
     :func:`narrow_units`), so the grouped queries run on a fraction of the
-    input's size and never touch the decimal text again. The input is first
-    scanned only for its bounds (scale, largest value, widest integer part).
+    input's size and never touch the decimal text again. A counted frame stays
+    counted (one row per key and distinct value with its ``weight``, sorted
+    by value: :func:`_stat_exprs` weighs each row); one row a sample stays so. The input is first scanned only for its bounds
+    (scale, largest value, widest integer part), warm-up samples included.
     """
-    lazy = frame.lazy().with_columns(_frac_digits().alias("frac_digits"))
+    lazy = frame.lazy()
+    counted = WEIGHT in lazy.collect_schema().names()
+    if not counted:
+        lazy = lazy.with_columns(((pl.col("phase") == "decode") & (pl.col("sample_index") < warmup)).alias(IN_WARMUP))
+    lazy = lazy.with_columns(_frac_digits().alias("frac_digits"))
     digits = pl.col("value_text").str.replace(".", "", literal=True).str.len_bytes().cast(pl.Int32)
     bounds = lazy.select(
         pl.col("frac_digits").max().alias("scale"),
         pl.col("value_ms").max().alias("max_ms"),
         (digits - pl.col("frac_digits")).max().alias("whole"),
-        pl.len().alias("rows"),
+        (pl.col(WEIGHT).sum() if counted else pl.len()).alias("rows"),
     ).collect().row(0, named=True)
     scale, max_ms, whole, rows = int(bounds["scale"] or 0), bounds["max_ms"], int(bounds["whole"] or 0), bounds["rows"]
     if whole + scale > 36:
@@ -146,12 +162,15 @@ def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tupl
                          expected="at most 36 digits per value, decimals of the most precise value included")
     dtype = pl.Int64() if narrow_units(rows, max_ms, scale) else pl.Int128()
     kept = [key for key in keys if key in lazy.collect_schema().names()]
-    compact = with_units(lazy, scale, max_ms=max_ms, dtype=dtype).select(
-        *kept, "phase", "sample_index", "value_ms", pl.col("frac_digits").cast(pl.Int8), "units"
-    )
+    units = with_units(lazy.filter(~pl.col(IN_WARMUP)), scale, max_ms=max_ms, dtype=dtype)
+    columns = [*kept, "phase", pl.col("frac_digits").cast(pl.Int8), "units"]
+    if counted:  # merged across batches, sorted by value: every group of a stats query sees its values in order
+        compact = units.group_by(columns).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum().cast(pl.Int64)).sort("value_ms")
+    else:
+        compact = units.select(*columns, "value_ms")
     decode, prefill = pl.collect_all([
-        compact.filter((pl.col("phase") == "decode") & (pl.col("sample_index") >= warmup)).drop("phase", "sample_index"),
-        compact.filter(pl.col("phase") == "prefill").drop("phase", "sample_index"),
+        compact.filter(pl.col("phase") == "decode").drop("phase"),
+        compact.filter(pl.col("phase") == "prefill").drop("phase"),
     ])
     return Samples(decode.lazy(), prefill.lazy(), scale, wide=needs_wide(rows, max_ms, scale))
 
@@ -169,36 +188,56 @@ def _limbs(units: pl.Expr) -> list[pl.Expr]:
     return [(units // _LIMB**k) % _LIMB for k in range(_LIMBS)]
 
 
-def _wide_sums() -> list[pl.Expr]:
-    """Exact Int128 sums of every limb and every limb product (each < 10**24 per sample)."""
-    limbs = _limbs(pl.col("units"))
-    sums = [limbs[i].sum().alias(f"s_{i}") for i in range(_LIMBS)]
-    products = [(limbs[i] * limbs[j]).sum().alias(f"q_{i}_{j}") for i in range(_LIMBS) for j in range(i, _LIMBS)]
+def _weight(weighted: bool) -> pl.Expr:
+    return pl.col(WEIGHT) if weighted else pl.lit(1, pl.Int64)
+
+
+def _wide_sums(weighted: bool = False) -> list[pl.Expr]:
+    """Exact Int128 sums of every limb and every limb product (each < 10**24 per sample), weighted."""
+    limbs = _limbs(pl.col("units").cast(pl.Int128))
+    weight = _weight(weighted)
+    sums = [(limbs[i] * weight).sum().alias(f"s_{i}") for i in range(_LIMBS)]
+    products = [(limbs[i] * limbs[j] * weight).sum().alias(f"q_{i}_{j}") for i in range(_LIMBS) for j in range(i, _LIMBS)]
     return [*sums, *products]
 
 
-def _order_stat(q: float, method: str) -> pl.Expr:
-    return pl.col("value_ms").quantile(q, interpolation=method)  # type: ignore[arg-type]
+def _order_stat(q: float, method: str, weighted: bool = False) -> pl.Expr:
+    """The sample at the ``lower`` (floor) or ``higher`` (ceil) position ``(n - 1) * q`` of a group of
+    weighted distinct values: the first value whose running weight passes the position (the selection
+    Polars' own ``quantile`` makes on one row a sample). The rows must come sorted by ``value_ms``
+    (:func:`split_samples` sorts them; a group keeps the order of its rows), so no group is sorted here.
+    Unweighted (one row a sample): Polars' ``lower``/``higher`` quantile itself (selection, no sort)."""
+    if not weighted:
+        return pl.col("value_ms").quantile(q, interpolation=method)  # type: ignore[arg-type]
+    n = pl.col(WEIGHT).sum().cast(pl.Float64)
+    position = (n - 1.0) * q
+    index = position.floor() if method == "lower" else position.ceil()
+    return pl.col("value_ms").filter(pl.col(WEIGHT).cum_sum() > index).first()
 
 
-def _stat_exprs(wide: bool = False) -> list[pl.Expr]:
-    """Aggregations of one group of samples (exact sums + order statistics).
+def _stat_exprs(wide: bool = False, weighted: bool = False) -> list[pl.Expr]:
+    """Aggregations of one group of weighted samples (exact sums + order statistics).
 
-    P50/P90 take the order statistics around their position with the native
-    ``lower``/``higher`` quantiles (selection, no full sort) and combine them
+    P50/P90 take the order statistics around their position (a running sum of
+    the weights over the group's distinct values, sorted) and combine them
     with the legacy float formulas, so results are bit-identical to them.
     """
-    n = pl.len()
+    n = pl.col(WEIGHT).sum() if weighted else pl.len()
     pos = (n - 1).cast(pl.Float64) * 0.9
-    p90_lo, p90_hi = _order_stat(0.9, "lower"), _order_stat(0.9, "higher")
+    p90_lo, p90_hi = _order_stat(0.9, "lower", weighted), _order_stat(0.9, "higher", weighted)
     units = pl.col("units")
-    sums = _wide_sums() if wide else [units.sum().alias("sum_units"), (units * units).sum().alias("sumsq_units")]
+    if wide:
+        sums = _wide_sums(weighted)
+    elif weighted:
+        sums = [(units * pl.col(WEIGHT)).sum().alias("sum_units"), (units * units * pl.col(WEIGHT)).sum().alias("sumsq_units")]
+    else:
+        sums = [units.sum().alias("sum_units"), (units * units).sum().alias("sumsq_units")]
     return [
         n.cast(pl.Int64).alias("count"),
         *sums,
         units.max().alias("max_units"),
         pl.col("frac_digits").max().alias("frac_digits"),
-        ((_order_stat(0.5, "lower") + _order_stat(0.5, "higher")) / 2).alias("p50_ms"),
+        ((_order_stat(0.5, "lower", weighted) + _order_stat(0.5, "higher", weighted)) / 2).alias("p50_ms"),
         (p90_lo + (p90_hi - p90_lo) * (pos - pos.floor())).alias("p90_ms"),
         pl.col("value_ms").min().alias("min_ms"),
         pl.col("value_ms").max().alias("max_ms"),
@@ -231,7 +270,8 @@ def stats_query(samples: pl.LazyFrame, by: list[str], scale: int, *, wide: bool 
     With ``wide`` the query yields limb sums; :func:`collect_stats` finishes them."""
     if not by:
         samples = samples.with_columns(pl.lit(0).alias("_all"))
-    aggregated = samples.group_by(by or ["_all"]).agg(_stat_exprs(wide))
+    weighted = WEIGHT in samples.collect_schema().names()
+    aggregated = samples.group_by(by or ["_all"]).agg(_stat_exprs(wide, weighted))
     if not by:
         aggregated = aggregated.drop("_all")
     return aggregated if wide else _finish(aggregated, scale)

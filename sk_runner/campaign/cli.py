@@ -40,12 +40,18 @@ def _executor(address: str | None, local: bool) -> Any:
     return RayExecutor(address)
 
 
-def _drive(root: Path, spec: Any, address: str | None, local: bool, quiet: bool, resumed: bool) -> int:
-    from sk_runner.campaign.driver import Driver
+def _drive(root: Path, spec: Any, address: str | None, local: bool, quiet: bool, resumed: bool, source: str) -> int:
+    """Check every task's resources against the cluster before anything runs, then run the driver; a new
+    campaign's folder is created only after the check, so a refused campaign leaves no root behind."""
+    from sk_runner.campaign.driver import Driver, check_resources, create_campaign
     from sk_runner.campaign.progress import make_view
 
     executor = _executor(address, local)
     try:
+        check_resources(spec, executor, source)
+        if not resumed:
+            if not create_campaign(root, spec):
+                click.echo(f"沿用未开始任何会话的战役目录：{root}", err=True)
         code = Driver(root, spec, executor, make_view(quiet)).run(resumed)
     finally:
         executor.shutdown()
@@ -70,15 +76,15 @@ def run(spec_path: Path, root: Path | None, address: str | None, local: bool, qu
     Exit 0 when every session ended with a Sbest-BASE, 1 otherwise (stopped,
     failed, interrupted: 'resume' continues), 2 bad spec, 3 environment.
     """
-    from sk_runner.campaign.driver import create_campaign
+    from sk_runner.campaign.driver import refuse_existing
     from sk_runner.campaign.spec import load_spec
 
     spec = load_spec(spec_path)
     target = root or (Path(spec.root) if spec.root else None)
     if target is None:
         raise UsageError(f"{spec_path}: no campaign folder: give --root or the spec's 'root'")
-    create_campaign(target, spec)
-    return _drive(target, spec, address, local, quiet, resumed=False)
+    refuse_existing(target, spec)  # before Ray starts: a folder that cannot take the campaign is named at once
+    return _drive(target, spec, address, local, quiet, resumed=False, source=str(spec_path))
 
 
 @campaign.command("resume")
@@ -90,7 +96,7 @@ def resume(root: Path, address: str | None, local: bool, quiet: bool) -> int:
     """Continue an interrupted campaign: finished sessions stay, the others go on on their own nodes."""
     from sk_runner.campaign.driver import load_campaign
 
-    return _drive(root, load_campaign(root), address, local, quiet, resumed=True)
+    return _drive(root, load_campaign(root), address, local, quiet, resumed=True, source=str(root / "campaign.json"))
 
 
 @campaign.command("job", hidden=True)
@@ -195,12 +201,26 @@ def cancel(root: Path, address: str | None, wait_s: float) -> int:
         if address:
             killed += _reap_on_cluster(root, address)
         if not alive:
+            _record_cancelled_sessions(root)
             Ledger(root).append("campaign_stopped", {"reason": "cancelled", "reaped": killed,
                                                      "summary_zh": f"战役已取消（驱动不在运行；回收进程组 {len(killed)} 个）"})
     finally:
         lock.release()
     click.echo(f"已取消：{root}；继续：sk-run campaign resume {root}")
     return EXIT_OK
+
+
+def _record_cancelled_sessions(root: Path) -> None:
+    """With the driver dead, nobody recorded how its sessions ended: each current session that has not
+    ended is recorded as cancelled, so ``status`` says so instead of the last phase its ledger reached."""
+    from sk_analytics.ledger import Ledger, read_records
+    from sk_runner.campaign.state import FINAL, fold
+
+    ledger = Ledger(root)
+    for st in fold(read_records(root)).values():
+        if st.session is not None and st.outcome not in FINAL and st.outcome != "cancelled" and not st.gave_up:
+            ledger.append("session_ended", {"task": st.id, "session": st.session, "outcome": "cancelled", "driver": "dead",
+                                            "summary_zh": f"{st.id}：会话 {st.session} 已停止（cancelled，驱动不在运行）"})
 
 
 def _reap_on_cluster(root: Path, address: str) -> list[str]:

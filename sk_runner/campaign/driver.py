@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
-from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, UsageError
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, SkTuneError, UsageError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import Ledger, read_records
 from sk_analytics.signing import forwarded_env
@@ -38,6 +38,7 @@ from sk_runner.campaign.job import (
     reap_workers,
     same_server,
 )
+from sk_runner.campaign.resources import FITS, Capacity, check_tasks, classify, shortfall
 from sk_runner.campaign.spec import CampaignSpec, TaskSpec, revalidate
 from sk_runner.campaign.state import (
     CAMPAIGN_FILE,
@@ -66,6 +67,7 @@ class Executor(Protocol):
     kind: str
 
     def nodes(self) -> list[NodeInfo]: ...
+    def capacity(self) -> Capacity | None: ...
     def node_alive(self, node_id: str, settle_s: float = 0.0) -> bool: ...
     def check_storage(self, root: Path, needs: list[dict[str, float]]) -> list[dict[str, str]]: ...
     def submit(self, job: Job, resources: dict[str, float], pin: NodeInfo | None) -> Any: ...
@@ -90,19 +92,52 @@ class Running:
     started: float = field(default_factory=time.monotonic)
 
 
-def create_campaign(root: Path, spec: CampaignSpec) -> None:
-    """Freeze the spec into ``campaign.json`` and open the campaign ledger."""
+def check_resources(spec: CampaignSpec, executor: Executor, source: str) -> dict[str, str]:
+    """Before anything runs: each task's class (:mod:`sk_runner.campaign.resources`); a task no node
+    can ever hold is bad input naming it (exit 2). An executor without a capacity (local) checks nothing."""
+    capacity = executor.capacity()
+    if capacity is None:
+        return {t.id: FITS for t in spec.tasks}
+    return check_tasks([(t.id, t.resources) for t in spec.tasks], capacity, source)
+
+
+def never_ran(root: Path, spec: CampaignSpec) -> bool:
+    """Whether ``root`` holds this very campaign (same spec fingerprint) and it never assigned a session:
+    what a run refused or stopped before its first session leaves; ``run`` takes it up again."""
+    try:
+        data = load_json_file(Path(root) / CAMPAIGN_FILE)
+        records = read_records(root)
+    except (OSError, SkTuneError):  # unreadable or not intact: not ours to reuse
+        return False
+    same = bool(records) and records[0].kind == "campaign_started" and records[0].data.get("spec_fingerprint") == fingerprint(spec.to_json())
+    return same and data.get("spec_fingerprint") == fingerprint(spec.to_json()) and not any(r.kind == "session_assigned" for r in records)
+
+
+def refuse_existing(root: Path, spec: CampaignSpec) -> None:
+    """A usage error when ``root`` cannot take this new campaign: it holds another (or a started) one, or other files."""
     root = Path(root)
     if (root / CAMPAIGN_FILE).exists():
+        if never_ran(root, spec):
+            return
         raise UsageError(f"{root} already holds a campaign; continue it with 'sk-run campaign resume {root}'")
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} is not empty; a new campaign needs an empty or new folder")
+
+
+def create_campaign(root: Path, spec: CampaignSpec) -> bool:
+    """Freeze the spec into ``campaign.json`` and open the campaign ledger; False when ``root`` already
+    holds the same campaign that never started a session (:func:`never_ran`), which is then reused."""
+    root = Path(root)
+    refuse_existing(root, spec)
+    if (root / CAMPAIGN_FILE).exists():
+        return False
     root.mkdir(parents=True, exist_ok=True)
     spec_json = spec.to_json()
     write_json(root / CAMPAIGN_FILE, {"schema_version": CAMPAIGN_SCHEMA, "spec": spec_json, "spec_fingerprint": fingerprint(spec_json),
                                       "source": spec.source, "created_ns": time.time_ns()})
     Ledger(root).append("campaign_started", {"name": spec.name, "spec_fingerprint": fingerprint(spec_json), "tasks": [t.id for t in spec.tasks],
                                              "summary_zh": f"战役 {spec.name} 开始：{len(spec.tasks)} 个任务"})
+    return True
 
 
 def load_campaign(root: Path) -> CampaignSpec:
@@ -131,6 +166,7 @@ class Driver:
         self.running: dict[str, Running] = {}
         self.stop_reason: str | None = None
         self.sleep = time.sleep  # between polls while only tasks waiting for a lost server are left
+        self._capacity: Capacity | None = None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # only a flag: raising inside Ray's blocking calls (C++) would corrupt the interpreter state
@@ -187,6 +223,8 @@ class Driver:
             self._check_stop()
             tasks = self.tasks()
             alive = {n.node_id: n for n in self.ex.nodes()}
+            unassigned = any(not (st := tasks.get(t.id) or TaskState(t.id)).session and not st.gave_up for t in self.spec.tasks)
+            self._capacity = self.ex.capacity() if unassigned else None
             for spec_task in self.spec.tasks:
                 if spec_task.id not in self.running:
                     self._step(spec_task, tasks.get(spec_task.id) or TaskState(spec_task.id), alive)
@@ -211,7 +249,8 @@ class Driver:
         if st.done or st.gave_up:
             return
         if st.session is None:
-            self._assign(task, 1, None)
+            if self._placeable(task, st):
+                self._assign(task, 1, None)
             return
         placement = placement_of(self.root, st.session)
         pin = None if placement is None else next((n for n in alive.values() if same_server(placement, n)), None)
@@ -223,6 +262,10 @@ class Driver:
             self._submit(task, st.session, None, st.supersedes)
             return
         if pin is not None:
+            if st.lost:  # its server came back: the campaign index says where the session goes on
+                self.record("session_continued", {"task": task.id, "session": st.session, "node_id": pin.node_id, "node_name": pin.node_name,
+                                                  "reason": "node_back",
+                                                  "summary_zh": f"{task.id}：节点 {pin.node_name} 恢复，会话 {st.session} 在该节点继续"})
             self._submit(task, st.session, pin, None)
             return
         if not st.lost:
@@ -245,6 +288,26 @@ class Driver:
         elif st.lost_since_ns is not None and time.time_ns() - st.lost_since_ns > self.spec.node_wait_s * 1e9:
             self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "node_wait",
                                           "summary_zh": f"{task.id}：等待节点 {placement.get('node_name')} 超过 {self.spec.node_wait_s:.0f} s，放弃"})
+
+    def _placeable(self, task: TaskSpec, st: TaskState) -> bool:
+        """Whether an alive node can hold a task not yet assigned. If none can yet (an autoscaler node
+        type could: the start checked), the task is ``pending_unsatisfiable`` for at most ``node_wait_s``,
+        then given up; it is never handed to the scheduler to wait without end."""
+        capacity = self._capacity
+        if capacity is None or classify(task.resources, capacity) == FITS:
+            return True
+        if st.pending is None:
+            short = shortfall(task.resources, capacity.nodes)  # what the alive nodes lack
+            self.record("task_pending_unsatisfiable", {
+                "task": task.id, "resources": task.resources, "resource": short.resource, "needed": short.needed,
+                "largest": short.largest, "node": short.node, "timeout_s": self.spec.node_wait_s,
+                "summary_zh": f"{task.id}：没有在线节点满足 {short.resource}: {short.needed:g}（最大节点 {short.node}：{short.largest:g}），"
+                              f"等待自动扩容最多 {self.spec.node_wait_s:.0f} s"})
+        elif time.time_ns() - st.pending["ts_ns"] > self.spec.node_wait_s * 1e9:
+            self.record("task_given_up", {"task": task.id, "session": None, "reason": "unsatisfiable", "resource": st.pending.get("resource"),
+                                          "summary_zh": f"{task.id}：{self.spec.node_wait_s:.0f} s 内没有节点能满足 "
+                                                        f"{st.pending.get('resource')}: {st.pending.get('needed'):g}，放弃"})
+        return False
 
     def _assign(self, task: TaskSpec, attempt: int, supersedes: str | None) -> None:
         name = session_name(task.id, attempt)

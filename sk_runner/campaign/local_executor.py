@@ -34,6 +34,10 @@ class LocalExecutor:
     def nodes(self) -> list[NodeInfo]:
         return [self.node]
 
+    def capacity(self) -> None:
+        """No check: the sessions run one at a time on this machine whatever resources they name."""
+        return None
+
     def node_alive(self, node_id: str, settle_s: float = 0.0) -> bool:
         return node_id == self.node.node_id
 

@@ -15,6 +15,7 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.campaign import storage
 from sk_runner.campaign.job import Job, JobResult, NodeInfo, run_job
+from sk_runner.campaign.resources import Capacity, NodeCapacity
 
 INSTALL_HINT = "pip install 'sk-tune[ray]'"
 #: Embedded Ray's object store: sessions exchange only small records through it.
@@ -48,6 +49,21 @@ def _ray_probe(root: str, token: str) -> tuple[str, str, str]:
     return node.node_id, node.node_name, storage.probe(root, token, node.node_id)
 
 
+def autoscaler_node_types() -> tuple[NodeCapacity, ...]:
+    """The node types the autoscaler may still start (``max_count`` not 0), from the cluster config
+    it publishes in the GCS; none on a cluster without an autoscaler (or a Ray that does not say)."""
+    try:
+        from ray._private.state import state
+
+        config = state.get_cluster_config()
+    except Exception:  # noqa: BLE001 - a private API: without it, only alive nodes count
+        return ()
+    if config is None:
+        return ()
+    return tuple(NodeCapacity(f"node type {group.name or '?'}", dict(group.resources))
+                 for group in config.node_group_configs if group.max_count != 0)
+
+
 class RayExecutor:
     """Submits jobs to a Ray cluster (embedded or joined)."""
 
@@ -74,6 +90,12 @@ class RayExecutor:
         return [NodeInfo(n["NodeID"], str(n.get("NodeName") or n["NodeID"]), str(n.get("NodeManagerHostname") or ""))
                 for n in self.ray.nodes() if n.get("Alive")]
 
+    def capacity(self) -> Capacity:
+        """Every alive node's declared resources, and the autoscaler's node types where Ray reports them."""
+        nodes = tuple(NodeCapacity(str(n.get("NodeName") or n["NodeID"]), dict(n.get("Resources") or {}))
+                      for n in self.ray.nodes() if n.get("Alive"))
+        return Capacity(nodes, autoscaler_node_types())
+
     def node_alive(self, node_id: str, settle_s: float = 0.0) -> bool:
         """Whether the node is alive; with ``settle_s``, give Ray that long to notice a death."""
         deadline = time.monotonic() + settle_s
@@ -89,10 +111,12 @@ class RayExecutor:
         return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
 
     def check_storage(self, root: Path, needs: list[dict[str, float]]) -> list[dict[str, str]]:
-        """Probe every alive node that could run one of the tasks (``needs``: their resources)."""
+        """Probe every alive node that could run one of the tasks (``needs``: their resources); when none can
+        yet (every task is pending_unsatisfiable), every alive node. A node that joins later is not probed."""
         token = storage.write_driver_token(root)
-        able = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")
-                and any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for need in needs)]
+        alive = [n for n in self.ray.nodes() if n.get("Alive")]
+        able = [n["NodeID"] for n in alive if any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for need in needs)]
+        able = able or [n["NodeID"] for n in alive]  # every task waits for a node yet to come: check the root on the nodes there are
         refs = [self._probe.options(num_cpus=0, max_retries=0, scheduling_strategy=self._pinned(node_id)).remote(str(root), token)
                 for node_id in able]
         answers = {}

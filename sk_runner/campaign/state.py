@@ -53,6 +53,7 @@ class TaskState:
     lost: bool = False  # node_lost recorded for the current session
     gave_up: bool = False  # waited for a lost node past node_wait_s, or out of attempts
     lost_since_ns: int | None = None
+    pending: dict[str, Any] | None = None  # task_pending_unsatisfiable: no alive node holds it yet (ts_ns added)
 
     @property
     def session(self) -> str | None:
@@ -76,7 +77,7 @@ def fold(records: list[LedgerRecord]) -> dict[str, TaskState]:
             for t in d.get("tasks", []):
                 tasks.setdefault(t, TaskState(t))
             for st in tasks.values():
-                st.failures, st.gave_up = 0, False
+                st.failures, st.gave_up, st.pending = 0, False, None
             continue
         if "task" not in d:
             continue
@@ -84,7 +85,7 @@ def fold(records: list[LedgerRecord]) -> dict[str, TaskState]:
         if rec.kind == "session_assigned":
             st.sessions.append(d["session"])
             st.links[d["session"]] = d.get("supersedes")
-            st.outcome, st.failures, st.lost, st.lost_since_ns = None, 0, False, None
+            st.outcome, st.failures, st.lost, st.lost_since_ns, st.pending = None, 0, False, None, None
         elif rec.kind == "session_placed":
             st.placements[d["session"]] = d["placement"]
         elif rec.kind == "session_ended" and d["session"] == st.session:
@@ -92,6 +93,10 @@ def fold(records: list[LedgerRecord]) -> dict[str, TaskState]:
             st.failures += d["outcome"] in ("failed", "timeout")
         elif rec.kind == "node_lost" and d["session"] == st.session:
             st.lost, st.lost_since_ns = True, rec.ts_ns
+        elif rec.kind == "session_continued" and d["session"] == st.session:
+            st.lost, st.lost_since_ns = False, None  # its server came back: the session goes on there
+        elif rec.kind == "task_pending_unsatisfiable":
+            st.pending = {**d, "ts_ns": rec.ts_ns}
         elif rec.kind == "task_given_up":
             st.gave_up = True
     return tasks
@@ -162,7 +167,7 @@ def rows(root: Path, order: list[str], tasks: dict[str, TaskState]) -> list[Sess
         st = tasks.get(tid) or TaskState(tid)
         name = st.session
         if name is None:
-            out.append(SessionRow(tid, None, None, "pending", None, None, None, 0, None))
+            out.append(_unassigned_row(st))
             continue
         phase, rnd, decision, elapsed, records = session_progress(session_dir(root, name))
         if st.outcome not in (None, *FINAL) and phase not in ("done", "stopped"):
@@ -176,6 +181,22 @@ def rows(root: Path, order: list[str], tasks: dict[str, TaskState]) -> list[Sess
         last = f"{records[-1].kind}" if records else None
         out.append(SessionRow(tid, name, node, phase, rnd, decision, elapsed, len(records), last))
     return out
+
+
+PENDING_UNSATISFIABLE = "pending_unsatisfiable"
+"""Phase of a task no alive node can hold yet (an autoscaler node type could), until its timeout."""
+
+
+def _unassigned_row(st: TaskState) -> SessionRow:
+    """The row of a task without a session: pending, pending_unsatisfiable (what it waits for, until when) or given up."""
+    if st.gave_up:
+        return SessionRow(st.id, None, None, "given_up", None, None, None, 0, None)
+    if st.pending is None:
+        return SessionRow(st.id, None, None, "pending", None, None, None, 0, None)
+    p = st.pending
+    until = time.strftime("%H:%M:%S", time.localtime((p["ts_ns"] / 1e9) + float(p.get("timeout_s") or 0)))
+    why = f"needs {p.get('resource')}: {p.get('needed'):g}, waits until {until}"
+    return SessionRow(st.id, None, None, PENDING_UNSATISFIABLE, None, why, (time.time_ns() - p["ts_ns"]) / 1e9, 0, None)
 
 
 def _placement(folder: Path) -> dict[str, Any] | None:

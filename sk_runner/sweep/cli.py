@@ -19,10 +19,12 @@ if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help 
 
 def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) -> int:
     """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped)."""
+    from sk_analytics.cli._base import OUTPUT_LABELS
     from sk_runner.sweep.driver import run_sweep
 
+    labels = OUTPUT_LABELS[lang]
     say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=False))
-    click.echo(f"会话：{session.root}")
+    click.echo(f"{labels['session']}{session.root}")
     for notice in session.notices:
         click.echo(f"sk-run: warning: {notice}", err=True)
     try:
@@ -31,9 +33,9 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
         click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
         raise
     assert outcome is not None
-    click.echo(f"报告：{outcome.report}")
-    click.echo(f"HTML：{outcome.html}")
-    click.echo(f"交接：{outcome.handoff}")
+    click.echo(f"{labels['report']}{outcome.report}")
+    click.echo(f"{labels['html']}{outcome.html}")
+    click.echo(f"{labels['handoff']}{outcome.handoff}")
     return EXIT_OK if outcome.outcome == "base" else EXIT_NEGATIVE
 
 

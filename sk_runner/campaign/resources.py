@@ -1,0 +1,102 @@
+"""Can any node ever hold a task? The resource check of a campaign, before anything runs (pure).
+
+Ray places a task only on one node that has every resource it asks for; a
+task no node can hold (``NPU: 16`` on 8-NPU servers, ``CPU: 4`` on 1-CPU
+nodes) would wait forever while the other tasks finish. So before a campaign
+creates its root, each task's resources are compared with the cluster:
+
+* ``fits``: an alive node holds all of it (it may still queue behind others);
+* ``later``: no alive node does, but a node type of the autoscaler (where Ray
+  reports them) does: the task is ``pending_unsatisfiable`` until such a node
+  joins, for at most the campaign's ``node_wait_s``;
+* ``never``: neither: the campaign is refused naming the task, the resource and
+  the largest node (:func:`refusal`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sk_analytics.errors import InputError
+
+FITS, LATER, NEVER = "fits", "later", "never"
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """A node (or an autoscaler node type) and the total resources it declares."""
+
+    name: str
+    resources: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a cluster can hold: its alive nodes and the node types its autoscaler may add."""
+
+    nodes: tuple[NodeCapacity, ...]
+    node_types: tuple[NodeCapacity, ...] = ()
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """Why no node can hold a task: the resource, what the task needs, the largest node's amount and name."""
+
+    resource: str
+    needed: float
+    largest: float
+    node: str | None
+
+
+def holds(node: NodeCapacity, need: Mapping[str, float]) -> bool:
+    """Whether ``node`` alone has every resource of ``need``."""
+    return all(node.resources.get(key, 0.0) >= amount for key, amount in need.items() if amount > 0)
+
+
+def shortfall(need: Mapping[str, float], nodes: Sequence[NodeCapacity]) -> Shortfall:
+    """The resource to name when no node of ``nodes`` holds ``need``: the first (by name) that no node
+    has enough of, with the node that has the most of it; when each resource exists somewhere but
+    never together, the first resource the best-fitting node lacks."""
+    wanted = sorted((key, amount) for key, amount in need.items() if amount > 0)
+    for key, amount in wanted:
+        best = max(nodes, key=lambda n: n.resources.get(key, 0.0), default=None)
+        largest = 0.0 if best is None else best.resources.get(key, 0.0)
+        if largest < amount:
+            return Shortfall(key, amount, largest, None if best is None else best.name)
+    best = max(nodes, key=lambda n: sum(n.resources.get(k, 0.0) >= a for k, a in wanted))
+    key, amount = next((k, a) for k, a in wanted if best.resources.get(k, 0.0) < a)
+    return Shortfall(key, amount, best.resources.get(key, 0.0), best.name)
+
+
+def classify(need: Mapping[str, float], capacity: Capacity) -> str:
+    """:data:`FITS`, :data:`LATER` or :data:`NEVER` (module docstring)."""
+    if not any(amount > 0 for amount in need.values()) or any(holds(node, need) for node in capacity.nodes):
+        return FITS
+    if any(holds(node, need) for node in capacity.node_types):
+        return LATER
+    return NEVER
+
+
+def _amount(value: float) -> str:
+    return f"{value:g}"
+
+
+def refusal(task_id: str, need: Mapping[str, float], capacity: Capacity, source: str) -> InputError:
+    """The bad-input error (exit 2) for a task no node can ever hold."""
+    short = shortfall(need, (*capacity.nodes, *capacity.node_types))
+    where = "no alive node" + (" and no autoscaler node type" if capacity.node_types else "")
+    largest = "there is no node" if short.node is None else f"the largest node, {short.node}, has {short.resource}: {_amount(short.largest)}"
+    return InputError(source, f"task {task_id} needs {short.resource}: {_amount(short.needed)} but {where} can ever hold it ({largest})",
+                      expected="task resources that one node of the cluster has")
+
+
+def check_tasks(tasks: Sequence[tuple[str, Mapping[str, float]]], capacity: Capacity, source: str) -> dict[str, str]:
+    """Each task's class; the first task no node can ever hold raises :func:`refusal`."""
+    classes = {}
+    for task_id, need in tasks:
+        kind = classify(need, capacity)
+        if kind == NEVER:
+            raise refusal(task_id, need, capacity, source)
+        classes[task_id] = kind
+    return classes
