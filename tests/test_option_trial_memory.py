@@ -120,12 +120,12 @@ def test_summaries_made_ahead_give_the_same_decision(tmp_path: Path) -> None:
 def test_cli_releases_each_side_before_reading_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """The memory peak is one side's frame: a source's timings frame is gone (only its compact
     samples were kept, and only until summarised) when the next source is read."""
-    import sk_analytics.cli.option_trial as cli
+    import sk_analytics.option_trial.sources as sources  # the CLI imports load_source from here when it runs
 
     base = write_candidate(tmp_path / "b", uniform_runs(["100", "102.5", "97.5", "100", "100"]))
     cand = write_candidate(tmp_path / "c", uniform_runs(["99", "98", "99.5"]))
     alive: list[weakref.ref[pl.DataFrame]] = []
-    real = cli.load_source
+    real = sources.load_source
 
     def tracked(*args, **kwargs) -> pl.DataFrame:
         gc.collect()
@@ -134,7 +134,7 @@ def test_cli_releases_each_side_before_reading_the_next(tmp_path: Path, monkeypa
         alive.append(weakref.ref(frame))
         return frame
 
-    monkeypatch.setattr(cli, "load_source", tracked)
+    monkeypatch.setattr(sources, "load_source", tracked)
     with pytest.raises(SystemExit) as info:
         main(["option-trial", "--baseline", str(base), "--candidate", f"O1={cand}", "--warmup", "2", "--expected-ranks", "2"])
     assert info.value.code == 0 and len(alive) == 2
