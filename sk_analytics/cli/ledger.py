@@ -28,6 +28,7 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
     (exit 2 if any); for a session folder also re-hash every evidence file the ledger vouches for, check each recorded
     DCCI collection and the output files (handoff, BASE, settled matrix, reports). Archive mode: any path, any cwd."""
     from sk_analytics.ledger import read_records
+    from sk_analytics.stage_o.crosscheck import SESSION_FILE
     from sk_analytics.stage_o.proof import Proof, identity_finding, prove, witness_finding
     from sk_analytics.witness import witness_path
 
@@ -40,7 +41,7 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
         if witness is None and witness_path().is_file():
             witness = witness_path()
         proof.finding = identity_finding(ledger_file, records) or witness_finding(ledger_file, records, witness)
-        if proof.finding is None and path.is_dir():
+        if proof.finding is None and path.is_dir() and (path / SESSION_FILE).is_file():
             proof = prove(path, records, quick=quick)
     finding = proof.finding
     if as_json:
