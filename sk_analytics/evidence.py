@@ -4,9 +4,9 @@ The ledger signs decisions; the runs, tables, summaries, blockers, scenes,
 collections, BASE and diffs they rest on are ordinary files. Before each record
 is appended, :func:`bind` walks the session folder and hashes (once) every file
 that is new or changed since the last binding, writes the list to a manifest
-``EVIDENCE/bind-<ns>.json`` and returns ``{manifest, sha256, files, bytes}``,
+``EVIDENCE/bind-<ns>.json`` and returns ``{manifest, blake3, files, bytes}``,
 which the record carries under ``bound``: the record's signature covers the
-manifest's hash, the manifest covers each file's SHA-256 and size. A file that
+manifest's hash, the manifest covers each file's BLAKE3 digest and size. A file that
 disappears (a run moved aside) is listed under ``removed``.
 
 :func:`fold` replays the manifests of a verified ledger into the expected
@@ -20,7 +20,6 @@ which ``ledger verify`` re-renders from the vouched inputs instead.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
@@ -28,6 +27,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
+
+from blake3 import blake3
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import IntegrityError
@@ -40,23 +41,23 @@ BOUND_KEY = "bound"
 REPORT_FILES = frozenset({"EXPERIMENT_REPORT.md", "report.html"})
 _TOP_MACHINERY = frozenset({"ledger.jsonl", "ledger.jsonl.head", "ledger.jsonl.lock", ".sweep.lock"}) | REPORT_FILES
 _TOP_DIRS = frozenset({EVIDENCE_DIR, ".processes"})
-_CHUNK = 1 << 20
+_PARALLEL = 1 << 20
 
 
 class Bound(TypedDict):
-    """What a ledger record carries under ``bound``: its manifest and that manifest's SHA-256."""
+    """What a ledger record carries under ``bound``: its manifest and that manifest's BLAKE3 digest."""
 
     manifest: str
-    sha256: str
+    blake3: str
     files: int
     bytes: int
 
 
 @dataclass(frozen=True)
 class FileState:
-    """One vouched file: content hash and size (``mtime_ns`` only lets the writer skip unchanged files)."""
+    """One vouched file: BLAKE3 of its content and its size (``mtime_ns`` only lets the writer skip unchanged files)."""
 
-    sha256: str
+    digest: str
     size: int
     mtime_ns: int = 0
 
@@ -89,13 +90,19 @@ def walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
 
 
 def hash_file(path: Path, st: os.stat_result | None = None) -> str:
-    """SHA-256 of a file's bytes (of a symlink: of its target text, never followed)."""
+    """BLAKE3 of a file's bytes (of a symlink: of its target text, never followed).
+
+    BLAKE3 rather than SHA-256: re-hashing a 2 GB session must keep pace with ``b3sum``;
+    files over 1 MiB are memory-mapped and hashed on every core."""
     with reading(path, "evidence file", expected="a readable evidence file"):
         st = st or path.lstat()
         if stat.S_ISLNK(st.st_mode):
-            return hashlib.sha256(b"symlink\0" + os.readlink(path).encode()).hexdigest()
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+            return blake3(b"symlink\0" + os.readlink(path).encode()).hexdigest()
+        if st.st_size == 0:
+            return blake3(b"").hexdigest()
+        digest = blake3(max_threads=blake3.AUTO if st.st_size > _PARALLEL else 1)
+        digest.update_mmap(str(path))
+        return digest.hexdigest()
 
 
 def fold(root: Path, records: Sequence[Any]) -> tuple[dict[str, FileState], list[tuple[int, str]]]:
@@ -115,8 +122,8 @@ def fold(root: Path, records: Sequence[Any]) -> tuple[dict[str, FileState], list
         if not path.is_file():
             problems.append((record.seq, f"{rel}: manifest missing (record seq {record.seq} vouches for it)"))
             continue
-        if hash_file(path) != bound.get("sha256"):
-            problems.append((record.seq, f"{rel}: manifest differs from the SHA-256 record seq {record.seq} signed"))
+        if hash_file(path) != bound.get("blake3"):
+            problems.append((record.seq, f"{rel}: manifest differs from the BLAKE3 digest record seq {record.seq} signed"))
             continue
         manifest = load_json_file(path)
         if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
@@ -159,10 +166,10 @@ def bind(root: Path, records: Sequence[Any] | None = None) -> Bound | None:
         if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
             continue
         state = FileState(hash_file(root / rel, st), st.st_size, st.st_mtime_ns)
-        if old is not None and (old.sha256, old.size) == (state.sha256, state.size):
+        if old is not None and (old.digest, old.size) == (state.digest, state.size):
             known[rel] = state  # touched, not changed: nothing to vouch again
             continue
-        files[rel] = [state.sha256, state.size, state.mtime_ns]
+        files[rel] = [state.digest, state.size, state.mtime_ns]
         known[rel] = state
         total += st.st_size
     removed = sorted(set(known) - present)
@@ -173,7 +180,7 @@ def bind(root: Path, records: Sequence[Any] | None = None) -> Bound | None:
         return None
     rel = f"{EVIDENCE_DIR}/bind-{time.time_ns()}.json"
     write_json(root / rel, {"schema_version": MANIFEST_SCHEMA, "files": files, "removed": removed}, indent=None)
-    return Bound(manifest=rel, sha256=hash_file(root / rel), files=len(files), bytes=total)
+    return Bound(manifest=rel, blake3=hash_file(root / rel), files=len(files), bytes=total)
 
 
 def with_binding(root: Path, data: Mapping[str, Any]) -> dict[str, Any]:

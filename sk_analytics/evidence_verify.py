@@ -4,7 +4,7 @@ Rules (each finding names one session-relative file and what was expected):
 
 * ``evidence-manifest`` — a manifest a record names is missing, edited or malformed;
 * ``evidence-missing`` — a vouched file is gone;
-* ``evidence-changed`` — a vouched file's size or SHA-256 differs from its binding;
+* ``evidence-changed`` — a vouched file's size or BLAKE3 digest differs from its binding;
 * ``evidence-unvouched`` — a file present in a finished session that no record vouches for
   (planted, or written behind sk-tune's back);
 * ``interrupted`` — the same in a session whose hand-off is not recorded yet: the files of a
@@ -25,9 +25,9 @@ from sk_analytics.evidence import FileState, fold, hash_file, walk
 
 QUICK_LIMIT = 1 << 20
 EVIDENCE_RULES: dict[str, str] = {
-    "evidence-manifest": "every evidence manifest a record names exists and has the SHA-256 the record signed",
+    "evidence-manifest": "every evidence manifest a record names exists and has the BLAKE3 digest the record signed",
     "evidence-missing": "every file a manifest vouches for is present",
-    "evidence-changed": "every vouched file has the size and SHA-256 it was bound with",
+    "evidence-changed": "every vouched file has the size and BLAKE3 digest it was bound with",
     "evidence-unvouched": "every file of a finished session is vouched for by a manifest",
     "interrupted": "an unfinished session holds no file written after its last record (a step cut short: run resume)",
 }
@@ -78,12 +78,12 @@ def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick
         else:
             hashed += st.st_size
     for rel in sorted(set(vouched) - seen):
-        problems.append(EvidenceProblem("evidence-missing", rel, f"{rel}: missing; expected sha256 {vouched[rel].sha256[:16]}… "
+        problems.append(EvidenceProblem("evidence-missing", rel, f"{rel}: missing; expected blake3 {vouched[rel].digest[:16]}… "
                                                                  f"({vouched[rel].size} bytes)"))
     first = None
     if problems:
         order = {"evidence-manifest": 0, "evidence-changed": 1, "evidence-missing": 2, "evidence-unvouched": 3, "interrupted": 4}
-        ranked = sorted(problems, key=lambda p: order[p.rule])
+        ranked = sorted(problems, key=lambda p: (order[p.rule], p.file))  # deterministic: by rule, then path
         first = EvidenceProblem(ranked[0].rule, ranked[0].file, ranked[0].message, len(problems) - 1)
     return EvidenceReport(len(seen), hashed, size_only, first)
 
@@ -93,6 +93,6 @@ def _compare(root: Path, rel: str, st: Any, expected: FileState, quick: bool) ->
         return EvidenceProblem("evidence-changed", rel, f"{rel}: {st.st_size} bytes, expected {expected.size} as bound")
     if quick and st.st_size > QUICK_LIMIT:
         return None
-    if hash_file(root / rel, st) != expected.sha256:
-        return EvidenceProblem("evidence-changed", rel, f"{rel}: content changed; expected sha256 {expected.sha256[:16]}… as bound")
+    if hash_file(root / rel, st) != expected.digest:
+        return EvidenceProblem("evidence-changed", rel, f"{rel}: content changed; expected blake3 {expected.digest[:16]}… as bound")
     return None

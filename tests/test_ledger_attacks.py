@@ -174,7 +174,7 @@ def test_config_base_points_to_edited(session: Path, capsys: pytest.CaptureFixtu
 
 def test_scene_json_deleted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (session / SCENE / "scene.json").unlink()
-    _refused(capsys, session, "evidence-missing", f"{SCENE}/scene.json", "missing; expected sha256")
+    _refused(capsys, session, "evidence-missing", f"{SCENE}/scene.json", "missing; expected blake3")
 
 
 def test_every_failure_scene_deleted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -190,7 +190,7 @@ def test_evidence_manifest_edited(session: Path, capsys: pytest.CaptureFixture[s
     data = json.loads(manifest.read_text(encoding="utf-8"))
     data["files"].popitem()
     manifest.write_text(json.dumps(data), encoding="utf-8")
-    _refused(capsys, session, "evidence-manifest", f"EVIDENCE/{manifest.name}", "differs from the SHA-256")
+    _refused(capsys, session, "evidence-manifest", f"EVIDENCE/{manifest.name}", "differs from the BLAKE3 digest")
 
 
 # --------------------------------------------------------------------------- identity

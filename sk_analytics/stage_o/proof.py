@@ -18,11 +18,11 @@ any working directory, after ``cp -a`` or ``mv``. Each check returns the first
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sk_analytics.evidence import BOUND_KEY
+from sk_analytics.evidence import BOUND_KEY, FileState, fold
 from sk_analytics.evidence_verify import verify_evidence
 from sk_analytics.ledger import LedgerRecord, head_path
 from sk_analytics.stage_o.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
@@ -67,17 +67,37 @@ def witness_finding(ledger: Path, records: Sequence[LedgerRecord], witness: Path
     return None if why is None else Finding(WITNESS_RULE, ledger.name, why)
 
 
-def collection_finding(root: Path, records: Sequence[LedgerRecord]) -> Finding | None:
-    """Every completed DCCI collection the ledger recorded is that collection, intact (archive mode)."""
-    from sk_analytics.contract.manifest import load_manifest
+def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Mapping[str, FileState] | None = None
+                       ) -> Finding | None:
+    """Every completed DCCI collection the ledger recorded is that collection, intact (archive mode).
+
+    ``vouched``: the evidence just re-hashed in full (:func:`prove`); the collection's files and
+    manifest were bound right after finalize, so their content is proven and only the manifest's
+    rules, its signature, its recorded fingerprint and its file list are checked, without reading
+    the files a second time. Without it the collection contract re-hashes every file."""
+    from sk_analytics.contract.manifest import check_manifest, check_signature, load_manifest, manifest_location
     from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
+    from sk_analytics.contract.session import MARKER_NAME
+    from sk_analytics.strict_json import load_json_file
 
     for record in records:
         rel = record.data.get("root")
         if record.kind != "profile_result" or not record.data.get("ok") or not isinstance(rel, str):
             continue
         try:
-            manifest = load_manifest(root / rel, archive=True)
+            if vouched is None:
+                manifest = load_manifest(root / rel, archive=True)
+            else:
+                folder, target = manifest_location(root / rel)
+                manifest = load_json_file(target)
+                check_manifest(manifest, target)
+                check_signature(manifest, folder, target)
+                listed = {f"{rel}/{rec['path']}": rec["size"] for recs in manifest["files"].values() for rec in recs}
+                top = {f"{rel}/{target.name}", f"{rel}/{MARKER_NAME}"}  # left out of the listing, as list_files does
+                under = {name: st.size for name, st in vouched.items() if name.startswith(f"{rel}/") and name not in top}
+                if under != listed:
+                    differ = sorted(name for name in set(under) | set(listed) if under.get(name) != listed.get(name))
+                    raise ContractIntegrityError("file-unchanged", folder, f"files or sizes differ from the manifest: {differ[:3]}")
         except (ContractIntegrityError, ContractInputError) as exc:
             return Finding(exc.rule, rel, f"collection recorded at seq {record.seq}: {exc}")
         if manifest["manifest_fingerprint"] != record.data.get("manifest_fingerprint"):
@@ -98,9 +118,11 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
             return proof
         proof.notes.append(f"evidence: {report.files} file(s) vouched for, {report.bytes_hashed} bytes re-hashed"
                            + (f", {report.size_only} large file(s) compared by size only (--quick)" if report.size_only else ""))
+        vouched = None if quick else fold(root, records)[0]
     else:
         proof.notes.append("evidence: this session predates evidence binding; only the ledger and its outputs are checked")
-    proof.finding = collection_finding(root, records)
+        vouched = None
+    proof.finding = collection_finding(root, records, vouched)
     if proof.finding is None:
         disagreement = first_disagreement(root)
         if disagreement is not None:
