@@ -71,6 +71,7 @@ def bench_appends(n: int) -> None:
     from sk_analytics.ledger import Ledger
 
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["SK_TUNE_WITNESS"] = str(Path(tmp) / "witness.jsonl")  # never the user's witness
         folder = Path(tmp) / "s"
         folder.mkdir()
         ledger = Ledger(folder)
@@ -82,6 +83,12 @@ def bench_appends(n: int) -> None:
             times.append(time.perf_counter() - t0)
         print(f"  Ledger.append: median {statistics.median(times) * 1e3:.3f} ms, mean {statistics.fmean(times) * 1e3:.3f} ms "
               f"over {n} records (witness included)")
+        from sk_analytics import witness
+
+        t0 = time.perf_counter()
+        for i in range(n):
+            witness.note(ledger.path, i + 1, "0" * 64)
+        print(f"  of which the witness line: {(time.perf_counter() - t0) / n * 1e3:.3f} ms/append")
 
 
 def bench_bind(session: Path) -> None:
