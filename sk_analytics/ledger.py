@@ -43,6 +43,12 @@ ends, :func:`recover_torn_tail` (called when a session is resumed) and
 which :func:`verify` then names in a warning (a recovery made by the append
 itself is also cited in the record it appends). Any other unterminated line
 is still refused.
+
+One key signs a ledger unless a ``signer_handover`` record authorises the next
+(:func:`hand_over`, rule ``one-signer``), and each append notes the new head in
+the witness outside the session (:mod:`sk_analytics.witness`). Modules: this one
+appends and reads verified records; :mod:`sk_analytics.ledger_records` holds the
+record and head formats and parsing, :mod:`sk_analytics.ledger_verify` the full check.
 """
 
 from __future__ import annotations

@@ -71,10 +71,12 @@ def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Map
                        ) -> Finding | None:
     """Every completed DCCI collection the ledger recorded is that collection, intact (archive mode).
 
-    ``vouched``: the evidence just re-hashed in full (:func:`prove`); the collection's files and
+    ``vouched``: the evidence just compared (:func:`prove`; by size only for large files with
+    ``--quick``, which says so); the collection's files and
     manifest were bound right after finalize, so their content is proven and only the manifest's
     rules, its signature, its recorded fingerprint and its file list are checked, without reading
-    the files a second time. Without it the collection contract re-hashes every file."""
+    the files a second time. Without it (a session without bindings) the collection
+    contract re-hashes every file."""
     from sk_analytics.contract.manifest import check_manifest, check_signature, load_manifest, manifest_location
     from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
     from sk_analytics.contract.session import MARKER_NAME
@@ -118,7 +120,7 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
             return proof
         proof.notes.append(f"evidence: {report.files} file(s) vouched for, {report.bytes_hashed} bytes re-hashed"
                            + (f", {report.size_only} large file(s) compared by size only (--quick)" if report.size_only else ""))
-        vouched = None if quick else fold(root, records)[0]
+        vouched = fold(root, records)[0]  # its files were just compared: the collections need not be read again
     else:
         proof.notes.append("evidence: this session predates evidence binding; only the ledger and its outputs are checked")
         vouched = None
