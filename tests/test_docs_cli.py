@@ -19,7 +19,7 @@ DOC = REPO / "docs" / "cli.md"
 ALL_COMMANDS = [
     "sk-analyze", "sk-analyze campaign", "sk-analyze contract", "sk-analyze contract begin", "sk-analyze contract finalize",
     "sk-analyze contract validate-set", "sk-analyze contract verify", "sk-analyze dcci-diff", "sk-analyze ingest",
-    "sk-analyze ledger", "sk-analyze ledger show", "sk-analyze ledger verify", "sk-analyze option-trial",
+    "sk-analyze ledger", "sk-analyze ledger hand-over", "sk-analyze ledger show", "sk-analyze ledger verify", "sk-analyze option-trial",
     "sk-analyze schema", "sk-analyze stability",
     "sk-run", "sk-run campaign", "sk-run campaign cancel", "sk-run campaign resume", "sk-run campaign run",
     "sk-run campaign status", "sk-run demo", "sk-run matrix", "sk-run matrix freeze", "sk-run matrix init", "sk-run probe",

@@ -311,7 +311,7 @@ def test_append_checks_only_the_anchored_tail(tmp_path: Path, monkeypatch: pytes
     def full_scan(_path: Path) -> None:
         raise AssertionError("append ran the full chain check")
 
-    monkeypatch.setattr("sk_analytics.ledger._scan", full_scan)
+    monkeypatch.setattr("sk_analytics.ledger_verify.scan", full_scan)
     record = Ledger(path).append("event", {"i": 3})
     assert record.seq == 3
     monkeypatch.undo()

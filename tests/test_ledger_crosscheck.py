@@ -17,6 +17,7 @@ from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import GENESIS, head_body, head_path
+from sk_analytics.stage_o.crosscheck import first_disagreement
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.handoff import write_reports
 from sweep_helpers import settled_statuses, small_session
@@ -57,11 +58,15 @@ def _edit_json(path: Path, edit: Callable[[dict[str, Any]], None], seal: str | N
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
-def _refused(root: Path, capsys: pytest.CaptureFixture[str], file: str, detail: str) -> None:
+def _refused(root: Path, capsys: pytest.CaptureFixture[str], file: str, detail: str, rule: str = "evidence-changed") -> None:
+    """``ledger verify`` names ``file`` (since issue 24 the evidence binding sees a changed vouched
+    file first); the cross-check behind it still names the file and how it disagrees."""
     code, text = _verify(root, capsys)
     assert code == 2, text
-    assert f"FAIL file {file} [rule ledger-agreement]" in text and detail in text, text
-    assert f"{root / file}: rule ledger-agreement:" in text
+    assert f"FAIL file {file} [rule {rule}]" in text, text
+    assert f"{root / file}: rule {rule}:" in text
+    found = first_disagreement(root)
+    assert found is not None and found.file == file and detail in found.message, found
 
 
 def _flip(entries: list[dict[str, Any]]) -> None:
@@ -96,12 +101,12 @@ def test_forged_settled_matrix_names_the_entry(session: Path, capsys: pytest.Cap
 def test_edited_report_is_named(session: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     path = session / name
     path.write_text(path.read_text(encoding="utf-8").replace("stream-fusion-0", "stream-fusion-O", 1), encoding="utf-8")
-    _refused(session, capsys, name, "is not the report rendered from the ledger")
+    _refused(session, capsys, name, "is not the report rendered from the ledger", rule="ledger-agreement")
 
 
 def test_missing_handoff_is_named(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (session / "handoff.json").unlink()
-    _refused(session, capsys, "handoff.json", "handoff.json is missing")
+    _refused(session, capsys, "handoff.json", "handoff.json is missing", rule="evidence-missing")
 
 
 def test_edited_session_identity_is_named(session: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -280,7 +280,7 @@ def test_archive_copy_passes_and_fails_on_one_byte_or_an_untrusted_signer(
 def _settled_ledger(folder: Path) -> Path:
     folder.mkdir(exist_ok=True)
     ledger = Ledger(folder)
-    ledger.append("session_started", {"summary_zh": "开始"})
+    ledger.append("started", {"summary_zh": "开始"})  # not session_started: no session.json to prove (issue 24)
     for entry, status in (("auto-op-parallel-1", "accepted"), ("stream-fusion-0", "rejected"), ("split-mode-3", "rejected")):
         ledger.append("entry_settled", {"entry_id": entry, "status": status})
     ledger.append("handoff_written", {"outcome": "base"})
@@ -331,10 +331,10 @@ def test_ledger_written_with_an_untrusted_key_is_refused(
     assert code == 2 and "FAIL line 1 [rule trusted-key]" in text and forger in text
 
 
-def test_ledger_of_a_second_trusted_key_names_both_signers(
+def test_second_trusted_key_without_hand_over_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A team shares keys by listing each member's public key in one trusted-keys file."""
+    """A team shares keys in one trusted-keys file, but a session keeps one signer unless handed over (issue 24)."""
     trusted = Path(os.environ[TRUSTED_ENV])
     (tmp_path / "session").mkdir()
     ledger = Ledger(tmp_path / "session")
@@ -344,6 +344,8 @@ def test_ledger_of_a_second_trusted_key_names_both_signers(
     colleague = signer()  # created: appended to the same trusted-keys file as user@host
     ledger.append("b", {})
     report = verify(ledger.path)
-    assert report.ok and sorted(report.signers.values()) == [1, 1]
+    assert sorted(report.signers.values()) == [1, 1]  # both trusted and valid, yet one session has one signer
     labels = " ".join(report.signers)
     assert own.fingerprint in labels and colleague.fingerprint in labels
+    assert [(p.line, p.code) for p in report.problems] == [(2, "one-signer")]
+    assert colleague.fingerprint in report.problems[0].message and "signer_handover" in report.problems[0].message

@@ -139,7 +139,9 @@ def test_next_steps_of_a_stopped_session_in_both_languages(tmp_path: Path) -> No
     assert zh[1] == "Stage O 已停止：O0-INCUMBENT 五次干净运行不稳定" and len(zh) == len(en) == 3
     assert en[1] == ("Stage O stopped: the five clean O0-INCUMBENT runs are unstable (spread 8.000% > 5.0%); "
                      "investigate environment noise before starting Stage O")
-    assert en[0] == f"First run `sk-analyze ledger verify {tmp_path}` to confirm the ledger (ledger.jsonl) is complete and unaltered."
+    assert en[0] == ("First run `sk-analyze ledger verify .` inside this session folder to confirm the ledger (ledger.jsonl) "
+                     "and every evidence file it vouches for are complete and unaltered.")
+    assert str(tmp_path) not in "".join(zh + en)  # the path as typed never reaches a report
     md = render_markdown(view, "en")
     assert "**Outcome: session stopped**" in md and "- Stop reason: the five clean O0-INCUMBENT runs are unstable" in md
 

@@ -164,7 +164,7 @@ def test_interrupted_session_creation_leaves_nothing_half_made(tmp_path: Path) -
     with inject(None) as plan:
         _create(tmp_path / "count")
     writes = len(plan.writes)
-    assert [site for site, _ in plan.writes] == ["atomic", "atomic", "ledger", "atomic"]  # SEED, session.json, record, head
+    assert [site for site, _ in plan.writes] == ["atomic", "atomic", "atomic", "ledger", "atomic"]  # SEED, session.json, evidence manifest, record, head
     for n in range(1, writes + 1):
         root = tmp_path / f"fault-{n}"
         with inject(Fault(errno.ENOSPC, None, n)), pytest.raises(OSError):

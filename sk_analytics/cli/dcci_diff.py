@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -33,7 +34,7 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
     from sk_analytics.dcci.pipeline import analyze_pair, load_pair, write_derived_tables
     from sk_analytics.dcci.report import render, summary_line
 
-    pair = load_pair(baseline, candidate, session=session)
+    pair = _load(baseline, candidate, session)
     result = analyze_pair(pair, warmup=warmup)
     write_json(json_out, result)
     if tables_out is not None:
@@ -43,3 +44,24 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
     click.echo(summary_line(result))
     repair = result["repair"]
     return EXIT_OK if repair["proposed"] else EXIT_NEGATIVE
+
+
+LIVE_ONLY_RULES = ("session-binding", "live-stat")
+
+
+def _load(baseline: Path, candidate: Path, session: Path | None) -> Any:
+    """The pair, checked live; a session's collections that only fail the live rules (the session
+    was copied or moved) are checked again in archive mode, which is said: the signed ledger
+    still vouches for each manifest (rule ledger-pair) and the manifests for every file."""
+    from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
+    from sk_analytics.dcci.pipeline import load_pair
+
+    try:
+        return load_pair(baseline, candidate, session=session)
+    except (ContractIntegrityError, ContractInputError) as exc:
+        if session is None or exc.rule not in LIVE_ONLY_RULES:
+            raise
+        pair = load_pair(baseline, candidate, session=session, archive=True)
+        click.echo(f"dcci-diff: archive mode: the collections fail the live rule {exc.rule} (the session was copied or "
+                   "moved); checked instead against their signed manifests and the session's signed ledger (rule ledger-pair)")
+        return pair

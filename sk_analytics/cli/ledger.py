@@ -5,15 +5,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from sk_analytics.errors import EXIT_OK, IntegrityError
 from sk_analytics.ledger import LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
-
-if TYPE_CHECKING:
-    from sk_analytics.stage_o.crosscheck import Disagreement
 
 
 @click.group("ledger")
@@ -24,16 +20,33 @@ def ledger() -> None:
 @ledger.command("verify")
 @click.argument("session_or_file", type=click.Path(exists=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
-def verify(session_or_file: str, as_json: bool) -> int:
-    """Detect truncated, edited, reordered, inserted, deleted or unsigned records (exit 2 if any);
-    for a session folder also output files (handoff, BASE, settled matrix, reports) that disagree with it."""
-    from sk_analytics.stage_o.crosscheck import RULE
+@click.option("--quick", is_flag=True, help="Compare files over 1 MiB by size only instead of re-hashing them (says so).")
+@click.option("--witness", "witness", type=click.Path(dir_okay=False, path_type=Path),
+              help="Witness file to check the head against (default: the user's witness.jsonl when present).")
+def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | None) -> int:
+    """Detect truncated, edited, reordered, inserted, deleted, unsigned or foreign-signed records and a rolled-back head
+    (exit 2 if any); for a session folder also re-hash every evidence file the ledger vouches for, check each recorded
+    DCCI collection and the output files (handoff, BASE, settled matrix, reports). Archive mode: any path, any cwd."""
+    from sk_analytics.ledger import read_records
+    from sk_analytics.stage_o.crosscheck import SESSION_FILE
+    from sk_analytics.stage_o.proof import Proof, identity_finding, prove, witness_finding
+    from sk_analytics.witness import witness_path
 
-    report = verify_ledger(session_or_file)
-    disagreement = _cross_check(Path(session_or_file)) if report.ok else None
+    path = Path(session_or_file)
+    report = verify_ledger(path)
+    ledger_file = resolve_ledger_path(path)
+    proof = Proof()
+    if report.ok:
+        records = read_records(ledger_file)
+        if witness is None and witness_path().is_file():
+            witness = witness_path()
+        proof.finding = identity_finding(ledger_file, records) or witness_finding(ledger_file, records, witness)
+        if proof.finding is None and path.is_dir() and (path / SESSION_FILE).is_file():
+            proof = prove(path, records, quick=quick)
+    finding = proof.finding
     if as_json:
-        files = None if disagreement is None else {"file": disagreement.file, "rule": RULE, "message": disagreement.message}
-        click.echo(json.dumps({**report.to_json(), "files_disagreeing": files}, ensure_ascii=False, indent=2))
+        files = None if finding is None else {"file": finding.file, "rule": finding.rule, "message": finding.message}
+        click.echo(json.dumps({**report.to_json(), "files_disagreeing": files, "notes": proof.notes}, ensure_ascii=False, indent=2))
     else:
         for problem in report.problems:
             where = f"line {problem.line}" if problem.line else "head"
@@ -46,13 +59,30 @@ def verify(session_or_file: str, as_json: bool) -> int:
         raise IntegrityError(
             f"{where}: ledger verification failed with {len(report.problems)} problem(s); first: rule {first.code}: {first.message}"
         )
-    if disagreement is not None:
+    folder = ledger_file.parent
+    if finding is not None:
         if not as_json:
-            click.echo(f"FAIL file {disagreement.file} [rule {RULE}] {disagreement.message}")
-        raise IntegrityError(f"{Path(session_or_file) / disagreement.file}: rule {RULE}: {disagreement.message}")
+            click.echo(f"FAIL file {finding.file} [rule {finding.rule}] {finding.message}")
+        raise IntegrityError(f"{folder / finding.file}: rule {finding.rule}: {finding.message}")
     if not as_json:
+        for note in proof.notes:
+            click.echo(f"note: {note}")
         signers = "; ".join(f"{count} record(s) signed by {who}" for who, count in report.signers.items())
-        click.echo(f"ok: {report.path}: {report.records} record(s), chain intact, head seq {report.head_seq}; {signers or 'no records'}")
+        seen = f"; head checked against the witness {witness}" if witness is not None else ""
+        click.echo(f"ok: {report.path}: {report.records} record(s), chain intact, head seq {report.head_seq}; {signers}{seen}")
+    return EXIT_OK
+
+
+@ledger.command("hand-over")
+@click.argument("session_or_file", type=click.Path(exists=True))
+@click.argument("next_key")
+def hand_over_cmd(session_or_file: str, next_key: str) -> int:
+    """Authorise the key NEXT_KEY (SHA256:… fingerprint) to sign this ledger from the next record on
+    (signed by the current signer; without it a second signer is refused, rule one-signer)."""
+    from sk_analytics.ledger import hand_over
+
+    record = hand_over(session_or_file, next_key)
+    click.echo(f"ok: record seq {record.seq} authorises {next_key} to sign {resolve_ledger_path(session_or_file)}")
     return EXIT_OK
 
 
@@ -75,15 +105,6 @@ def show(session_or_file: str, as_json: bool) -> int:
                    f"{' '.join(first.message.split())}); run `sk-analyze ledger verify`", err=True)
         return 2
     return EXIT_OK
-
-
-def _cross_check(path: Path) -> Disagreement | None:
-    """For a sweep session folder: the first output file that disagrees with the ledger."""
-    from sk_analytics.stage_o.crosscheck import SESSION_FILE, first_disagreement
-
-    if not (path.is_dir() and (path / SESSION_FILE).is_file()):
-        return None
-    return first_disagreement(path)
 
 
 def format_record(record: LedgerRecord) -> str:

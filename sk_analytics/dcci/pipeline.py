@@ -42,16 +42,18 @@ class CollectionPair:
 
 
 def load_pair(
-    baseline_root: Path, candidate_root: Path, *, disable_all_config: dict[str, Any] | None = None, session: Path | None = None
+    baseline_root: Path, candidate_root: Path, *, disable_all_config: dict[str, Any] | None = None, session: Path | None = None,
+    archive: bool = False,
 ) -> CollectionPair:
     """Validate the manifest set (refusing anything but the declared DCCI difference) and parse both roots.
 
     ``disable_all_config`` defaults to the candidate manifest's exact config;
     when given it must be that config. With ``session`` (a sweep session) both
     manifests must be the ones its ledger recorded at finalize (rule ledger-pair).
+    ``archive``: check the collections in archive mode (a copied or moved session).
     """
     roots = {BASELINE_PROFILE: baseline_root, CANDIDATE_PROFILE: candidate_root}
-    contract = validate_set(roots, allowed_changes=(DCCI_POINTER,), require_sk_prof=True)
+    contract = validate_set(roots, allowed_changes=(DCCI_POINTER,), require_sk_prof=True, archive=archive)
     if session is not None:
         check_recorded_pair(session, roots, {role: contract["roles"][role]["manifest_fingerprint"] for role in roots})
     expected = contract["roles"][CANDIDATE_PROFILE]["config_fingerprint"]

@@ -12,7 +12,8 @@ is therefore re-derived from, or bound to, a ledger record:
   ``base_frozen`` record;
 * ``matrix.settled.json`` — equal to the settled matrix re-derived from the ledger;
 * ``EXPERIMENT_REPORT.md``, ``report.html`` — equal to the reports re-rendered from
-  the ledger (either language; the session path as recorded in the hand-off or as it is now).
+  the ledger (either language; the reports never hold the session path, so a copied or
+  moved session, or one given by another path or from another directory, agrees the same).
 
 A file present without its record, or recorded but missing, disagrees too.
 :func:`first_disagreement` names the first file that does not agree.
@@ -21,7 +22,7 @@ A file present without its record, or recorded but missing, disagrees too.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
 from typing import Any
@@ -147,17 +148,12 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
     if record is None:
         return None
     actual = {name: (root / name).read_text(encoding="utf-8") for name in (REPORT_MD, REPORT_HTML)}
-    handoff = root / HANDOFF_FILE
-    roots = {str(root), str(root.resolve())}
-    if handoff.is_file():
-        roots.add(str(load_json_file(handoff).get("session_path")))
     v = view()
     rendered: list[dict[str, str]] = []
-    for lang in REPORT_LANGS:
-        for where in sorted(roots):
-            rendered.append(report_texts(replace(v, root=Path(where)), lang))  # only the next steps show the path
-            if rendered[-1] == actual:
-                return None
+    for lang in REPORT_LANGS:  # the text never holds the session path: one rendering per language
+        rendered.append(report_texts(v, lang))
+        if rendered[-1] == actual:
+            return None
     differing = REPORT_HTML if any(r[REPORT_MD] == actual[REPORT_MD] for r in rendered) else REPORT_MD
     return Disagreement(differing, f"{differing} is not the report rendered from the ledger (in zh or en)")
 

@@ -18,8 +18,9 @@ REPORT_HTML = "report.html"
 REPORT_LANGS = ("zh", "en")
 
 _STEPS: dict[str, tuple[str, str]] = {
-    "verify": ("先运行 `sk-analyze ledger verify {root}` 确认账本（{ledger}）完整未被改写。",
-               "First run `sk-analyze ledger verify {root}` to confirm the ledger ({ledger}) is complete and unaltered."),
+    "verify": ("先在本会话目录中运行 `sk-analyze ledger verify .`，确认账本（{ledger}）及其担保的全部证据文件完整未被改写。",
+               "First run `sk-analyze ledger verify .` inside this session folder to confirm the ledger ({ledger}) and every "
+               "evidence file it vouches for are complete and unaltered."),
     "stopped": ("Stage O 已停止：{reason}", "Stage O stopped: {reason}"),
     "restart": ("排查环境噪声或正确性问题后，用新的会话目录重新开始 Stage O；本会话的证据保持不变。",
                 "After fixing the environment noise or correctness problem, start Stage O again in a new session directory; "
@@ -40,13 +41,16 @@ _STEPS: dict[str, tuple[str, str]] = {
 
 
 def next_steps(view: SessionView, lang: str = "zh") -> list[str]:
-    """Guidance for whoever continues after Stage O (Chinese in the hand-off; ``lang`` for the report)."""
+    """Guidance for whoever continues after Stage O (Chinese in the hand-off; ``lang`` for the report).
+
+    Independent of where the session lies or how its path was typed, so the reports
+    re-rendered by ``ledger verify`` match after ``cp -a``/``mv`` or from another cwd."""
     i = 1 if lang == "en" else 0
 
     def say(key: str, **values: str) -> str:
         return _STEPS[key][i].format(**values)
 
-    steps = [say("verify", root=str(view.root), ledger="ledger.jsonl")]
+    steps = [say("verify", ledger="ledger.jsonl")]  # never the path: a copied or moved session renders the same text
     if view.state.stopped:
         return steps + [say("stopped", reason=stop_reason(view.state.stopped, view.state, lang)), say("restart")]
     steps += [say("seal"), say("frozen")]

@@ -128,7 +128,7 @@ def prepare_session(job: Job, node: NodeInfo) -> Path:
     placement = {**node.to_json(), "campaign": str(Path(job.campaign_root).resolve()), "task": job.task_id}
     session, _ = enter_phase(Path(job.task_path), folder, placement=placement)
     if job.supersedes is not None:
-        session.ledger.append("session_supersedes", {
+        session.append("session_supersedes", {
             "session": job.supersedes, "reason": "node_lost",
             "summary_zh": f"本会话替代节点丢失的会话 {job.supersedes}（同一任务，全新测量，不与其结果比较）"})
     return folder

@@ -87,7 +87,7 @@ def ensure_matrix(session: SweepSession, backend: Backend, say: Say) -> None:
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
                 seed_source=session.seed_config_path)
-    session.ledger.append(
+    session.append(
         "matrix_built",
         {"probes": f"{PROBES_DIR}/probes.json", "probes_fingerprint": fingerprint(probes),
          "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes),
@@ -194,7 +194,7 @@ def _loop(
         else:
             say(describe(action))
             kind, data = executor.execute(action)
-            session.ledger.append(kind, data)
+            session.append(kind, data)
             if kind not in ("entry_settled", "session_stopped") and "summary_zh" in data:
                 say(f"    → {data['summary_zh']}")
         step.action = None

@@ -27,7 +27,9 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
     settled = settled_matrix(view)
     write_json(root / "matrix.settled.json", settled)
     scenes = sorted({str(d["failure"]["scene"]) for k, d in view.records if k == "trial_result" and d.get("failure") and d["failure"].get("scene")})
-    head = load_json_file(head_path(root / "ledger.jsonl"))
+    anchor = load_json_file(head_path(root / "ledger.jsonl"))
+    # seq and hash only: a signed head copied into the hand-off would let a rollback to this point pass
+    head = {"seq": anchor["seq"], "hash": anchor["hash"]}
     evidence = {
         name: {"phase": info.phase, "entry_id": info.entry_id, "clean_dir": info.trials[-1].get("clean_dir"),
                "config": info.trials[-1].get("config_path"), "summary": (info.gate or {}).get("summary_path"),

@@ -46,6 +46,7 @@ def init_matrix(
 def freeze_session_matrix(session: Path) -> str:
     """Freeze ``<session>/matrix.json`` and record its fingerprint in the ledger."""
     from sk_analytics.atomic import write_json
+    from sk_analytics.evidence import with_binding
     from sk_analytics.ledger import Ledger
     from sk_analytics.stage_o.matrix import check_frozen, freeze_matrix, load_matrix
 
@@ -62,8 +63,8 @@ def freeze_session_matrix(session: Path) -> str:
     if not recorded:  # also completes a freeze interrupted between the write and the ledger append
         ledger.append(
             "matrix_frozen",
-            {"fingerprint": fp, "path": MATRIX_NAME, "entries": [e["id"] for e in matrix["entries"]],
-             "summary_zh": f"选项矩阵已冻结（{len(matrix['entries'])} 个条目，指纹 {fp[:12]}）"},
+            with_binding(session, {"fingerprint": fp, "path": MATRIX_NAME, "entries": [e["id"] for e in matrix["entries"]],
+             "summary_zh": f"选项矩阵已冻结（{len(matrix['entries'])} 个条目，指纹 {fp[:12]}）"}),
         )
     return fp
 

@@ -277,5 +277,5 @@ def enter_phase(
                                  policy=task.policy, task=record, placement=placement)
     entry = plan(task, root)  # recorded once, also when an earlier entry stopped right after creating the session
     if not any(r.kind == "phase_entry" for r in read_records(root)):
-        session.ledger.append("phase_entry", {**entry, "summary_zh": f"阶段入口校验通过（任务指纹 {task.fingerprint[:12]}）"})
+        session.append("phase_entry", {**entry, "summary_zh": f"阶段入口校验通过（任务指纹 {task.fingerprint[:12]}）"})
     return session, entry

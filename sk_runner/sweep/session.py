@@ -18,7 +18,9 @@ from typing import Any
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError, UsageError
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import Ledger, read_records, recover_torn_tail
+from sk_analytics.evidence import with_binding
+from sk_analytics.ledger import Ledger, LedgerRecord, drop_stale_temps, read_records, recover_torn_tail
+from sk_analytics.ledger_verify import ONE_SIGNER, signer_chain
 from sk_analytics.signing import signer
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.strict_json import load_json_file
@@ -86,6 +88,11 @@ class SweepSession:
     def ledger(self) -> Ledger:
         return Ledger(self.root)
 
+    def append(self, kind: str, data: dict[str, Any]) -> LedgerRecord:
+        """Append a record that also binds every evidence file written since the last one
+        (:mod:`sk_analytics.evidence`): hashed once, vouched for by the record's signature."""
+        return self.ledger.append(kind, with_binding(self.root, data))
+
     def identity(self) -> dict[str, Any]:
         return {
             "schema_version": SESSION_SCHEMA,
@@ -144,7 +151,7 @@ def create_session(
         staged = SweepSession(staging, seed, backend, control, policy, task, placement)
         identity = {**staged.identity(), "created_ns": time.time_ns(), "signing_key": key.fingerprint}
         write_json(staging / SESSION_FILE, identity)
-        staged.ledger.append(
+        staged.append(
             "session_started",
             {"session_fingerprint": fingerprint(identity), "seed_config_fingerprint": identity["seed_config_fingerprint"],
              "policy": identity["policy"], "summary_zh": f"Stage O 会话开始（SEED 配置指纹 {identity['seed_config_fingerprint'][:12]}）"},
@@ -188,6 +195,7 @@ def load_session(root: Path) -> SweepSession:
     if not isinstance(data, dict) or data.get("schema_version") != SESSION_SCHEMA:
         raise InputError(path, "unknown session format", expected=SESSION_SCHEMA)
     try:
+        drop_stale_temps(root)  # head temp files of a writer killed mid-update (issue 29)
         torn = recover_torn_tail(root)  # an append cut short by a crash or a full disk: its bytes are kept aside
     except OSError as exc:  # the disk is still full: a blocker with the resume command, never a traceback
         from sk_runner.sweep.faults import environment_stop
@@ -208,6 +216,13 @@ def load_session(root: Path) -> SweepSession:
     if data.get("signing_key") != started_by:
         raise IntegrityError(
             f"{path}: session.json names signing key {data.get('signing_key')} but its first ledger record was signed by {started_by}"
+        )
+    current, _ = signer_chain(records)
+    own = signer(outside=root).fingerprint
+    if current is not None and own != current:
+        raise IntegrityError(
+            f"{root / 'ledger.jsonl'}: rule {ONE_SIGNER}: the session is signed by {current}, this key is {own}; "
+            f"its holder must first run `sk-analyze ledger hand-over {root} {own}`"
         )
     session = SweepSession(
         root,

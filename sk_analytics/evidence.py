@@ -1,0 +1,194 @@
+"""Evidence binding: every file of a session is vouched for by the signed ledger when it is written.
+
+The ledger signs decisions; the runs, tables, summaries, blockers, scenes,
+collections, BASE and diffs they rest on are ordinary files. Before each record
+is appended, :func:`bind` walks the session folder and hashes (once) every file
+that is new or changed since the last binding, writes the list to a manifest
+``EVIDENCE/bind-<ns>.json`` and returns ``{manifest, blake3, files, bytes}``,
+which the record carries under ``bound``: the record's signature covers the
+manifest's hash, the manifest covers each file's BLAKE3 digest and size. A file that
+disappears (a run moved aside) is listed under ``removed``.
+
+:func:`fold` replays the manifests of a verified ledger into the expected
+content of the folder; :mod:`sk_analytics.evidence_verify` re-hashes it.
+
+Not evidence (:func:`is_machinery`): the ledger with its head, lock and torn-tail
+side files, lock files, the process registry ``.processes/``, atomic-write temp
+files, the manifests themselves (bound by their record) and the two reports,
+which ``ledger verify`` re-renders from the vouched inputs instead.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+from blake3 import blake3
+
+from sk_analytics.atomic import write_json
+from sk_analytics.errors import IntegrityError
+from sk_analytics.io_seam import reading
+from sk_analytics.strict_json import load_json_file
+
+EVIDENCE_DIR = "EVIDENCE"
+MANIFEST_SCHEMA = "sk-tune-evidence-manifest-v1"
+BOUND_KEY = "bound"
+REPORT_FILES = frozenset({"EXPERIMENT_REPORT.md", "report.html"})
+_TOP_MACHINERY = frozenset({"ledger.jsonl", "ledger.jsonl.head", "ledger.jsonl.lock", ".sweep.lock"}) | REPORT_FILES
+_TOP_DIRS = frozenset({EVIDENCE_DIR, ".processes"})
+_PARALLEL = 1 << 20
+
+
+class Bound(TypedDict):
+    """What a ledger record carries under ``bound``: its manifest and that manifest's BLAKE3 digest."""
+
+    manifest: str
+    blake3: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class FileState:
+    """One vouched file: BLAKE3 of its content and its size (``mtime_ns`` only lets the writer skip unchanged files)."""
+
+    digest: str
+    size: int
+    mtime_ns: int = 0
+
+
+def is_machinery(rel: str) -> bool:
+    """Whether the session-relative path ``rel`` is not evidence (see the module docstring)."""
+    parts = rel.split("/")
+    name = parts[-1]
+    if len(parts) == 1 and (name in _TOP_MACHINERY or name.startswith("ledger.jsonl.torn-")):
+        return True
+    if parts[0] in _TOP_DIRS and len(parts) > 1:
+        return True
+    return name.endswith(".lock") or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """Every evidence file under ``root`` (session-relative POSIX path, lstat), symlinks not followed."""
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        with reading(folder, "session folder", expected="a readable session folder"), os.scandir(folder) as entries:
+            listed = sorted(entries, key=lambda e: e.name)
+        for entry in listed:
+            rel = Path(entry.path).relative_to(root).as_posix()
+            if entry.is_dir(follow_symlinks=False):
+                if not (rel in _TOP_DIRS):
+                    stack.append(Path(entry.path))
+            elif not is_machinery(rel):
+                yield rel, entry.stat(follow_symlinks=False)
+
+
+def hash_file(path: Path, st: os.stat_result | None = None) -> str:
+    """BLAKE3 of a file's bytes (of a symlink: of its target text, never followed).
+
+    BLAKE3 rather than SHA-256: re-hashing a 2 GB session must keep pace with ``b3sum``;
+    files over 1 MiB are memory-mapped and hashed on every core."""
+    with reading(path, "evidence file", expected="a readable evidence file"):
+        st = st or path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            return blake3(b"symlink\0" + os.readlink(path).encode()).hexdigest()
+        if st.st_size == 0:
+            return blake3(b"").hexdigest()
+        digest = blake3(max_threads=blake3.AUTO if st.st_size > _PARALLEL else 1)
+        digest.update_mmap(str(path))
+        return digest.hexdigest()
+
+
+def fold(root: Path, records: Sequence[Any]) -> tuple[dict[str, FileState], list[tuple[int, str]]]:
+    """The vouched content of ``root`` after every binding of ``records`` (a verified ledger).
+
+    Returns (relative path -> state, problems as (seq, message)) where a problem is a
+    manifest that is missing, differs from the hash its record signed, or is malformed.
+    """
+    vouched: dict[str, FileState] = {}
+    problems: list[tuple[int, str]] = []
+    for record in records:
+        bound = record.data.get(BOUND_KEY)
+        if not isinstance(bound, dict):
+            continue
+        rel = str(bound.get("manifest"))
+        path = root / rel
+        if not path.is_file():
+            problems.append((record.seq, f"{rel}: manifest missing (record seq {record.seq} vouches for it)"))
+            continue
+        if hash_file(path) != bound.get("blake3"):
+            problems.append((record.seq, f"{rel}: manifest differs from the BLAKE3 digest record seq {record.seq} signed"))
+            continue
+        manifest = load_json_file(path)
+        if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
+            problems.append((record.seq, f"{rel}: not a {MANIFEST_SCHEMA} manifest"))
+            continue
+        for gone in manifest.get("removed", []):
+            vouched.pop(gone, None)
+        for name, (digest, size, mtime_ns) in manifest.get("files", {}).items():
+            vouched[name] = FileState(digest, size, mtime_ns)
+    return vouched, problems
+
+
+_KNOWN: dict[str, dict[str, FileState]] = {}
+"""resolved session root -> what this process last bound there (so each file is hashed once)."""
+
+
+def bind(root: Path, records: Sequence[Any] | None = None) -> Bound | None:
+    """Hash what changed in ``root`` since the last binding and write its manifest; None when nothing changed.
+
+    ``records``: the session's verified records, read when this process binds
+    ``root`` for the first time (a resumed sweep); a manifest that no longer
+    matches its record is refused (:class:`IntegrityError`) rather than re-bound.
+    """
+    key = str(Path(root).resolve())
+    known = _KNOWN.get(key)
+    if known is None:
+        if records is None:
+            from sk_analytics.ledger import read_records
+
+            records = read_records(root) if (root / "ledger.jsonl").exists() else []
+        known, problems = fold(root, records)
+        if problems:
+            raise IntegrityError(f"{root / EVIDENCE_DIR}: refusing to bind new evidence: {problems[0][1]}")
+    files: dict[str, list[Any]] = {}
+    present: set[str] = set()
+    total = 0
+    for rel, st in walk(root):
+        present.add(rel)
+        old = known.get(rel)
+        if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
+            continue
+        state = FileState(hash_file(root / rel, st), st.st_size, st.st_mtime_ns)
+        if old is not None and (old.digest, old.size) == (state.digest, state.size):
+            known[rel] = state  # touched, not changed: nothing to vouch again
+            continue
+        files[rel] = [state.digest, state.size, state.mtime_ns]
+        known[rel] = state
+        total += st.st_size
+    removed = sorted(set(known) - present)
+    for rel in removed:
+        del known[rel]
+    _KNOWN[key] = known
+    if not files and not removed:
+        return None
+    rel = f"{EVIDENCE_DIR}/bind-{time.time_ns()}.json"
+    write_json(root / rel, {"schema_version": MANIFEST_SCHEMA, "files": files, "removed": removed}, indent=None)
+    return Bound(manifest=rel, blake3=hash_file(root / rel), files=len(files), bytes=total)
+
+
+def with_binding(root: Path, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` plus the ``bound`` field of what changed in ``root`` (unchanged when nothing did)."""
+    bound = bind(root)
+    return dict(data) if bound is None else {**data, BOUND_KEY: dict(bound)}
+
+
+def forget(root: Path) -> None:
+    """Drop this process's memory of ``root``'s bindings (the folder was moved or replaced)."""
+    _KNOWN.pop(str(Path(root).resolve()), None)
