@@ -38,6 +38,10 @@ class Fleet:
     def node_alive(self, node_id: str, settle_s: float = 0.0) -> bool:
         return any(n.node_id == node_id for n in self.alive)
 
+    def capacity(self) -> None:
+        """No capacity: the resource check is tested in test_campaign_resources; this fleet checks nothing."""
+        return None
+
     def check_storage(self, root: Path, needs: list[dict[str, float]]) -> list[dict[str, str]]:
         return [{"node_id": n.node_id, "node_name": n.node_name} for n in self.alive]
 

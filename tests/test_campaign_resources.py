@@ -238,10 +238,11 @@ def test_lang_en_prints_english_output_labels(tmp_path: Path, monkeypatch: pytes
     import types
 
     import sk_runner.sweep.cli as sweep_cli
+    import sk_runner.sweep.driver as sweep_driver
 
     outcome = types.SimpleNamespace(report=tmp_path / "EXPERIMENT_REPORT.md", html=tmp_path / "report.html", handoff=tmp_path / "handoff.json",
                                     outcome="base")
-    monkeypatch.setattr(sweep_cli, "run_sweep", lambda session, say, lang: outcome)
+    monkeypatch.setattr(sweep_driver, "run_sweep", lambda session, say, lang: outcome)  # run_and_print imports it when it runs
     session = types.SimpleNamespace(root=tmp_path, notices=[])
     for lang, labels in (("en", ("Session: ", "Report: ", "HTML: ", "Hand-off: ")), ("zh", ("会话：", "报告：", "HTML：", "交接："))):
         assert sweep_cli.run_and_print(session, lang, quiet=True) == 0  # type: ignore[arg-type]

@@ -278,3 +278,23 @@ def test_reaping_spares_a_recorded_group_whose_leader_id_was_reused(tmp_path: Pa
     finally:
         other.kill()
         other.wait()
+
+
+def test_attach_keeps_the_session_absolute_so_a_later_rewrite_never_lands_in_a_new_cwd(tmp_path: Path, monkeypatch) -> None:
+    """The owner is process-wide: a session attached by a relative path, then a chdir, then a record
+    rewrite (a spawn's group recorded) must write into the session, not plant one in the new cwd."""
+    from sk_runner import lifetime
+
+    (tmp_path / "session").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    own = lifetime.owner()
+    before = list(own.tables)
+    try:
+        lifetime.attach(Path("session"))
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        own.rewrite_records()
+        assert list((tmp_path / "elsewhere").iterdir()) == []
+        assert (tmp_path / "session" / lifetime.TABLE_DIR / f"{own.token}.json").is_file()
+    finally:
+        own.tables[:] = before
