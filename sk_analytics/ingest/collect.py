@@ -20,6 +20,7 @@ import polars as pl
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.discover import KINDS, Artifact, default_partition, discover
+from sk_analytics.ingest.sources import SOURCED_TABLES, SourceRecord, encode_sources, source_record
 from sk_analytics.schema import TABLES
 from sk_analytics.tables import write_table
 
@@ -129,17 +130,22 @@ def _ingest(
     report = IngestReport(root=root, out_dir=out)
     known = parsed or {}
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[pl.DataFrame]] = {}
+    sources: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, SourceRecord]] = {}
     for artifact in artifacts:
         partition = partition_of(artifact)
         _check_partition(partition)
         result = known[artifact.path] if artifact.path in known else parse_artifact(artifact, root)
-        report.files.append(
-            FileRead(relative_source(artifact.path, root), artifact.kind.name, result.table.name, result.rows, partition, tuple(result.warnings))
-        )
-        groups.setdefault((result.table.name, tuple(partition.items())), []).append(result.frame)
-    for (table, partition_items), frames in sorted(groups.items()):
+        rel = relative_source(artifact.path, root)
+        report.files.append(FileRead(rel, artifact.kind.name, result.table.name, result.rows, partition, tuple(result.warnings)))
+        key = (result.table.name, tuple(partition.items()))
+        groups.setdefault(key, []).append(result.frame)
+        if result.table.name in SOURCED_TABLES:
+            sources.setdefault(key, {})[rel] = source_record(artifact.path, result.warnings)
+    for key, frames in sorted(groups.items()):
+        table, partition_items = key
         frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-        report.written.append(write_table(frame, TABLES[table], out, dict(partition_items)))
+        metadata = encode_sources(sources[key]) if key in sources else None
+        report.written.append(write_table(frame, TABLES[table], out, dict(partition_items), metadata))
     return report
 
 
