@@ -15,7 +15,7 @@ from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.dcci.pipeline import SESSION_DATA, dcci_diff, load_pair
 from sk_analytics.fingerprint import sha256_file
 from sk_analytics.ingest import ingest_run_dir
-from sk_analytics.ingest.sources import SOURCES_KEY, read_sources
+from sk_analytics.ingest.sources import SOURCES_KEY, read_sources, sealed_hashes
 from sk_analytics.ledger import Ledger
 from test_dcci_e2e import WARMUP, pair
 
@@ -37,7 +37,7 @@ def _session(tmp_path: Path, base: Path, cand: Path) -> Path:
     for role, root in (("baseline_profile", base), ("candidate_profile", cand)):
         fp = json.loads((root / MANIFEST_NAME).read_text(encoding="utf-8"))["manifest_fingerprint"]
         ledger.append("profile_result", {"role": role, "ok": True, "root": os.path.relpath(root, session), "manifest_fingerprint": fp})
-        ingest_run_dir(root, session / SESSION_DATA, "DCCI", role, root.name)
+        ingest_run_dir(root, session / SESSION_DATA, "DCCI", role, root.name, hashes=sealed_hashes(root))
     return session
 
 
@@ -45,14 +45,17 @@ def _part(session: Path, role: str, root: Path) -> Path:
     return session / SESSION_DATA / f"sk_events/round=DCCI/role={role}/run={root.name}/part-0.parquet"
 
 
-def test_ingest_records_each_trace_with_its_sha256(collections: tuple[Path, Path], tmp_path: Path) -> None:
-    base, cand = collections
-    session = _session(tmp_path, base, cand)
-    records = read_sources(_part(session, "baseline_profile", base))
+@pytest.mark.parametrize("sealed", [True, False])
+def test_ingest_records_each_trace_with_its_sha256(collections: tuple[Path, Path], tmp_path: Path, sealed: bool) -> None:
+    """With the sealed digests (as the sweep ingests) or hashing the files itself, the records hold the files' SHA-256."""
+    base, _ = collections
+    ingest_run_dir(base, tmp_path, "DCCI", "baseline_profile", base.name, hashes=sealed_hashes(base) if sealed else None)
+    records = read_sources(tmp_path / f"sk_events/round=DCCI/role=baseline_profile/run={base.name}/part-0.parquet")
     traces = sorted(base.glob("sk_meta/*/sk_prof_device_*.json"))
     assert records is not None and len(traces) == RANKS
     assert list(records) == [p.relative_to(base).as_posix() for p in traces]
     assert [r["sha256"] for r in records.values()] == [sha256_file(p) for p in traces]
+    assert all(r["warnings"] == [] for r in records.values())
 
 
 def test_reused_events_give_the_parsed_side_and_diff(collections: tuple[Path, Path], tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from sk_analytics.dcci.load import load_side
 from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ingest.sources import sealed_hashes
 from sk_analytics.schema import SK_CHILDREN, SK_OCCURRENCES
 from sk_analytics.strict_json import load_json_file
 from sk_analytics.tables import write_table
@@ -39,9 +40,7 @@ def _load_side(root: Path, identity: dict[str, Any], session: Path | None) -> Si
     The manifest was just re-verified by validate_set, so its SHA-256 per file is the disk's."""
     if session is None:
         return load_side(root, identity)
-    records = load_json_file(root / MANIFEST_NAME)["files"].values()
-    vouched = {rec["path"]: rec["sha256"] for group in records for rec in group}
-    return load_side(root, identity, data_dir=Path(session) / SESSION_DATA, vouched=vouched)
+    return load_side(root, identity, data_dir=Path(session) / SESSION_DATA, vouched=sealed_hashes(root))
 
 
 @dataclass(frozen=True)

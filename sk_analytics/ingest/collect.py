@@ -100,7 +100,8 @@ def ingest_path(path: str | Path, out_dir: str | Path, *, round: str | None = No
 
 
 def ingest_run_dir(
-    run_dir: str | Path, data_dir: str | Path, round: str, role: str, run: str, *, parsed: Mapping[Path, ParseResult] | None = None
+    run_dir: str | Path, data_dir: str | Path, round: str, role: str, run: str, *, parsed: Mapping[Path, ParseResult] | None = None,
+    hashes: Mapping[str, str] | None = None,
 ) -> IngestReport:
     """Ingest one run folder into ``data_dir`` under exactly ``round/role/run``
     (what the runner calls after each clean run). A run without artifacts gives
@@ -109,12 +110,14 @@ def ingest_run_dir(
     ``parsed`` holds artifacts the caller already parsed (keyed by
     ``Path(run_dir) / name``, parsed with ``root=run_dir``): they are used as
     they are instead of being parsed again (the runner validates the rank logs
-    before it ingests them)."""
+    before it ingests them). ``hashes`` (path relative to ``run_dir`` -> SHA-256)
+    are the digests the caller just sealed the folder's files with: the source
+    records of ``sk_events`` take them instead of hashing the traces again."""
     folder = Path(run_dir)
     if not folder.is_dir():
         raise InputError(folder, "run folder does not exist")
     partition = {"round": round, "role": role, "run": run}
-    return _ingest(discover(folder), folder, Path(data_dir), lambda _: partition, parsed)
+    return _ingest(discover(folder), folder, Path(data_dir), lambda _: partition, parsed, hashes)
 
 
 def _check_partition(partition: Partition) -> None:
@@ -125,7 +128,8 @@ def _check_partition(partition: Partition) -> None:
 
 
 def _ingest(
-    artifacts: list[Artifact], root: Path, out: Path, partition_of: Callable[[Artifact], Partition], parsed: Mapping[Path, ParseResult] | None = None
+    artifacts: list[Artifact], root: Path, out: Path, partition_of: Callable[[Artifact], Partition],
+    parsed: Mapping[Path, ParseResult] | None = None, hashes: Mapping[str, str] | None = None,
 ) -> IngestReport:
     report = IngestReport(root=root, out_dir=out)
     known = parsed or {}
@@ -140,7 +144,7 @@ def _ingest(
         key = (result.table.name, tuple(partition.items()))
         groups.setdefault(key, []).append(result.frame)
         if result.table.name in SOURCED_TABLES:
-            sources.setdefault(key, {})[rel] = source_record(artifact.path, result.warnings)
+            sources.setdefault(key, {})[rel] = source_record(artifact.path, result.warnings, (hashes or {}).get(rel))
     for key, frames in sorted(groups.items()):
         table, partition_items = key
         frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]

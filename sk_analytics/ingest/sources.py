@@ -18,7 +18,9 @@ from typing import TypedDict
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.fingerprint import sha256_file
+from sk_analytics.strict_json import load_json_file
 
 SOURCES_KEY = "sk_sources"
 """Parquet key/value metadata key holding the JSON source records."""
@@ -33,9 +35,9 @@ class SourceRecord(TypedDict):
     warnings: list[str]
 
 
-def source_record(path: Path, warnings: Sequence[str]) -> SourceRecord:
-    """The record of one parsed file (its bytes hashed now, right after parsing)."""
-    return {"sha256": sha256_file(path), "warnings": list(warnings)}
+def source_record(path: Path, warnings: Sequence[str], sha256: str | None = None) -> SourceRecord:
+    """The record of one parsed file: ``sha256`` when the caller just sealed it with that digest, else its bytes hashed now."""
+    return {"sha256": sha256 or sha256_file(path), "warnings": list(warnings)}
 
 
 def encode_sources(records: Mapping[str, SourceRecord]) -> dict[str, str]:
@@ -51,3 +53,11 @@ def read_sources(path: Path) -> dict[str, SourceRecord] | None:
     except (OSError, ValueError, pa.ArrowException):
         return None
     return records if isinstance(records, dict) else None
+
+
+def sealed_hashes(root: Path) -> dict[str, str]:
+    """Path (relative to ``root``) -> SHA-256 of every file its collection manifest lists.
+
+    Only as trustworthy as the manifest: call it on a root just sealed or just re-verified (validate_set)."""
+    groups = load_json_file(Path(root) / MANIFEST_NAME)["files"].values()
+    return {rec["path"]: rec["sha256"] for group in groups for rec in group}
