@@ -39,8 +39,12 @@ def write_table(
     table: Table,
     data_dir: str | Path,
     partition: Mapping[str, str],
+    metadata: Mapping[str, str] | None = None,
 ) -> Path:
     """Conform ``frame`` to ``table`` and write it atomically; return the file path.
+
+    ``metadata`` adds key/value pairs to the file's Parquet metadata (beside
+    ``schema_version`` and ``table``, which it cannot replace).
 
     Re-ingesting the same partition replaces its file as a whole (never a
     partial mix of old and new rows). A column the schema declares not
@@ -50,9 +54,10 @@ def write_table(
     conformed = table.conform(frame)
     target = _partition_dir(Path(data_dir), table, partition) / PART_FILE
     arrow = required_fields(conformed.to_arrow(), table)
-    metadata = dict(arrow.schema.metadata or {})
-    metadata.update({b"schema_version": SCHEMA_VERSION.encode(), b"table": table.name.encode()})
-    arrow = arrow.replace_schema_metadata(metadata)
+    stored = dict(arrow.schema.metadata or {})
+    stored.update({key.encode(): value.encode() for key, value in (metadata or {}).items()})
+    stored.update({b"schema_version": SCHEMA_VERSION.encode(), b"table": table.name.encode()})
+    arrow = arrow.replace_schema_metadata(stored)
     with atomic_path(target, site="parquet") as tmp:
         pq.write_table(arrow, tmp, compression="zstd")
     return target

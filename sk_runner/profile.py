@@ -196,8 +196,10 @@ def buffer_full_lines(manifest: Mapping[str, Any], root: Path) -> list[str]:
 def _ingest(spec: ProfileSpec, root: Path) -> dict[str, Any]:
     """Ingest the sealed root into ``<session>/data`` as round/role/run = round/role/attempt-<n>."""
     from sk_analytics.ingest import ingest_run_dir
+    from sk_analytics.ingest.sources import sealed_hashes
 
-    report = ingest_run_dir(root, spec.session / "data", spec.round, spec.role, root.name)
+    # the traces were hashed a moment ago at finalize: the source records of sk_events reuse those digests
+    report = ingest_run_dir(root, spec.session / "data", spec.round, spec.role, root.name, hashes=sealed_hashes(root))
     return {"rows_by_table": report.rows_by_table(), "written": sorted(p.as_posix() for p in report.written),
             "warnings": report.warnings}
 

@@ -30,7 +30,9 @@ PARTIAL: Final = "partial"
 
 def _side_time(occurrences: pl.DataFrame, alignment: Alignment, side: str, warmup: int,
                compared_uids: pl.Series) -> pl.DataFrame:
-    """Per SK launched after warm-up on ``side``: rank, process, model_dir, time_us, compared."""
+    """Per SK launched after warm-up on ``side``: rank, process, model_dir, time_us, compared.
+
+    Sorted by SK key, so the float sums over these rows are the same from run to run (a group_by's order is not)."""
     sk_map = alignment.sk_map.filter(pl.col("side") == side).select(*SK_KEYS, "model_dir", "uid").unique(subset=list(SK_KEYS))
     ranks = (alignment.process_rank if alignment.process_rank is not None
              else pl.DataFrame(schema={"side": pl.Utf8, "process": pl.Utf8, "rank": pl.Int64}))
@@ -40,6 +42,7 @@ def _side_time(occurrences: pl.DataFrame, alignment: Alignment, side: str, warmu
         .join(sk_map, on=list(SK_KEYS), how="left")
         .join(ranks.filter(pl.col("side") == side).select("process", "rank"), on="process", how="left")
         .with_columns(pl.col("uid").is_in(compared_uids.implode()).fill_null(False).alias("compared"))
+        .sort(list(SK_KEYS))
     )
 
 

@@ -21,7 +21,7 @@ what the analysis collects, not every rank at once.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ import polars as pl
 
 from sk_analytics.dcci.analysis import SideInput
 from sk_analytics.errors import InputError
-from sk_analytics.ingest.base import ParseResult
+from sk_analytics.dcci.ingested import ingested_events
+from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.fused_nodes import parse_fused_nodes
 from sk_analytics.ingest.graph_dump import parse_graph_dump
 from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME
@@ -79,22 +80,35 @@ def _concat(frames: list[pl.DataFrame], table: Table) -> pl.DataFrame:
     return pl.DataFrame(schema={**table.schema, "process": pl.Utf8})
 
 
-def load_side(root: Path, identity: dict[str, Any] | None = None) -> SideInput:
+def load_side(
+    root: Path, identity: dict[str, Any] | None = None, *, data_dir: Path | None = None, vouched: Mapping[str, str] | None = None
+) -> SideInput:
     """Parse every process of a collection root; raise InputError when a required artifact is missing.
 
-    The events are spilled to a temporary folder that lives as long as the returned side."""
-    spill = tempfile.TemporaryDirectory(prefix="sk-tune-dcci-events-")
+    With ``data_dir`` (a session's Parquet folder) and ``vouched`` (source_file ->
+    SHA-256 from the root's verified manifest), the events come from the table
+    the ingest already wrote for exactly those bytes (:mod:`sk_analytics.dcci.ingested`)
+    instead of a second parse; the side is the same either way. Otherwise the events are
+    spilled to a temporary folder that lives as long as the returned side."""
+    folders = _processes(root)
+    prof = {folder.name: sorted(p for p in folder.iterdir() if p.is_file() and SK_PROF_NAME.match(p.name)) for folder in folders}
+    files = [(relative_source(path, root), process) for process, paths in prof.items() for path in paths]
+    reused = ingested_events(data_dir, root, files, vouched or {}) if data_dir is not None else None
+    spill = None if reused is not None else tempfile.TemporaryDirectory(prefix="sk-tune-dcci-events-")
     warnings: list[str] = []
     events: list[Path] = []
     structure: list[pl.DataFrame] = []
     markers: list[pl.DataFrame] = []
     symbols: list[pl.DataFrame] = []
     truncated: set[str] = set()
-    for folder in _processes(root):
+    for folder in folders:
         process = folder.name
-        prof_files = sorted(p for p in folder.iterdir() if p.is_file() and SK_PROF_NAME.match(p.name))
+        prof_files = prof[process]
         before = len(warnings)
-        events += _spill_events(prof_files, process, root, warnings, Path(spill.name))
+        if reused is None:
+            events += _spill_events(prof_files, process, root, warnings, Path(spill.name))  # type: ignore[union-attr]
+        else:
+            warnings += [w for path in prof_files for w in reused.warnings[relative_source(path, root)]]
         if any(TRUNCATION_WORD in w for w in warnings[before:]):
             truncated.add(process)
         models = sorted(p for p in folder.glob("model_*") if p.is_dir())
@@ -107,12 +121,12 @@ def load_side(root: Path, identity: dict[str, Any] | None = None) -> SideInput:
         if prof_files and not fused:
             raise InputError(folder, "sk_prof present but no model_*/sk_fused_nodes.log in this process",
                              expected="the SK metadata written by the same profile process")
-    if not events:
+    if not files:
         raise InputError(root, f"no sk_prof_device_<id>.json under {SK_META}/<pid>/",
                          expected="a profile collected with ASCEND_PROF_SK_ON=<KB>")
     return SideInput(
         root=root,
-        events=pl.scan_parquet(events),
+        events=reused.events if reused is not None else pl.scan_parquet(events),
         structure=_concat(structure, SK_STRUCTURE),
         markers=_concat(markers, SK_MARKERS),
         symbols=_concat(symbols, SYMBOLS),

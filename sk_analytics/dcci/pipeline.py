@@ -19,16 +19,28 @@ from sk_analytics.dcci.load import load_side
 from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.ingest.sources import sealed_hashes
 from sk_analytics.schema import SK_CHILDREN, SK_OCCURRENCES
 from sk_analytics.strict_json import load_json_file
 from sk_analytics.tables import write_table
 
+SESSION_DATA: Final = "data"
+"""A sweep session's Parquet folder, where each diagnostic collection was ingested after sealing."""
 DCCI_POINTER: Final = "/super_kernel_optimize_options/dcci_disable_on_kernel"
 """The one declared difference between the O0 and the disable-all diagnostic profiles."""
 
 
 def _identity(contract: dict[str, Any], role: str) -> dict[str, Any]:
     return {"role": role, **contract["roles"][role]}
+
+
+def _load_side(root: Path, identity: dict[str, Any], session: Path | None) -> SideInput:
+    """One side, its events from ``session``'s ingested table when that holds exactly the vouched bytes.
+
+    The manifest was just re-verified by validate_set, so its SHA-256 per file is the disk's."""
+    if session is None:
+        return load_side(root, identity)
+    return load_side(root, identity, data_dir=Path(session) / SESSION_DATA, vouched=sealed_hashes(root))
 
 
 @dataclass(frozen=True)
@@ -65,8 +77,8 @@ def load_pair(
                          expected=f"config_fingerprint {expected}")
     return CollectionPair(
         contract=contract,
-        baseline=load_side(Path(baseline_root), _identity(contract, BASELINE_PROFILE)),
-        candidate=load_side(Path(candidate_root), _identity(contract, CANDIDATE_PROFILE)),
+        baseline=_load_side(Path(baseline_root), _identity(contract, BASELINE_PROFILE), session),
+        candidate=_load_side(Path(candidate_root), _identity(contract, CANDIDATE_PROFILE), session),
         disable_all_config=disable_all_config,
     )
 

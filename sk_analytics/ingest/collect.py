@@ -20,6 +20,7 @@ import polars as pl
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.discover import KINDS, Artifact, default_partition, discover
+from sk_analytics.ingest.sources import SOURCED_TABLES, SourceRecord, encode_sources, source_record
 from sk_analytics.schema import TABLES
 from sk_analytics.tables import write_table
 
@@ -99,7 +100,8 @@ def ingest_path(path: str | Path, out_dir: str | Path, *, round: str | None = No
 
 
 def ingest_run_dir(
-    run_dir: str | Path, data_dir: str | Path, round: str, role: str, run: str, *, parsed: Mapping[Path, ParseResult] | None = None
+    run_dir: str | Path, data_dir: str | Path, round: str, role: str, run: str, *, parsed: Mapping[Path, ParseResult] | None = None,
+    hashes: Mapping[str, str] | None = None,
 ) -> IngestReport:
     """Ingest one run folder into ``data_dir`` under exactly ``round/role/run``
     (what the runner calls after each clean run). A run without artifacts gives
@@ -108,12 +110,14 @@ def ingest_run_dir(
     ``parsed`` holds artifacts the caller already parsed (keyed by
     ``Path(run_dir) / name``, parsed with ``root=run_dir``): they are used as
     they are instead of being parsed again (the runner validates the rank logs
-    before it ingests them)."""
+    before it ingests them). ``hashes`` (path relative to ``run_dir`` -> SHA-256)
+    are the digests the caller just sealed the folder's files with: the source
+    records of ``sk_events`` take them instead of hashing the traces again."""
     folder = Path(run_dir)
     if not folder.is_dir():
         raise InputError(folder, "run folder does not exist")
     partition = {"round": round, "role": role, "run": run}
-    return _ingest(discover(folder), folder, Path(data_dir), lambda _: partition, parsed)
+    return _ingest(discover(folder), folder, Path(data_dir), lambda _: partition, parsed, hashes)
 
 
 def _check_partition(partition: Partition) -> None:
@@ -124,22 +128,28 @@ def _check_partition(partition: Partition) -> None:
 
 
 def _ingest(
-    artifacts: list[Artifact], root: Path, out: Path, partition_of: Callable[[Artifact], Partition], parsed: Mapping[Path, ParseResult] | None = None
+    artifacts: list[Artifact], root: Path, out: Path, partition_of: Callable[[Artifact], Partition],
+    parsed: Mapping[Path, ParseResult] | None = None, hashes: Mapping[str, str] | None = None,
 ) -> IngestReport:
     report = IngestReport(root=root, out_dir=out)
     known = parsed or {}
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[pl.DataFrame]] = {}
+    sources: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, SourceRecord]] = {}
     for artifact in artifacts:
         partition = partition_of(artifact)
         _check_partition(partition)
         result = known[artifact.path] if artifact.path in known else parse_artifact(artifact, root)
-        report.files.append(
-            FileRead(relative_source(artifact.path, root), artifact.kind.name, result.table.name, result.rows, partition, tuple(result.warnings))
-        )
-        groups.setdefault((result.table.name, tuple(partition.items())), []).append(result.frame)
-    for (table, partition_items), frames in sorted(groups.items()):
+        rel = relative_source(artifact.path, root)
+        report.files.append(FileRead(rel, artifact.kind.name, result.table.name, result.rows, partition, tuple(result.warnings)))
+        key = (result.table.name, tuple(partition.items()))
+        groups.setdefault(key, []).append(result.frame)
+        if result.table.name in SOURCED_TABLES:
+            sources.setdefault(key, {})[rel] = source_record(artifact.path, result.warnings, (hashes or {}).get(rel))
+    for key, frames in sorted(groups.items()):
+        table, partition_items = key
         frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-        report.written.append(write_table(frame, TABLES[table], out, dict(partition_items)))
+        metadata = encode_sources(sources[key]) if key in sources else None
+        report.written.append(write_table(frame, TABLES[table], out, dict(partition_items), metadata))
     return report
 
 
