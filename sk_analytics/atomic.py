@@ -23,6 +23,20 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
 
     ``site`` names the write for the seam (``parquet`` for tables)."""
     target = Path(target)
+    tmp = temp_beside(target)
+    try:
+        yield tmp
+        commit_temp(tmp, target, site=site)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def temp_beside(target: Path) -> Path:
+    """A new empty temp file in ``target``'s folder (created if needed), as readable as any result file.
+
+    The first half of :func:`atomic_path`, for writers whose temp outlives one ``with`` block
+    (a Parquet file streamed while other inputs are still being parsed)."""
     refuse_link(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -30,17 +44,17 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it owner-only; a result file is as readable as any other
     finally:
         os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        yield tmp
-        guard(site, target)  # after the temp file was written: a fault leaves it, and only it, to clean up
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    return Path(tmp_name)
+
+
+def commit_temp(tmp: Path, target: Path, *, site: str = "atomic") -> None:
+    """Put the written temp file ``tmp`` in place of ``target`` (the second half of :func:`atomic_path`):
+    the write seam, fsync, rename, fsync of the folder. On a fault ``tmp`` is left for the caller to remove."""
+    guard(site, target)  # after the temp file was written: a fault leaves it, and only it, to clean up
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
 
 
 def refuse_link(target: Path) -> None:

@@ -1,16 +1,22 @@
 """Parse every artifact of a folder and write its Parquet tables, one file per
 (table, round/role/run partition).
 
-All files are parsed before anything is written, so bad input (an
+All files are parsed before any table file is put in place, so bad input (an
 :class:`~sk_analytics.errors.InputError` naming the file and line) leaves the
 output folder untouched. Several files of one table in one partition (the 8
 rank logs of a run, the sk_prof traces of several devices) go into one file.
+
+Memory follows a row group, not the logs: a rank log is parsed a batch at a
+time (:func:`stream_artifact`), and a partition's rows past one row group are
+streamed into a temp file beside their target (:class:`_PartitionRows`),
+renamed into place only once every artifact parsed; any error removes the
+temp files (and the folders made for them).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +28,13 @@ from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.discover import KINDS, Artifact, default_partition, discover
 from sk_analytics.ingest.sources import SOURCED_TABLES, SourceRecord, encode_sources, source_record
 from sk_analytics.schema import TABLES
-from sk_analytics.tables import write_table
+from sk_analytics.tables import TableStream, write_table
 
 Partition = dict[str, str]
+
+HOLD_ROWS = 1 << 16
+"""Rows of one output file held as frames; past them the rows are streamed (:class:`_PartitionRows`).
+Well under a row group, so the frames held and their Arrow copy never coexist at full size."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +86,23 @@ class IngestReport:
 
 def parse_artifact(artifact: Artifact, root: Path) -> ParseResult:
     """Run the parser of the artifact's kind (imported on first use)."""
-    module_name, function = artifact.kind.parser.split(":")
-    parser = getattr(importlib.import_module(module_name), function)
-    result: ParseResult = parser(artifact.path, root=root)
+    result: ParseResult = _parser(artifact.kind.parser)(artifact.path, root=root)
     return result
+
+
+def stream_artifact(artifact: Artifact, root: Path) -> Iterator[ParseResult]:
+    """The artifact's parse as consecutive results (its kind's ``stream`` parser, else one
+    :func:`parse_artifact`): rows and warnings add up to those of :func:`parse_artifact`."""
+    if artifact.kind.stream is None:
+        yield parse_artifact(artifact, root)
+    else:
+        yield from _parser(artifact.kind.stream)(artifact.path, root=root)
+
+
+def _parser(name: str) -> Callable[..., Any]:
+    """The ``module:function`` of a parser, its module imported on first use."""
+    module_name, function = name.split(":")
+    return getattr(importlib.import_module(module_name), function)
 
 
 def ingest_path(path: str | Path, out_dir: str | Path, *, round: str | None = None, role: str | None = None) -> IngestReport:
@@ -127,30 +150,86 @@ def _check_partition(partition: Partition) -> None:
             raise UsageError(f"bad {key} value {value!r}: expected a non-empty folder name without '/'")
 
 
+class _PartitionRows:
+    """The rows of one output file (a table in one partition), gathered while the artifacts are parsed.
+
+    Few rows (under :data:`HOLD_ROWS`) are held as frames and written at the end by
+    :func:`write_table`, as they always were. More (a run's 10-million-sample rank
+    log) go on into a :class:`~sk_analytics.tables.TableStream` temp file instead,
+    so memory stays near one row group whatever the logs hold. A table whose file
+    metadata depends on every source (``sk_events`` records its sources) is
+    always held: the stream must know its metadata when it opens.
+    """
+
+    def __init__(self, table: str, out: Path, partition: Partition) -> None:
+        self.table = TABLES[table]
+        self.out = out
+        self.partition = partition
+        self.frames: list[pl.DataFrame] = []
+        self.rows = 0
+        self.stream: TableStream | None = None
+
+    def add(self, frame: pl.DataFrame) -> None:
+        if self.stream is not None:
+            self.stream.write(frame)
+            return
+        self.frames.append(frame)
+        self.rows += frame.height
+        if self.rows >= HOLD_ROWS and self.table.name not in SOURCED_TABLES:
+            self.stream = TableStream(self.table, self.out, self.partition)
+            while self.frames:
+                self.stream.write(self.frames.pop(0))
+
+    def write(self, metadata: Mapping[str, str] | None) -> Path:
+        """The file in place (the streamed temp committed, or the held rows written); its path."""
+        if self.stream is not None:
+            return self.stream.commit()
+        frame = pl.concat(self.frames, how="vertical") if len(self.frames) > 1 else self.frames[0]
+        self.frames = []
+        return write_table(frame, self.table, self.out, self.partition, metadata)
+
+    def discard(self) -> None:
+        """Forget the rows; a streamed temp file (and the folders made for it) is removed."""
+        self.frames = []
+        if self.stream is not None:
+            self.stream.discard()
+
+
 def _ingest(
     artifacts: list[Artifact], root: Path, out: Path, partition_of: Callable[[Artifact], Partition],
     parsed: Mapping[Path, ParseResult] | None = None, hashes: Mapping[str, str] | None = None,
 ) -> IngestReport:
     report = IngestReport(root=root, out_dir=out)
     known = parsed or {}
-    groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[pl.DataFrame]] = {}
+    groups: dict[tuple[str, tuple[tuple[str, str], ...]], _PartitionRows] = {}
     sources: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, SourceRecord]] = {}
-    for artifact in artifacts:
-        partition = partition_of(artifact)
-        _check_partition(partition)
-        result = known[artifact.path] if artifact.path in known else parse_artifact(artifact, root)
-        rel = relative_source(artifact.path, root)
-        report.files.append(FileRead(rel, artifact.kind.name, result.table.name, result.rows, partition, tuple(result.warnings)))
-        key = (result.table.name, tuple(partition.items()))
-        groups.setdefault(key, []).append(result.frame)
-        if result.table.name in SOURCED_TABLES:
-            sources.setdefault(key, {})[rel] = source_record(artifact.path, result.warnings, (hashes or {}).get(rel))
-    for key, frames in sorted(groups.items()):
-        table, partition_items = key
-        frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-        metadata = encode_sources(sources[key]) if key in sources else None
-        report.written.append(write_table(frame, TABLES[table], out, dict(partition_items), metadata))
+    try:
+        for artifact in artifacts:
+            partition = partition_of(artifact)
+            _check_partition(partition)
+            results = iter([known[artifact.path]]) if artifact.path in known else stream_artifact(artifact, root)
+            rel = relative_source(artifact.path, root)
+            rows, warnings, table = 0, [], None
+            for result in results:
+                table = result.table.name
+                key = (table, tuple(partition.items()))
+                groups.setdefault(key, _PartitionRows(table, out, partition)).add(result.frame)
+                rows += result.rows
+                warnings += result.warnings
+            if table is None:
+                raise ValueError(f"the {artifact.kind.name} parser gave no result for {rel}")
+            report.files.append(FileRead(rel, artifact.kind.name, table, rows, partition, tuple(warnings)))
+            if table in SOURCED_TABLES:
+                sources.setdefault(key, {})[rel] = source_record(artifact.path, warnings, (hashes or {}).get(rel))
+        for key, rows_of in sorted(groups.items()):
+            metadata = encode_sources(sources[key]) if key in sources else None
+            report.written.append(rows_of.write(metadata))
+            del groups[key]
+    except BaseException:
+        for rows_of in groups.values():
+            rows_of.discard()
+        raise
     return report
 
 
-__all__ = ["KINDS", "FileRead", "IngestReport", "ingest_path", "ingest_run_dir", "parse_artifact"]
+__all__ = ["KINDS", "FileRead", "IngestReport", "ingest_path", "ingest_run_dir", "parse_artifact", "stream_artifact"]

@@ -48,6 +48,9 @@ class ArtifactKind:
     parser: str
     """``module:function`` with signature ``(path, *, root) -> ParseResult``."""
     matches: Callable[[Path], bool]
+    stream: str | None = None
+    """``module:function`` with signature ``(path, *, root) -> Iterator[ParseResult]``: the parse
+    as consecutive rows, for files whose rows should not all be held at once (rank logs)."""
 
 
 def _named(*names: str) -> Callable[[Path], bool]:
@@ -60,7 +63,8 @@ def _pattern(regex: str, *, in_run_dir: bool = False) -> Callable[[Path], bool]:
 
 
 KINDS: tuple[ArtifactKind, ...] = (
-    ArtifactKind("rank_log", "timings", "sk_analytics.ingest.timings:parse_rank_log", _pattern(r"^log_[0-9]+\.log$", in_run_dir=True)),
+    ArtifactKind("rank_log", "timings", "sk_analytics.ingest.timings:parse_rank_log", _pattern(r"^log_[0-9]+\.log$", in_run_dir=True),
+                 "sk_analytics.ingest.timings:stream_rank_log"),
     ArtifactKind("kernel_details", "kernels", "sk_analytics.ingest.kernel_details:parse_kernel_details", _named("kernel_details.csv")),
     ArtifactKind("profiler_db", "kernels", "sk_analytics.ingest.profiler_db:parse_profiler_db", _pattern(PROFILER_DB_NAME)),
     ArtifactKind("sk_prof", "sk_events", "sk_analytics.ingest.sk_prof:parse_sk_prof", _pattern(r"^(?:sk_prof_device|sk_event_dev_device)_[0-9]+\.json$")),

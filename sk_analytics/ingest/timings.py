@@ -277,9 +277,31 @@ def parse_rank_logs(paths: Sequence[Path], *, root: Path | None = None) -> list[
     results = []
     for file_id, log in enumerate(logs):
         rows = parts.get((file_id,), empty)
-        warnings = [] if rows.height else [f"{display_path(log.path)}: no timing lines"]
-        results.append(ParseResult(TIMINGS, rows, log.path, warnings))
+        results.append(ParseResult(TIMINGS, rows, log.path, [] if rows.height else _no_timings(log)))
     return results
+
+
+def stream_rank_log(path: Path, *, root: Path | None = None) -> Iterator[ParseResult]:
+    """:func:`parse_rank_log` a batch at a time (:data:`BATCH_BYTES`): consecutive ``timings``
+    rows of the log, so ``ingest`` can write a log of millions of samples without holding them.
+
+    The rows, their order and ``sample_index`` are those of :func:`parse_rank_log`; the
+    warnings of the results add up to its warnings (a log without samples ends with an
+    empty result that says so). A malformed line raises :class:`InputError` in the batch
+    that holds it, after the earlier batches were yielded."""
+    logs = [_rank_log(Path(path), root)]
+    counter = _SampleCounter()
+    rows = 0
+    for batch in _batches(logs):
+        frame = TIMINGS.conform(_parse_batch(logs, batch, counter))
+        rows += frame.height
+        yield ParseResult(TIMINGS, frame, logs[0].path)
+    if not rows:
+        yield ParseResult(TIMINGS, TIMINGS.conform(_parse_batch(logs, [], counter)), logs[0].path, _no_timings(logs[0]))
+
+
+def _no_timings(log: RankLog) -> list[str]:
+    return [f"{display_path(log.path)}: no timing lines"]
 
 
 def read_candidate(
