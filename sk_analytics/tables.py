@@ -91,12 +91,18 @@ class TableStream:
         self.table = table
         self.metadata = dict(metadata or {})
         self.target = _partition_dir(Path(data_dir), table, partition) / PART_FILE
-        self._made = _missing_folders(self.target.parent)
-        self._tmp = temp_beside(self.target)
         schema = _file_arrow(pl.DataFrame(schema=table.schema), table, self.metadata).schema
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._tmp, schema, compression=COMPRESSION)
+        self._made = _missing_folders(self.target.parent)
+        self._tmp: Path | None = None
+        self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.Table] = []
         self._rows = 0
+        try:
+            self._tmp = temp_beside(self.target)
+            self._writer = pq.ParquetWriter(self._tmp, schema, compression=COMPRESSION)
+        except BaseException:
+            self.discard()
+            raise
 
     def write(self, frame: pl.DataFrame) -> None:
         """Add ``frame``'s rows (conformed to the table); every full row group is written out."""
@@ -129,7 +135,8 @@ class TableStream:
         self._flush(final=True)
         self._open_writer().close()
         self._writer = None
-        commit_temp(self._tmp, self.target, site="parquet")
+        if self._tmp is not None:
+            commit_temp(self._tmp, self.target, site="parquet")
         return self.target
 
     def discard(self) -> None:
@@ -141,11 +148,12 @@ class TableStream:
             except (OSError, pa.ArrowException):  # the write that failed may fail again on close: nothing to keep
                 pass
             self._writer = None
-        self._tmp.unlink(missing_ok=True)
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
         for folder in self._made:
             try:
                 folder.rmdir()
-            except OSError:  # another file landed there meanwhile: not ours to remove
+            except OSError:  # a folder made by a later stream (discard those first) or a file landed there: not ours to remove
                 break
 
 

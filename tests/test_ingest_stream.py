@@ -111,6 +111,26 @@ def test_bad_later_log_leaves_no_output_and_no_temp(tmp_path: Path, small: None)
     assert sorted(p.name for p in out.rglob("*")) == ["note.txt", "round=O1", "timings"]
 
 
+def test_bad_log_after_two_streamed_runs_removes_every_folder(tmp_path: Path, small: None) -> None:
+    for run in ("run-1", "run-2"):
+        _write_log(tmp_path / "src" / "O1" / run / "log_0.log", 800, 5)  # both streamed, one folder tree
+    (tmp_path / "src" / "O1" / "run-3").mkdir()
+    (tmp_path / "src" / "O1" / "run-3" / "log_0.log").write_bytes(b"Inference time (decode): 1 ms\n\xff\n")
+    with pytest.raises(InputError, match=r"run-3/log_0\.log:2: .*not UTF-8"):
+        ingest_path(tmp_path / "src", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_table_stream_that_cannot_open_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, "read-only file system")
+
+    monkeypatch.setattr(tables.pq, "ParquetWriter", refuse)
+    with pytest.raises(OSError, match="read-only"):
+        TableStream(TIMINGS, tmp_path / "d", PARTITION)
+    assert not (tmp_path / "d").exists()
+
+
 def test_bad_log_is_exit_2_in_the_cli(tmp_path: Path, small: None, capsys: pytest.CaptureFixture[str]) -> None:
     run = _run(tmp_path / "src")
     (run / "log_3.log").write_text("Inference time (decode): 1 ms\n" + "x\n" * 10 + "Inference time (decode): inf ms\n", encoding="utf-8")

@@ -202,6 +202,7 @@ def _ingest(
     report = IngestReport(root=root, out_dir=out)
     known = parsed or {}
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], _PartitionRows] = {}
+    streamed: list[_PartitionRows] = []  # in the order their temp files were opened
     sources: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, SourceRecord]] = {}
     try:
         for artifact in artifacts:
@@ -212,21 +213,25 @@ def _ingest(
             rows, warnings, table = 0, [], None
             for result in results:
                 table = result.table.name
-                key = (table, tuple(partition.items()))
-                groups.setdefault(key, _PartitionRows(table, out, partition)).add(result.frame)
+                rows_of = groups.setdefault((table, tuple(partition.items())), _PartitionRows(table, out, partition))
+                rows_of.add(result.frame)
+                if rows_of.stream is not None and rows_of not in streamed:
+                    streamed.append(rows_of)
                 rows += result.rows
                 warnings += result.warnings
             if table is None:
                 raise ValueError(f"the {artifact.kind.name} parser gave no result for {rel}")
             report.files.append(FileRead(rel, artifact.kind.name, table, rows, partition, tuple(warnings)))
             if table in SOURCED_TABLES:
-                sources.setdefault(key, {})[rel] = source_record(artifact.path, warnings, (hashes or {}).get(rel))
+                sources.setdefault((table, tuple(partition.items())), {})[rel] = source_record(artifact.path, warnings, (hashes or {}).get(rel))
         for key, rows_of in sorted(groups.items()):
             metadata = encode_sources(sources[key]) if key in sources else None
             report.written.append(rows_of.write(metadata))
             del groups[key]
     except BaseException:
-        for rows_of in groups.values():
+        # latest stream first: each removes only the folders it made, and a later one's may lie inside them
+        left = list(groups.values())  # not written yet
+        for rows_of in [*(r for r in reversed(streamed) if r in left), *(r for r in left if r.stream is None)]:
             rows_of.discard()
         raise
     return report
