@@ -23,8 +23,8 @@ COMPRESSION = "zstd"
 ROW_GROUP_ROWS = 1 << 19
 """Rows per Parquet row group of a streamed file (:class:`TableStream`). Half pyarrow's
 default (the 1 Mi-row groups :func:`write_table` gives a whole frame): one group is held as
-Arrow before it is written (~38 MB of ``timings`` rows), which keeps the ingest of a
-10-million-sample rank log under 300 MB peak (1 Mi rows: ~320 MB)."""
+Arrow before it is written (~58 MB of ``timings`` rows), which keeps the ingest of a
+10-million-sample rank log under 300 MB peak (271-286 MB; 1 Mi rows: 315-325 MB)."""
 
 
 def _partition_dir(root: Path, table: Table, partition: Mapping[str, str]) -> Path:
