@@ -2,11 +2,13 @@
 and a copied session can be re-diagnosed (``dcci-diff --session`` in archive mode, said so).
 
 One finished sweep with a DCCI diagnosis (moe-decode, dcci-disable-all) per module; each test
-works on a ``cp -a`` copy."""
+works on a ``cp -a`` copy. A second, independent sweep (another folder, another seed) supplies
+the foreign collections: validly signed by the same trusted key and verifying on their own."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,14 +16,17 @@ import pytest
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
-from sk_analytics.contract.manifest import MANIFEST_NAME
+from sk_analytics.contract.manifest import MANIFEST_NAME, load_manifest
+from sk_analytics.contract.scan import MARKER_NAME
+from sk_analytics.evidence import fold
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o.proof import collection_finding
 from sk_runner.sweep.driver import run_sweep
 from sweep_helpers import small_session
 
 pytestmark = pytest.mark.slow
-DIAG = "experiments/Sbest/DCCI/diag"
+DCCI = "experiments/Sbest/DCCI"
+DIAG = f"{DCCI}/diag"
 BASELINE = f"{DIAG}/baseline_profile/attempt-1"
 CANDIDATE = f"{DIAG}/candidate_profile/attempt-1"
 
@@ -31,6 +36,15 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dcci-attacks") / "s"
     run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode"), say=lambda _: None)
     assert (root / BASELINE / MANIFEST_NAME).is_file() and (root / CANDIDATE / MANIFEST_NAME).is_file()
+    return root
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another finished session with its own DCCI collections (the source of the foreign ones)."""
+    root = tmp_path_factory.mktemp("dcci-foreign") / "other"
+    run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode", seed=8), say=lambda _: None)
+    assert (root / BASELINE / MANIFEST_NAME).is_file()
     return root
 
 
@@ -70,8 +84,7 @@ def test_swapped_collection_roots_fail_verify(session: Path, capsys: pytest.Capt
     os.rename(a.with_name("tmp"), b)
     finding = collection_finding(session, read_records(session))
     assert finding is not None and finding.file == BASELINE, finding
-    code, text = _run(capsys, "ledger", "verify", str(session))
-    assert code == 2 and f"FAIL file {DIAG}/" in text and "[rule evidence-changed]" in text, text
+    _refused_under(capsys, session, DIAG, "evidence-changed")
 
 
 def test_swapped_manifests_only_fail_verify(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,3 +96,56 @@ def test_swapped_manifests_only_fail_verify(session: Path, capsys: pytest.Captur
     assert finding is not None and finding.file == BASELINE and "recorded at seq" in finding.message, finding
     code, text = _run(capsys, "ledger", "verify", str(session))
     assert code == 2 and f"FAIL file {BASELINE}/{MANIFEST_NAME} [rule evidence-changed]" in text, text
+
+
+def _transplant(src: Path, dst: Path) -> None:
+    """Replace the folder ``dst`` by a ``cp -a`` copy of ``src`` (what an auditor with write access can do)."""
+    shutil.rmtree(dst)
+    subprocess.run(["cp", "-a", str(src), str(dst)], check=True)
+
+
+def _refused_under(capsys: pytest.CaptureFixture[str], session: Path, folder: str, rule: str, *extra: str) -> str:
+    """``ledger verify`` exits 2 with one FAIL line naming ``rule`` and a file under ``folder``; returns the file."""
+    code, text = _run(capsys, "ledger", "verify", str(session), *extra)
+    fails = [line for line in text.splitlines() if line.startswith("FAIL ")]
+    assert code == 2 and len(fails) == 1, text
+    assert fails[0].startswith(f"FAIL file {folder}/"), text
+    file, _, rest = fails[0][len("FAIL file "):].partition(" [rule ")
+    assert rest.startswith(f"{rule}] "), text
+    assert f"{session / file}: rule {rule}:" in text, text  # the one error line names the file and the rule too
+    return file
+
+
+def test_baseline_replaced_by_a_foreign_signed_collection_fails_verify(session: Path, foreign: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # the foreign collection is genuine: its own session verifies, and it passes the contract on its own
+    code, text = _run(capsys, "ledger", "verify", str(foreign))
+    assert code == 0, text
+    theirs = load_manifest(foreign / BASELINE, archive=True)
+    ours = load_manifest(session / BASELINE, archive=True)
+    assert theirs["manifest_fingerprint"] != ours["manifest_fingerprint"]
+    _transplant(foreign / BASELINE, session / BASELINE)
+    assert load_manifest(session / BASELINE, archive=True)["manifest_fingerprint"] == theirs["manifest_fingerprint"]
+    records = read_records(session)
+    # the collection rule alone (a session without evidence bindings): not the collection the ledger recorded
+    finding = collection_finding(session, records)
+    assert finding is not None and finding.rule == "ledger-pair" and finding.file == BASELINE, finding
+    assert ours["manifest_fingerprint"][:12] in finding.message and theirs["manifest_fingerprint"][:12] in finding.message
+    # the collection rule on top of the bindings (what prove() runs after the evidence): still refused
+    finding = collection_finding(session, records, fold(session, records)[0])
+    assert finding is not None and finding.file == BASELINE, finding
+    # ledger verify itself, full and --quick: the first file that differs from its binding
+    for extra in ((), ("--quick",)):  # the collection's files are small: --quick re-hashes them too
+        file = _refused_under(capsys, session, BASELINE, "evidence-changed", *extra)
+        assert file == f"{BASELINE}/{MARKER_NAME}", file  # the marker binds the collection to its own capture session
+
+
+def test_whole_diagnosis_replaced_by_a_foreign_one_fails_verify(session: Path, foreign: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Both collections and the dcci-diff.json of another session: each self-consistent, none this session's."""
+    assert (foreign / DCCI / "dcci-diff.json").is_file()
+    _transplant(foreign / DCCI, session / DCCI)
+    records = read_records(session)
+    finding = collection_finding(session, records)
+    assert finding is not None and finding.rule == "ledger-pair" and finding.file == BASELINE, finding
+    _refused_under(capsys, session, DCCI, "evidence-changed")
