@@ -54,8 +54,10 @@ def identity_finding(ledger: Path, records: Sequence[LedgerRecord]) -> Finding |
         return Finding(IDENTITY, ledger.name, "the ledger holds no records: nothing to verify (emptied, or not a session)")
     if not head_path(ledger).is_file():
         return Finding(IDENTITY, head_path(ledger).name, "the ledger's head file is missing")
-    if records[0].kind == "session_started" and not (ledger.parent / SESSION_FILE).is_file():
-        return Finding(IDENTITY, SESSION_FILE, "session.json is missing: the session's identity cannot be checked")
+    identity = ledger.parent / SESSION_FILE
+    if records[0].kind == "session_started" and not identity.is_file():
+        what = "is not a regular file" if os.path.lexists(identity) else "is missing"
+        return Finding(IDENTITY, SESSION_FILE, f"session.json {what}: the session's identity cannot be checked")
     return None
 
 
