@@ -7,6 +7,7 @@ the foreign collections: validly signed by the same trusted key and verifying on
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -96,6 +97,21 @@ def test_swapped_manifests_only_fail_verify(session: Path, capsys: pytest.Captur
     assert finding is not None and finding.file == BASELINE and "recorded at seq" in finding.message, finding
     code, text = _run(capsys, "ledger", "verify", str(session))
     assert code == 2 and f"FAIL file {BASELINE}/{MANIFEST_NAME} [rule evidence-changed]" in text, text
+
+
+def test_dcci_diff_edited_and_reports_rerendered_fails_verify(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A repair list forged in dcci-diff.json, then the reports re-rendered with sk-tune's own renderer."""
+    from sk_runner.sweep.handoff import write_reports
+
+    path = session / DCCI / "dcci-diff.json"
+    diff = json.loads(path.read_text(encoding="utf-8"))
+    assert len(diff["repair"]["tokens"]) >= 1
+    diff["repair"]["tokens"] = ["FORGED"]
+    diff["summary"]["classes"]["significantly_slower"] = 0
+    path.write_text(json.dumps(diff, ensure_ascii=False), encoding="utf-8")
+    write_reports(session)
+    file = _refused_under(capsys, session, DCCI, "evidence-changed")
+    assert file == f"{DCCI}/dcci-diff.json", file
 
 
 def _transplant(src: Path, dst: Path) -> None:
