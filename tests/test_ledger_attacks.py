@@ -224,6 +224,25 @@ def test_empty_vouched_file_replaced_by_a_fifo(session: Path) -> None:
     assert _tree(session) == before
 
 
+@pytest.mark.parametrize("name", ["EXPERIMENT_REPORT.md", "report.html"])
+def test_report_with_bytes_that_are_not_utf8(session: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A report is re-rendered, not hashed: undecodable bytes in it were an internal error (exit 70)."""
+    with (session / name).open("ab") as out:
+        out.write(b"\xff\xfe forged")
+    _refused(capsys, session, "ledger-agreement", name, "is not the report rendered from the ledger")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-itself"])
+def test_report_that_is_not_a_regular_file(session: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    report = session / "report.html"
+    report.unlink()
+    if kind == "fifo":
+        os.mkfifo(report)  # never opened: is_file() is false for a FIFO
+    else:
+        report.symlink_to(report.name)
+    _refused(capsys, session, "ledger-agreement", "report.html", "report.html is missing")
+
+
 # --------------------------------------------------------------------------- identity
 
 

@@ -147,7 +147,8 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
             return Disagreement(name, f"the ledger records the reports (seq {record.seq}) but {name} is missing")
     if record is None:
         return None
-    actual = {name: (root / name).read_text(encoding="utf-8") for name in (REPORT_MD, REPORT_HTML)}
+    # bytes that are not UTF-8 cannot be sk-tune's rendering: compared as text with replacement, never a crash (exit 70)
+    actual = {name: (root / name).read_bytes().decode("utf-8", errors="replace") for name in (REPORT_MD, REPORT_HTML)}
     v = view()
     rendered: list[dict[str, str]] = []
     for lang in REPORT_LANGS:  # the text never holds the session path: one rendering per language
