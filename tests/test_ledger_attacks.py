@@ -453,6 +453,29 @@ def test_damaged_session_is_one_line_and_verify_writes_nothing(session: Path, da
     assert _tree(session) == before
 
 
+@pytest.mark.parametrize("fifo", ["ledger", "head", "witness", "trusted-keys"])
+def test_fifo_in_place_of_a_file_verify_reads_is_refused_not_waited_on(session: Path, tmp_path: Path, fifo: str) -> None:
+    """A FIFO as the ledger, its head, the witness or the trusted-keys file: one line, exit 2 (it used to hang)."""
+    ledger = session / "ledger.jsonl"
+    env = dict(os.environ)
+    argv = ["ledger", "verify", str(session)]
+    target = {"ledger": ledger, "head": head_path(ledger), "witness": tmp_path / "witness.jsonl",
+              "trusted-keys": tmp_path / "trusted_keys"}[fifo]
+    target.unlink(missing_ok=True)
+    os.mkfifo(target)
+    if fifo == "witness":
+        argv += ["--witness", str(target)]
+    if fifo == "trusted-keys":
+        env[TRUSTED_ENV] = str(target)
+    before = _tree(session)
+    done = subprocess.run([sys.executable, "-c", "from sk_analytics.cli import main; main()", *argv],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done
+    _one_error(done.stdout + done.stderr, target.name)
+    assert "not a regular file" in done.stderr, done
+    assert _tree(session) == before
+
+
 def test_unreadable_evidence_file_is_bad_input(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """chmod 000 on a vouched rank log: EACCES is an input the user can fix (docs/faults.md), exit 2, one line."""
     if os.geteuid() == 0:
