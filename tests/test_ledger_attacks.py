@@ -232,6 +232,18 @@ def test_report_with_bytes_that_are_not_utf8(session: Path, name: str, capsys: p
     _refused(capsys, session, "ledger-agreement", name, "is not the report rendered from the ledger")
 
 
+def test_huge_sparse_report_is_not_read(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import resource
+
+    from sk_analytics.stage_o.crosscheck import REPORT_LIMIT
+
+    with (session / "report.html").open("r+b") as out:
+        out.truncate(1 << 30)  # 1 GiB of holes: read, it would cost gigabytes of memory
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _refused(capsys, session, "ledger-agreement", "report.html", f"more than any report sk-tune renders ({REPORT_LIMIT})")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < (REPORT_LIMIT >> 10)  # KiB: the file was not read
+
+
 @pytest.mark.parametrize("kind", ["fifo", "link-to-itself"])
 def test_report_that_is_not_a_regular_file(session: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
     report = session / "report.html"
