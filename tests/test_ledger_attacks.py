@@ -169,6 +169,13 @@ def test_extra_file_in_base(session: Path, capsys: pytest.CaptureFixture[str]) -
     _refused(capsys, session, "evidence-unvouched", "BASE/notes.json")
 
 
+@pytest.mark.parametrize("name", ["notes.lock", "sbest-base.json.lock"])
+def test_extra_file_in_base_named_like_a_lock(session: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the lock names sk-tune creates are machinery: any other ``*.lock`` is a planted file."""
+    (session / "BASE" / name).write_text("{}", encoding="utf-8")
+    _refused(capsys, session, "evidence-unvouched", f"BASE/{name}")
+
+
 def test_config_base_points_to_edited(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = json.loads((session / "BASE/sbest-base.json").read_text(encoding="utf-8"))
     config = session / base["config_path"]

@@ -114,6 +114,23 @@ def test_dcci_diff_edited_and_reports_rerendered_fails_verify(session: Path, cap
     assert file == f"{DCCI}/dcci-diff.json", file
 
 
+def test_file_planted_in_a_collection_under_a_name_verify_skips(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An atomic-write temp name is not evidence, but inside a collection root the contract lists it: refused."""
+    (session / BASELINE / ".planted.tmp").write_text("x", encoding="utf-8")
+    code, text = _run(capsys, "ledger", "verify", str(session))
+    assert code == 2 and f"FAIL file {BASELINE} [rule no-files-after-finalize]" in text and ".planted.tmp" in text, text
+    assert f"{session / BASELINE}: rule no-files-after-finalize:" in text, text
+
+
+def test_hard_link_into_a_collection_is_refused_as_by_the_contract(session: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Content unchanged, but another name outside shares the file: dcci-diff --session refuses it, so verify does."""
+    victim = next(p for p in sorted((session / BASELINE).rglob("*.csv")) if p.is_file())
+    os.link(victim, tmp_path / "outside.csv")
+    code, text = _run(capsys, "ledger", "verify", str(session))
+    assert code == 2 and f"FAIL file {BASELINE} [rule no-symlinks]" in text and "hard link" in text, text
+
+
 def _transplant(src: Path, dst: Path) -> None:
     """Replace the folder ``dst`` by a ``cp -a`` copy of ``src`` (what an auditor with write access can do)."""
     shutil.rmtree(dst)
