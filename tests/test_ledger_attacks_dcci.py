@@ -42,9 +42,16 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Another finished session with its own DCCI collections (the source of the foreign ones)."""
-    root = tmp_path_factory.mktemp("dcci-foreign") / "other"
-    run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode", seed=8), say=lambda _: None)
+    """Another finished session with its own DCCI collections (the source of the foreign ones), created
+    through a *relative* path (its collection records and dcci-diff.json hold the path as typed)."""
+    parent = tmp_path_factory.mktemp("dcci-foreign")
+    here = os.getcwd()
+    os.chdir(parent)
+    try:
+        run_sweep(small_session(Path("other"), ["dcci-disable-all"], network="moe-decode", seed=8), say=lambda _: None)
+    finally:
+        os.chdir(here)
+    root = parent / "other"
     assert (root / BASELINE / MANIFEST_NAME).is_file()
     return root
 
@@ -76,6 +83,26 @@ def test_copied_session_verifies_and_is_rediagnosed_in_archive_mode(session: Pat
     code, text = _run(capsys, "dcci-diff", "--baseline", str(session / BASELINE), "--candidate", str(session / CANDIDATE),
                       "--json-out", str(out))  # without the session's ledger a copy stays refused
     assert code == 2 and "session-binding" in text
+
+
+def test_dcci_session_created_relative_verifies_from_any_path_and_cwd(foreign: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(foreign), str(copy)], check=True)
+    before = {str(p.relative_to(copy)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in sorted(copy.rglob("*"))}
+    moved = tmp_path / "archive" / "moved"
+    moved.parent.mkdir()
+    shutil.move(str(copy), str(moved))
+    attempts = [(str(foreign), None), (str(moved), None), ("moved", moved.parent), (".", moved), ("./moved/", moved.parent),
+                (str(moved.relative_to("/")), Path("/")), (str(moved.relative_to("/") / "ledger.jsonl"), Path("/"))]
+    for given, cwd in attempts:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        code, text = _run(capsys, "ledger", "verify", given)
+        assert code == 0 and "file(s) vouched for" in text, (given, cwd, text)
+    after = {str(p.relative_to(moved)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in sorted(moved.rglob("*"))}
+    assert after == before  # verify writes nothing
 
 
 def test_swapped_collection_roots_fail_verify(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
