@@ -206,6 +206,23 @@ def test_evidence_manifest_edited(session: Path, capsys: pytest.CaptureFixture[s
     _refused(capsys, session, "evidence-manifest", f"EVIDENCE/{manifest.name}", "differs from the BLAKE3 digest")
 
 
+def test_evidence_manifest_deleted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = sorted((session / "EVIDENCE").iterdir())[2]
+    manifest.unlink()
+    _refused(capsys, session, "evidence-manifest", f"EVIDENCE/{manifest.name}", "missing")
+
+
+def test_two_clean_runs_swapped(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each run intact, only their names exchanged (the run analogue of swapping two collection roots)."""
+    clean = session / O0 / "CLEAN"
+    os.rename(clean / "run-1", clean / "tmp")
+    os.rename(clean / "run-2", clean / "run-1")
+    os.rename(clean / "tmp", clean / "run-2")
+    code, text = _verify(capsys, str(session))
+    assert code == 2 and f"FAIL file {O0}/CLEAN/run-" in text and "[rule evidence-changed]" in text, text
+    assert f"{session / O0}/CLEAN/run-" in text and ": rule evidence-changed: " in text, text
+
+
 def test_session_ledger_file_given_proves_the_evidence(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger verify S/ledger.jsonl` used to check the chain only: a tampered session passed that way."""
     (session / "BASE/notes.json").write_text("{}", encoding="utf-8")

@@ -158,6 +158,17 @@ def test_hard_link_into_a_collection_is_refused_as_by_the_contract(session: Path
     assert code == 2 and f"FAIL file {BASELINE} [rule no-symlinks]" in text and "hard link" in text, text
 
 
+def test_foreign_ledger_and_head_over_this_sessions_files_fail_verify(session: Path, foreign: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Another session's genuine ledger and head (its chain, signatures and witness entries all hold) over this
+    session's files: the evidence manifests its records sign are not here."""
+    for name in ("ledger.jsonl", "ledger.jsonl.head"):
+        shutil.copy2(foreign / name, session / name)
+    code, text = _run(capsys, "ledger", "verify", str(session))
+    assert code == 2 and "FAIL file EVIDENCE/" in text and "[rule evidence-manifest]" in text, text
+    assert f"{session}/EVIDENCE/" in text and ": rule evidence-manifest: " in text, text
+
+
 def _transplant(src: Path, dst: Path) -> None:
     """Replace the folder ``dst`` by a ``cp -a`` copy of ``src`` (what an auditor with write access can do)."""
     shutil.rmtree(dst)
