@@ -13,7 +13,7 @@ disappears (a run moved aside) is listed under ``removed``.
 content of the folder; :mod:`sk_analytics.evidence_verify` re-hashes it.
 
 Not evidence (:func:`is_machinery`): the ledger with its head, lock and torn-tail
-side files, lock files, the process registry ``.processes/``, atomic-write temp
+side files, the lock files sk-tune creates, the process registry ``.processes/``, atomic-write temp
 files, the manifests themselves (bound by their record) and the two reports,
 which ``ledger verify`` re-renders from the vouched inputs instead.
 """
@@ -41,6 +41,7 @@ BOUND_KEY = "bound"
 REPORT_FILES = frozenset({"EXPERIMENT_REPORT.md", "report.html"})
 _TOP_MACHINERY = frozenset({"ledger.jsonl", "ledger.jsonl.head", "ledger.jsonl.lock", ".sweep.lock"}) | REPORT_FILES
 _TOP_DIRS = frozenset({EVIDENCE_DIR, ".processes"})
+_ROUND_LOCK = ".sk-run.lock"
 _PARALLEL = 1 << 20
 
 
@@ -70,7 +71,9 @@ def is_machinery(rel: str) -> bool:
         return True
     if parts[0] in _TOP_DIRS and len(parts) > 1:
         return True
-    return name.endswith(".lock") or (name.startswith(".") and name.endswith(".tmp"))
+    # only the lock names sk-tune creates (a round's sk_runner.trial_spec.LOCK_NAME; the top-level ones above):
+    # a planted ``notes.lock`` in BASE/ or a run is evidence-unvouched like any other file
+    return name == _ROUND_LOCK or (name.startswith(".") and name.endswith(".tmp"))
 
 
 def walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:

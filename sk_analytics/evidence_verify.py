@@ -4,7 +4,8 @@ Rules (each finding names one session-relative file and what was expected):
 
 * ``evidence-manifest`` — a manifest a record names is missing, edited or malformed;
 * ``evidence-missing`` — a vouched file is gone;
-* ``evidence-changed`` — a vouched file's size or BLAKE3 digest differs from its binding;
+* ``evidence-changed`` — a vouched file's size or BLAKE3 digest differs from its binding, or it is
+  no longer a regular file (a FIFO, socket or device in its place is never opened);
 * ``evidence-unvouched`` — a file present in a finished session that no record vouches for
   (planted, or written behind sk-tune's back);
 * ``interrupted`` — the same in a session whose hand-off is not recorded yet: the files of a
@@ -16,6 +17,7 @@ Rules (each finding names one session-relative file and what was expected):
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 from sk_analytics.evidence import FileState, fold, hash_file, walk
 
 QUICK_LIMIT = 1 << 20
+_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device"}
 EVIDENCE_RULES: dict[str, str] = {
     "evidence-manifest": "every evidence manifest a record names exists and has the BLAKE3 digest the record signed",
     "evidence-missing": "every file a manifest vouches for is present",
@@ -89,6 +92,11 @@ def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick
 
 
 def _compare(root: Path, rel: str, st: Any, expected: FileState, quick: bool) -> EvidenceProblem | None:
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        # a FIFO, socket or device in place of a vouched file: never opened (a FIFO would block or feed
+        # any content to a later reader); an empty one would otherwise pass as an empty file
+        return EvidenceProblem("evidence-changed", rel, f"{rel}: a {_KINDS.get(stat.S_IFMT(st.st_mode), 'special file')}, "
+                                                        f"expected the regular file bound ({expected.size} bytes)")
     if st.st_size != expected.size:
         return EvidenceProblem("evidence-changed", rel, f"{rel}: {st.st_size} bytes, expected {expected.size} as bound")
     if quick and st.st_size > QUICK_LIMIT:

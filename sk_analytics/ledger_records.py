@@ -84,7 +84,7 @@ class Scan:
 def scan(path: Path) -> Scan:
     """Parse and check every line of the ledger file (chain and sequence)."""
     with reading(path, "ledger", expected="a readable ledger.jsonl file"):
-        raw = path.read_bytes() if path.exists() else b""
+        raw = _read_regular(path, "ledger") if path.exists() else b""
     body, sep, tail = raw.rpartition(b"\n")
     lines = body.split(b"\n") if sep else []
     if not sep:
@@ -116,6 +116,14 @@ def scan(path: Path) -> Scan:
     return Scan(records, problems, tail, line_ends)
 
 
+def _read_regular(path: Path, what: str) -> bytes:
+    """The bytes of ``path``, which must be a regular file: a FIFO in its place is refused, never waited on."""
+    from sk_analytics.ingest.text_stream import open_regular
+
+    with os.fdopen(open_regular(path, what), "rb") as fh:
+        return fh.read()
+
+
 def parse_line(line: bytes, number: int) -> tuple[LedgerRecord | None, Problem | None]:
     try:
         obj = loads_strict(line.decode("utf-8"), f"line {number}")  # duplicate keys would hide an edit from the hash
@@ -143,7 +151,7 @@ def read_head(path: Path) -> tuple[dict[str, Any] | None, Problem | None]:
     if not hp.exists():
         return None, None
     try:
-        head = loads_strict(hp.read_text(encoding="utf-8"), hp)
+        head = loads_strict(_read_regular(hp, "ledger head").decode("utf-8"), hp)
     except (OSError, UnicodeDecodeError, InputError) as exc:
         return None, Problem(None, "head", f"head file {hp.name} unreadable: {exc}")
     if not (

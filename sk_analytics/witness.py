@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,12 @@ def witnessed(path: Path, identity: str) -> dict[int, str]:
     """seq -> hash of every record of the ledger ``identity`` the witness at ``path`` saw."""
     seen: dict[int, str] = {}
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO would block the read forever
+            from sk_analytics.ingest.text_stream import kind_of_mode
+
+            raise InputError(path, f"cannot read the witness: {kind_of_mode(mode)}, not a regular file",
+                             expected="a readable witness.jsonl")
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise InputError(path, f"cannot read the witness: {exc.strerror or exc}", expected="a readable witness.jsonl") from None

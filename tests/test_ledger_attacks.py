@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +107,11 @@ def test_untouched_copy_verifies_from_any_path_and_cwd(session: Path, tmp_path: 
     shutil.move(str(session), str(moved))
     monkeypatch.chdir(moved.parent)
     assert _verify(capsys, "renamed")[0] == 0 and _verify(capsys, str(moved))[0] == 0
+    monkeypatch.chdir("/")  # from the root folder, by a path relative to it and by the session's own ledger file
+    assert moved.is_absolute()
+    assert _verify(capsys, str(moved.relative_to("/")))[0] == 0
+    code, text = _verify(capsys, str(moved.relative_to("/") / "ledger.jsonl"))
+    assert code == 0 and "file(s) vouched for" in text, text  # the ledger file of a session proves its folder too
     assert _tree(moved) == before  # verify writes nothing
 
 
@@ -163,6 +169,13 @@ def test_extra_file_in_base(session: Path, capsys: pytest.CaptureFixture[str]) -
     _refused(capsys, session, "evidence-unvouched", "BASE/notes.json")
 
 
+@pytest.mark.parametrize("name", ["notes.lock", "sbest-base.json.lock"])
+def test_extra_file_in_base_named_like_a_lock(session: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the lock names sk-tune creates are machinery: any other ``*.lock`` is a planted file."""
+    (session / "BASE" / name).write_text("{}", encoding="utf-8")
+    _refused(capsys, session, "evidence-unvouched", f"BASE/{name}")
+
+
 def test_config_base_points_to_edited(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = json.loads((session / "BASE/sbest-base.json").read_text(encoding="utf-8"))
     config = session / base["config_path"]
@@ -182,7 +195,7 @@ def test_every_failure_scene_deleted(session: Path, capsys: pytest.CaptureFixtur
         shutil.rmtree(scenes)
     code, text = _verify(capsys, str(session))
     assert code == 2 and f"FAIL file {SCENE}/" in text and "[rule evidence-missing]" in text, text
-    assert "more file finding" in text
+    assert f"{session / SCENE}/" in text and ": rule evidence-missing: " in text and "more file finding" in text, text
 
 
 def test_evidence_manifest_edited(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,6 +204,79 @@ def test_evidence_manifest_edited(session: Path, capsys: pytest.CaptureFixture[s
     data["files"].popitem()
     manifest.write_text(json.dumps(data), encoding="utf-8")
     _refused(capsys, session, "evidence-manifest", f"EVIDENCE/{manifest.name}", "differs from the BLAKE3 digest")
+
+
+def test_evidence_manifest_deleted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = sorted((session / "EVIDENCE").iterdir())[2]
+    manifest.unlink()
+    _refused(capsys, session, "evidence-manifest", f"EVIDENCE/{manifest.name}", "missing")
+
+
+def test_two_clean_runs_swapped(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each run intact, only their names exchanged (the run analogue of swapping two collection roots)."""
+    clean = session / O0 / "CLEAN"
+    os.rename(clean / "run-1", clean / "tmp")
+    os.rename(clean / "run-2", clean / "run-1")
+    os.rename(clean / "tmp", clean / "run-2")
+    code, text = _verify(capsys, str(session))
+    assert code == 2 and f"FAIL file {O0}/CLEAN/run-" in text and "[rule evidence-changed]" in text, text
+    assert f"{session / O0}/CLEAN/run-" in text and ": rule evidence-changed: " in text, text
+
+
+def test_session_ledger_file_given_proves_the_evidence(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`ledger verify S/ledger.jsonl` used to check the chain only: a tampered session passed that way."""
+    (session / "BASE/notes.json").write_text("{}", encoding="utf-8")
+    code, text = _verify(capsys, str(session / "ledger.jsonl"))
+    assert code == 2 and "FAIL file BASE/notes.json [rule evidence-unvouched]" in text, text
+    assert f"{session / 'BASE/notes.json'}: rule evidence-unvouched:" in text, text
+
+
+def test_empty_vouched_file_replaced_by_a_fifo(session: Path) -> None:
+    """An empty FIFO has an empty file's size; it is named, never opened (a reader would block on it)."""
+    rel = f"{O0}/CLEAN/run-1/stderr.txt"
+    target = session / rel
+    assert target.is_file() and target.stat().st_size == 0
+    target.unlink()
+    os.mkfifo(target)
+    before = _tree(session)
+    for extra in ((), ("--quick",)):  # in a child with a deadline: a regression hangs on the FIFO
+        done = subprocess.run([sys.executable, "-c", "from sk_analytics.cli import main; main()", "ledger", "verify",
+                               *extra, str(session)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done
+        assert f"FAIL file {rel} [rule evidence-changed] {rel}: a FIFO, expected the regular file bound" in done.stdout, done
+        assert done.stderr.count("\n") == 1 and f"{target}: rule evidence-changed:" in done.stderr, done
+    assert _tree(session) == before
+
+
+@pytest.mark.parametrize("name", ["EXPERIMENT_REPORT.md", "report.html"])
+def test_report_with_bytes_that_are_not_utf8(session: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A report is re-rendered, not hashed: undecodable bytes in it were an internal error (exit 70)."""
+    with (session / name).open("ab") as out:
+        out.write(b"\xff\xfe forged")
+    _refused(capsys, session, "ledger-agreement", name, "is not the report rendered from the ledger")
+
+
+def test_huge_sparse_report_is_not_read(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import resource
+
+    from sk_analytics.stage_o.crosscheck import REPORT_LIMIT
+
+    with (session / "report.html").open("r+b") as out:
+        out.truncate(1 << 30)  # 1 GiB of holes: read, it would cost gigabytes of memory
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _refused(capsys, session, "ledger-agreement", "report.html", f"more than any report sk-tune renders ({REPORT_LIMIT})")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < (REPORT_LIMIT >> 10)  # KiB: the file was not read
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-itself"])
+def test_report_that_is_not_a_regular_file(session: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    report = session / "report.html"
+    report.unlink()
+    if kind == "fifo":
+        os.mkfifo(report)  # never opened: is_file() is false for a FIFO
+    else:
+        report.symlink_to(report.name)
+    _refused(capsys, session, "ledger-agreement", "report.html", "report.html is missing")
 
 
 # --------------------------------------------------------------------------- identity
@@ -209,10 +295,18 @@ def test_emptied_ledger_without_session_or_head(session: Path, capsys: pytest.Ca
     assert "0 record(s)" not in text
 
 
+def test_emptied_ledger_with_session_and_head_kept(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (session / "ledger.jsonl").write_bytes(b"")
+    code, text = _verify(capsys, str(session))
+    assert code == 2 and "FAIL head [rule head]" in text and "no records" in text, text
+    assert f"{session / 'ledger.jsonl'}: ledger verification failed" in text and "0 record(s)" not in text, text
+
+
 def test_head_deleted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     head_path(session / "ledger.jsonl").unlink()
     code, text = _verify(capsys, str(session))
     assert code == 2 and "[rule head]" in text and "missing" in text, text
+    assert f"{session / 'ledger.jsonl'}: ledger verification failed" in text and "ledger.jsonl.head" in text, text
 
 
 # --------------------------------------------------------------------------- signers and rollback
@@ -243,6 +337,7 @@ def test_tail_resigned_by_a_second_trusted_key(session: Path, tmp_path: Path, ca
     head_path(ledger).write_text(json.dumps({**anchor, "sig": key.sign(HEAD_PURPOSE, canonical_json(anchor))}), encoding="utf-8")
     code, text = _verify(capsys, str(session))
     assert code == 2 and "FAIL line 7 [rule one-signer]" in text and insider in text, text
+    assert f"{ledger}:7: ledger verification failed" in text and "rule one-signer:" in text, text
 
 
 def test_hand_over_lets_a_second_signer_continue(session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -296,6 +391,7 @@ def test_handoff_head_cannot_serve_a_rollback(session: Path, capsys: pytest.Capt
     head_path(ledger).write_text(json.dumps({**head_body(head["seq"], head["hash"], ledger.stat().st_size)}), encoding="utf-8")
     code, text = _verify(capsys, str(session))
     assert code == 2 and "[rule signed]" in text, text
+    assert f"{ledger}: ledger verification failed" in text and "rule signed:" in text, text
 
 
 # --------------------------------------------------------------------------- interrupted hand-off (issue 29)
@@ -327,15 +423,121 @@ def test_crash_between_handoff_and_its_record_says_interrupted(session: Path, tm
 # --------------------------------------------------------------------------- bad input
 
 
-def test_bad_inputs_are_one_line(tmp_path: Path, session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _one_error(text: str, names: Path | str) -> str:
+    """The single error line of a refused verify (a FAIL report line before it is allowed); names ``names``."""
+    assert "Traceback" not in text, text
+    lines = text.strip().splitlines()
+    errors = [line for line in lines if line.startswith("sk-analyze")]
+    assert len(errors) == 1 and len(lines) - len(errors) <= 1 and all(line.startswith("FAIL ") for line in lines if line not in errors), text
+    assert str(names) in errors[0], text
+    return errors[0]
+
+
+def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
     code, text = _verify(capsys, str(loop))
-    assert code == 2 and "Traceback" not in text
+    assert code == 2, text
+    _one_error(text, "loop")
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    code, text = _verify(capsys, str(dangling))
+    assert code == 2, text
+    _one_error(text, "dangling")
     a_file = tmp_path / "not-a-session"
     a_file.write_text("hello\n", encoding="utf-8")
-    code, text = _verify(capsys, str(a_file))
-    assert code == 2 and "Traceback" not in text and len(text.strip().splitlines()) <= 2, text
+    code, text = _verify(capsys, str(a_file))  # a file given as the session: read as a ledger, refused at its line 1
+    assert code == 2, text
+    _one_error(text, f"{a_file}:1")
+    empty = tmp_path / "empty-folder"
+    empty.mkdir()
+    code, text = _verify(capsys, str(empty))
+    assert code == 2 and "ledger file not found" in _one_error(text, empty / "ledger.jsonl"), text
+    assert list(empty.iterdir()) == []  # nothing written, not even a lock
+
+
+@pytest.mark.parametrize("damage", ["ledger-is-a-folder", "head-is-a-loop", "session-json-is-a-folder", "scene-folder-is-a-loop",
+                                    "ledger-and-head-deleted"])
+def test_damaged_session_is_one_line_and_verify_writes_nothing(session: Path, damage: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = session / "ledger.jsonl"
+    if damage == "ledger-is-a-folder":
+        ledger.unlink()
+        ledger.mkdir()
+        named = ledger
+    elif damage == "head-is-a-loop":
+        head = head_path(ledger)
+        head.unlink()
+        head.symlink_to(head.name)
+        named = ledger
+    elif damage == "session-json-is-a-folder":
+        (session / "session.json").unlink()
+        (session / "session.json").mkdir()
+        named = "session.json is not a regular file"
+    elif damage == "scene-folder-is-a-loop":  # a vouched folder replaced by a link to itself: never followed
+        shutil.rmtree(session / SCENE)
+        (session / SCENE).symlink_to("attempt-1")
+        named = session / SCENE
+    else:
+        ledger.unlink()
+        head_path(ledger).unlink()
+        named = ledger
+    before = _tree(session)
+    code, text = _verify(capsys, str(session))
+    assert code == 2, text
+    _one_error(text, named)
+    assert _tree(session) == before
+
+
+@pytest.mark.parametrize("fifo", ["ledger", "head", "witness", "trusted-keys"])
+def test_fifo_in_place_of_a_file_verify_reads_is_refused_not_waited_on(session: Path, tmp_path: Path, fifo: str) -> None:
+    """A FIFO as the ledger, its head, the witness or the trusted-keys file: one line, exit 2 (it used to hang)."""
+    ledger = session / "ledger.jsonl"
+    env = dict(os.environ)
+    argv = ["ledger", "verify", str(session)]
+    target = {"ledger": ledger, "head": head_path(ledger), "witness": tmp_path / "witness.jsonl",
+              "trusted-keys": tmp_path / "trusted_keys"}[fifo]
+    target.unlink(missing_ok=True)
+    os.mkfifo(target)
+    if fifo == "witness":
+        argv += ["--witness", str(target)]
+    if fifo == "trusted-keys":
+        env[TRUSTED_ENV] = str(target)
+    before = _tree(session)
+    done = subprocess.run([sys.executable, "-c", "from sk_analytics.cli import main; main()", *argv],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done
+    _one_error(done.stdout + done.stderr, target.name)
+    assert "not a regular file" in done.stderr, done
+    assert _tree(session) == before
+
+
+def test_unreadable_evidence_file_is_bad_input(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """chmod 000 on a vouched rank log: EACCES is an input the user can fix (docs/faults.md), exit 2, one line."""
+    if os.geteuid() == 0:
+        pytest.skip("root reads a chmod-000 file regardless; the EACCES case is covered by the injected fault below")
+    log = session / O0 / "CLEAN/run-1/log_0.log"
+    log.chmod(0)
+    try:
+        before = _tree(session)
+        code, text = _verify(capsys, str(session))
+        assert code == 2 and "Permission denied" in _one_error(text, log), text
+        assert _tree(session) == before
+    finally:
+        log.chmod(0o644)
+
+
+def test_permission_denied_read_is_bad_input(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The chmod-000 case as the read seam sees it (runs as root too): exit 2, never 3, one line naming the file."""
+    import errno
+
+    from sk_analytics.io_seam import Fault, inject
+
+    before = _tree(session)
+    with inject(Fault(errno.EACCES, site="read", nth=40)):
+        code, text = _verify(capsys, str(session))
+    assert code == 2 and "Permission denied" in _one_error(text, session), text
+    assert _tree(session) == before
 
 
 def test_unreadable_evidence_is_an_environment_fault(session: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -113,7 +113,7 @@ def test_key_files_the_machine_cannot_read_are_environment_faults(tmp_path: Path
     folder = tmp_path / "folder"
     folder.mkdir()
     monkeypatch.setenv(TRUSTED_ENV, str(folder))
-    with pytest.raises(SignatureError, match="rule trusted-keys: cannot read the trusted-keys file: Is a directory"):
+    with pytest.raises(SignatureError, match="rule trusted-keys: cannot read the trusted-keys file: a folder, not a regular file"):
         trusted_keys()
 
 

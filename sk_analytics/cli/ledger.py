@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from sk_analytics.errors import EXIT_OK, IntegrityError
-from sk_analytics.ledger import LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
+from sk_analytics.ledger import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
 
 
 @click.group("ledger")
@@ -26,7 +26,8 @@ def ledger() -> None:
 def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | None) -> int:
     """Detect truncated, edited, reordered, inserted, deleted, unsigned or foreign-signed records and a rolled-back head
     (exit 2 if any); for a session folder also re-hash every evidence file the ledger vouches for, check each recorded
-    DCCI collection and the output files (handoff, BASE, settled matrix, reports). Archive mode: any path, any cwd."""
+    DCCI collection and the output files (handoff, BASE, settled matrix, reports); a session's own ledger.jsonl given as the
+    file proves its folder the same way. Archive mode: any path, any cwd."""
     from sk_analytics.ledger import read_records
     from sk_analytics.stage_o.crosscheck import SESSION_FILE
     from sk_analytics.stage_o.proof import Proof, identity_finding, prove, witness_finding
@@ -35,14 +36,15 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
     path = Path(session_or_file)
     report = verify_ledger(path)
     ledger_file = resolve_ledger_path(path)
+    folder = ledger_file.parent  # a session's own ledger.jsonl given as the file proves its session too
     proof = Proof()
     if report.ok:
         records = read_records(ledger_file)
         if witness is None and witness_path().is_file():
             witness = witness_path()
         proof.finding = identity_finding(ledger_file, records) or witness_finding(ledger_file, records, witness)
-        if proof.finding is None and path.is_dir() and (path / SESSION_FILE).is_file():
-            proof = prove(path, records, quick=quick)
+        if proof.finding is None and (folder / SESSION_FILE).is_file() and (path.is_dir() or path.name == LEDGER_NAME):
+            proof = prove(folder, records, quick=quick)
     finding = proof.finding
     if as_json:
         files = None if finding is None else {"file": finding.file, "rule": finding.rule, "message": finding.message}
@@ -59,7 +61,6 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
         raise IntegrityError(
             f"{where}: ledger verification failed with {len(report.problems)} problem(s); first: rule {first.code}: {first.message}"
         )
-    folder = ledger_file.parent
     if finding is not None:
         if not as_json:
             click.echo(f"FAIL file {finding.file} [rule {finding.rule}] {finding.message}")

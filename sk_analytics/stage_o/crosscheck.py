@@ -38,6 +38,8 @@ RULE = "ledger-agreement"
 SESSION_FILE = "session.json"
 BASE_FILE = "BASE/sbest-base.json"
 SETTLED_FILE = "matrix.settled.json"
+REPORT_LIMIT = 64 << 20
+"""Bytes above which a report file is not read: no rendering comes near it (a small session's are 5-27 KB)."""
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,12 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
             continue
         if not path.is_file():
             return Disagreement(name, f"the ledger records the reports (seq {record.seq}) but {name} is missing")
+        if path.stat().st_size > REPORT_LIMIT:  # never read into memory: a planted sparse file of gigabytes
+            return Disagreement(name, f"{name} is {path.stat().st_size} bytes, more than any report sk-tune renders ({REPORT_LIMIT})")
     if record is None:
         return None
-    actual = {name: (root / name).read_text(encoding="utf-8") for name in (REPORT_MD, REPORT_HTML)}
+    # bytes that are not UTF-8 cannot be sk-tune's rendering: compared as text with replacement, never a crash (exit 70)
+    actual = {name: (root / name).read_bytes().decode("utf-8", errors="replace") for name in (REPORT_MD, REPORT_HTML)}
     v = view()
     rendered: list[dict[str, str]] = []
     for lang in REPORT_LANGS:  # the text never holds the session path: one rendering per language

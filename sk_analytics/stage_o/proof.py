@@ -54,8 +54,10 @@ def identity_finding(ledger: Path, records: Sequence[LedgerRecord]) -> Finding |
         return Finding(IDENTITY, ledger.name, "the ledger holds no records: nothing to verify (emptied, or not a session)")
     if not head_path(ledger).is_file():
         return Finding(IDENTITY, head_path(ledger).name, "the ledger's head file is missing")
-    if records[0].kind == "session_started" and not (ledger.parent / SESSION_FILE).is_file():
-        return Finding(IDENTITY, SESSION_FILE, "session.json is missing: the session's identity cannot be checked")
+    identity = ledger.parent / SESSION_FILE
+    if records[0].kind == "session_started" and not identity.is_file():
+        what = "is not a regular file" if os.path.lexists(identity) else "is missing"
+        return Finding(IDENTITY, SESSION_FILE, f"session.json {what}: the session's identity cannot be checked")
     return None
 
 
@@ -79,6 +81,7 @@ def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Map
     contract re-hashes every file."""
     from sk_analytics.contract.manifest import check_manifest, check_signature, load_manifest, manifest_location
     from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
+    from sk_analytics.contract.scan import list_files
     from sk_analytics.contract.session import MARKER_NAME
     from sk_analytics.strict_json import load_json_file
 
@@ -100,6 +103,12 @@ def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Map
                 if under != listed:
                     differ = sorted(name for name in set(under) | set(listed) if under.get(name) != listed.get(name))
                     raise ContractIntegrityError("file-unchanged", folder, f"files or sizes differ from the manifest: {differ[:3]}")
+                # the folder itself as the contract lists it (no content read): a file the evidence walk leaves out
+                # (``*.lock``, ``.*.tmp``), a link or a hard link that dcci-diff --session would refuse, refused here too
+                added = sorted(set(list_files(folder)) - {rec["path"] for recs in manifest["files"].values() for rec in recs})
+                if added:
+                    raise ContractIntegrityError("no-files-after-finalize", folder,
+                                                 f"{len(added)} file(s) not in the manifest: {', '.join(added[:5])}")
         except (ContractIntegrityError, ContractInputError) as exc:
             return Finding(exc.rule, rel, f"collection recorded at seq {record.seq}: {exc}")
         if manifest["manifest_fingerprint"] != record.data.get("manifest_fingerprint"):
