@@ -11,7 +11,10 @@ is therefore re-derived from, or bound to, a ledger record:
 * ``BASE/sbest-base.json`` — self-consistent and the ``base_fingerprint`` of the
   ``base_frozen`` record;
 * ``matrix.settled.json`` — equal to the settled matrix re-derived from the ledger;
-* ``EXPERIMENT_REPORT.md``, ``report.html`` — equal to the reports re-rendered from
+* ``EXPERIMENT_REPORT.md``, ``report.html`` — the bytes whose digests the last
+  ``handoff_written`` record binds (either language; rendered by the sweep from the inputs that
+  record vouches for), provided no record follows it; otherwise, or when they match neither
+  (sessions older than the binding, a newer renderer), equal to the reports re-rendered from
   the ledger (either language; the reports never hold the session path, so a copied or
   moved session, or one given by another path or from another directory, agrees the same).
 
@@ -30,7 +33,7 @@ from typing import Any
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import LedgerRecord, read_records
 from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, report_texts, settled_matrix
+from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, REPORTS_KEY, report_texts, settled_matrix, text_digest
 from sk_analytics.session_view import SessionView, load_view
 from sk_analytics.strict_json import load_json_file
 
@@ -147,6 +150,8 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
             return Disagreement(name, f"the ledger records the reports (seq {record.seq}) but {name} is missing")
     if record is None:
         return None
+    if _bound_reports_match(root, record, records):
+        return None
     actual = {name: (root / name).read_text(encoding="utf-8") for name in (REPORT_MD, REPORT_HTML)}
     v = view()
     rendered: list[dict[str, str]] = []
@@ -158,19 +163,34 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
     return Disagreement(differing, f"{differing} is not the report rendered from the ledger (in zh or en)")
 
 
+def _bound_reports_match(root: Path, record: LedgerRecord, records: Sequence[LedgerRecord]) -> bool:
+    """The reports are, byte for byte, one language of what ``record`` (the last ``handoff_written``) binds.
+
+    Only when ``record`` is the last record: a later one could change what the reports say, so
+    they are then re-rendered. The record is signed and its inputs are proven by the evidence
+    rules before this check, so a match proves what a re-rendering would, without the renderer."""
+    bound = record.data.get(REPORTS_KEY)
+    if not isinstance(bound, dict) or record.seq != records[-1].seq:
+        return False
+    actual = {name: text_digest((root / name).read_bytes()) for name in (REPORT_MD, REPORT_HTML)}
+    return any(bound.get(lang) == actual for lang in REPORT_LANGS)
+
+
 CHECKS: tuple[Check, ...] = (
     _session, _handoff, _base, _settled, _reports,
 )
 
 
-def first_disagreement(root: Path) -> Disagreement | None:
-    """The first session file that does not agree with the (verified) ledger, or None."""
-    records = read_records(root)
+def first_disagreement(root: Path, records: Sequence[LedgerRecord] | None = None) -> Disagreement | None:
+    """The first session file that does not agree with the (verified) ledger, or None.
+
+    ``records``: the ledger's records, already verified by the caller (read here when None)."""
+    records = read_records(root) if records is None else list(records)
     loaded: list[SessionView] = []
 
     def view() -> SessionView:
         if not loaded:
-            loaded.append(load_view(root))
+            loaded.append(load_view(root, records))
         return loaded[0]
 
     for check in CHECKS:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sk_analytics.evidence import BOUND_KEY, FileState, fold
+from sk_analytics.evidence import BOUND_KEY, FileState
 from sk_analytics.evidence_verify import verify_evidence
 from sk_analytics.ledger import LedgerRecord, head_path
 from sk_analytics.stage_o.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
@@ -120,13 +120,13 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
             return proof
         proof.notes.append(f"evidence: {report.files} file(s) vouched for, {report.bytes_hashed} bytes re-hashed"
                            + (f", {report.size_only} large file(s) compared by size only (--quick)" if report.size_only else ""))
-        vouched = fold(root, records)[0]  # its files were just compared: the collections need not be read again
+        vouched = report.vouched  # its files were just compared: the collections need not be read again
     else:
         proof.notes.append("evidence: this session predates evidence binding; only the ledger and its outputs are checked")
         vouched = None
     proof.finding = collection_finding(root, records, vouched)
     if proof.finding is None:
-        disagreement = first_disagreement(root)
+        disagreement = first_disagreement(root, records)
         if disagreement is not None:
             proof.finding = Finding(AGREEMENT, disagreement.file, disagreement.message)
     created = _created_at(root)
