@@ -24,7 +24,7 @@ A file present without its record, or recorded but missing, disagrees too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
@@ -33,7 +33,9 @@ from typing import Any
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import LedgerRecord, read_records
 from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, REPORTS_KEY, report_texts, settled_matrix, text_digest
+from sk_analytics.stage_o.matrix import load_matrix
+from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, REPORTS_KEY, report_texts, settled_from, text_digest
+from sk_analytics.stage_o.state import SessionState, fold
 from sk_analytics.session_view import SessionView, load_view
 from sk_analytics.strict_json import load_json_file
 
@@ -67,8 +69,33 @@ def _recorded(root: Path, rel: str, records: Sequence[LedgerRecord], kind: str, 
     return record, load_json_file(path)
 
 
-Check = Callable[[Path, Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None]
-FileCheck = Callable[[LedgerRecord, dict[str, Any], Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None]
+class Derived:
+    """What the checks derive from the session, each part loaded once and only when a check needs it:
+    the frozen matrix and the folded ledger (the settled matrix), the full :class:`SessionView`
+    (every file the ledger names: only when a report must be re-rendered)."""
+
+    def __init__(self, root: Path, records: Sequence[LedgerRecord], hashed: Collection[str] = ()) -> None:
+        self.root, self.records, self.hashed = root, records, hashed
+        self._view: SessionView | None = None
+        self._state: tuple[dict[str, Any], SessionState] | None = None
+
+    def view(self) -> SessionView:
+        if self._view is None:
+            self._view = load_view(self.root, self.records)
+        return self._view
+
+    def matrix_state(self) -> tuple[dict[str, Any], SessionState]:
+        if self._view is not None:
+            return dict(self._view.matrix), self._view.state
+        if self._state is None:
+            # as load_view reads it; re-validated unless its bytes were just proven to be the bound ones
+            matrix = load_matrix(self.root / "matrix.json", validate="matrix.json" not in self.hashed)
+            self._state = matrix, fold([(r.kind, r.data) for r in self.records], matrix)
+        return self._state
+
+
+Check = Callable[[Path, Sequence[LedgerRecord], Derived], Disagreement | None]
+FileCheck = Callable[[LedgerRecord, dict[str, Any], Sequence[LedgerRecord], Derived], Disagreement | None]
 
 
 def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
@@ -77,7 +104,7 @@ def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
 
     def wrap(check: FileCheck) -> Check:
         @wraps(check)
-        def run(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+        def run(root: Path, records: Sequence[LedgerRecord], view: Derived) -> Disagreement | None:
             found = _recorded(root, rel, records, kind, what)
             if not isinstance(found, tuple):
                 return found
@@ -89,7 +116,7 @@ def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
     return wrap
 
 
-def _session(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+def _session(root: Path, records: Sequence[LedgerRecord], view: Derived) -> Disagreement | None:
     if not records or records[0].kind != "session_started":
         return Disagreement(SESSION_FILE, "the ledger does not start with session_started")
     return _session_identity(root, records[:1], view)
@@ -103,8 +130,7 @@ def _session_identity(record: LedgerRecord, data: dict[str, Any], *_: Any) -> Di
 
 
 @_vouched(HANDOFF_FILE, "handoff_written", "a hand-off")
-def _handoff(record: LedgerRecord, data: dict[str, Any], records: Sequence[LedgerRecord], _: Callable[[], SessionView]
-             ) -> Disagreement | None:
+def _handoff(record: LedgerRecord, data: dict[str, Any], records: Sequence[LedgerRecord], _: Derived) -> Disagreement | None:
     if fingerprint(data) != record.data.get("handoff_fingerprint"):
         return Disagreement(HANDOFF_FILE, f"handoff.json differs from the hand-off recorded at seq {record.seq} (fingerprint)")
     head = (data.get("ledger") or {}).get("head") or {}
@@ -125,8 +151,8 @@ def _base(record: LedgerRecord, data: dict[str, Any], *_: Any) -> Disagreement |
 
 
 @_vouched(SETTLED_FILE, "handoff_written", "a hand-off")
-def _settled(_: LedgerRecord, data: dict[str, Any], __: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
-    expected = settled_matrix(view())
+def _settled(_: LedgerRecord, data: dict[str, Any], __: Sequence[LedgerRecord], derived: Derived) -> Disagreement | None:
+    expected = settled_from(*derived.matrix_state(), validate=False)  # only compared with the file, never written
     if fingerprint(data) == fingerprint(expected):
         return None
     statuses = {e["id"]: e.get("status") for e in data.get("entries", [])}
@@ -138,7 +164,7 @@ def _settled(_: LedgerRecord, data: dict[str, Any], __: Sequence[LedgerRecord], 
     return Disagreement(SETTLED_FILE, f"{SETTLED_FILE} differs from the settled matrix derived from the ledger")
 
 
-def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+def _reports(root: Path, records: Sequence[LedgerRecord], derived: Derived) -> Disagreement | None:
     record = _last(records, "handoff_written")
     for name in (REPORT_MD, REPORT_HTML):
         path = root / name
@@ -153,7 +179,7 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
     if _bound_reports_match(root, record, records):
         return None
     actual = {name: (root / name).read_text(encoding="utf-8") for name in (REPORT_MD, REPORT_HTML)}
-    v = view()
+    v = derived.view()
     rendered: list[dict[str, str]] = []
     for lang in REPORT_LANGS:  # the text never holds the session path: one rendering per language
         rendered.append(report_texts(v, lang))
@@ -181,20 +207,16 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def first_disagreement(root: Path, records: Sequence[LedgerRecord] | None = None) -> Disagreement | None:
+def first_disagreement(root: Path, records: Sequence[LedgerRecord] | None = None, hashed: Collection[str] = ()
+                       ) -> Disagreement | None:
     """The first session file that does not agree with the (verified) ledger, or None.
 
-    ``records``: the ledger's records, already verified by the caller (read here when None)."""
+    ``records``: the ledger's records, already verified by the caller (read here when None);
+    ``hashed``: session files the caller just proved, by re-hashing, to be the bytes the ledger binds."""
     records = read_records(root) if records is None else list(records)
-    loaded: list[SessionView] = []
-
-    def view() -> SessionView:
-        if not loaded:
-            loaded.append(load_view(root, records))
-        return loaded[0]
-
+    derived = Derived(root, records, hashed)
     for check in CHECKS:
-        found = check(root, records, view)
+        found = check(root, records, derived)
         if found is not None:
             return found
     return None

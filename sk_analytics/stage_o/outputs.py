@@ -13,6 +13,7 @@ from typing import Any
 from sk_analytics.stage_o.matrix import settle_matrix
 from sk_analytics.stage_o.reasons import stop_reason
 from sk_analytics.session_view import SessionView
+from sk_analytics.stage_o.state import SessionState
 
 REPORT_MD = "EXPERIMENT_REPORT.md"
 REPORT_HTML = "report.html"
@@ -89,12 +90,18 @@ def report_digests(texts: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str
 def settled_matrix(view: SessionView) -> dict[str, Any]:
     """``matrix.settled.json``: every entry with the status and settlement the ledger gave it
     (``skipped`` for entries a stopped session never ran)."""
+    return settled_from(view.matrix, view.state)
+
+
+def settled_from(matrix: Mapping[str, Any], state: SessionState, *, validate: bool = True) -> dict[str, Any]:
+    """:func:`settled_matrix` from the frozen matrix and the folded ledger alone (no other session file read);
+    ``validate=False`` for a copy that is only compared with the file (see :func:`~sk_analytics.stage_o.matrix.settle_matrix`)."""
     out: dict[str, dict[str, Any]] = {}
-    for entry in view.matrix["entries"]:
-        s = view.state.settled.get(entry["id"])
+    for entry in matrix["entries"]:
+        s = state.settled.get(entry["id"])
         if s is None:  # only possible in a stopped session
             out[entry["id"]] = {"status": "skipped", "reason_zh": "会话在 O0 阶段停止，本条目未执行",
-                                "evidence": {"session_stopped": view.state.stopped}}
+                                "evidence": {"session_stopped": state.stopped}}
         else:
             out[entry["id"]] = {k: s[k] for k in ("status", "reason_zh", "evidence", "incumbent_round", "accepted_changes", "family_rejected")}
-    return settle_matrix(view.matrix, out)
+    return settle_matrix(matrix, out, validate=validate)
