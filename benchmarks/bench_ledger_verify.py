@@ -119,6 +119,24 @@ def bench_appends(n: int) -> None:
         for i in range(n):
             witness.note(ledger.path, i + 1, "0" * 64)
         print(f"  of which the witness line: {(time.perf_counter() - t0) / n * 1e3:.3f} ms/append")
+        floor = []
+        line, head, tmp = folder / "floor.jsonl", folder / "floor.head", folder / ".floor.head.tmp"
+        for i in range(n):  # the same three fsyncs with nothing else: the I/O floor of an append
+            t0 = time.perf_counter()
+            fd = os.open(line, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.write(fd, b"x" * 400 + b"\n")
+            os.fsync(fd)
+            os.close(fd)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, b"y" * 300)
+            os.fsync(fd)
+            os.close(fd)
+            os.replace(tmp, head)
+            fd = os.open(folder, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+            floor.append(time.perf_counter() - t0)
+        print(f"  of which the three fsyncs (same writes, nothing else): median {statistics.median(floor) * 1e3:.3f} ms")
 
 
 def bench_bind(session: Path) -> None:
