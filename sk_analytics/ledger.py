@@ -171,7 +171,10 @@ class Ledger:
             text = json.dumps(head, ensure_ascii=False, indent=2) + "\n"  # as write_json writes it
             replace_locked(self._head, text.encode("utf-8"), temp=f".{self._head.name}.append.tmp")
             _OWN_HEADS[str(self.path)] = canonical_json(head)
-            self._wrote = (_stamp(os.stat(self.path)), _stamp(os.stat(self._head)), record)
+            try:
+                self._wrote = (_stamp(os.stat(self.path)), _stamp(os.stat(self._head)), record)
+            except OSError:  # the record and head are written; the next append just reads them again
+                self._wrote = None
             witness.note(self.path, record.seq, record.hash)  # outside the session: a later rollback is seen
             return record
 
