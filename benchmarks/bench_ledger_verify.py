@@ -2,10 +2,16 @@
 ``b3sum`` of the same files (same run, same page cache), and the cost an append pays.
 
     .venv/bin/python benchmarks/bench_ledger_verify.py [--session demo-session] [--appends 500]
+        [--baseline OTHER/bin/sk-analyze] [--skip-verify] [--skip-bind]
 
 Without ``--session`` the demo session is created first (``sk-run sweep --demo``, about three
 minutes, 2 GB). Each tool reads the files once to warm the page cache, then is timed
-``--repeat`` times; the figure is the best time and the peak RSS (``/usr/bin/time``).
+``--repeat`` times, the tools taking turns (so a burst of load hits all of them alike); the
+figure is the best time and the peak RSS (``/usr/bin/time``). ``--baseline``: another
+``sk-analyze`` (an older tree) timed in the same turns. The ``sk-analyze`` runs get an environment
+without ``PYTHONDONTWRITEBYTECODE``, as an installed package has its bytecode cached (the warm-up
+run writes it); with it set, every run compiles sk-tune's sources again (~40 ms here).
+``--skip-verify`` with another tree's interpreter measures that tree's ``Ledger.append``.
 """
 
 from __future__ import annotations
@@ -23,19 +29,14 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 
 
-def _timed(argv: list[str], *, stdin: bytes | None = None) -> tuple[float, int]:
+def _timed(argv: list[str], *, stdin: bytes | None = None, env: dict[str, str] | None = None) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one run of ``argv``."""
     start = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], input=stdin, capture_output=True, check=False)
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], input=stdin, capture_output=True, check=False, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
     return wall, int(done.stderr.decode().strip().splitlines()[-1])
-
-
-def _best(argv: list[str], repeat: int, *, stdin: bytes | None = None) -> tuple[float, int]:
-    runs = [_timed(argv, stdin=stdin) for _ in range(repeat)]
-    return min(r[0] for r in runs), max(r[1] for r in runs)
 
 
 def evidence_files(session: Path) -> list[str]:
@@ -44,37 +45,55 @@ def evidence_files(session: Path) -> list[str]:
     return [rel for rel, _ in walk(session)]
 
 
-def bench_verify(session: Path, repeat: int) -> None:
+def bench_verify(session: Path, repeat: int, baseline: Path | None) -> None:
     files = evidence_files(session)
     size = sum((session / f).stat().st_size for f in files)
     listing = b"\0".join(f.encode() for f in files) + b"\0"
     xargs = ["xargs", "-0", "-n", "256"]
     print(f"session {session}: {len(files)} evidence files, {size / 1e9:.2f} GB")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     sk = [str(BIN / "sk-analyze"), "ledger", "verify", str(session)]
-    _timed(sk)  # warm the page cache
-    results = {"sk-analyze ledger verify": _best(sk, repeat),
-               "sk-analyze ledger verify --quick": _best([*sk, "--quick"], repeat)}
+    tools: dict[str, tuple[list[str], bytes | None, dict[str, str] | None]] = {
+        "sk-analyze ledger verify": (sk, None, env),
+        "sk-analyze ledger verify --quick": ([*sk, "--quick"], None, env),
+    }
+    if baseline is not None:
+        tools["baseline ledger verify"] = ([str(baseline), *sk[1:]], None, env)
     for tool in ("sha256sum", "b3sum"):
         if shutil.which(tool) is None:
             print(f"  {tool}: not installed")
             continue
-        os.chdir(session)
-        results[tool] = _best([*xargs, tool], repeat, stdin=listing)
+        tools[tool] = ([*xargs, tool], listing, None)
+    os.chdir(session)
+    for argv, stdin, tool_env in tools.values():
+        _timed(argv, stdin=stdin, env=tool_env)  # warm the page cache (and the bytecode cache)
+    runs: dict[str, list[tuple[float, int]]] = {name: [] for name in tools}
+    for _ in range(repeat):
+        for name, (argv, stdin, tool_env) in tools.items():
+            runs[name].append(_timed(argv, stdin=stdin, env=tool_env))
+    results = {name: (min(r[0] for r in got), max(r[1] for r in got)) for name, got in runs.items()}
     for name, (wall, rss) in results.items():
         print(f"  {name:<34} {wall:6.2f} s  {wall and size / wall / 1e9:5.2f} GB/s  peak RSS {rss / 1024:6.1f} MiB")
     from sk_analytics.evidence_verify import verify_evidence
     from sk_analytics.ledger import read_records
 
     records = read_records(session)
-    t0 = time.perf_counter()
-    report = verify_evidence(session, records, finished=True)
-    alone = time.perf_counter() - t0
-    assert report.problem is None, report.problem
+    alone = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        report = verify_evidence(session, records, finished=True)
+        alone = min(alone, time.perf_counter() - t0)
+        assert report.problem is None, report.problem
     print(f"  {'of which the evidence re-hash':<34} {alone:6.2f} s  {size / alone / 1e9:5.2f} GB/s  (in-process: the rest of "
-          "verify is start-up, the ledger and the re-rendered reports)")
-    faster = min(v[0] for k, v in results.items() if k in ("sha256sum", "b3sum"))
-    print(f"  verify / faster of sha256sum, b3sum: {results['sk-analyze ledger verify'][0] / faster:.2f}x; "
-          f"evidence re-hash alone: {alone / faster:.2f}x")
+          "verify is start-up, the ledger and the other checks)")
+    fastest = {k: v[0] for k, v in results.items() if k in ("sha256sum", "b3sum")}
+    if fastest:
+        faster = min(fastest.values())
+        line = (f"  verify / faster of sha256sum, b3sum: {results['sk-analyze ledger verify'][0] / faster:.2f}x; "
+                f"--quick {results['sk-analyze ledger verify --quick'][0] / faster:.2f}x; evidence re-hash alone: {alone / faster:.2f}x")
+        if baseline is not None:
+            line += f"; baseline {results['baseline ledger verify'][0] / faster:.2f}x"
+        print(line)
 
 
 def bench_appends(n: int) -> None:
@@ -100,6 +119,24 @@ def bench_appends(n: int) -> None:
         for i in range(n):
             witness.note(ledger.path, i + 1, "0" * 64)
         print(f"  of which the witness line: {(time.perf_counter() - t0) / n * 1e3:.3f} ms/append")
+        floor = []
+        line, head, tmp = folder / "floor.jsonl", folder / "floor.head", folder / ".floor.head.tmp"
+        for i in range(n):  # the same three fsyncs with nothing else: the I/O floor of an append
+            t0 = time.perf_counter()
+            fd = os.open(line, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.write(fd, b"x" * 400 + b"\n")
+            os.fsync(fd)
+            os.close(fd)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, b"y" * 300)
+            os.fsync(fd)
+            os.close(fd)
+            os.replace(tmp, head)
+            fd = os.open(folder, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+            floor.append(time.perf_counter() - t0)
+        print(f"  of which the three fsyncs (same writes, nothing else): median {statistics.median(floor) * 1e3:.3f} ms")
 
 
 def bench_bind(session: Path) -> None:
@@ -124,16 +161,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--session", type=Path)
     parser.add_argument("--appends", type=int, default=500)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, help="another sk-analyze to time in the same turns (an older tree)")
+    parser.add_argument("--skip-verify", action="store_true", help="only the appends (and --skip-bind: not the binding)")
+    parser.add_argument("--skip-bind", action="store_true")
     args = parser.parse_args()
+    if args.skip_verify and args.skip_bind:
+        bench_appends(args.appends)
+        return
     session = args.session
     if session is None:
         session = Path(tempfile.mkdtemp()) / "demo-session"
         subprocess.run([str(BIN / "sk-run"), "sweep", "--demo", "--session", str(session)], check=True, stdout=subprocess.DEVNULL)
     session = session.resolve()
-    bench_verify(session, args.repeat)
+    if not args.skip_verify:
+        bench_verify(session, args.repeat, args.baseline)
     bench_appends(args.appends)
-    bench_bind(session)
+    if not args.skip_bind:
+        bench_bind(session)
 
 
 if __name__ == "__main__":

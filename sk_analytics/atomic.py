@@ -57,6 +57,34 @@ def commit_temp(tmp: Path, target: Path, *, site: str = "atomic") -> None:
     _fsync_dir(target.parent)
 
 
+def replace_locked(target: Path, data: bytes, *, temp: str, site: str = "atomic") -> None:
+    """Atomically replace ``target`` (in an existing folder) with ``data`` through the fixed temp file ``temp`` beside it.
+
+    For a small file rewritten after every append under a lock the caller holds (the ledger
+    head): a fixed temp name needs no random name, no umask lookup (``open`` applies it) and
+    no clean-up walk, and a temp a killed writer left is simply truncated by the next one.
+    Otherwise as :func:`atomic_path`: a link at the target or the temp is refused (the temp is
+    opened ``O_NOFOLLOW``), the seam is passed after the temp is written, the temp is fsynced
+    before the rename and the folder after it, so a crash leaves the old or the new file."""
+    tmp = target.with_name(temp)
+    refuse_link(target)
+    refuse_link(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        guard(site, target)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+
+
 def refuse_link(target: Path) -> None:
     """An output is never written through or over a symbolic link (sk-tune creates none):
     a link there, even a loop or a dangling one, is bad input naming it (exit 2)."""

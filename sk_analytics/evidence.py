@@ -78,16 +78,16 @@ def is_machinery(rel: str) -> bool:
 
 def walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
     """Every evidence file under ``root`` (session-relative POSIX path, lstat), symlinks not followed."""
-    stack = [root]
+    stack: list[tuple[str, str]] = [(os.fspath(root), "")]  # (folder, its session-relative prefix): no Path per file
     while stack:
-        folder = stack.pop()
-        with reading(folder, "session folder", expected="a readable session folder"), os.scandir(folder) as entries:
+        folder, prefix = stack.pop()
+        with reading(Path(folder), "session folder", expected="a readable session folder"), os.scandir(folder) as entries:
             listed = sorted(entries, key=lambda e: e.name)
         for entry in listed:
-            rel = Path(entry.path).relative_to(root).as_posix()
+            rel = prefix + entry.name
             if entry.is_dir(follow_symlinks=False):
                 if not (rel in _TOP_DIRS):
-                    stack.append(Path(entry.path))
+                    stack.append((entry.path, rel + "/"))
             elif not is_machinery(rel):
                 yield rel, entry.stat(follow_symlinks=False)
 

@@ -18,8 +18,8 @@ Rules (each finding names one session-relative file and what was expected):
 from __future__ import annotations
 
 import stat
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +48,14 @@ class EvidenceProblem:
 
 @dataclass(frozen=True)
 class EvidenceReport:
-    """What :func:`verify_evidence` checked: files and bytes re-hashed, files compared by size only."""
+    """What :func:`verify_evidence` checked: files and bytes re-hashed, files compared by size only,
+    and the vouched content it compared the folder with (what the later checks may rely on)."""
 
     files: int
     bytes_hashed: int
     size_only: int
     problem: EvidenceProblem | None
+    vouched: Mapping[str, FileState] = field(default_factory=dict)
 
 
 def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick: bool = False) -> EvidenceReport:
@@ -88,7 +90,7 @@ def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick
         order = {"evidence-manifest": 0, "evidence-changed": 1, "evidence-missing": 2, "evidence-unvouched": 3, "interrupted": 4}
         ranked = sorted(problems, key=lambda p: (order[p.rule], p.file))  # deterministic: by rule, then path
         first = EvidenceProblem(ranked[0].rule, ranked[0].file, ranked[0].message, len(problems) - 1)
-    return EvidenceReport(len(seen), hashed, size_only, first)
+    return EvidenceReport(len(seen), hashed, size_only, first, vouched)
 
 
 def _compare(root: Path, rel: str, st: Any, expected: FileState, quick: bool) -> EvidenceProblem | None:

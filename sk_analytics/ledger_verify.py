@@ -134,10 +134,16 @@ def signer_chain(records: list[LedgerRecord]) -> tuple[str | None, Problem | Non
 
 def verify(path: str | os.PathLike[str]) -> VerifyReport:
     """Check the whole ledger: every line, the chain, the sequence and the head anchor."""
+    return verify_read(path)[0]
+
+
+def verify_read(path: str | os.PathLike[str]) -> tuple[VerifyReport, list[LedgerRecord]]:
+    """:func:`verify` and, when it passes, the verified records (empty otherwise): one read for a whole command."""
     ledger = resolve_ledger_path(path)
     if not ledger.exists():
         raise InputError(ledger, "ledger file not found", expected="a session folder or its ledger.jsonl")
-    return check(ledger)[1]
+    scanned, report = check(ledger)
+    return report, scanned.records if report.ok else []
 
 
 def check(ledger: Path) -> tuple[Scan, VerifyReport]:

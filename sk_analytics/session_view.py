@@ -11,12 +11,12 @@ decision floor (:mod:`sk_analytics.stage_o.state`, ``matrix``, ``layout``,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger import LedgerRecord, read_records
 from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS, HANDOFF_FILE
 from sk_analytics.stage_o.matrix import load_matrix
 from sk_analytics.stage_o.reasons import settled_reason
@@ -63,9 +63,11 @@ def json_or_none(root: Path, rel: str | None) -> Any:
     return load_json_file(path) if path.is_file() else None
 
 
-def load_view(root: Path) -> SessionView:
-    """Read the ledger, matrix and every file the ledger names."""
-    records = [(r.kind, r.data) for r in read_records(root)]
+def load_view(root: Path, verified: Sequence[LedgerRecord] | None = None) -> SessionView:
+    """Read the ledger, matrix and every file the ledger names.
+
+    ``verified``: the ledger's records when the caller has just verified them (one read per command)."""
+    records = [(r.kind, r.data) for r in (read_records(root) if verified is None else verified)]
     matrix = load_matrix(root / "matrix.json")
     state = fold(records, matrix)
     rounds: dict[str, RoundInfo] = {}

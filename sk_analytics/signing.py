@@ -276,11 +276,30 @@ class TrustedKeys:
     def _public_key(self, trusted: TrustedKey) -> Any:
         key = self._public.get(trusted.fingerprint)
         if key is None:
-            from cryptography.hazmat.primitives.serialization import load_ssh_public_key
-
-            line = f"{KEY_TYPE} {base64.b64encode(trusted.blob).decode('ascii')}".encode("ascii")
-            key = self._public[trusted.fingerprint] = load_ssh_public_key(line)
+            key = self._public[trusted.fingerprint] = ed25519_public_key(trusted.blob)
         return key
+
+
+def ed25519_public_key(blob: bytes) -> Any:
+    """The Ed25519 public key of an OpenSSH key blob (RFC 4253 strings ``ssh-ed25519``, 32 key bytes).
+
+    Parsed here rather than by ``cryptography``'s OpenSSH loader, whose import (~50 ms) would
+    be most of what ``ledger verify`` spends besides hashing; ValueError for any other blob."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    fields: list[bytes] = []
+    at = 0
+    while at < len(blob) and len(fields) < 3:
+        if at + 4 > len(blob):
+            raise ValueError("truncated key blob")
+        size = int.from_bytes(blob[at:at + 4], "big")
+        if at + 4 + size > len(blob):
+            raise ValueError("truncated key blob")
+        fields.append(blob[at + 4:at + 4 + size])
+        at += 4 + size
+    if at != len(blob) or len(fields) != 2 or fields[0] != KEY_TYPE.encode("ascii") or len(fields[1]) != 32:
+        raise ValueError(f"not an {KEY_TYPE} key blob")
+    return Ed25519PublicKey.from_public_bytes(fields[1])
 
 
 _TRUSTED: dict[tuple[str, int, int, int], TrustedKeys] = {}

@@ -16,11 +16,10 @@ turned into JSON data).
 from __future__ import annotations
 
 import json
+from functools import cache
 from os import PathLike
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from sk_analytics.errors import InputError
 from sk_analytics.io_seam import reading
@@ -104,34 +103,38 @@ def load_json_file(path: str | PathLike[str]) -> Any:
     return loads_strict(read_text_file(p), p)
 
 
-class _StrictYamlLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings refuse duplicate keys and which refuses aliases."""
+@cache
+def _yaml_loader() -> type:
+    """The strict YAML loader class, built on first use (PyYAML is imported only when a YAML file is read)."""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise InputError(self.name, "YAML alias (*name) refused: an alias can expand a few lines into gigabytes",
-                             line=mark.line + 1, expected="a config without anchors (&name) and aliases (*name)")
-        return super().compose_node(parent, index)
+    class _StrictYamlLoader(yaml.SafeLoader):
+        """SafeLoader whose mappings refuse duplicate keys and which refuses aliases."""
 
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise InputError(self.name, "YAML alias (*name) refused: an alias can expand a few lines into gigabytes",
+                                 line=mark.line + 1, expected="a config without anchors (&name) and aliases (*name)")
+            return super().compose_node(parent, index)
 
-def _construct_mapping(loader: _StrictYamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    result: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in result:
-            raise DuplicateKeyError(
-                loader.name,
-                f"rule duplicate-key: key {key!r} appears twice in one mapping",
-                line=key_node.start_mark.line + 1,
-                expected="unique keys",
-            )
-        result[key] = loader.construct_object(value_node, deep=deep)
-    return result
+    def _construct_mapping(loader: _StrictYamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        loader.flatten_mapping(node)
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in result:
+                raise DuplicateKeyError(
+                    loader.name,
+                    f"rule duplicate-key: key {key!r} appears twice in one mapping",
+                    line=key_node.start_mark.line + 1,
+                    expected="unique keys",
+                )
+            result[key] = loader.construct_object(value_node, deep=deep)
+        return result
 
-
-_StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    _StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    return _StrictYamlLoader
 
 
 def load_config_file(path: str | PathLike[str]) -> Any:
@@ -143,9 +146,11 @@ def load_config_file(path: str | PathLike[str]) -> Any:
     p = Path(path)
     if p.suffix.lower() == ".json":
         return load_json_file(p)
+    import yaml
+
     text = read_text_file(p)
     try:
-        loader = _StrictYamlLoader(text)
+        loader = _yaml_loader()(text)
         loader.name = str(p)
         try:
             data = loader.get_single_data()

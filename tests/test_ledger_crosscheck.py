@@ -132,3 +132,79 @@ def test_rechained_session_ledger_fails_on_the_first_forged_record(session: Path
     code, text = _verify(session, capsys)
     assert first is not None and code == 2
     assert f"FAIL line {first} [rule signature-valid]" in text and f"ledger.jsonl:{first}: ledger verification failed" in text
+
+
+def _renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count the reports ``ledger verify``'s cross-check re-renders (crosscheck imported the name)."""
+    from sk_analytics.stage_o import crosscheck
+
+    calls: list[str] = []
+    real = crosscheck.report_texts
+
+    def counting(view: Any, lang: str = "zh") -> dict[str, str]:
+        calls.append(lang)
+        return real(view, lang)
+
+    monkeypatch.setattr(crosscheck, "report_texts", counting)
+    return calls
+
+
+def test_the_handoff_record_binds_what_a_re_rendering_gives_in_both_languages(session: Path) -> None:
+    from sk_analytics.ledger import read_records
+    from sk_analytics.session_view import load_view
+    from sk_analytics.stage_o.outputs import REPORT_LANGS, REPORTS_KEY, report_digests, report_texts, text_digest
+
+    records = read_records(session)
+    handoff = [r for r in records if r.kind == "handoff_written"][-1]
+    assert handoff.seq == records[-1].seq
+    view = load_view(session)
+    assert handoff.data[REPORTS_KEY] == report_digests({lang: report_texts(view, lang) for lang in REPORT_LANGS})
+    assert {n: text_digest((session / n).read_bytes()) for n in ("EXPERIMENT_REPORT.md", "report.html")} == handoff.data[REPORTS_KEY]["zh"]
+
+
+def test_bound_reports_are_compared_by_digest_without_rendering(session: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_reports(session, lang="en")  # a legitimate re-render in the other language is bound too
+    calls = _renders(monkeypatch)
+    assert first_disagreement(session) is None and calls == []
+
+
+def test_reports_without_a_binding_are_re_rendered(session: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session written before the reports were bound (no such key in its record) is proven by the renderer."""
+    from sk_analytics.stage_o import crosscheck
+
+    monkeypatch.setattr(crosscheck, "REPORTS_KEY", "reports-of-a-later-sk-tune")
+    calls = _renders(monkeypatch)
+    assert first_disagreement(session) is None and calls == ["zh"]
+    path = session / "report.html"
+    path.write_text(path.read_text(encoding="utf-8").replace("stream-fusion-0", "stream-fusion-O", 1), encoding="utf-8")
+    found = first_disagreement(session)
+    assert found is not None and found.file == "report.html" and calls == ["zh", "zh", "en"]
+
+
+def test_a_binding_proves_the_reports_only_from_the_last_record(session: Path) -> None:
+    import dataclasses
+
+    from sk_analytics.ledger import read_records
+    from sk_analytics.stage_o.crosscheck import _bound_reports_match
+
+    records = read_records(session)
+    handoff = records[-1]
+    assert handoff.kind == "handoff_written" and _bound_reports_match(session, handoff, records)
+    later = dataclasses.replace(handoff, seq=handoff.seq + 1)
+    assert not _bound_reports_match(session, handoff, [*records, later])
+    (session / "EXPERIMENT_REPORT.md").write_text("forged\n", encoding="utf-8")
+    assert not _bound_reports_match(session, handoff, records)
+
+
+def test_verify_of_a_bound_session_imports_no_renderer_or_table_library(session: Path) -> None:
+    """The start-up cost issue 24 measured: scipy (renderer), polars, jsonschema and YAML stay unimported."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom sk_analytics.cli import cli\nfrom sk_analytics.cli._base import run_cli\n"
+            f"rc = run_cli(cli, 'sk-analyze', ['ledger', 'verify', {str(session)!r}])\n"
+            "heavy = sorted(m for m in ('sk_analytics.stage_o.report', 'scipy', 'polars', 'numpy', 'jsonschema', 'yaml', "
+            "'cryptography.hazmat.primitives.serialization.ssh') if m in sys.modules)\n"
+            "print('RC', rc, 'HEAVY', heavy)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "RC 0 HEAVY []" in done.stdout, done.stdout + done.stderr

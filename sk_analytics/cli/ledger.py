@@ -28,18 +28,17 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
     (exit 2 if any); for a session folder also re-hash every evidence file the ledger vouches for, check each recorded
     DCCI collection and the output files (handoff, BASE, settled matrix, reports); a session's own ledger.jsonl given as the
     file proves its folder the same way. Archive mode: any path, any cwd."""
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger_verify import verify_read
     from sk_analytics.stage_o.crosscheck import SESSION_FILE
     from sk_analytics.stage_o.proof import Proof, identity_finding, prove, witness_finding
     from sk_analytics.witness import witness_path
 
     path = Path(session_or_file)
-    report = verify_ledger(path)
+    report, records = verify_read(path)  # the one verified read of the ledger; every check below reuses it
     ledger_file = resolve_ledger_path(path)
     folder = ledger_file.parent  # a session's own ledger.jsonl given as the file proves its session too
     proof = Proof()
     if report.ok:
-        records = read_records(ledger_file)
         if witness is None and witness_path().is_file():
             witness = witness_path()
         proof.finding = identity_finding(ledger_file, records) or witness_finding(ledger_file, records, witness)

@@ -11,7 +11,10 @@ is therefore re-derived from, or bound to, a ledger record:
 * ``BASE/sbest-base.json`` — self-consistent and the ``base_fingerprint`` of the
   ``base_frozen`` record;
 * ``matrix.settled.json`` — equal to the settled matrix re-derived from the ledger;
-* ``EXPERIMENT_REPORT.md``, ``report.html`` — equal to the reports re-rendered from
+* ``EXPERIMENT_REPORT.md``, ``report.html`` — the bytes whose digests the last
+  ``handoff_written`` record binds (either language; rendered by the sweep from the inputs that
+  record vouches for), provided no record follows it; otherwise, or when they match neither
+  (sessions older than the binding, a newer renderer), equal to the reports re-rendered from
   the ledger (either language; the reports never hold the session path, so a copied or
   moved session, or one given by another path or from another directory, agrees the same).
 
@@ -21,7 +24,7 @@ A file present without its record, or recorded but missing, disagrees too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
@@ -30,7 +33,9 @@ from typing import Any
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import LedgerRecord, read_records
 from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, report_texts, settled_matrix
+from sk_analytics.stage_o.matrix import load_matrix
+from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, REPORTS_KEY, report_texts, settled_from, text_digest
+from sk_analytics.stage_o.state import SessionState, fold
 from sk_analytics.session_view import SessionView, load_view
 from sk_analytics.strict_json import load_json_file
 
@@ -66,8 +71,33 @@ def _recorded(root: Path, rel: str, records: Sequence[LedgerRecord], kind: str, 
     return record, load_json_file(path)
 
 
-Check = Callable[[Path, Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None]
-FileCheck = Callable[[LedgerRecord, dict[str, Any], Sequence[LedgerRecord], Callable[[], SessionView]], Disagreement | None]
+class Derived:
+    """What the checks derive from the session, each part loaded once and only when a check needs it:
+    the frozen matrix and the folded ledger (the settled matrix), the full :class:`SessionView`
+    (every file the ledger names: only when a report must be re-rendered)."""
+
+    def __init__(self, root: Path, records: Sequence[LedgerRecord], hashed: Collection[str] = ()) -> None:
+        self.root, self.records, self.hashed = root, records, hashed
+        self._view: SessionView | None = None
+        self._state: tuple[dict[str, Any], SessionState] | None = None
+
+    def view(self) -> SessionView:
+        if self._view is None:
+            self._view = load_view(self.root, self.records)
+        return self._view
+
+    def matrix_state(self) -> tuple[dict[str, Any], SessionState]:
+        if self._view is not None:
+            return dict(self._view.matrix), self._view.state
+        if self._state is None:
+            # as load_view reads it; re-validated unless its bytes were just proven to be the bound ones
+            matrix = load_matrix(self.root / "matrix.json", validate="matrix.json" not in self.hashed)
+            self._state = matrix, fold([(r.kind, r.data) for r in self.records], matrix)
+        return self._state
+
+
+Check = Callable[[Path, Sequence[LedgerRecord], Derived], Disagreement | None]
+FileCheck = Callable[[LedgerRecord, dict[str, Any], Sequence[LedgerRecord], Derived], Disagreement | None]
 
 
 def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
@@ -76,7 +106,7 @@ def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
 
     def wrap(check: FileCheck) -> Check:
         @wraps(check)
-        def run(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+        def run(root: Path, records: Sequence[LedgerRecord], view: Derived) -> Disagreement | None:
             found = _recorded(root, rel, records, kind, what)
             if not isinstance(found, tuple):
                 return found
@@ -88,7 +118,7 @@ def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
     return wrap
 
 
-def _session(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+def _session(root: Path, records: Sequence[LedgerRecord], view: Derived) -> Disagreement | None:
     if not records or records[0].kind != "session_started":
         return Disagreement(SESSION_FILE, "the ledger does not start with session_started")
     return _session_identity(root, records[:1], view)
@@ -102,8 +132,7 @@ def _session_identity(record: LedgerRecord, data: dict[str, Any], *_: Any) -> Di
 
 
 @_vouched(HANDOFF_FILE, "handoff_written", "a hand-off")
-def _handoff(record: LedgerRecord, data: dict[str, Any], records: Sequence[LedgerRecord], _: Callable[[], SessionView]
-             ) -> Disagreement | None:
+def _handoff(record: LedgerRecord, data: dict[str, Any], records: Sequence[LedgerRecord], _: Derived) -> Disagreement | None:
     if fingerprint(data) != record.data.get("handoff_fingerprint"):
         return Disagreement(HANDOFF_FILE, f"handoff.json differs from the hand-off recorded at seq {record.seq} (fingerprint)")
     head = (data.get("ledger") or {}).get("head") or {}
@@ -124,8 +153,8 @@ def _base(record: LedgerRecord, data: dict[str, Any], *_: Any) -> Disagreement |
 
 
 @_vouched(SETTLED_FILE, "handoff_written", "a hand-off")
-def _settled(_: LedgerRecord, data: dict[str, Any], __: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
-    expected = settled_matrix(view())
+def _settled(_: LedgerRecord, data: dict[str, Any], __: Sequence[LedgerRecord], derived: Derived) -> Disagreement | None:
+    expected = settled_from(*derived.matrix_state(), validate=False)  # only compared with the file, never written
     if fingerprint(data) == fingerprint(expected):
         return None
     statuses = {e["id"]: e.get("status") for e in data.get("entries", [])}
@@ -137,7 +166,7 @@ def _settled(_: LedgerRecord, data: dict[str, Any], __: Sequence[LedgerRecord], 
     return Disagreement(SETTLED_FILE, f"{SETTLED_FILE} differs from the settled matrix derived from the ledger")
 
 
-def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], SessionView]) -> Disagreement | None:
+def _reports(root: Path, records: Sequence[LedgerRecord], derived: Derived) -> Disagreement | None:
     record = _last(records, "handoff_written")
     for name in (REPORT_MD, REPORT_HTML):
         path = root / name
@@ -151,9 +180,11 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
             return Disagreement(name, f"{name} is {path.stat().st_size} bytes, more than any report sk-tune renders ({REPORT_LIMIT})")
     if record is None:
         return None
+    if _bound_reports_match(root, record, records):
+        return None
     # bytes that are not UTF-8 cannot be sk-tune's rendering: compared as text with replacement, never a crash (exit 70)
     actual = {name: (root / name).read_bytes().decode("utf-8", errors="replace") for name in (REPORT_MD, REPORT_HTML)}
-    v = view()
+    v = derived.view()
     rendered: list[dict[str, str]] = []
     for lang in REPORT_LANGS:  # the text never holds the session path: one rendering per language
         rendered.append(report_texts(v, lang))
@@ -163,23 +194,34 @@ def _reports(root: Path, records: Sequence[LedgerRecord], view: Callable[[], Ses
     return Disagreement(differing, f"{differing} is not the report rendered from the ledger (in zh or en)")
 
 
+def _bound_reports_match(root: Path, record: LedgerRecord, records: Sequence[LedgerRecord]) -> bool:
+    """The reports are, byte for byte, one language of what ``record`` (the last ``handoff_written``) binds.
+
+    Only when ``record`` is the last record: a later one could change what the reports say, so
+    they are then re-rendered. The record is signed and its inputs are proven by the evidence
+    rules before this check, so a match proves what a re-rendering would, without the renderer."""
+    bound = record.data.get(REPORTS_KEY)
+    if not isinstance(bound, dict) or record.seq != records[-1].seq:
+        return False
+    actual = {name: text_digest((root / name).read_bytes()) for name in (REPORT_MD, REPORT_HTML)}
+    return any(bound.get(lang) == actual for lang in REPORT_LANGS)
+
+
 CHECKS: tuple[Check, ...] = (
     _session, _handoff, _base, _settled, _reports,
 )
 
 
-def first_disagreement(root: Path) -> Disagreement | None:
-    """The first session file that does not agree with the (verified) ledger, or None."""
-    records = read_records(root)
-    loaded: list[SessionView] = []
+def first_disagreement(root: Path, records: Sequence[LedgerRecord] | None = None, hashed: Collection[str] = ()
+                       ) -> Disagreement | None:
+    """The first session file that does not agree with the (verified) ledger, or None.
 
-    def view() -> SessionView:
-        if not loaded:
-            loaded.append(load_view(root))
-        return loaded[0]
-
+    ``records``: the ledger's records, already verified by the caller (read here when None);
+    ``hashed``: session files the caller just proved, by re-hashing, to be the bytes the ledger binds."""
+    records = read_records(root) if records is None else list(records)
+    derived = Derived(root, records, hashed)
     for check in CHECKS:
-        found = check(root, records, view)
+        found = check(root, records, derived)
         if found is not None:
             return found
     return None

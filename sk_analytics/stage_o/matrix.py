@@ -19,8 +19,6 @@ from importlib import resources
 from os import PathLike
 from typing import Any, Literal, TypedDict
 
-import jsonschema
-
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.stage_o.options import (
@@ -200,6 +198,8 @@ def matrix_schema() -> dict[str, Any]:
 
 def validate_matrix(matrix: Any, source: str | PathLike[str] | None = None) -> None:
     """Raise :class:`InputError` naming the first schema violation."""
+    import jsonschema  # ~50 ms: only where a matrix is validated
+
     validator = jsonschema.Draft202012Validator(matrix_schema())
     errors = sorted(validator.iter_errors(matrix), key=lambda e: list(e.absolute_path))
     if errors:
@@ -244,18 +244,24 @@ def check_frozen(matrix: Mapping[str, Any], source: str | PathLike[str] | None =
     return actual
 
 
-def load_matrix(path: str | PathLike[str]) -> dict[str, Any]:
-    """Read (strict JSON: duplicate keys and NaN refused) and schema-validate a matrix file."""
+def load_matrix(path: str | PathLike[str], *, validate: bool = True) -> dict[str, Any]:
+    """Read (strict JSON: duplicate keys and NaN refused) and schema-validate a matrix file.
+
+    ``validate=False`` only for a file whose bytes the signed ledger was just proven to vouch
+    for (``ledger verify``): the sweep validated it before every action it bound it with."""
     matrix = load_json_file(path)
-    validate_matrix(matrix, path)
+    if validate:
+        validate_matrix(matrix, path)
     return matrix
 
 
-def settle_matrix(matrix: Mapping[str, Any], settlements: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def settle_matrix(matrix: Mapping[str, Any], settlements: Mapping[str, Mapping[str, Any]], *, validate: bool = True
+                  ) -> dict[str, Any]:
     """The settled copy for hand-off: each entry gets its final status and settlement.
 
     ``settlements`` maps entry id -> ``{status, reason_zh, evidence, ...}``.
-    Every entry must be settled; the result validates against the same schema.
+    Every entry must be settled; the result validates against the same schema (``validate=False``:
+    a copy that is only compared with the written one, which was validated when it was written).
     """
     out = copy.deepcopy(dict(matrix))
     for entry in out["entries"]:
@@ -265,5 +271,6 @@ def settle_matrix(matrix: Mapping[str, Any], settlements: Mapping[str, Mapping[s
         entry["status"] = settled["status"]
         entry["settlement"] = {k: v for k, v in settled.items() if k != "status"}
     out["settled"] = True
-    validate_matrix(out)
+    if validate:
+        validate_matrix(out)
     return out

@@ -18,12 +18,12 @@ any working directory, after ``cp -a`` or ``mv``. Each check returns the first
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sk_analytics.evidence import BOUND_KEY, FileState, fold
-from sk_analytics.evidence_verify import verify_evidence
+from sk_analytics.evidence import BOUND_KEY, FileState
+from sk_analytics.evidence_verify import QUICK_LIMIT, verify_evidence
 from sk_analytics.ledger import LedgerRecord, head_path
 from sk_analytics.stage_o.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
 from sk_analytics.witness import WITNESS_RULE, rollback
@@ -69,15 +69,17 @@ def witness_finding(ledger: Path, records: Sequence[LedgerRecord], witness: Path
     return None if why is None else Finding(WITNESS_RULE, ledger.name, why)
 
 
-def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Mapping[str, FileState] | None = None
-                       ) -> Finding | None:
+def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Mapping[str, FileState] | None = None,
+                       hashed: Collection[str] = ()) -> Finding | None:
     """Every completed DCCI collection the ledger recorded is that collection, intact (archive mode).
 
     ``vouched``: the evidence just compared (:func:`prove`; by size only for large files with
     ``--quick``, which says so); the collection's files and
     manifest were bound right after finalize, so their content is proven and only the manifest's
     rules, its signature, its recorded fingerprint and its file list are checked, without reading
-    the files a second time. Without it (a session without bindings) the collection
+    the files a second time; a manifest in ``hashed`` (re-hashed just now, not compared by size only)
+    skips the JSON Schema pass that :func:`~sk_analytics.contract.manifest.finalize` made before
+    writing those very bytes. Without it (a session without bindings) the collection
     contract re-hashes every file."""
     from sk_analytics.contract.manifest import check_manifest, check_signature, load_manifest, manifest_location
     from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
@@ -95,7 +97,7 @@ def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Map
             else:
                 folder, target = manifest_location(root / rel)
                 manifest = load_json_file(target)
-                check_manifest(manifest, target)
+                check_manifest(manifest, target, schema=_relative(target, root) not in hashed)
                 check_signature(manifest, folder, target)
                 listed = {f"{rel}/{rec['path']}": rec["size"] for recs in manifest["files"].values() for rec in recs}
                 top = {f"{rel}/{target.name}", f"{rel}/{MARKER_NAME}"}  # left out of the listing, as list_files does
@@ -129,13 +131,14 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
             return proof
         proof.notes.append(f"evidence: {report.files} file(s) vouched for, {report.bytes_hashed} bytes re-hashed"
                            + (f", {report.size_only} large file(s) compared by size only (--quick)" if report.size_only else ""))
-        vouched = fold(root, records)[0]  # its files were just compared: the collections need not be read again
+        vouched = report.vouched  # its files were just compared: the collections need not be read again
+        hashed = frozenset(name for name, st in vouched.items() if not quick or st.size <= QUICK_LIMIT)
     else:
         proof.notes.append("evidence: this session predates evidence binding; only the ledger and its outputs are checked")
-        vouched = None
-    proof.finding = collection_finding(root, records, vouched)
+        vouched, hashed = None, frozenset()
+    proof.finding = collection_finding(root, records, vouched, hashed)
     if proof.finding is None:
-        disagreement = first_disagreement(root)
+        disagreement = first_disagreement(root, records, hashed)
         if disagreement is not None:
             proof.finding = Finding(AGREEMENT, disagreement.file, disagreement.message)
     created = _created_at(root)
@@ -143,6 +146,13 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
         proof.notes.append(f"archive mode: created at {created}, verified at {os.path.realpath(root)}; "
                            "content and signatures checked, no path-dependent check applies")
     return proof
+
+
+def _relative(path: Path, root: Path) -> str | None:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return None
 
 
 def _created_at(root: Path) -> str | None:

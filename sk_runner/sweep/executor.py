@@ -314,11 +314,12 @@ class Executor:
         }
 
     def do_WriteHandoff(self, a: m.WriteHandoff) -> Record:
+        from sk_analytics.stage_o.outputs import REPORTS_KEY
         from sk_runner.sweep.handoff import write_outputs
 
-        paths = write_outputs(self.root, outcome=a.outcome)
+        paths, reports = write_outputs(self.root, outcome=a.outcome)
         return "handoff_written", {
-            "outcome": a.outcome, **{k: self.rel(v) for k, v in paths.items()},
+            "outcome": a.outcome, **{k: self.rel(v) for k, v in paths.items()}, REPORTS_KEY: reports,
             "handoff_fingerprint": fingerprint(load_json_file(paths["handoff"])),
             "summary_zh": f"交接文件与报告已写出：{self.rel(paths['handoff'])}",
         }

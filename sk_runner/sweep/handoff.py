@@ -13,7 +13,7 @@ from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import head_path, read_records
 from sk_analytics.signing import signer
 from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_MD, next_steps, report_texts, settled_matrix
+from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, next_steps, report_digests, report_texts, settled_matrix
 from sk_analytics.stage_o.report import load_view
 from sk_analytics.strict_json import load_json_file
 from sk_runner.sweep.truth import trial_truths
@@ -66,11 +66,23 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
 
 def write_reports(root: Path, *, lang: str = "zh") -> dict[str, Path]:
     """Render EXPERIMENT_REPORT.md and report.html in ``lang`` (derived files, re-rendered on demand)."""
-    for name, text in report_texts(load_view(root), lang).items():
-        write_text(root / name, text)
+    _write_texts(root, report_texts(load_view(root), lang))
     return {"report": root / REPORT_MD, "html": root / REPORT_HTML}
 
 
-def write_outputs(root: Path, *, outcome: str, lang: str = "zh") -> dict[str, Path]:
-    """Hand-off plus reports (the WriteHandoff action)."""
-    return {**write_handoff(root, outcome=outcome), **write_reports(root, lang=lang)}
+def _write_texts(root: Path, texts: dict[str, str]) -> None:
+    for name, text in texts.items():
+        write_text(root / name, text)
+
+
+def write_outputs(root: Path, *, outcome: str, lang: str = "zh") -> tuple[dict[str, Path], dict[str, dict[str, str]]]:
+    """Hand-off plus reports (the WriteHandoff action), and the digests of the reports in every language.
+
+    The digests go into the ``handoff_written`` record (:data:`~sk_analytics.stage_o.outputs.REPORTS_KEY`):
+    ``ledger verify`` then compares the report bytes with what the signer rendered from the inputs that
+    record vouches for and re-renders only reports that match neither language (a newer renderer)."""
+    paths = write_handoff(root, outcome=outcome)
+    view = load_view(root)
+    texts = {each: report_texts(view, each) for each in REPORT_LANGS}
+    _write_texts(root, texts["en" if lang == "en" else "zh"])
+    return {**paths, "report": root / REPORT_MD, "html": root / REPORT_HTML}, report_digests(texts)
