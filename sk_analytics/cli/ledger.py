@@ -61,9 +61,10 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
             f"{where}: ledger verification failed with {len(report.problems)} problem(s); first: rule {first.code}: {first.message}"
         )
     if finding is not None:
+        detail = finding.message.removeprefix(f"{finding.file}: ")  # the file is named once, in front
         if not as_json:
-            click.echo(f"FAIL file {finding.file} [rule {finding.rule}] {finding.message}")
-        raise IntegrityError(f"{folder / finding.file}: rule {finding.rule}: {finding.message}")
+            click.echo(f"FAIL file {finding.file} [rule {finding.rule}] {detail}")
+        raise IntegrityError(f"{folder / finding.file}: rule {finding.rule}: {detail}")
     if not as_json:
         for note in proof.notes:
             click.echo(f"note: {note}")
