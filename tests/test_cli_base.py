@@ -136,6 +136,32 @@ def test_symlink_loops_as_inputs_and_outputs_are_bad_input_naming_the_path(tmp_p
     assert not (tmp_path / "s").exists()
 
 
+def test_symlink_loops_as_existing_path_arguments_are_named_as_loops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Arguments that must exist (ledger verify/show, dcci-diff --session, contract files, sk-run matrix --session,
+    sk-run profile --config): a loop is named a loop, not "does not exist" (docs/faults.md); a missing path still is."""
+    from sk_analytics.cli import cli
+    from sk_runner.cli import cli as run_group
+
+    loop = _loop(tmp_path)
+    cases = [
+        (cli, "sk-analyze", ["ledger", "verify", str(loop)]),
+        (cli, "sk-analyze", ["ledger", "show", str(loop)]),
+        (cli, "sk-analyze", ["dcci-diff", "--session", str(loop)]),
+        (run_group, "sk-run", ["matrix", "freeze", "--session", str(loop)]),
+    ]
+    for group, prog, argv in cases:
+        assert run_cli(group, prog, argv) == 2, argv
+        err = capsys.readouterr().err
+        _one_line(err, loop)
+        assert "symbolic link loop" in err and "does not exist" not in err, err
+    assert run_cli(cli, "sk-analyze", ["ledger", "verify", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert run_cli(cli, "sk-analyze", ["ledger", "verify", str(dangling)]) == 2
+    assert "symbolic link loop" not in capsys.readouterr().err  # a dangling link is not a loop
+
+
 def test_an_output_is_never_written_through_a_link(tmp_path: Path) -> None:
     from sk_analytics.atomic import write_json
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
@@ -119,6 +120,30 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     except Exception as exc:  # a bug of ours: its own exit code, never 1 ("decision negative")
         return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
     return int(result) if isinstance(result, int) else 0
+
+
+class ExistingPath(click.Path):
+    """``click.Path(exists=True, ...)`` that names a symbolic link loop as one.
+
+    click reports a loop as "does not exist" (``os.stat`` fails either way); the user then looks
+    for a missing file instead of the link that points at itself (docs/faults.md)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exists=True, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (str, os.PathLike)) and os.path.islink(value) and not os.path.exists(value) and is_link_loop(value):
+            self.fail(f"{os.fsdecode(value)}: symbolic link loop (expected a file or folder, or a link that leads to one)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def is_link_loop(path: str | os.PathLike[str]) -> bool:
+    """Whether following ``path`` fails with ELOOP (a chain of links that never reaches a file)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 _LOOP = re.compile(r"^Symlink loop from '(.*)'$")

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from sk_analytics.cli._base import ExistingPath
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 
 
@@ -24,7 +25,7 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--tables-out", "tables_out", type=click.Path(path_type=Path, file_okay=False),
               help="Also write the derived sk_occurrences/sk_children Parquet tables of both sides here.")
-@click.option("--session", "session", type=click.Path(path_type=Path, file_okay=False, exists=True),
+@click.option("--session", "session", type=ExistingPath(path_type=Path, file_okay=False),
               help="Sweep session whose signed ledger must have recorded both collections (rule ledger-pair).")
 def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, report_md: Path | None, lang: str,
               tables_out: Path | None, session: Path | None) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from sk_analytics.cli._base import ExistingPath
 from sk_analytics.errors import EXIT_OK, IntegrityError
 from sk_analytics.ledger import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
 
@@ -18,7 +19,7 @@ def ledger() -> None:
 
 
 @ledger.command("verify")
-@click.argument("session_or_file", type=click.Path(exists=True))
+@click.argument("session_or_file", type=ExistingPath())
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
 @click.option("--quick", is_flag=True, help="Compare files over 1 MiB by size only instead of re-hashing them (says so).")
 @click.option("--witness", "witness", type=click.Path(dir_okay=False, path_type=Path),
@@ -75,7 +76,7 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
 
 
 @ledger.command("hand-over")
-@click.argument("session_or_file", type=click.Path(exists=True))
+@click.argument("session_or_file", type=ExistingPath())
 @click.argument("next_key")
 def hand_over_cmd(session_or_file: str, next_key: str) -> int:
     """Authorise the key NEXT_KEY (SHA256:… fingerprint) to sign this ledger from the next record on
@@ -88,7 +89,7 @@ def hand_over_cmd(session_or_file: str, next_key: str) -> int:
 
 
 @ledger.command("show")
-@click.argument("session_or_file", type=click.Path(exists=True))
+@click.argument("session_or_file", type=ExistingPath())
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON Lines.")
 def show(session_or_file: str, as_json: bool) -> int:
     """Print the session's history, one record a line (verification problems are flagged)."""

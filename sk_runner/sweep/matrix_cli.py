@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from sk_analytics.cli._base import ExistingPath
 from sk_analytics.errors import EXIT_OK, InputError, IntegrityError
 
 MATRIX_NAME = "matrix.json"
@@ -97,7 +98,7 @@ def init(session: Path, config: Path, probes: Path, root: str | None) -> int:
 
 
 @matrix.command("freeze")
-@click.option("--session", "session", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path), help="Session folder holding matrix.json.")
+@click.option("--session", "session", required=True, type=ExistingPath(file_okay=False, path_type=Path), help="Session folder holding matrix.json.")
 def freeze(session: Path) -> int:
     """Seal the matrix with its fingerprint; any later edit is refused."""
     fp = freeze_session_matrix(session)
