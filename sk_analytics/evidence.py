@@ -71,7 +71,7 @@ def is_machinery(rel: str) -> bool:
         return True
     if parts[0] in _TOP_DIRS and len(parts) > 1:
         return True
-    # only the lock names sk-tune creates (a round's sk_runner.trial_spec.LOCK_NAME; the top-level ones above):
+    # only the lock names sk-tune creates (a round's sk_runner.trial.spec.LOCK_NAME; the top-level ones above):
     # a planted ``notes.lock`` in BASE/ or a run is evidence-unvouched like any other file
     return name == _ROUND_LOCK or (name.startswith(".") and name.endswith(".tmp"))
 

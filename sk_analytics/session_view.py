@@ -2,7 +2,7 @@
 
 Loaded once into a :class:`SessionView`; the report sections and the
 notebook frames only read it. It sits below both
-(:mod:`sk_analytics.explore` reads it, :mod:`sk_analytics.stage_o.report`
+(:mod:`sk_analytics.explore` reads it, :mod:`sk_analytics.report.render`
 builds on explore), so no lower floor imports a higher one; it reads only the
 decision floor (:mod:`sk_analytics.stage_o.state`, ``matrix``, ``layout``,
 ``reasons``).

@@ -16,7 +16,7 @@ from sk_analytics.ingest import ingest_path, ingest_run_dir
 from sk_analytics.ingest.discover import default_partition, discover, kind_of
 from sk_analytics.tables import read_schema_version
 from sk_analytics.schema import SCHEMA_VERSION
-from sk_runner.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
+from sk_runner.demo.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
 
 DECODE = [["10.5", "10.25", "10.0"], ["11", "11.5", "12.125"]]
 

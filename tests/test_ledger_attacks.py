@@ -259,7 +259,7 @@ def test_report_with_bytes_that_are_not_utf8(session: Path, name: str, capsys: p
 def test_huge_sparse_report_is_not_read(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import resource
 
-    from sk_analytics.stage_o.crosscheck import REPORT_LIMIT
+    from sk_analytics.handoff.crosscheck import REPORT_LIMIT
 
     with (session / "report.html").open("r+b") as out:
         out.truncate(1 << 30)  # 1 GiB of holes: read, it would cost gigabytes of memory

@@ -21,7 +21,7 @@ from sk_analytics.contract.manifest import MANIFEST_NAME, load_manifest
 from sk_analytics.contract.scan import MARKER_NAME
 from sk_analytics.evidence import fold
 from sk_analytics.ledger import read_records
-from sk_analytics.stage_o.proof import collection_finding
+from sk_analytics.handoff.proof import collection_finding
 from sk_runner.sweep.driver import run_sweep
 from sweep_helpers import small_session
 

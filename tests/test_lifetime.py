@@ -1,4 +1,4 @@
-"""Process lifetimes: every process sk-run starts dies with it, whatever kills it (sk_runner.lifetime)."""
+"""Process lifetimes: every process sk-run starts dies with it, whatever kills it (sk_runner.process.lifetime)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from runner_fake import BASE_CONFIG
 
 from sk_analytics.strict_json import load_json_file
-from sk_runner import lifetime
+from sk_runner.process import lifetime
 from sk_runner.process import process_alive, run_process
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="the guarantees tested here are Linux's (/proc)")
@@ -228,7 +228,7 @@ def test_a_signal_after_the_command_returned_does_not_kill_the_exit(held: bool) 
     """sk-run blocks SIGINT/SIGTERM once it has its exit code (cli.main): a Ctrl-C that lands while the
     interpreter exits leaves the decided code; without the hold Python dies by the signal (-2, no message)."""
     code = ("import os, signal, sys\n"
-            "from sk_runner.lifetime import hold_signals_at_exit\n"
+            "from sk_runner.process.lifetime import hold_signals_at_exit\n"
             "signal.signal(signal.SIGINT, signal.SIG_DFL)  # what the interpreter's shutdown restores\n"
             f"{'hold_signals_at_exit()' if held else 'pass'}\n"
             "os.kill(os.getpid(), signal.SIGINT)\n"
@@ -283,7 +283,7 @@ def test_reaping_spares_a_recorded_group_whose_leader_id_was_reused(tmp_path: Pa
 def test_attach_keeps_the_session_absolute_so_a_later_rewrite_never_lands_in_a_new_cwd(tmp_path: Path, monkeypatch) -> None:
     """The owner is process-wide: a session attached by a relative path, then a chdir, then a record
     rewrite (a spawn's group recorded) must write into the session, not plant one in the new cwd."""
-    from sk_runner import lifetime
+    from sk_runner.process import lifetime
 
     (tmp_path / "session").mkdir()
     (tmp_path / "elsewhere").mkdir()

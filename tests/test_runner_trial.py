@@ -19,7 +19,7 @@ from sk_runner.backends.base import Control
 from sk_runner.backends.command import CommandBackend
 from sk_runner.config import parse_set
 from sk_runner.process import group_alive, process_alive
-from sk_runner.process_faults import EnvironmentFault
+from sk_runner.process.faults import EnvironmentFault
 from sk_runner.trial import TrialSpec, derive_seed, run_trial
 
 CONTROL = Control(ranks=2, iterations=None, warmup=2, timeout_s=30.0)

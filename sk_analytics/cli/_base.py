@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import importlib
-import importlib.util
 import os
 import re
 import sys
@@ -20,6 +19,7 @@ import click
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
 from sk_analytics.io_seam import error_exit_code, reading
+from sk_analytics.lazy_module import module_exists as _module_exists
 
 
 class LazyGroup(click.Group):
@@ -74,13 +74,6 @@ def _short_help(entry: str | click.Command, limit: int) -> str:
     """The short help click shows for a command, or for a summary the way click shortens a help text."""
     command = entry if isinstance(entry, click.Command) else click.Command(None, help=entry)
     return command.get_short_help_str(limit)
-
-
-def _module_exists(module_name: str) -> bool:
-    try:
-        return importlib.util.find_spec(module_name) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:

@@ -30,8 +30,8 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
     DCCI collection and the output files (handoff, BASE, settled matrix, reports); a session's own ledger.jsonl given as the
     file proves its folder the same way. Archive mode: any path, any cwd."""
     from sk_analytics.ledger_verify import verify_read
-    from sk_analytics.stage_o.crosscheck import SESSION_FILE
-    from sk_analytics.stage_o.proof import Proof, identity_finding, prove, witness_finding
+    from sk_analytics.handoff.crosscheck import SESSION_FILE
+    from sk_analytics.handoff.proof import Proof, identity_finding, prove, witness_finding
     from sk_analytics.witness import witness_path
 
     path = Path(session_or_file)

@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import codecs
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from sk_analytics.errors import InputError
-from sk_analytics.io_seam import reading
+from sk_analytics.io_seam import open_regular, reading
 
 READ_BYTES = 1 << 20
 """Bytes read (and checked) at a time."""
 
 MAX_LINE_CHARS = 1 << 20
 """Longest line of a text log; a longer run of text without a newline is not a log."""
-
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 @dataclass(frozen=True)
@@ -43,27 +39,6 @@ class Piece:
     file_id: int
     first_line: int
     text: str
-
-
-def kind_of_mode(mode: int) -> str:
-    """What a non-regular file is, in words (``a folder`` …)."""
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def open_regular(path: Path, what: str) -> int:
-    """A read-only descriptor of ``path`` (symlinks followed), which must be a regular file.
-
-    Opened non-blocking so a FIFO in its place cannot hang the reader; an
-    OSError (missing, no permission, symlink loop) is left to the caller's
-    :func:`~sk_analytics.io_seam.reading`.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise InputError(path, f"cannot read {what}: {kind_of_mode(mode)}, not a regular file", expected=f"a regular file ({what})")
-    os.set_blocking(fd, True)
-    return fd
 
 
 def _refuse(path: Path, what: str, line: int, message: str, expected: str) -> InputError:

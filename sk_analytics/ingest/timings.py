@@ -29,7 +29,7 @@ from sk_analytics.errors import InputError, display_path
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.ingest.text_stream import Piece, pieces
-from sk_analytics.schema import TIMINGS
+from sk_analytics.schema import IN_WARMUP, TIMINGS, WEIGHT
 
 TIMING_PATTERN = r"Inference time \((decode|prefill)\): ([0-9.]+) ms"
 """The timing-line pattern of the existing Stage O tooling (kept verbatim)."""
@@ -366,8 +366,6 @@ def read_candidate_counts(
         frame = pl.concat(frames or [_parse_batch(logs, [], counter)], rechunk=False)
         frame.drop_in_place("file_id")
         return frame
-    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
-
     return _count(counted, frames, warmup).select(
         _per_file(logs, "run", pl.Categorical()).alias("run"),
         _per_file(logs, "rank", pl.Int32()).alias("rank"),
@@ -378,8 +376,6 @@ def read_candidate_counts(
 
 def _count(counted: pl.DataFrame | None, frames: list[pl.DataFrame], warmup: int) -> pl.DataFrame:
     """``counted`` (file_id, phase, warm-up flag, value_text, value_ms, weight) with the samples of ``frames`` added."""
-    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
-
     keys = ["file_id", "phase", IN_WARMUP, "value_text"]
     new = [
         pl.concat(frames).lazy()

@@ -50,7 +50,7 @@ from sk_runner.campaign.state import (
     session_dir,
     session_name,
 )
-from sk_runner.lifetime import start_ticks
+from sk_runner.process.lifetime import start_ticks
 
 POLL_S = 1.0
 

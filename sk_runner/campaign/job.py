@@ -9,7 +9,7 @@ the same environment). The session is created by the sweep process itself
 light launcher and the sweep's heavy imports (Polars, Arrow, SciPy) are paid
 once per session instead of twice. The sweep runs as its own process group through
 :func:`sk_runner.process.run_process` (killed as a whole on timeout, cancel or
-our own death, with every descendant: :mod:`sk_runner.lifetime`); its pid and
+our own death, with every descendant: :mod:`sk_runner.process.lifetime`); its pid and
 lifetime marker are recorded in ``run/<session>.json`` so a later
 ``cancel``/``resume`` reaps survivors of a driver that died. The driver's
 signing key and trusted-keys file (when set) travel with the job, so the node
@@ -33,8 +33,8 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import IntegrityError, SkTuneError
 from sk_analytics.strict_json import load_json_file
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
-from sk_runner import lifetime
-from sk_runner.lifetime import start_ticks
+from sk_runner.process import lifetime
+from sk_runner.process.lifetime import start_ticks
 from sk_runner.process import group_alive, kill_group, process_alive, run_process
 
 

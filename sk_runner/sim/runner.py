@@ -19,7 +19,7 @@ import numpy as np
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import InputError
 from sk_analytics.strict_json import load_config_file
-from sk_runner.backends.base import size_problem
+from sk_runner.limits import size_problem
 from sk_runner.sim import logs
 from sk_runner.sim.identity import ProcessIds, rank_process_ids
 from sk_runner.sim.model import StepModel, compile_model

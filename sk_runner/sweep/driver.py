@@ -24,7 +24,7 @@ from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_candidates
 from sk_analytics.strict_json import load_json_file
-from sk_runner import lifetime
+from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop

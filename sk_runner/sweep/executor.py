@@ -314,7 +314,7 @@ class Executor:
         }
 
     def do_WriteHandoff(self, a: m.WriteHandoff) -> Record:
-        from sk_analytics.stage_o.outputs import REPORTS_KEY
+        from sk_analytics.handoff.outputs import REPORTS_KEY
         from sk_runner.sweep.handoff import write_outputs
 
         paths, reports = write_outputs(self.root, outcome=a.outcome)

@@ -2,7 +2,7 @@
 
 An ``OSError`` of the machine (disk full, I/O error, read-only file system,
 permissions, no file descriptors) raised by ``sk-run`` itself, or a workload
-or producer that died of one (:class:`~sk_runner.process_faults.EnvironmentFault`),
+or producer that died of one (:class:`~sk_runner.process.faults.EnvironmentFault`),
 stops the sweep before the step's outcome reaches the ledger. The step is
 therefore asked for again by ``sk-run sweep --resume``; what it left behind
 is incomplete by construction (a run without ``meta.json``, a temp file, an
@@ -18,7 +18,7 @@ from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.io_seam import as_blocker
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import EXPERIMENTS
-from sk_runner.scene import record_blocker
+from sk_runner.trial.scene import record_blocker
 
 SESSION_ROUND = "SESSION"
 """Blocker folder of steps that belong to no round (matrix, hand-off, reports)."""

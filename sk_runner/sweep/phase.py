@@ -22,7 +22,7 @@ from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
 from sk_analytics.strict_json import load_config_file, load_json_file
 from sk_runner.backends.base import Control
-from sk_runner.trial_spec import MIN_TRIAL_RUNS
+from sk_runner.trial.spec import MIN_TRIAL_RUNS
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
@@ -73,8 +73,8 @@ def _our_document(path: Path, schema: str, what: str) -> dict[str, Any]:
 def resolve_tool(name: str) -> tuple[str, str] | None:
     """Our command for a runtime tool name, if its module is installed."""
     from sk_analytics.cli import COMMANDS as ANALYZE
-    from sk_analytics.cli._base import _module_exists
-    from sk_runner.cli import COMMANDS as RUN
+    from sk_analytics.lazy_module import module_exists
+    from sk_runner.commands import COMMANDS as RUN
 
     key = name.strip().lower().replace("-", "_")
     parts = key.split()
@@ -86,7 +86,7 @@ def resolve_tool(name: str) -> tuple[str, str] | None:
         return None
     table = ANALYZE if target[0] == "sk-analyze" else RUN
     module = table.get(target[1], "").split(":")[0]
-    return target if module and _module_exists(module) else None
+    return target if module and module_exists(module) else None
 
 
 def validate_phase_manifest(path: Path) -> dict[str, Any]:

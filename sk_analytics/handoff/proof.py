@@ -12,7 +12,7 @@ any working directory, after ``cp -a`` or ``mv``. Each check returns the first
 3. the evidence rules of :mod:`sk_analytics.evidence_verify` (every file re-hashed);
 4. the collection rules of :mod:`sk_analytics.contract` for each DCCI collection the
    ledger recorded (manifest fingerprint = the recorded one, signature, files; archive mode);
-5. ``ledger-agreement`` — :mod:`sk_analytics.stage_o.crosscheck` (handoff, BASE, matrix, reports).
+5. ``ledger-agreement`` — :mod:`sk_analytics.handoff.crosscheck` (handoff, BASE, matrix, reports).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from sk_analytics.evidence import BOUND_KEY, FileState
 from sk_analytics.evidence_verify import QUICK_LIMIT, verify_evidence
 from sk_analytics.ledger import LedgerRecord, head_path
-from sk_analytics.stage_o.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
+from sk_analytics.handoff.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
 from sk_analytics.witness import WITNESS_RULE, rollback
 
 IDENTITY = "identity"

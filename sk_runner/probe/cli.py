@@ -47,8 +47,8 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     out_dir = out or (session / "probes" if session is not None else Path("sk-probes"))
     base = load_config(config) if config is not None else None
     if session is not None:
-        from sk_runner import lifetime
-        from sk_runner.trial_spec import require_session
+        from sk_runner.process import lifetime
+        from sk_runner.process.session import require_session
 
         require_session(session)
         lifetime.attach(session)  # survivors of an earlier sk-run on this session die before anything starts

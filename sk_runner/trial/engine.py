@@ -17,10 +17,10 @@ and last, after the run's timings and RUNS row were ingested into
 ``<session>/data/``. Re-running the same trial continues with the missing runs;
 ``top_up_to`` adds runs to exactly that count, keeping the earlier ones.
 
-Modules: :mod:`sk_runner.trial_spec` (spec, result, layout),
-:mod:`sk_runner.trial_state` (preparation and processes of one invocation),
-:mod:`sk_runner.trial_outcome` (how one process ended),
-:mod:`sk_runner.trial_round` (the steps probe -> correctness -> clean runs).
+Modules: :mod:`sk_runner.trial.spec` (spec, result, layout),
+:mod:`sk_runner.trial.state` (preparation and processes of one invocation),
+:mod:`sk_runner.trial.outcome` (how one process ended),
+:mod:`sk_runner.trial.round` (the steps probe -> correctness -> clean runs).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.io_seam import as_blocker
-from sk_runner import lifetime
-from sk_runner.trial_round import Round
-from sk_runner.trial_spec import (
+from sk_runner.process import lifetime
+from sk_runner.trial.round import Round
+from sk_runner.trial.spec import (
     LOCK_NAME,
     META_SCHEMA,
     MIN_TRIAL_RUNS,
@@ -48,7 +48,7 @@ from sk_runner.trial_spec import (
     derive_seed,
     round_dir_of,
 )
-from sk_runner.trial_state import TrialState
+from sk_runner.trial.state import TrialState
 
 
 def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResult:

@@ -4,15 +4,15 @@ Everything comes from the session's own evidence: the ledger (decisions), the
 frozen matrix, the option-trial summaries and stability files each gate
 wrote, the DCCI diff and the BASE identity. The Markdown is the single text
 of the report; :func:`markdown_to_html` renders the same text as HTML and
-puts the figures (:mod:`sk_analytics.stage_o.figures`: run metrics per
+puts the figures (:mod:`sk_analytics.report.figures`: run metrics per
 round, ΔP50 per SK structure) where the Markdown has a figure marker. The
 English report renders recorded Chinese reasons through
 :mod:`sk_analytics.stage_o.reasons`. Presentation only: nothing here decides.
 
 Pieces: :mod:`~sk_analytics.session_view` (reading the session),
-:mod:`~sk_analytics.stage_o.report_text` (words, formats),
-:mod:`~sk_analytics.stage_o.report_dcci` (§6 section),
-:mod:`~sk_analytics.stage_o.report_html` (HTML); this module assembles them
+:mod:`~sk_analytics.report.text` (words, formats),
+:mod:`~sk_analytics.report.dcci` (§6 section),
+:mod:`~sk_analytics.report.html` (HTML); this module assembles them
 and re-exports their public names.
 """
 
@@ -36,11 +36,11 @@ from sk_analytics.explore.stage_o import (
 )
 from sk_analytics.markdown import table
 from sk_analytics.option_trial.api import GATE_LABELS
-from sk_analytics.stage_o.figures import RunColumn, svg_run_metrics, svg_sk_deltas
+from sk_analytics.report.figures import RunColumn, svg_run_metrics, svg_sk_deltas
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
-from sk_analytics.stage_o.report_dcci import dcci_section
-from sk_analytics.stage_o.report_html import FIGURE, STYLE, markdown_to_html
-from sk_analytics.stage_o.report_text import TEXT, ci_text, code, num, paren, pct, runs_label, word
+from sk_analytics.report.dcci import dcci_section
+from sk_analytics.report.html import FIGURE, STYLE, markdown_to_html
+from sk_analytics.report.text import TEXT, ci_text, code, num, paren, pct, runs_label, word
 from sk_analytics.session_view import (
     RoundInfo,
     SessionView,

@@ -93,7 +93,7 @@ def trial(
         rerun_command=tuple(rerun_argv(params, workload)),
         same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
     )
-    result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.lifetime
+    result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:

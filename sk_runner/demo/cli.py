@@ -48,7 +48,7 @@ def prepare(session: Path) -> None:
 
 def generate(session: Path, seed: int) -> tuple[list[Path], Path]:
     """Write the runs and the profile; return the run folders and the profile folder."""
-    from sk_runner.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
+    from sk_runner.demo.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
 
     runs = []
     for k in range(1, RUNS + 1):

@@ -36,7 +36,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.stage_o.options import both_names, options_root, runtime_name
-from sk_runner.attempts import new_attempt_dir
+from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
 from sk_runner.process import ProcessResult, run_process

@@ -2,7 +2,7 @@
 
 ``sk_runner.sweep.handoff`` writes these texts; ``sk-analyze ledger verify``
 re-derives them to prove the files on disk agree with the signed ledger
-(:mod:`sk_analytics.stage_o.crosscheck`).
+(:mod:`sk_analytics.handoff.crosscheck`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def next_steps(view: SessionView, lang: str = "zh") -> list[str]:
 
 def report_texts(view: SessionView, lang: str = "zh") -> dict[str, str]:
     """File name -> text of EXPERIMENT_REPORT.md and report.html in ``lang``."""
-    from sk_analytics.stage_o.report import render_reports  # the renderer pulls in scipy: only when a report is rendered
+    from sk_analytics.report.render import render_reports  # the renderer pulls in scipy: only when a report is rendered
 
     view.next_steps = next_steps(view, lang)
     markdown, page = render_reports(view, lang)

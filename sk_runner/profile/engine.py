@@ -38,15 +38,15 @@ from sk_analytics.contract import (
 )
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
-from sk_runner.attempts import new_attempt_dir
+from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest
 from sk_runner.config import load_config, scrub_env
 from sk_runner.fingerprint import source_revision
-from sk_runner import lifetime
+from sk_runner.process import lifetime
 from sk_runner.process import ProcessResult, run_process
-from sk_runner.profile_defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
+from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 from sk_runner.trial import ROUND_NAME, round_dir_of
-from sk_runner.trial_spec import require_session
+from sk_runner.process.session import require_session
 
 MIN_POST_WARMUP = 3
 """Per-SK alignment needs at least three post-warm-up occurrences (protocol §6)."""

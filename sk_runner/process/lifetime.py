@@ -7,7 +7,7 @@ Three layers, so that no workload outlives the sk-run that started it (docs/faul
    gets ``SK_TUNE_LIFETIME=<token>.<n>`` in its environment (appended to the markers
    of any sk-run above us); every descendant inherits it, also one that calls
    ``setsid()``. :func:`kill_spawn` ends all of one spawn's processes.
-2. **Watchdog.** The first spawn starts ``python -m sk_runner.watchdog <token>`` in a
+2. **Watchdog.** The first spawn starts ``python -m sk_runner.process.watchdog <token>`` in a
    session of its own, holding the read end of a pipe only we can write. When we
    die, by any signal, the pipe reaches EOF and the watchdog SIGKILLs every process
    carrying our token. Direct children also get ``PR_SET_PDEATHSIG(SIGKILL)``.
@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sk_runner.watchdog import MARKER_ENV, has_proc, kill_marked, kill_tied
+from sk_runner.process.watchdog import MARKER_ENV, has_proc, kill_marked, kill_tied
 
 TABLE_DIR = ".processes"
 """Folder of a session holding one record per sk-run that started processes in it."""
@@ -146,7 +146,7 @@ class _Owner:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")) if p)
         try:
             self.watchdog = subprocess.Popen(  # noqa: S603 - fixed argv
-                [sys.executable, "-m", "sk_runner.watchdog", self.token], stdin=read, stdout=subprocess.DEVNULL,
+                [sys.executable, "-m", "sk_runner.process.watchdog", self.token], stdin=read, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
         except OSError:  # no watchdog: the marker, pdeathsig and the process table remain
             os.close(write)

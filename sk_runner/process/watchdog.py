@@ -1,6 +1,6 @@
 """The watchdog of one sk-run: outlives it only to kill what it started.
 
-``python -m sk_runner.watchdog TOKEN`` reads its stdin (a pipe whose write end
+``python -m sk_runner.process.watchdog TOKEN`` reads its stdin (a pipe whose write end
 only the owning sk-run holds) until end of file. EOF means the owner is gone,
 whatever killed it (exit, Ctrl-C, SIGKILL, OOM killer): the watchdog then
 SIGKILLs every process tied to the owner, repeating until none is left, and

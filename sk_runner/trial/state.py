@@ -32,10 +32,11 @@ from sk_runner.config import (
 )
 from sk_runner.fingerprint import TrialFingerprints, env_hash, source_revision
 from sk_runner.process import ProcessResult, run_process
-from sk_runner.process_faults import EnvironmentFault
-from sk_runner.scene import record_blocker
-from sk_runner.trial_outcome import RunOutcome, classify
-from sk_runner.trial_spec import (
+from sk_runner.process.faults import EnvironmentFault
+from sk_runner.process.session import require_session
+from sk_runner.trial.scene import record_blocker
+from sk_runner.trial.outcome import RunOutcome, classify
+from sk_runner.trial.spec import (
     META_SCHEMA,
     MIN_TRIAL_RUNS,
     ROUND_NAME,
@@ -43,7 +44,6 @@ from sk_runner.trial_spec import (
     Progress,
     ProgressFn,
     TrialSpec,
-    require_session,
     round_dir_of,
 )
 
@@ -204,7 +204,7 @@ class TrialState:
 
 
     def classify(self, result: ProcessResult, run_dir: Path, *, need_correctness: bool) -> RunOutcome:
-        """ok, or the first failure (:func:`sk_runner.trial_outcome.classify`)."""
+        """ok, or the first failure (:func:`sk_runner.trial.outcome.classify`)."""
         return classify(result, run_dir, self.spec.control, need_correctness=need_correctness)
 
     def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:

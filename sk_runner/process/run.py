@@ -6,7 +6,7 @@ stderr go straight to files; on timeout the whole group gets SIGTERM, then
 SIGKILL after a grace period, and we wait until no member of the group is left,
 so a hung workload never leaves a process behind. Who owns the process after
 that (markers, the watchdog, the session's process table, deferred signals) is
-:mod:`sk_runner.lifetime`.
+:mod:`sk_runner.process.lifetime`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner import lifetime
-from sk_runner.process_faults import EnvironmentFault, process_fault
+from sk_runner.process import lifetime
+from sk_runner.process.faults import EnvironmentFault, process_fault
 
 #: Seconds between SIGTERM and SIGKILL of a timed-out process group.
 DEFAULT_GRACE_S = 5.0
@@ -77,7 +77,7 @@ def run_process(
     """Start ``argv`` in its own process group and wait for it (and its group).
 
     ``env`` is the *complete* child environment (nothing is inherited) except
-    the lifetime marker (:mod:`sk_runner.lifetime`) that lets the process tree,
+    the lifetime marker (:mod:`sk_runner.process.lifetime`) that lets the process tree,
     also parts of it that left the group, be killed as a whole.
     ``on_start`` gets the child's pid (= its process group) once it runs, so a
     supervisor (a campaign) can record it and reap the group later.
@@ -85,8 +85,8 @@ def run_process(
     all (missing executable, bad cwd): that is a failure before the command
     started, not a workload failure. With ``environment_faults`` a process that
     failed because of the machine (disk full, I/O error, read-only file system,
-    no file descriptors: :mod:`sk_runner.process_faults`) raises
-    :class:`~sk_runner.process_faults.EnvironmentFault` instead of returning.
+    no file descriptors: :mod:`sk_runner.process.faults`) raises
+    :class:`~sk_runner.process.faults.EnvironmentFault` instead of returning.
     """
     if not argv:
         raise EnvironmentBlocker("empty workload command")

@@ -14,9 +14,9 @@ from sk_runner.config import DerivedConfig, options_pointer_of, resolve
 from sk_runner.fingerprint import env_hash
 from sk_runner.probe import runtime_check
 from sk_runner.process import ProcessResult
-from sk_runner.scene import SceneRecord, seal_scene
-from sk_runner.trial_spec import TrialResult, complete_runs, derive_seed
-from sk_runner.trial_state import TrialState
+from sk_runner.trial.scene import SceneRecord, seal_scene
+from sk_runner.trial.spec import TrialResult, complete_runs, derive_seed
+from sk_runner.trial.state import TrialState
 
 
 class Round:

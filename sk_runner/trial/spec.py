@@ -124,10 +124,3 @@ def complete_runs(round_dir: Path) -> list[int]:
         return []
     out = [int(p.name[4:]) for p in clean.glob("run-*") if p.name[4:].isdigit() and (p / "meta.json").is_file()]
     return sorted(out)
-
-
-def require_session(folder: Path) -> None:
-    """Refuse a session folder that does not exist: ``trial``, ``probe --session`` and ``profile``
-    alike, so a mistyped path is an error instead of a new, empty session beside the real one."""
-    if not Path(folder).is_dir():
-        raise InputError(folder, "session folder not found", expected="an existing session directory")
