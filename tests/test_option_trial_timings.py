@@ -182,7 +182,7 @@ def test_unreadable_log_as_directory(tmp_path: Path) -> None:
 
 def test_check_candidate_on_frames(tmp_path: Path) -> None:
     """The checks Parquet sources and API callers get (no files to look at)."""
-    from sk_analytics.ingest.timings import check_candidate
+    from sk_analytics.option_trial.sources import check_candidate
 
     folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3"]}, {0: ["1", "2", "3"], 1: ["1", "2", "3"]}])
     frame = read_candidate(folder, expected_ranks=2, warmup=2)
