@@ -27,7 +27,7 @@ class LazyGroup(click.Group):
 
     Each command is imported only when used, which keeps ``--help`` and
     start-up fast (polars/scipy are not imported for a usage error) and lets
-    every feature own one module. ``commands`` maps name -> "module:attr".
+    every feature own one module. ``lazy_commands`` maps name -> "module:attr".
     """
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, summaries: Mapping[str, str] | None = None,

@@ -1,4 +1,4 @@
-"""``sk-analyze ledger``: verify and show a Stage O session ledger."""
+"""``sk-analyze ledger``: verify, show and hand over (to a new signer) a Stage O session ledger."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sk_analytics.ledger import LEDGER_NAME, LedgerRecord, raw_records, resolve_
 
 @click.group("ledger")
 def ledger() -> None:
-    """Verify or print the hash-chained ledger of a session (folder or ledger.jsonl)."""
+    """Verify, print or hand over the hash-chained ledger of a session (folder or ledger.jsonl)."""
 
 
 @ledger.command("verify")

@@ -4,9 +4,11 @@ Each action is delegated to the engine that owns it: trials to
 :func:`sk_runner.trial.run_trial`, gates and stability to
 :mod:`sk_analytics.option_trial`, diagnostic collections to
 :func:`sk_runner.profile.collect_profile`, attribution to
-:mod:`sk_analytics.dcci`, probes to :mod:`sk_runner.probe`. The executor only
-translates between the action, the engine and the ledger record; paths in
-records are relative to the session folder.
+:mod:`sk_analytics.dcci`, probes to :mod:`sk_runner.probe`. The executor
+translates between the action, the engine and the ledger record, and makes
+one decision of its own: under ``--gate sequential`` it adds clean runs to a
+candidate round while the sequential policy is undecided (``_sequential_runs``).
+Paths in records are relative to the session folder.
 
 Derived files (summaries, stability, BASE identity) are written once: an
 interrupted action that is asked for again reuses a file already written,

@@ -21,8 +21,9 @@ from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
 from sk_analytics.strict_json import load_config_file, load_json_file
+from sk_runner.backends import BACKENDS
 from sk_runner.backends.base import Control
-from sk_runner.trial.spec import MIN_TRIAL_RUNS
+from sk_runner.trial import MIN_TRIAL_RUNS
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
@@ -179,8 +180,8 @@ def _number(value: Any, path: Path, record: str, *, minimum: float, integer: boo
 def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Control, int]:
     """Backend, run controls and seed of the task's ``workload`` (every field type-checked)."""
     name = workload.get("backend", "sim")
-    if name not in ("sim", "command", "npu"):
-        raise InputError(path, f"unknown backend {name!r}", record="workload/backend", expected="sim, command or npu")
+    if name not in BACKENDS:
+        raise InputError(path, f"unknown backend {name!r}", record="workload/backend", expected=", ".join(BACKENDS))
     command = workload.get("command") or []
     if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
         raise InputError(path, "workload command must be a list of strings", record="workload/command", expected='["python", "infer.py", "{config}"]')

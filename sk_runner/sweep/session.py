@@ -24,6 +24,7 @@ from sk_analytics.ledger_verify import ONE_SIGNER, signer_chain
 from sk_analytics.signing import signer
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.strict_json import load_json_file
+from sk_runner.backends import make_backend
 from sk_runner.backends.base import Backend, Control
 
 SESSION_SCHEMA = "sk-tune-sweep-session-v1"
@@ -48,21 +49,11 @@ class BackendSpec:
         return cls(data["name"], data.get("network"), data.get("noise"), tuple(data.get("command") or ()))
 
     def build(self) -> Backend:
-        """The runner backend object (imported lazily: npu needs torch_npu)."""
+        """The runner backend object (:func:`~sk_runner.backends.make_backend`: npu imports torch_npu lazily);
+        the simulator's extra arguments are its ``--noise``."""
         if self.name == "sim":
-            from sk_runner.backends.sim import SimBackend
-
-            extra = ["--noise", repr(self.noise)] if self.noise is not None else []
-            return SimBackend(self.network, extra)
-        if self.name == "command":
-            from sk_runner.backends.command import CommandBackend
-
-            return CommandBackend(list(self.command))
-        if self.name == "npu":
-            from sk_runner.backends.npu import NpuBackend
-
-            return NpuBackend(list(self.command))
-        raise UsageError(f"unknown backend {self.name!r} (expected sim, command or npu)")
+            return make_backend("sim", ["--noise", repr(self.noise)] if self.noise is not None else [], network=self.network)
+        return make_backend(self.name, self.command)
 
 
 @dataclass(frozen=True)
