@@ -51,7 +51,7 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
         from sk_runner.process.session import require_session
 
         require_session(session)
-        lifetime.attach(session)  # survivors of an earlier sk-run on this session die before anything starts
+        lifetime.attach(session)
     result = probe_values(option, parsed, make_backend(backend, list(workload), network=network), out_dir=out_dir, base_config=base,
                           base_source=config)
     if as_json:

@@ -298,7 +298,8 @@ def reap_survivors(folder: Path) -> list[int]:
 def attach(folder: Path) -> list[int]:
     """Make ``folder`` (a session) record this owner; first end survivors of dead earlier owners there.
 
-    Call before starting anything in the session. Returns the pids killed. The folder is kept
+    Every engine (trial, probe, profile, sweep) calls it before starting anything in the
+    session, so survivors of an earlier sk-run there die first. Returns the pids killed. The folder is kept
     absolute: the owner outlives one command (an in-process caller may chdir before the next
     record rewrite), and a relative path would then plant a session folder in the new cwd.
     """

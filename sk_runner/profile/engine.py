@@ -320,7 +320,7 @@ def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> Pr
         raise UsageError("--max-attempts must be at least 1")
     spec.backend.check_ready()
     require_session(spec.session)
-    lifetime.attach(spec.session)  # survivors of an earlier sk-run on this session die before anything starts
+    lifetime.attach(spec.session)
     collector = _Collector(spec, progress)
     attempts: list[AttemptRecord] = []
     iterations: int | None = first_window

@@ -140,7 +140,7 @@ def run_sweep(
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
     step = _Step()
     try:
-        lifetime.attach(session.root)  # survivors of an earlier sk-run on this session die before anything starts
+        lifetime.attach(session.root)
         return _loop(session, say, lang, max_actions, on_action, step)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)

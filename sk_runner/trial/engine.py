@@ -73,7 +73,7 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     except Timeout:
         raise UsageError(f"round {spec.round} is being run by another sk-run process ({trial.dir / LOCK_NAME} is locked)") from None
     try:
-        lifetime.attach(spec.session)  # survivors of an earlier sk-run on this session die before anything starts
+        lifetime.attach(spec.session)
         steps = Round(trial, derived, seed)
         return steps.probe() or steps.correctness() or steps.clean_runs()
     except (EnvironmentBlocker, OSError) as exc:
