@@ -5,7 +5,8 @@
 the session's process table, deferred signals) with :mod:`.watchdog`, a
 separate process that kills them when sk-run dies; :mod:`.faults` names the
 environment faults of a start; :mod:`.attempts` hands out never-reused
-``attempt-<n>`` folders. This face loads :mod:`.run` on first use.
+``attempt-<n>`` folders; :mod:`.session` refuses a session folder that does not
+exist. This face loads :mod:`.run` on first use.
 """
 
 from __future__ import annotations
