@@ -16,20 +16,8 @@ from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
     from sk_runner.trial.engine import run_trial
-    from sk_runner.trial.spec import (
-        LOCK_NAME,
-        META_SCHEMA,
-        MIN_TRIAL_RUNS,
-        ROUND_NAME,
-        TRIAL_SCHEMA,
-        Progress,
-        ProgressFn,
-        TrialResult,
-        TrialSpec,
-        complete_runs,
-        derive_seed,
-        round_dir_of,
-    )
+    from sk_runner.trial.spec import (LOCK_NAME, META_SCHEMA, MIN_TRIAL_RUNS, ROUND_NAME, TRIAL_SCHEMA, Progress, ProgressFn, TrialResult,
+                                      TrialSpec, complete_runs, derive_seed, round_dir_of)
 
 _HOMES = {"run_trial": "engine", **dict.fromkeys(("LOCK_NAME", "META_SCHEMA", "MIN_TRIAL_RUNS", "ROUND_NAME", "TRIAL_SCHEMA",
                                                   "Progress", "ProgressFn", "TrialResult", "TrialSpec", "complete_runs",
