@@ -136,7 +136,7 @@ def test_rechained_session_ledger_fails_on_the_first_forged_record(session: Path
 
 def _renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Count the reports ``ledger verify``'s cross-check re-renders (crosscheck imported the name)."""
-    from sk_analytics.stage_o import crosscheck
+    from sk_analytics.handoff import crosscheck
 
     calls: list[str] = []
     real = crosscheck.report_texts
@@ -170,7 +170,7 @@ def test_bound_reports_are_compared_by_digest_without_rendering(session: Path, m
 
 def test_reports_without_a_binding_are_re_rendered(session: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session written before the reports were bound (no such key in its record) is proven by the renderer."""
-    from sk_analytics.stage_o import crosscheck
+    from sk_analytics.handoff import crosscheck
 
     monkeypatch.setattr(crosscheck, "REPORTS_KEY", "reports-of-a-later-sk-tune")
     calls = _renders(monkeypatch)
