@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import ExistingPath
+from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_OK, IntegrityError
 from sk_analytics.ledger import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
 
@@ -22,7 +22,7 @@ def ledger() -> None:
 @click.argument("session_or_file", type=ExistingPath())
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
 @click.option("--quick", is_flag=True, help="Compare files over 1 MiB by size only instead of re-hashing them (says so).")
-@click.option("--witness", "witness", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--witness", "witness", type=PathArg(dir_okay=False, path_type=Path),
               help="Witness file to check the head against (default: the user's witness.jsonl when present).")
 def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | None) -> int:
     """Detect truncated, edited, reordered, inserted, deleted, unsigned or foreign-signed records and a rolled-back head
