@@ -123,6 +123,8 @@ def _error(prog_name: str, argv: list[str] | None, exc: SkTuneError | OSError | 
         click.echo(f"{prog_name}: error: {loop_message(loop)}", err=True)
         return EXIT_BAD_INPUT
     if isinstance(exc, SkTuneError):
+        for line in exc.details:
+            click.echo(f"{prog_name}: error: {' '.join(line.split())}", err=True)
         click.echo(f"{prog_name}: error: {exc.one_line()}", err=True)
         return exc.exit_code
     if isinstance(exc, OSError):
