@@ -141,6 +141,7 @@ def run_sweep(
     step = _Step()
     try:
         lifetime.attach(session.root)  # survivors of an earlier sk-run on this session die before anything starts
+        _drop_leftovers(session.root, say)
         return _loop(session, say, lang, max_actions, on_action, step)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
@@ -149,6 +150,15 @@ def run_sweep(
         raise stop from exc
     finally:
         lock.release()
+
+
+def _drop_leftovers(root: Path, say: Say) -> None:
+    """Temp files of writes an earlier sk-run was killed in (no other sweep runs: the lock is held)."""
+    from sk_runner.sweep.leftovers import drop_leftover_temps
+
+    removed = drop_leftover_temps(root)
+    if removed:
+        say(f"已清理被中断的写入留下的临时文件 {len(removed)} 个：{', '.join(removed[:3])}{'…' if len(removed) > 3 else ''}")
 
 
 @dataclass
