@@ -141,7 +141,6 @@ def run_sweep(
     step = _Step()
     try:
         lifetime.attach(session.root)  # survivors of an earlier sk-run on this session die before anything starts
-        _drop_leftovers(session.root, say)
         return _loop(session, say, lang, max_actions, on_action, step)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
@@ -172,6 +171,7 @@ def _loop(
     session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None,
     step: _Step,
 ) -> SweepOutcome | None:
+    _drop_leftovers(session.root, say)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
     backend = session.backend.build()
     backend.check_ready()
     ensure_matrix(session, backend, say)
