@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,11 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
+"""The name of :func:`temp_beside`'s temp files (``tempfile.mkstemp``'s eight random characters between
+the target's name and ``.tmp``): what :mod:`sk_analytics.stale_temps` finds when a killed writer left one."""
 
 
 def temp_beside(target: Path) -> Path:

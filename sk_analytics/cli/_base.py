@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import importlib
 import os
-import re
 import sys
 import tempfile
 import time
@@ -20,6 +18,7 @@ from sk_analytics.atomic import write_text
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
 from sk_analytics.io_seam import error_exit_code, reading
 from sk_analytics.lazy_module import module_exists as _module_exists
+from sk_analytics.link_loop import loop_behind, loop_in, loop_message
 
 
 class LazyGroup(click.Group):
@@ -85,8 +84,7 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     try:
         result = group.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except SkTuneError as exc:
-        click.echo(f"{prog_name}: error: {exc.one_line()}", err=True)
-        return exc.exit_code
+        return _error(prog_name, argv, exc)
     except click.exceptions.Abort as exc:  # click's form of Ctrl-C (the interrupt is its cause)
         return _interrupted(prog_name, exc.__cause__, "aborted")
     except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help is the answer
@@ -100,53 +98,55 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     except KeyboardInterrupt as exc:
         return _interrupted(prog_name, exc, "interrupted")
     except OSError as exc:  # a file the command could not open/read/write that no parser anticipated
-        code = error_exit_code(exc)
-        where = f"{exc.filename}: " if exc.filename else ""
-        click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
-        return code
-    except RuntimeError as exc:
-        loop = symlink_loop(exc)
-        if loop is None:
-            return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
-        click.echo(f"{prog_name}: error: {loop}: symbolic link loop (expected a file or folder, or a link that leads to one)", err=True)
-        return EXIT_BAD_INPUT
+        return _error(prog_name, argv, exc)
+    except RuntimeError as exc:  # after click's Abort and Exit, which are RuntimeErrors too
+        return _error(prog_name, argv, exc)
     except Exception as exc:  # a bug of ours: its own exit code, never 1 ("decision negative")
         return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
     return int(result) if isinstance(result, int) else 0
 
 
-class ExistingPath(click.Path):
-    """``click.Path(exists=True, ...)`` that names a symbolic link loop as one.
+def _error(prog_name: str, argv: list[str] | None, exc: SkTuneError | OSError | RuntimeError) -> int:
+    """One line for a product error or an OS error no parser anticipated (a file the command could
+    not open/read/write); any other RuntimeError is a bug of ours (exit 70). Whatever a command
+    made of a path that runs into a symbolic link loop ("not a folder", "File exists" ...), the
+    line names the loop (exit 2): that is what the user has to fix."""
+    loop = loop_behind(exc)
+    if loop is not None:
+        click.echo(f"{prog_name}: error: {loop_message(loop)}", err=True)
+        return EXIT_BAD_INPUT
+    if isinstance(exc, SkTuneError):
+        for line in exc.details:
+            click.echo(f"{prog_name}: error: {' '.join(line.split())}", err=True)
+        click.echo(f"{prog_name}: error: {exc.one_line()}", err=True)
+        return exc.exit_code
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
+        return error_exit_code(exc)
+    return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
 
-    click reports a loop as "does not exist" (``os.stat`` fails either way); the user then looks
-    for a missing file instead of the link that points at itself (docs/faults.md)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(exists=True, **kwargs)
+class PathArg(click.Path):
+    """``click.Path`` that names a symbolic link loop as one, before the command runs: the type of every
+    path argument and option of sk-run and sk-analyze (a test walks the command tree to keep it so).
+
+    A path that runs into a loop (the path itself or one of its folders) is refused whether or not
+    it must exist: click says "does not exist" for one that must, and a command that creates its
+    path said "File exists" or "not a folder" (docs/faults.md)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, (str, os.PathLike)) and os.path.islink(value) and not os.path.exists(value) and is_link_loop(value):
-            self.fail(f"{os.fsdecode(value)}: symbolic link loop (expected a file or folder, or a link that leads to one)", param, ctx)
+        loop = loop_in(value) if isinstance(value, (str, os.PathLike)) and value != "-" else None
+        if loop is not None:
+            self.fail(loop_message(loop), param, ctx)
         return super().convert(value, param, ctx)
 
 
-def is_link_loop(path: str | os.PathLike[str]) -> bool:
-    """Whether following ``path`` fails with ELOOP (a chain of links that never reaches a file)."""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        return exc.errno == errno.ELOOP
-    return False
+class ExistingPath(PathArg):
+    """:class:`PathArg` that must exist (``click.Path(exists=True, ...)``)."""
 
-
-_LOOP = re.compile(r"^Symlink loop from '(.*)'$")
-
-
-def symlink_loop(exc: BaseException) -> str | None:
-    """The path of a symbolic link loop when ``exc`` is :meth:`pathlib.Path.resolve`'s RuntimeError for one
-    (Python < 3.13 raises that, not an OSError), else None: a path the user gave, bad input (exit 2), never a bug."""
-    match = _LOOP.match(str(exc)) if type(exc) is RuntimeError else None
-    return None if match is None else match.group(1)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exists=True, **kwargs)
 
 
 def _internal_error(prog_name: str, argv: Sequence[str], exc: Exception) -> int:

@@ -7,23 +7,23 @@ from typing import Any
 
 import click
 
-from sk_analytics.cli._base import ExistingPath
+from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 
 
 @click.command("dcci-diff")
-@click.option("--baseline", "baseline", required=True, type=click.Path(path_type=Path, file_okay=False),
+@click.option("--baseline", "baseline", required=True, type=PathArg(path_type=Path, file_okay=False),
               help="O0 diagnostic profile root (with its collection manifest).")
-@click.option("--candidate", "candidate", required=True, type=click.Path(path_type=Path, file_okay=False),
+@click.option("--candidate", "candidate", required=True, type=PathArg(path_type=Path, file_okay=False),
               help="disable-all diagnostic profile root (with its collection manifest).")
 @click.option("--warmup", default=8, show_default=True, type=click.IntRange(min=0),
               help="Occurrences of every SK dropped as warm-up.")
-@click.option("--json-out", "json_out", required=True, type=click.Path(path_type=Path, dir_okay=False),
+@click.option("--json-out", "json_out", required=True, type=PathArg(path_type=Path, dir_okay=False),
               help="Decision JSON (written atomically).")
-@click.option("--report-md", "report_md", type=click.Path(path_type=Path, dir_okay=False),
+@click.option("--report-md", "report_md", type=PathArg(path_type=Path, dir_okay=False),
               help="Markdown report (written atomically).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
-@click.option("--tables-out", "tables_out", type=click.Path(path_type=Path, file_okay=False),
+@click.option("--tables-out", "tables_out", type=PathArg(path_type=Path, file_okay=False),
               help="Also write the derived sk_occurrences/sk_children Parquet tables of both sides here.")
 @click.option("--session", "session", type=ExistingPath(path_type=Path, file_okay=False),
               help="Sweep session whose signed ledger must have recorded both collections (rule ledger-pair).")

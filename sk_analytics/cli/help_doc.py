@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import run_cli, write_or_check
+from sk_analytics.cli._base import PathArg, run_cli, write_or_check
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK
 
 DEFAULT_PATH = Path("docs") / "cli.md"
@@ -97,7 +97,7 @@ def render_cli_markdown(roots: Mapping[str, click.Command]) -> str:
 
 
 @click.command("help-doc")
-@click.option("--out", "path", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_PATH, show_default=True, help="Markdown file to write or check.")
+@click.option("--out", "path", type=PathArg(dir_okay=False, path_type=Path), default=DEFAULT_PATH, show_default=True, help="Markdown file to write or check.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the file differs from the commands' help.")
 def help_doc(path: Path, check: bool) -> int:
     """Generate the CLI reference from the help of sk-analyze and sk-run."""

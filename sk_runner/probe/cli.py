@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import UsageError
 from sk_runner.backends import BACKENDS, make_backend
 
@@ -23,11 +24,11 @@ def _parse_value(text: str) -> object:
 @click.option("--value", "values", multiple=True, required=True, metavar="JSON", help="exact value to probe (repeatable)")
 @click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True,
               help="whose wrapper and runtime to ask: the simulator, torch_npu, or a command after '--'")
-@click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--config", "config", type=PathArg(path_type=Path, dir_okay=False), default=None,
               help="base execution config the value is set into (default: a minimal torch.compile config)")
-@click.option("--session", type=click.Path(path_type=Path, file_okay=False), default=None, help="session folder (probes go to <session>/probes)")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, help="probe folder (default <session>/probes or ./sk-probes)")
-@click.option("--network", default=None, help="simulated network (sim)")
+@click.option("--session", type=PathArg(path_type=Path, file_okay=False), default=None, help="session folder (probes go to <session>/probes)")
+@click.option("--out", type=PathArg(path_type=Path, file_okay=False), default=None, help="probe folder (default <session>/probes or ./sk-probes)")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload", nargs=-1, type=click.UNPROCESSED)
 def probe(option: str, values: tuple[str, ...], backend: str, config: Path | None, session: Path | None, out: Path | None,

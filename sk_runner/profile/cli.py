@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import ExistingPath
+from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.contract import CAPTURE_ROLES
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 from sk_analytics.strict_json import load_config_file
@@ -17,7 +17,7 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
 
 
 @click.command("profile")
-@click.option("--session", required=True, type=click.Path(file_okay=False, path_type=Path), help="Stage O session folder")
+@click.option("--session", required=True, type=PathArg(file_okay=False, path_type=Path), help="Stage O session folder")
 @click.option("--round", "round_name", required=True, help="round name, e.g. DCCI")
 @click.option("--role", required=True, type=click.Choice(CAPTURE_ROLES), help="capture role of this collection")
 @click.option("--config", "config", required=True, type=ExistingPath(dir_okay=False, path_type=Path),
@@ -30,7 +30,7 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
               help="seconds before the producer's process group is killed")
 @click.option("--backend", default="sim", show_default=True, type=click.Choice(BACKENDS),
               help="where the producer runs: the simulator, a torch_npu script, or any command after '--'")
-@click.option("--network", default=None, help="simulator network (sim backend)")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulator network (sim backend)")
 @click.option("--workload", "workload_path", type=ExistingPath(dir_okay=False, path_type=Path),
               help="workload identity fields (JSON/YAML: model, input, batch, mode, runtime …)")
 @click.option("--sk-prof-kb", default=DEFAULT_SK_PROF_KB, show_default=True, type=int,

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
+from sk_analytics.cli._base import PathArg
+
 
 @click.command("sim")
-@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML).")
-@click.option("--run-dir", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Where log_<rank>.log and the artifacts go.")
+@click.option("--config", "config", required=True, type=PathArg(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML).")
+@click.option("--run-dir", "run_dir", required=True, type=PathArg(file_okay=False, path_type=Path), help="Where log_<rank>.log and the artifacts go.")
 @click.option("--ranks", default=8, show_default=True, type=int, help="Tensor-parallel ranks (one log per rank).")
 @click.option("--iterations", default=200, show_default=True, type=int, help="Decode samples logged per rank (warm-up included).")
 @click.option("--warmup", default=8, show_default=True, type=int, help="Length of the warm-up ramp in decode samples.")
@@ -19,9 +21,9 @@ import click
               help="Profiler export: text (CSV/JSON) or db (ascend_pytorch_profiler_<rank>.db) [default: $SK_RUN_PROFILE_EXPORT, else text].")
 @click.option("--profile-ranks", "profile_ranks", default=None, metavar="all|R[,R...]",
               help="Ranks that write profiling artifacts, each in its own folders [default: $SK_RUN_PROFILE_RANKS, else all].")
-@click.option("--network", default=None, help="Network spec file or built-in scenario name [default: moe-decode].")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="Network spec file or built-in scenario name [default: moe-decode].")
 @click.option("--options-pointer", default=None, help="RFC 6901 pointer of the options object in the config.")
-@click.option("--ground-truth", "ground_truth", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
+@click.option("--ground-truth", "ground_truth", default=None, type=PathArg(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
 @click.option("--noise", default=1.0, show_default=True, type=click.FloatRange(min=0.0), help="Scale of all random noise (0 = deterministic).")
 @click.option("--probe-only", is_flag=True, help="Compile only: write sk_meta/<pid>/model_*/super_kernel.log with the option lines, no inference.")
 def sim(

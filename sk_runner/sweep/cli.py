@@ -10,6 +10,7 @@ import click
 
 from typing import TYPE_CHECKING
 
+from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_analytics.option_trial.modes import GATE_MODES
 
@@ -40,12 +41,12 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
 
 
 @click.command("sweep")
-@click.option("--task", "task", type=click.Path(dir_okay=False, path_type=Path), help="Dispatched stage-O task (phase entry).")
-@click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path), help="Continue an interrupted session.")
+@click.option("--task", "task", type=PathArg(dir_okay=False, path_type=Path), help="Dispatched stage-O task (phase entry).")
+@click.option("--resume", "resume", type=PathArg(file_okay=False, path_type=Path), help="Continue an interrupted session.")
 @click.option("--demo", is_flag=True, help="A complete sweep on the simulated device with the default network.")
-@click.option("--session", "session_dir", type=click.Path(file_okay=False, path_type=Path), help="Folder of a new session.")
+@click.option("--session", "session_dir", type=PathArg(file_okay=False, path_type=Path), help="Folder of a new session.")
 @click.option("--plan-only", is_flag=True, help="With --task: validate and print the plan, run nothing.")
-@click.option("--network", default=None, help="With --demo: simulator network (default moe-decode).")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="With --demo: simulator network (default moe-decode).")
 @click.option("--seed", default=2026, show_default=True, type=int, help="With --demo: session seed.")
 @click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
 @click.option("--iterations", default=None, type=click.IntRange(min=10), help="With --demo: decode samples per rank.")

@@ -151,6 +151,15 @@ def run_sweep(
         lock.release()
 
 
+def _drop_leftovers(root: Path, say: Say) -> None:
+    """Temp files of writes an earlier sk-run was killed in (no other sweep runs: the lock is held)."""
+    from sk_runner.sweep.leftovers import drop_leftover_temps
+
+    removed = drop_leftover_temps(root)
+    if removed:
+        say(f"已清理被中断的写入留下的临时文件 {len(removed)} 个：{', '.join(removed[:3])}{'…' if len(removed) > 3 else ''}")
+
+
 @dataclass
 class _Step:
     """The action being carried out (None before the first and between actions): where a fault is recorded."""
@@ -162,6 +171,7 @@ def _loop(
     session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None,
     step: _Step,
 ) -> SweepOutcome | None:
+    _drop_leftovers(session.root, say)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
     backend = session.backend.build()
     backend.check_ready()
     ensure_matrix(session, backend, say)

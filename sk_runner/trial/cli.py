@@ -10,6 +10,7 @@ import click
 
 from typing import TYPE_CHECKING
 
+from sk_analytics.cli._base import PathArg
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 
@@ -42,9 +43,9 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
 
 
 @click.command("trial")
-@click.option("--session", type=click.Path(path_type=Path, file_okay=False), required=True, help="session folder")
+@click.option("--session", type=PathArg(path_type=Path, file_okay=False), required=True, help="session folder")
 @click.option("--round", "round_name", required=True, help="round name, e.g. O1 or O0-INCUMBENT")
-@click.option("--base-config", type=click.Path(path_type=Path, dir_okay=False), required=True, help="incumbent execution config (JSON/YAML)")
+@click.option("--base-config", type=PathArg(path_type=Path, dir_okay=False), required=True, help="incumbent execution config (JSON/YAML)")
 @click.option("--set", "sets", multiple=True, metavar="/POINTER=JSON", help="the one RFC 6901 pointer to change")
 @click.option("--joint-dcci", is_flag=True, help="allow the DCCI joint repair: before+after with identical lists")
 @click.option("--incumbent", is_flag=True, help="run the base config unchanged (O0-INCUMBENT)")
@@ -56,9 +57,9 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
 @click.option("--ranks", type=click.IntRange(min=1), default=8, show_default=True, help="rank logs each process must write")
 @click.option("--iterations", type=click.IntRange(min=1), default=None, help="decode iterations (sim)")
 @click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="decode warm-up samples per rank")
-@click.option("--network", default=None, help="simulated network (sim)")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
 @click.option("--seed", type=int, default=None, help="session seed (default: session.json, else 0)")
-@click.option("--cwd", type=click.Path(path_type=Path, file_okay=False), default=None, help="working directory of the workload")
+@click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None, help="working directory of the workload")
 @click.option("--same-identity-as", default=None, metavar="ROUND",
               help="round of the session whose recorded source/workload/controls/environment this trial must share "
                    "(the incumbent it will be compared with); a difference blocks the trial before it starts")
