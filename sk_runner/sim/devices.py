@@ -44,7 +44,7 @@ def rank_devices(env: Mapping[str, str], ranks: int) -> list[int]:
 def this_command() -> str:
     """This process's command line as a user would type it (what a proof names)."""
     head = sys.argv[0] if sys.argv else ""
-    program = "python -m sk_runner.sim" if head.endswith("__main__.py") else Path(head).name or "python"
+    program = ("python -m sk_runner.sim" if head.endswith("__main__.py") else "sk-run" if head == "-c" else Path(head).name or "python")
     return " ".join([program, shlex.join(sys.argv[1:])]).strip()
 
 
