@@ -105,11 +105,12 @@ def sk_run(*args: str, env: dict[str, str] | None = None, timeout: float = 300) 
                           env=env, timeout=timeout, check=False)
 
 
-def _trial_args(tmp_path: Path, round_name: str = "O0", *extra: str) -> list[str]:
+def _trial_args(tmp_path: Path, round_name: str = "O0", *extra: str, change: str | None = None) -> list[str]:
+    """An incumbent copy (one run) of the fake workload, or a trial of ``change`` (three runs, probe first)."""
     argv = write_fake(tmp_path)
+    what = ["--incumbent", "--runs", "1"] if change is None else ["--set", change, "--runs", "3"]
     return ["trial", "--session", str(tmp_path / "session"), "--round", round_name, "--base-config", str(tmp_path / "base.json"),
-            "--incumbent", "--runs", "1", "--ranks", "2", "--warmup", "2", "--backend", "command", "--cwd", str(tmp_path), *extra,
-            "--", *argv]
+            *what, "--ranks", "2", "--warmup", "2", "--backend", "command", "--cwd", str(tmp_path), *extra, "--", *argv]
 
 
 def test_acquire_writes_its_holder_and_release_clears_it(tmp_path: Path) -> None:
@@ -160,11 +161,17 @@ def test_exact_markers_inherit_and_the_child_never_touches_the_locks(tmp_path: P
     markers = {HELD: "1", IDS: "0,1", ROOT: str(root)}
     with holding(root, "0,1", "controller"):
         before = {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in root.iterdir()}
-        done = sk_run(*_trial_args(tmp_path), env={**os.environ, **markers})
+        done = sk_run(*_trial_args(tmp_path, "O1", change="/super_kernel_optimize_options/auto_op_parallel=1"),
+                      env={**os.environ, **markers})
         assert done.returncode == 0, done.stderr
         assert {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in root.iterdir()} == before
         assert _busy(lock_path(root, 0)) and _busy(lock_path(root, 1))  # still the parent's
-    run = tmp_path / "session/experiments/Sbest/O0/CLEAN/run-1"
+    run = tmp_path / "session/experiments/Sbest/O1/CLEAN/run-1"
+    for env_file in (run / "env.json", run.parents[1] / "CORRECTNESS/env.json",
+                     *(run.parents[1] / "PROBE").rglob("env.json")):  # every process of the trial: probe, correctness, clean
+        seen = json.loads(env_file.read_text())
+        assert {k: seen.get(k) for k in (*markers, "ASCEND_RT_VISIBLE_DEVICES")} == {**markers, "ASCEND_RT_VISIBLE_DEVICES": "0,1"}
+    assert len(list((run.parents[1] / "PROBE").rglob("env.json"))) == 1
     meta = json.loads((run / "meta.json").read_text())
     assert meta["lease"] == {"mode": "inherited", "root": str(root), "device_ids": [0, 1]}
     assert [meta["device_proof"][side]["processes"] for side in ("before", "after")] == [[], []]

@@ -251,8 +251,11 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
-def _write_holder(fd: int, holder: Holder) -> None:
-    data = (json.dumps(holder.to_json(), ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+def _holder_bytes(holder: Holder) -> bytes:
+    return (json.dumps(holder.to_json(), ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _write_holder(fd: int, data: bytes) -> None:
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
@@ -294,6 +297,7 @@ def acquire(need: Need, *, timeout_s: float = DEFAULT_LEASE_TIMEOUT_S, holder: H
         raise EnvironmentBlocker(f"lease root {root} cannot be created ({exc.strerror or exc})") from exc
     started = time.monotonic()
     deadline = started + max(0.0, timeout_s)
+    record = _holder_bytes(holder)
     held: list[int] = []
     told: tuple[int, str] | None = None
     try:
@@ -315,7 +319,7 @@ def acquire(need: Need, *, timeout_s: float = DEFAULT_LEASE_TIMEOUT_S, holder: H
                 raise
             held.append(fd)
             if writable:
-                _write_holder(fd, holder)
+                _write_holder(fd, record)
     except BaseException:
         for fd in reversed(held):
             _drop(fd, clear=True)

@@ -64,5 +64,5 @@ def rerun_options(request: LeaseRequest) -> list[str]:
     """The options that ask for ``request`` again (in a recorded rerun command)."""
     if request.need is None:
         return []
-    ids = request.need.device_ids
-    return ["--lease-root", request.need.root, *(a for i in ids for a in ("--device-id", str(i))), "--lease-timeout", f"{request.timeout_s:g}"]
+    devices = [a for i in request.need.device_ids for a in ("--device-id", str(i))]
+    return ["--lease-root", request.need.root, *devices, "--lease-timeout", f"{request.timeout_s:g}"]

@@ -115,8 +115,9 @@ def tenants(root: Path, devices: Iterable[int]) -> list[Tenant]:
         except (FileNotFoundError, NotADirectoryError):
             continue
         for name in names:
-            if name.startswith(".") or not name.endswith(".json"):
-                continue
+            stem = name[:-5]
+            if not name.endswith(".json") or not stem.isdigit() or not process_alive(int(stem)):
+                continue  # a temp file, or the entry of a process that has exited: stale without reading it
             tenant = _read(device_folder(root, device) / name, device)
             if tenant is not None and tenant.alive():
                 found.append(tenant)

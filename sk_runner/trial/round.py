@@ -11,7 +11,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.fingerprint import sha256_file
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
-from sk_runner.devices.lease import lease_record
+from sk_runner.devices.lease import lease_environ, lease_record
 from sk_runner.fingerprint import env_hash
 from sk_runner.probe import runtime_check
 from sk_runner.process import ProcessResult
@@ -78,7 +78,8 @@ class Round:
         if rejected:  # nothing started: an environment blocker, not a scene
             raise trial.blocker("probe", EnvironmentBlocker(f"wrapper rejects the exact value: {'; '.join(rejected)}"))
         trial.tell("probe", 1, 1, "exact-value probe")
-        check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config, env=trial.env,
+        check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config,
+                              env=lease_environ(trial.lease, trial.env),  # the probe process runs on the leased devices too
                               seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control)
         if check.status != "accepted":
             proc = check.process
