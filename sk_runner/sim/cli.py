@@ -10,8 +10,8 @@ from sk_analytics.errors import UsageError
 
 
 @click.command("sim")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML) [required].")
-@click.option("--run-dir", "run_dir", type=click.Path(file_okay=False, path_type=Path), help="Where log_<rank>.log and the artifacts go [required].")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML); required for a workload.")
+@click.option("--run-dir", "run_dir", type=click.Path(file_okay=False, path_type=Path), help="Where log_<rank>.log and the artifacts go; required for a workload.")
 @click.option("--ranks", default=8, show_default=True, type=int, help="Tensor-parallel ranks (one log per rank).")
 @click.option("--iterations", default=200, show_default=True, type=int, help="Decode samples logged per rank (warm-up included).")
 @click.option("--warmup", default=8, show_default=True, type=int, help="Length of the warm-up ramp in decode samples.")
