@@ -231,3 +231,13 @@ def test_sigkill_of_sk_run_frees_its_devices_for_the_next_waiter_at_once(tmp_pat
         proc.wait()
         if waiter is not None:
             _end(waiter)
+
+
+def test_a_record_naming_an_exited_holder_on_this_host_is_an_unknown_holder(tmp_path: Path) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    path = tmp_path / "npu-device-0.lock"
+    path.write_text(json.dumps({"pid": int(gone.stdout), "host": socket.gethostname(), "command": "sk-run trial", "session": None,
+                                "since_ns": 0}))
+    assert read_holder(path) == f"unknown holder (the file still names pid {int(gone.stdout)}, which has exited)"
+    path.write_text("not json")
+    assert read_holder(path) == "unknown holder" and read_holder(tmp_path / "missing.lock") == "unknown holder"

@@ -34,6 +34,7 @@ import fcntl
 
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.devices.markers import ACQUIRED, INHERITED, Need, child_variables, decide, format_ids
+from sk_runner.process import process_alive
 
 DEFAULT_LEASE_TIMEOUT_S = 600.0
 """How long a command waits for a busy device before it gives up (exit 3; ``--lease-timeout``)."""
@@ -91,19 +92,9 @@ def read_holder(path: Path) -> str:
         holder = Holder(int(data["pid"]), str(data["host"]), str(data["command"]), data.get("session"), int(data["since_ns"]))
     except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
         return UNKNOWN_HOLDER
-    if holder.host == socket.gethostname() and not _pid_exists(holder.pid):
+    if holder.host == socket.gethostname() and not process_alive(holder.pid):
         return f"{UNKNOWN_HOLDER} (the file still names pid {holder.pid}, which has exited)"
     return holder.describe()
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(frozen=True)
