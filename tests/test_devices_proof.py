@@ -167,3 +167,24 @@ def test_without_the_lease_a_foreign_load_fools_the_gate_and_with_it_nothing_is_
     assert verdict["accepted"] is True and verdict["mean_improvement_pct"] == pytest.approx(100 * (1 - 1 / 1.08), abs=1.0)
     blockers = [json.loads(x) for x in (round_dir_of(session, "O0L") / FOREIGN_FILE).read_text().splitlines()]
     assert [b["action"] for b in blockers] == ["waited", "blocked"] and {p["pid"] for p in blockers[0]["processes"]} == {load.pid}
+
+
+def test_on_an_npu_host_the_proof_reads_npu_smis_process_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command workload on a host with npu-smi: a process npu-smi lists on a leased device blocks the clean run."""
+    from runner_fake import write_fake
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "npu_smi" / "info_910b3_processes.txt"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "npu-smi").write_text(f"#!{sys.executable}\nprint(open({str(fixture)!r}).read(), end='')\n")
+    (bin_dir / "npu-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    spec = TrialSpec(session=tmp_path / "session", round="O0", base_config=tmp_path / "base.json", incumbent=True, runs=1,
+                     control=Control(ranks=2, warmup=2, timeout_s=60), env={**_env(), "PATH": os.environ["PATH"]}, cwd=tmp_path,
+                     backend=CommandBackend(write_fake(tmp_path)), lease=LeaseRequest(Need(str(tmp_path / "locks"), (0, 1)), timeout_s=0.3))
+    with pytest.raises(EnvironmentBlocker, match=r"pid 73215 \(python3\.10\) on NPU 0 outside the lease \(devices 0,1\)"):
+        run_trial(spec)
+    [waited, blocked] = [json.loads(x) for x in (round_dir_of(tmp_path / "session", "O0") / FOREIGN_FILE).read_text().splitlines()]
+    assert (waited["source"], waited["action"], blocked["action"]) == ("npu-smi", "waited", "blocked")
+    assert waited["processes"] == [{"device": 0, "pid": 73215, "command": "python3.10", "source": "npu-smi", "memory_mb": 61234}]
+    assert complete_runs(round_dir_of(tmp_path / "session", "O0")) == []
