@@ -13,7 +13,8 @@ disappears (a run moved aside) is listed under ``removed``.
 content of the folder; :mod:`sk_analytics.evidence_verify` re-hashes it.
 
 Not evidence (:func:`is_machinery`): the ledger with its head, lock and torn-tail
-side files, the lock files sk-tune creates, the process registry ``.processes/``, atomic-write temp
+side files, the lock files sk-tune creates, the process registry ``.processes/``, a session's own device
+lease folder ``.device-leases/`` (the demo's NPU lock files, rewritten by every holder), atomic-write temp
 files, the manifests themselves (bound by their record) and the two reports,
 which ``ledger verify`` re-renders from the vouched inputs instead.
 """
@@ -40,7 +41,9 @@ MANIFEST_SCHEMA = "sk-tune-evidence-manifest-v1"
 BOUND_KEY = "bound"
 REPORT_FILES = frozenset({"EXPERIMENT_REPORT.md", "report.html"})
 _TOP_MACHINERY = frozenset({"ledger.jsonl", "ledger.jsonl.head", "ledger.jsonl.lock", ".sweep.lock"}) | REPORT_FILES
-_TOP_DIRS = frozenset({EVIDENCE_DIR, ".processes"})
+LEASE_DIR = ".device-leases"
+"""A lease root inside a session (the demo's): lock files whose holder records change with every holder."""
+_TOP_DIRS = frozenset({EVIDENCE_DIR, ".processes", LEASE_DIR})
 _ROUND_LOCK = ".sk-run.lock"
 _PARALLEL = 1 << 20
 

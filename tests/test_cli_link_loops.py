@@ -104,7 +104,7 @@ STRING_PATHS: dict[str, Callable[[Path, Path], tuple[str, list[str]]]] = {
 }
 """Parameters whose string value holds a path: named by the error mapping when the command reaches the path."""
 
-NOT_PATHS = {"round_", "profile_ranks"}
+NOT_PATHS = {"round_", "profile_ranks", "foreign_load"}  # foreign_load: device ids (its help names the registry folder)
 """String parameters whose help mentions a file or folder without taking one (ingest's partition names,
 the simulator's rank list)."""
 

@@ -98,6 +98,7 @@ def test_untouched_copy_verifies_from_any_path_and_cwd(session: Path, tmp_path: 
     code, text = _verify(capsys, str(session))
     assert code == 0 and "chain intact" in text and "file(s) vouched for" in text, text
     assert "archive mode: created at" in text  # the copy lies elsewhere: said, never a failure
+    assert "note: unleased: " in text and "not a tampering finding" in text  # ran without a device lease: said, exit 0
     monkeypatch.chdir(session)
     assert _verify(capsys, ".")[0] == 0
     monkeypatch.chdir(tmp_path)

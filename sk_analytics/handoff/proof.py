@@ -26,6 +26,7 @@ from sk_analytics.evidence import BOUND_KEY, FileState
 from sk_analytics.evidence_verify import QUICK_LIMIT, verify_evidence
 from sk_analytics.ledger import LedgerRecord, head_path
 from sk_analytics.handoff.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
+from sk_analytics.stage_o.leases import unleased_note
 from sk_analytics.witness import WITNESS_RULE, rollback
 
 IDENTITY = "identity"
@@ -141,6 +142,9 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
         disagreement = first_disagreement(root, records, hashed)
         if disagreement is not None:
             proof.finding = Finding(AGREEMENT, disagreement.file, disagreement.message)
+    note = unleased_note(records)
+    if note is not None:
+        proof.notes.append(note)
     created = _created_at(root)
     if created is not None and created != os.path.realpath(root):
         proof.notes.append(f"archive mode: created at {created}, verified at {os.path.realpath(root)}; "

@@ -39,6 +39,7 @@ from sk_analytics.option_trial.api import GATE_LABELS
 from sk_analytics.report.figures import RunColumn, svg_run_metrics, svg_sk_deltas
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.report.dcci import dcci_section
+from sk_analytics.report.devices import devices_section
 from sk_analytics.report.html import FIGURE, STYLE, markdown_to_html
 from sk_analytics.report.text import TEXT, ci_text, code, num, paren, pct, runs_label, word
 from sk_analytics.session_view import (
@@ -262,6 +263,7 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
         lines += _trial_section(view, entry, lang)
     lines += dcci_section(view, lang)
     lines += _truth_section(view, lang)
+    lines += devices_section(view, lang)
     lines += _environment_blockers(view, t)
     lines += [f"## {t['figures']}", "", t["fig_md_note"], "", "<!-- figure:run-metrics -->", ""]
     if view.dcci_diff is not None:

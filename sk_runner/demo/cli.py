@@ -19,6 +19,7 @@ import click
 from sk_analytics.cli._base import PathArg
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import EXIT_OK, UsageError
+from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S
 
 MARKER = ".sk-tune-demo"
 """Marks a folder written by the demo, so that a rerun may replace it (and nothing else)."""
@@ -98,14 +99,16 @@ def demo(session: Path, seed: int, samples: bool, lang: str, full_profile: bool)
     """Run a complete Stage O sweep on the simulated device (default network) and
     print where the report is; --samples: the small ingest-only sample session."""
     if not samples:
+        from sk_runner.devices.options import lease_request
         from sk_runner.sweep.cli import run_and_print
-        from sk_runner.sweep.demo import demo_session
+        from sk_runner.sweep.demo import demo_need, demo_session
 
         prepare(session)
         shutil.rmtree(session)  # the sweep session needs a new, empty folder; mark it as a demo again below
         sweep_session = demo_session(session, seed=seed, full_profile=full_profile)
         write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
-        return run_and_print(sweep_session, lang)
+        # the lease lives under the session (docs/runner.md "Devices and leases"); a parent's lease markers win
+        return run_and_print(sweep_session, lang, lease=lease_request(None, (), DEFAULT_LEASE_TIMEOUT_S, default=demo_need(sweep_session)))
     from sk_analytics.ingest import ingest_path, ingest_run_dir
 
     prepare(session)

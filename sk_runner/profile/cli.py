@@ -13,6 +13,7 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 from sk_analytics.strict_json import load_config_file
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
+from sk_runner.devices.options import lease_options, lease_request
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
 
 
@@ -44,13 +45,14 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
               help="collections at most (each in a new root)")
 @click.option("--seed", default=0, show_default=True, type=int, help="workload seed ({seed} / SK_RUN_SEED)")
 @click.option("--no-ingest", is_flag=True, help="do not ingest the profile into <session>/data")
+@lease_options
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload_cmd", nargs=-1, type=click.UNPROCESSED)
 def profile(
     session: Path, round_name: str, role: str, config: Path, iterations: int, warmup: int, ranks: int,
     timeout_s: float | None, backend: str, network: str | None, workload_path: Path | None, sk_prof_kb: int, export_type: str,
-    require_sk_prof: bool | None, max_attempts: int, seed: int, no_ingest: bool, as_json: bool,
-    workload_cmd: tuple[str, ...],
+    require_sk_prof: bool | None, max_attempts: int, seed: int, no_ingest: bool, lease_root: Path | None, device_ids: tuple[str, ...],
+    lease_timeout: float, as_json: bool, workload_cmd: tuple[str, ...],
 ) -> int:
     """Collect a diagnostic profile into a new, contract-sealed root (protocol §6).
 
@@ -70,7 +72,7 @@ def profile(
         backend=make_backend(backend, list(workload_cmd), network=network),
         control=Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout_s),
         workload=workload, sk_prof_kb=sk_prof_kb, export_type=export_type, require_sk_prof=require_sk_prof, max_attempts=max_attempts,
-        seed=seed, ingest=not no_ingest,
+        seed=seed, ingest=not no_ingest, lease=lease_request(lease_root, device_ids, lease_timeout),
     )
     result = collect_profile(spec, progress=lambda m: click.echo(m, err=True))
     if as_json:

@@ -41,6 +41,8 @@ from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest
 from sk_runner.config import load_config, scrub_env
+from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_devices, lease_environ, lease_record
+from sk_runner.devices.markers import fits
 from sk_runner.fingerprint import source_revision
 from sk_runner.process import lifetime
 from sk_runner.process import ProcessResult, run_process
@@ -123,6 +125,8 @@ class ProfileSpec:
     seed: int = 0
     env: Mapping[str, str] | None = None
     ingest: bool = True
+    lease: LeaseLike = None
+    """The device lease: held by the caller (a sweep: both sides of a DCCI pair inside one lease), taken for this collection, or None."""
 
     @property
     def sk_prof_required(self) -> bool:
@@ -217,11 +221,12 @@ def _producer_failure(result: ProcessResult) -> tuple[str, str] | None:
 class _Collector:
     """Runs the attempts of one :class:`ProfileSpec`."""
 
-    def __init__(self, spec: ProfileSpec, progress: ProgressFn | None) -> None:
+    def __init__(self, spec: ProfileSpec, progress: ProgressFn | None, lease: HeldLease | None = None) -> None:
         self.spec = spec
         self.progress = progress or (lambda _m: None)
         self.config = load_config(spec.config)
-        self.env = dict(os.environ if spec.env is None else spec.env)
+        self.lease = lease
+        self.env = lease_environ(lease, os.environ if spec.env is None else spec.env)
         self.switches = profile_env(spec.sk_prof_kb, spec.export_type)
         self.revision = revision_text(source_revision(spec.backend.source_path()))
 
@@ -297,7 +302,7 @@ class _Collector:
     def record(self, attempt: AttemptRecord) -> None:
         # attempt numbers are allocated by an exclusive mkdir, so this name is new
         target = self.spec.diag_dir / f"attempt-{attempt.attempt}.json"
-        write_json(target, {"role": self.spec.role, "round": self.spec.round, **attempt.to_json()})
+        write_json(target, {"role": self.spec.role, "round": self.spec.round, **attempt.to_json(), "lease": lease_record(self.lease)})
         self.progress(f"{self.spec.role} attempt {attempt.attempt}: {attempt.status} — {attempt.reason}")
 
 
@@ -309,7 +314,18 @@ def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> Pr
     Both sides of a pair see the same launches, so they overflow alike; when
     they still end with different windows, ``validate_set`` refuses the pair
     and the caller re-collects the longer side with the shorter window.
+    Every attempt runs inside ``spec.lease`` (:func:`sk_runner.devices.lease.hold`).
     """
+    devices = lease_devices(spec.lease)
+    problem = None if devices is None else fits(devices, spec.control.ranks)
+    if problem is not None:
+        raise UsageError(problem)
+    with hold(spec.lease, env=os.environ if spec.env is None else spec.env, session=spec.session) as lease:
+        return _collect(spec, progress, lease)
+
+
+def _collect(spec: ProfileSpec, progress: ProgressFn | None, lease: HeldLease | None) -> ProfileResult:
+    """The attempts of :func:`collect_profile`, inside its lease."""
     if not ROUND_NAME.match(spec.round):
         raise UsageError(f"--round {spec.round!r}: expected letters, digits, '_', '.', '-'")
     spec.control.check()
@@ -321,7 +337,7 @@ def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> Pr
     spec.backend.check_ready()
     require_session(spec.session)
     lifetime.attach(spec.session)
-    collector = _Collector(spec, progress)
+    collector = _Collector(spec, progress, lease)
     attempts: list[AttemptRecord] = []
     iterations: int | None = first_window
 

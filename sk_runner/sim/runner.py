@@ -21,6 +21,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.strict_json import load_config_file
 from sk_runner.limits import size_problem
 from sk_runner.sim import logs
+from sk_runner.sim.devices import occupy
 from sk_runner.sim.identity import ProcessIds, rank_process_ids
 from sk_runner.sim.model import StepModel, compile_model
 from sk_runner.sim.naming import name_graph
@@ -233,10 +234,16 @@ def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
 
 
 def run(request: SimRequest) -> int:
-    """Run one simulated process; returns the exit code (a hang never returns)."""
+    """Run one simulated process on its devices (:mod:`sk_runner.sim.devices`); returns the exit code (a hang never returns)."""
     problem = size_problem(request.ranks, request.iterations, 0) or size_problem(1, None, request.warmup)
     if problem is not None:  # before anything is allocated: sizes come from the command line
         raise InputError(None, problem)
+    with occupy(request.env, request.ranks) as slowdown:
+        return _run(request, slowdown)
+
+
+def _run(request: SimRequest, slowdown: np.ndarray) -> int:
+    """The process on its devices; ``slowdown`` per rank from foreign loads there (1.0: none)."""
     options = load_options(request)
     network = load_network(request.network)
     model = compile_model(network, options)
@@ -257,7 +264,7 @@ def run(request: SimRequest) -> int:
 
     params = NoiseParams(factor=request.noise)
     mult = step_multipliers(rng, request.ranks, request.iterations, request.warmup, params)
-    overhead = np.ones(request.ranks)
+    overhead = slowdown.copy()
     if request.profiler_on:
         overhead[profiled] *= PROFILER_OVERHEAD
     if sk_prof_kb is not None:

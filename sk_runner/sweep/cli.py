@@ -13,13 +13,17 @@ from typing import TYPE_CHECKING
 from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_analytics.option_trial.modes import GATE_MODES
+from sk_runner.devices.options import lease_options, lease_request
 
 if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help stays fast
+    from sk_runner.devices.lease import LeaseRequest
     from sk_runner.sweep.session import SweepSession
 
 
-def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) -> int:
-    """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped)."""
+def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, lease: LeaseRequest | None = None) -> int:
+    """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped).
+
+    ``lease``: the devices the sweep holds from its first device command to its hand-off."""
     from sk_analytics.cli._base import OUTPUT_LABELS
     from sk_runner.sweep.driver import run_sweep
 
@@ -29,7 +33,7 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
     for notice in session.notices:
         click.echo(f"sk-run: warning: {notice}", err=True)
     try:
-        outcome = run_sweep(session, say=say, lang=lang)
+        outcome = run_sweep(session, say=say, lang=lang, lease=lease)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: every started process is already killed
         click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
         raise
@@ -55,9 +59,14 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
                    "a task sets it as policy.gate).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
+@lease_options
 def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path | None, plan_only: bool, network: str | None,
-          seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool) -> int:
-    """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md)."""
+          seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool,
+          lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float) -> int:
+    """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).
+
+    The sweep holds its device lease from its first device command to its hand-off; --resume takes it again
+    (by default the lease its trials recorded). With --demo the lease lives under the session."""
     if sum((task is not None, resume is not None, demo)) != 1:
         raise UsageError("give exactly one of --task FILE, --resume SESSION or --demo")
     if plan_only and task is None:
@@ -67,23 +76,30 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     if resume is not None:
         if session_dir is not None:
             raise UsageError("--resume takes the session folder itself; --session is for new sessions")
+        from sk_runner.sweep.demo import recorded_need
         from sk_runner.sweep.session import load_session
 
-        return run_and_print(load_session(resume), lang, quiet)
+        session = load_session(resume)
+        return run_and_print(session, lang, quiet, lease_request(lease_root, device_ids, lease_timeout, default=recorded_need(session)))
     if demo:
         from dataclasses import replace
 
         from sk_runner.backends.base import Control
-        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_session
+        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_need, demo_session
 
+        request = lease_request(lease_root, device_ids, lease_timeout)  # a usage error before the session exists
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
         policy = DEMO_POLICY if gate is None else replace(DEMO_POLICY, gate=gate)
-        return run_and_print(demo_session(session_dir, network=network, seed=seed, control=control, policy=policy), lang, quiet)
+        session = demo_session(session_dir, network=network, seed=seed, control=control, policy=policy)
+        if request.need is None:
+            request = replace(request, need=demo_need(session))
+        return run_and_print(session, lang, quiet, request)
     from sk_runner.sweep.phase import enter_phase
 
     assert task is not None
+    request = lease_request(lease_root, device_ids, lease_timeout)
     session, plan = enter_phase(task, session_dir)
     click.echo(json.dumps(plan, ensure_ascii=False, indent=2))
     if plan_only:
         return EXIT_OK
-    return run_and_print(session, lang, quiet)
+    return run_and_print(session, lang, quiet, request)

@@ -8,8 +8,9 @@ recorded is asked for again (trials continue with their missing runs).
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_cand
 from sk_analytics.strict_json import load_json_file
 from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
+from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_devices, lease_environ
+from sk_runner.devices.markers import fits
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
@@ -48,7 +51,7 @@ class SweepOutcome:
     html: Path
 
 
-def probe_candidates(session: SweepSession, backend: Backend, say: Say) -> list[dict[str, Any]]:
+def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Exact-value probes of every protocol candidate (wrapper + runtime), in one folder.
 
     A value the dispatched task does not list as accepted by the active wrapper
@@ -67,7 +70,7 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say) -> list[
     for option, values in by_option.items():
         say(f"  探测 {option}: {len(values)} 个精确取值")
         result = probe_values(option, values, backend, out_dir=session.root / PROBES_DIR, base_config=seed_config,
-                              base_source=session.seed_config_path)
+                              base_source=session.seed_config_path, env=env)
         for probe in result.values:
             record = probe.to_record()
             if accepted is not None and (option, canonical_json(probe.value)) not in accepted:
@@ -77,12 +80,12 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say) -> list[
     return records
 
 
-def ensure_matrix(session: SweepSession, backend: Backend, say: Say) -> None:
-    """Build the session's matrix from fresh probes unless it exists already."""
+def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None) -> None:
+    """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet) unless it exists already."""
     if (session.root / MATRIX_NAME).is_file():
         return
     say("构建选项矩阵：对每个候选精确取值做 ready=true 探测")
-    probes = probe_candidates(session, backend, say)
+    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ))
     probes_path = session.root / PROBES_DIR / "probes.json"
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
@@ -131,23 +134,33 @@ def run_sweep(
     lang: str = "zh",
     max_actions: int | None = None,
     on_action: Callable[[m.Action], None] | None = None,
+    lease: LeaseRequest | None = None,
 ) -> SweepOutcome | None:
-    """Run the session until the hand-off is written (or ``max_actions`` ran: None)."""
+    """Run the session until the hand-off is written (or ``max_actions`` ran: None).
+
+    ``lease``: the devices, taken at the first device command and held to the end (every trial, the
+    incumbent's and the DCCI pair's collections on the same exclusively held devices)."""
+    devices = lease_devices(lease)
+    problem = None if devices is None else fits(devices, session.control.ranks)
+    if problem is not None:
+        raise UsageError(problem)
     lock = FileLock(str(session.root / ".sweep.lock"))
     try:
         lock.acquire(timeout=0)
     except Timeout:
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
     step = _Step()
+    held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
     try:
         lifetime.attach(session.root)
-        return _loop(session, say, lang, max_actions, on_action, step)
+        return _loop(session, say, lang, max_actions, on_action, step, held)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
         if stop is None:
             raise
         raise stop from exc
     finally:
+        held.release()
         lock.release()
 
 
@@ -160,6 +173,12 @@ def _drop_leftovers(root: Path, say: Say) -> None:
         say(f"已清理被中断的写入留下的临时文件 {len(removed)} 个：{', '.join(removed[:3])}{'…' if len(removed) > 3 else ''}")
 
 
+def _lease_blocked(session: SweepSession, action: m.Action | None, exc: LeaseFault) -> None:
+    """The ledger's ``lease_blocked`` record: the step did not run, nothing was decided; ``--resume`` tries again."""
+    session.append("lease_blocked", {**exc.record(), "action": None if action is None else action.kind,
+                                     "summary_zh": f"设备租约未取得（{exc.reason}），未运行、未决策；--resume 将重试：{exc.one_line()}"})
+
+
 @dataclass
 class _Step:
     """The action being carried out (None before the first and between actions): where a fault is recorded."""
@@ -170,12 +189,13 @@ class _Step:
 def _loop(
     session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None,
     step: _Step,
+    devices: LazyLease | None = None,
 ) -> SweepOutcome | None:
     _drop_leftovers(session.root, say)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
     backend = session.backend.build()
     backend.check_ready()
-    ensure_matrix(session, backend, say)
-    executor = Executor(session, backend, say)
+    ensure_matrix(session, backend, say, devices)
+    executor = Executor(session, backend, say, devices)
     state = m.fold(read_records(session.root))
     if state.matrix_fingerprint is not None:
         check_frozen(load_matrix(session.root / MATRIX_NAME), session.root / MATRIX_NAME, expected=state.matrix_fingerprint)

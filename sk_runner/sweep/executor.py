@@ -17,6 +17,7 @@ so evidence is never rewritten.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from sk_analytics.stage_o import machine as m
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
+from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ, lease_record
 from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.session import SweepSession, session_relative
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
@@ -45,6 +47,8 @@ class Executor:
     session: SweepSession
     backend: Backend
     say: Say = lambda text: None
+    devices: LazyLease | None = None
+    """The session's device lease, taken at the first device command and held to the hand-off."""
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -63,6 +67,10 @@ class Executor:
 
     def clean_dir(self, round_name: str) -> Path:
         return self.round_dir(round_name) / "CLEAN"
+
+    def lease(self) -> HeldLease | None:
+        """The held lease (taken now if this is the session's first device command); None: unleased."""
+        return None if self.devices is None else self.devices.held()
 
     # -- dispatch --------------------------------------------------------------------
     def execute(self, action: m.Action) -> Record:
@@ -89,6 +97,7 @@ class Executor:
             seed=self.session.seed,
             rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
             same_identity_as=None if base_round is None else self.round_dir(base_round),
+            lease=self.lease(),
         )
 
     def do_RunTrial(self, a: m.RunTrial) -> Record:
@@ -114,7 +123,7 @@ class Executor:
             "config_sha256": result.config_sha256, "trial_fingerprint": result.trial_fingerprint,
             "base_round": a.base_round, "changes": [{"pointer": c.pointer, "value": c.value} for c in a.changes],
             "timeout_s": a.timeout_s, "isolated_risky": a.isolated, "joint_dcci": a.joint_dcci,
-            "failure": failure,
+            "failure": failure, "lease": result.lease, "foreign_processes": result.foreign,
             "summary_zh": f"{a.round}（{a.phase}）{'完成' if failure is None else '失败'}：{len(result.runs_completed)} 次干净运行"
             + ("" if failure is None else f"；{failure['reason_zh']}"),
         }
@@ -249,7 +258,7 @@ class Executor:
         spec = ProfileSpec(
             session=self.root, round=DCCI_DIR, role=a.role, config=self.config_of(a.config_round), backend=self.backend,
             control=Control(c.ranks, a.iterations or self.session.policy.profile_iterations, c.warmup, self.session.policy.timeout_s),
-            seed=self.session.seed,
+            seed=self.session.seed, lease=self.lease(),  # held by the sweep: both sides of the pair inside one lease
         )
         result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
         return "profile_result", {
@@ -257,7 +266,7 @@ class Executor:
             "ok": result.ok, "root": self.rel(result.root) if result.root else None,
             "requested_iterations": a.iterations, "iterations": result.iterations,
             "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
-            "attempts": [self.rel(r.root) for r in result.attempts],
+            "attempts": [self.rel(r.root) for r in result.attempts], "lease": lease_record(self.devices and self.devices.lease),
             "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
         }
 
@@ -290,7 +299,7 @@ class Executor:
             changes = [PointerChange(c.pointer, c.value) for c in a.values]
             config = derive_config(base, changes, joint_dcci=True).config
             check = runtime_check(options, self.backend, out_dir=self.root / "experiments" / "Sbest" / DCCI_DIR / "PROBE",
-                                  config=config, seed=self.session.seed)
+                                  config=config, seed=self.session.seed, env=lease_environ(self.lease(), os.environ))
             runtime = check.to_json()
             ready = check.status == "accepted"
         return "probe_result", {

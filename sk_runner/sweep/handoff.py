@@ -15,6 +15,7 @@ from sk_analytics.signing import signer
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, next_steps, report_digests, report_texts, settled_matrix
 from sk_analytics.report.render import load_view
+from sk_analytics.stage_o.leases import summarize
 from sk_analytics.strict_json import load_json_file
 from sk_runner.sweep.truth import trial_truths
 
@@ -54,6 +55,7 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
         "stop": view.state.stopped,
         "evidence": evidence,
         "failure_scenes": scenes,
+        "devices": summarize(view.records).to_json(),  # protocol §9: the lease the clean runs held, the runs it could not prove
         "next_steps_zh": next_steps(view, "zh"),  # protocol §2: next-step guidance in Chinese
         "seal_after_agent_result": True,
         # sessions on the simulator: its noise-free effect per gated round, for the report's comparison only

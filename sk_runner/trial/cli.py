@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from sk_analytics.cli._base import PathArg
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
+from sk_runner.devices.options import lease_options, lease_request, rerun_options
 
 if TYPE_CHECKING:  # the trial machinery (Polars, Arrow) is imported when a trial runs: --help stays fast
     from sk_runner.trial import Progress
@@ -24,7 +25,7 @@ def print_progress(event: Progress, round_name: str) -> None:
     click.echo(f"[{round_name}] {event.message} · elapsed {event.elapsed_s:.1f} s{eta}", err=True)
 
 
-def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
+def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[str] | None = None) -> list[str]:
     """The sk-run command that resumes this trial (recorded in failure scenes).
 
     Every path is absolute and the workload's working directory is pinned
@@ -39,6 +40,7 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
     for name in ("runs", "top_up_to", "timeout", "ranks", "iterations", "warmup", "network", "seed", "same_identity_as"):
         if params[name] is not None:
             argv += ["--" + name.replace("_", "-"), str(params[name])]
+    argv += lease or []
     return argv + (["--", *workload] if workload else [])
 
 
@@ -63,13 +65,14 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...]) -> list[str]:
 @click.option("--same-identity-as", default=None, metavar="ROUND",
               help="round of the session whose recorded source/workload/controls/environment this trial must share "
                    "(the incumbent it will be compared with); a difference blocks the trial before it starts")
+@lease_options
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload", nargs=-1, type=click.UNPROCESSED)
 def trial(
     session: Path, round_name: str, base_config: Path, sets: tuple[str, ...], joint_dcci: bool, incumbent: bool,
     runs: int, top_up_to: int | None, timeout: float | None, backend: str, ranks: int, iterations: int | None,
-    warmup: int, network: str | None, seed: int | None, cwd: Path | None, same_identity_as: str | None, as_json: bool,
-    workload: tuple[str, ...],
+    warmup: int, network: str | None, seed: int | None, cwd: Path | None, same_identity_as: str | None,
+    lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, as_json: bool, workload: tuple[str, ...],
 ) -> int:
     """Run one clean, fingerprinted trial: probe the changed value, run
     correctness, then N fresh processes; resume or top up a trial by running the
@@ -78,6 +81,7 @@ def trial(
     from sk_runner.config import parse_set
     from sk_runner.trial import TrialSpec, round_dir_of, run_trial
 
+    lease = lease_request(lease_root, device_ids, lease_timeout)
     spec = TrialSpec(
         session=session,
         round=round_name,
@@ -91,8 +95,9 @@ def trial(
         control=Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout),
         seed=seed,
         cwd=cwd,
-        rerun_command=tuple(rerun_argv(params, workload)),
+        rerun_command=tuple(rerun_argv(params, workload, rerun_options(lease))),
         same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
+        lease=lease,
     )
     result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
     if as_json:

@@ -25,6 +25,8 @@ Modules: :mod:`sk_runner.trial.spec` (spec, result, layout),
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +34,9 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.io_seam import as_blocker
+from sk_runner.devices.lease import HeldLease, LeaseFault, hold
+from sk_runner.devices.occupancy import occupancy_source
+from sk_runner.devices.proof import CleanDeviceProof
 from sk_runner.process import lifetime
 from sk_runner.trial.round import Round
 from sk_runner.trial.spec import (
@@ -74,8 +79,11 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
         raise UsageError(f"round {spec.round} is being run by another sk-run process ({trial.dir / LOCK_NAME} is locked)") from None
     try:
         lifetime.attach(spec.session)
-        steps = Round(trial, derived, seed)
-        return steps.probe() or steps.correctness() or steps.clean_runs()
+        with _devices(trial) as trial.lease:  # every process of the trial, probe included, runs inside the lease
+            trial.proof = None if trial.lease is None else CleanDeviceProof(
+                trial.lease, occupancy_source(spec.backend.name, trial.env), trial.dir, spec.round, wait_s=trial.lease.timeout_s)
+            steps = Round(trial, derived, seed)
+            return steps.probe() or steps.correctness() or steps.clean_runs()
     except (EnvironmentBlocker, OSError) as exc:
         blocker = as_blocker(exc)
         if blocker is None:
@@ -88,6 +96,17 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     finally:
         lock.release()
 
+
+@contextmanager
+def _devices(trial: TrialState) -> Iterator[HeldLease | None]:
+    """The trial's lease (:func:`sk_runner.devices.lease.hold`); not having it is a blocker of stage ``lease``."""
+    try:
+        with hold(trial.spec.lease, env=trial.env, session=trial.spec.session) as lease:
+            yield lease
+    except LeaseFault as exc:
+        if exc.recorded_in is None:
+            raise trial.blocker("lease", exc, {"lease_blocked": exc.record()})
+        raise
 
 
 __all__ = ["LOCK_NAME", "META_SCHEMA", "MIN_TRIAL_RUNS", "ROUND_NAME", "TRIAL_SCHEMA", "Progress", "ProgressFn", "TrialResult",

@@ -11,6 +11,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.fingerprint import sha256_file
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
+from sk_runner.devices.lease import lease_environ, lease_record
 from sk_runner.fingerprint import env_hash
 from sk_runner.probe import runtime_check
 from sk_runner.process import ProcessResult
@@ -38,7 +39,8 @@ class Round:
 
     def result(self, status: str, outcome: str, message: str, correctness: str, scene: Path | None = None) -> TrialResult:
         return TrialResult(self.spec.round, self.trial.dir, status, outcome, message, complete_runs(self.trial.dir), self.target,
-                           self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene)
+                           self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene, lease_record(self.trial.lease),
+                           [] if self.trial.proof is None else list(self.trial.proof.discarded))
 
     def gate_progress(self, correctness: str, last: str) -> dict[str, Any]:
         probe = "ready" if self.spec.incumbent or (self.trial.dir / "probe.json").is_file() else "not_ready"
@@ -76,7 +78,8 @@ class Round:
         if rejected:  # nothing started: an environment blocker, not a scene
             raise trial.blocker("probe", EnvironmentBlocker(f"wrapper rejects the exact value: {'; '.join(rejected)}"))
         trial.tell("probe", 1, 1, "exact-value probe")
-        check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config, env=trial.env,
+        check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config,
+                              env=lease_environ(trial.lease, trial.env),  # the probe process runs on the leased devices too
                               seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control)
         if check.status != "accepted":
             proc = check.process
@@ -121,9 +124,10 @@ class Round:
             run_dir.mkdir(parents=True)
             trial.tell("clean", k, target, f"clean run {k} of {target}")
             started = time.monotonic()
-            request, argv, proc = trial.execute("clean", run_dir, self.config_path, derive_seed(self.seed, self.spec.round, run_name))
+            request, argv, proc, proof = trial.execute_clean(run_dir, run_name, self.config_path,
+                                                             derive_seed(self.seed, self.spec.round, run_name))
             outcome = trial.classify(proc, run_dir, need_correctness=False)
-            meta = trial.meta("clean", run_name, request, argv, proc, outcome, self.config_sha, self.trial_fp)
+            meta = trial.meta("clean", run_name, request, argv, proc, outcome, self.config_sha, self.trial_fp, proof)
             if outcome.status != "ok":
                 trial.ingest(run_dir, run_name, k, meta, outcome)
                 scene = self.seal("clean", run_name, outcome.status, outcome.message, argv, request.contract_env(), proc,

@@ -11,6 +11,7 @@ from typing import Any
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
 from sk_runner.backends.base import Backend, Control
+from sk_runner.devices.lease import LeaseLike
 
 TRIAL_SCHEMA = "sk-tune-trial-v1"
 META_SCHEMA = "sk-tune-run-meta-v1"
@@ -51,6 +52,8 @@ class TrialSpec:
     rerun_command: tuple[str, ...] = ()
     same_identity_as: Path | None = None
     """Round folder whose recorded source/workload/controls/environment this trial must share."""
+    lease: LeaseLike = None
+    """The device lease: held by the caller (a sweep), a request taken for this trial, or None (unleased)."""
 
     @property
     def target_runs(self) -> int:
@@ -90,6 +93,10 @@ class TrialResult:
     config_sha256: str
     trial_fingerprint: str
     scene_dir: Path | None = None
+    lease: dict[str, Any] = field(default_factory=dict)
+    """The lease the trial ran under (mode, root, device_ids; mode None: unleased)."""
+    foreign: list[dict[str, Any]] = field(default_factory=list)
+    """Clean runs discarded because a foreign process used the leased devices (``foreign_process_on_device``)."""
 
     @property
     def exit_code(self) -> int:
@@ -111,6 +118,8 @@ class TrialResult:
             "trial_fingerprint": self.trial_fingerprint,
             "clean_dir": str(self.round_dir / "CLEAN"),
             "scene_dir": None if self.scene_dir is None else str(self.scene_dir),
+            "lease": self.lease,
+            "foreign_processes": self.foreign,
         }
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -21,6 +21,9 @@ from sk_analytics.stage_o.identity import identity_differences
 from sk_analytics.strict_json import load_json_file
 from sk_analytics.tables import write_table
 from sk_runner.backends.base import RunRequest
+from sk_runner.devices.lease import HeldLease, lease_devices, lease_environ, lease_record, with_devices
+from sk_runner.devices.markers import fits
+from sk_runner.devices.proof import CleanDeviceProof
 from sk_runner.config import (
     DerivedConfig,
     derive_config,
@@ -47,6 +50,8 @@ from sk_runner.trial.spec import (
     round_dir_of,
 )
 
+T = TypeVar("T")
+
 
 class TrialState:
     """State of one invocation of :func:`sk_runner.trial.run_trial`: preparation of the round, its processes."""
@@ -58,6 +63,10 @@ class TrialState:
         self.env = dict(os.environ if spec.env is None else spec.env)
         self.t0 = time.monotonic()
         self.durations: list[float] = []
+        self.lease: HeldLease | None = None
+        """The lease held while the trial runs (set by :func:`~sk_runner.trial.engine.run_trial`)."""
+        self.proof: CleanDeviceProof | None = None
+        """Before/after checks of the leased devices around each clean run (None: unleased)."""
 
     # -- preparation ---------------------------------------------------------------
     def validate(self) -> None:
@@ -76,9 +85,13 @@ class TrialState:
         if spec.cwd is not None and not Path(spec.cwd).is_dir():
             raise InputError(spec.cwd, "working directory not found", expected="an existing folder for --cwd")
         spec.control.check()
+        devices = lease_devices(spec.lease)
+        problem = None if devices is None else fits(devices, spec.control.ranks)
+        if problem is not None:
+            raise UsageError(problem)
 
-    def blocker(self, stage: str, exc: EnvironmentBlocker) -> EnvironmentBlocker:
-        extra = {"errno": exc.errno_name} if exc.errno_name else None
+    def blocker(self, stage: str, exc: EnvironmentBlocker, extra: Mapping[str, Any] | None = None) -> EnvironmentBlocker:
+        extra = {**({"errno": exc.errno_name} if exc.errno_name else {}), **dict(extra or {})} or None
         exc.recorded_in = record_blocker(self.dir, round_name=self.spec.round, stage=stage, message=exc.one_line(), extra=extra)
         return exc
 
@@ -147,7 +160,7 @@ class TrialState:
             config=derived.config,
             control=spec.control.to_json(),
             workload=spec.backend.workload(spec.control),
-            environment=spec.backend.environment(),
+            environment=with_devices(spec.backend.environment(), self.lease),
         ).to_json()
         if trial_path.is_file():
             existing = load_json_file(trial_path)
@@ -190,8 +203,8 @@ class TrialState:
         return (self.spec.cwd or Path.cwd()).resolve()
 
     def child_env(self, contract_env: Mapping[str, str]) -> dict[str, str]:
-        """The caller's environment without unclean switches, plus the contract variables."""
-        return {**scrub_env(self.env), **contract_env}
+        """The caller's environment without unclean switches, plus the lease's markers and device mask, plus the contract variables."""
+        return {**lease_environ(self.lease, scrub_env(self.env)), **contract_env}
 
     def move_aside(self, folder: Path) -> Path | None:
         """An incomplete run folder (no meta.json) is kept, out of the way; where it went (None: there was none)."""
@@ -220,8 +233,32 @@ class TrialState:
             raise self.blocker(stage, exc) from exc
         return request, argv, result
 
+    def execute_clean(self, run_dir: Path, run_name: str, config_path: Path, seed: int
+                      ) -> tuple[RunRequest, list[str], ProcessResult, dict[str, Any] | None]:
+        """One clean run proven to have had the leased devices to itself (the proof is None without a lease):
+        a run that saw a foreign process is moved aside and made again (:mod:`sk_runner.devices.proof`)."""
+        while True:
+            proof = self.proof
+            before = None if proof is None else self.device_check(lambda: proof.before(run_name))
+            request, argv, result = self.execute("clean", run_dir, config_path, seed)
+            if proof is None or before is None:
+                return request, argv, result, None
+            after = self.device_check(proof.after)
+            if after.clean:
+                return request, argv, result, proof.record(before, after)
+            moved = self.move_aside(run_dir)
+            self.device_check(lambda: proof.discard(run_name, before, after, moved))
+            run_dir.mkdir(parents=True)
+
+    def device_check(self, check: Callable[[], T]) -> T:
+        """``check()``; a blocker it raises (a device that stays used, npu-smi missing) is recorded for this round."""
+        try:
+            return check()
+        except EnvironmentBlocker as exc:
+            raise self.blocker("clean", exc)
+
     def meta(self, stage: str, run_name: str, request: RunRequest, argv: list[str], result: ProcessResult,
-             outcome: RunOutcome, config_sha: str, trial_fp: str) -> dict[str, Any]:
+             outcome: RunOutcome, config_sha: str, trial_fp: str, device_proof: Mapping[str, Any] | None = None) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "schema_version": META_SCHEMA,
             "round": self.spec.round,
@@ -240,7 +277,10 @@ class TrialState:
             "rank_logs": outcome.logs,
             "correctness": outcome.correctness,
             "trial_fingerprint": trial_fp,
+            "lease": lease_record(self.lease),
         }
+        if device_proof is not None:
+            meta["device_proof"] = dict(device_proof)
         meta["fingerprint"] = fingerprint(meta)
         return meta
 
