@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sk_analytics.cli._base import ExistingPath
 from sk_analytics.errors import UsageError
 from sk_runner.backends import BACKENDS, make_backend
 
@@ -28,17 +29,25 @@ def _parse_value(text: str) -> object:
 @click.option("--session", type=click.Path(path_type=Path, file_okay=False), default=None, help="session folder (probes go to <session>/probes)")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, help="probe folder (default <session>/probes or ./sk-probes)")
 @click.option("--network", default=None, help="simulated network (sim)")
+@click.option("--ranks", type=click.IntRange(min=1), default=1, show_default=True,
+              help="SK_RUN_RANKS of the probe process (a sweep's probes get the task's rank count)")
+@click.option("--cwd", type=ExistingPath(file_okay=False, path_type=Path), default=None,
+              help="working directory of the probe process, as of the workload's trials (default: the current one)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload", nargs=-1, type=click.UNPROCESSED)
 def probe(option: str, values: tuple[str, ...], backend: str, config: Path | None, session: Path | None, out: Path | None,
-          network: str | None, as_json: bool, workload: tuple[str, ...]) -> int:
+          network: str | None, ranks: int, cwd: Path | None, as_json: bool, workload: tuple[str, ...]) -> int:
     """Probe exact option values: ready only when the wrapper accepts the value
     and super_kernel.log does not report it as invalid-and-defaulted. Exit 0
-    when every value is ready, 1 when one is not, 3 for the environment."""
+    when every value is ready, 1 when one is not, 3 for the environment.
+
+    Exit 3 also when the probe process wrote no super_kernel.log naming the
+    option (docs/runner.md, "Probe mode"): the workload, not the value."""
     import os
+    from dataclasses import replace
 
     from sk_runner.config import load_config, refuse_dirty_env
-    from sk_runner.probe import probe_values  # Polars: imported when a probe runs, not for --help
+    from sk_runner.probe import PROBE_CONTROL, probe_values  # Polars: imported when a probe runs, not for --help
 
     refuse_dirty_env(os.environ)
     if not option.strip():
@@ -52,8 +61,8 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
 
         require_session(session)
         lifetime.attach(session)
-    result = probe_values(option, parsed, make_backend(backend, list(workload), network=network), out_dir=out_dir, base_config=base,
-                          base_source=config)
+    result = probe_values(option, parsed, make_backend(backend, list(workload), network=network, cwd=cwd), out_dir=out_dir,
+                          base_config=base, base_source=config, control=replace(PROBE_CONTROL, ranks=ranks), cwd=cwd)
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:

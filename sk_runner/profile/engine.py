@@ -38,8 +38,10 @@ from sk_analytics.contract import (
 )
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
+from sk_analytics.fingerprint import fingerprint
 from sk_runner.process.attempts import new_attempt_dir
-from sk_runner.backends.base import Backend, Control, RunRequest
+from sk_runner.probe.evidence import WORK_PATH_ENV
+from sk_runner.backends.base import Backend, Control, RunRequest, at_workdir
 from sk_runner.config import load_config, scrub_env
 from sk_runner.fingerprint import source_revision
 from sk_runner.process import lifetime
@@ -86,6 +88,8 @@ def revision_text(record: Mapping[str, Any]) -> str:
     if record.get("kind") == "git":
         dirty = f"+dirty:{record['dirty_sha256'][:16]}" if record.get("dirty") else ""
         return f"git-tree:{record['tree']}{dirty}"
+    if record.get("kind") == "files":  # no git: the files the command names, by content
+        return f"files:{fingerprint(record['files'])[:16]}"
     return f"unversioned:{record.get('path', '?')}"
 
 
@@ -123,6 +127,9 @@ class ProfileSpec:
     seed: int = 0
     env: Mapping[str, str] | None = None
     ingest: bool = True
+    cwd: Path | None = None
+    """Working directory of the producer (None: ours), the same as for every process of the workload's trials;
+    ``ASCEND_WORK_PATH`` points CANN's cwd-relative output into the capture root instead."""
 
     @property
     def sk_prof_required(self) -> bool:
@@ -223,7 +230,7 @@ class _Collector:
         self.config = load_config(spec.config)
         self.env = dict(os.environ if spec.env is None else spec.env)
         self.switches = profile_env(spec.sk_prof_kb, spec.export_type)
-        self.revision = revision_text(source_revision(spec.backend.source_path()))
+        self.revision = revision_text(source_revision(spec.backend.source_path(), spec.backend.source_files()))
 
     def control_record(self) -> dict[str, Any]:
         c = self.spec.control
@@ -255,10 +262,10 @@ class _Collector:
         session = begin(spec.role, root, session_path)
         base = AttemptRecord(n, str(root), iterations, "running", "", "", session["session_fingerprint"], argv=argv)
         self.progress(f"{spec.role} attempt {n}: {iterations} iterations into {root}")
-        env = {**scrub_env(self.env), **request.contract_env()}
+        env = {**scrub_env(self.env), **request.contract_env(), WORK_PATH_ENV: str(request.run_dir)}
         try:
             result = run_process(
-                argv, cwd=root, env=env, stdout_path=stem.with_name(f"attempt-{n}.stdout.log"),
+                argv, cwd=(spec.cwd or Path.cwd()).resolve(), env=env, stdout_path=stem.with_name(f"attempt-{n}.stdout.log"),
                 stderr_path=stem.with_name(f"attempt-{n}.stderr.log"), timeout_s=control.timeout_s,
             )
         except EnvironmentBlocker as exc:
@@ -313,6 +320,8 @@ def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> Pr
     if not ROUND_NAME.match(spec.round):
         raise UsageError(f"--round {spec.round!r}: expected letters, digits, '_', '.', '-'")
     spec.control.check()
+    backend, cwd = at_workdir(spec.backend, spec.cwd)  # the producer runs where the workload's trials run
+    spec = replace(spec, backend=backend, cwd=cwd)
     first_window = spec.control.iterations if spec.control.iterations is not None else DEFAULT_PROFILE_ITERATIONS
     if first_window < spec.control.warmup + MIN_POST_WARMUP:
         raise UsageError(f"--iterations must be at least warm-up + {MIN_POST_WARMUP} ({spec.control.warmup + MIN_POST_WARMUP})")
