@@ -183,6 +183,8 @@ def test_task_sweep_probes_only_listed_values_and_blocks_the_others_as_not_liste
     assert "ready=false" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
     assert "未列出该取值" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
     assert [r.kind for r in read_records(session)][:4] == ["session_started", "phase_entry", "matrix_built", "matrix_frozen"]
+    built = next(r.data for r in read_records(session) if r.kind == "matrix_built")
+    assert (built["probed"], built["not_listed"], built["ready"]) == (15, 14, 1)
 
 
 def test_second_sweep_on_a_session_is_refused(tmp_path: Path) -> None:

@@ -58,11 +58,13 @@ def ensure_matrix(session: SweepSession, backend: Backend, say: Say) -> None:
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
                 seed_source=session.seed_config_path)
+    unlisted = sum(p["evidence"].get("task") is not None for p in probes)  # never probed: the task does not list them
     session.append(
         "matrix_built",
         {"probes": f"{PROBES_DIR}/probes.json", "probes_fingerprint": fingerprint(probes),
-         "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes),
-         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值已探测，{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
+         "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes), "not_listed": unlisted,
+         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值（{unlisted} 个任务未列出，未探测），"
+                       f"{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
     )
 
 
