@@ -196,8 +196,8 @@ def _help_hint(exc: click.ClickException) -> str:
 
 
 OUTPUT_LABELS: dict[str, dict[str, str]] = {
-    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接："},
-    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: "},
+    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接：", "scene": "失败现场："},
+    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: ", "scene": "Failure scene: "},
 }
 """Labels of the lines that say where a command's outputs are, per ``--lang``."""
 

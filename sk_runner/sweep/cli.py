@@ -41,6 +41,12 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
     click.echo(f"{labels['report']}{outcome.report}")
     click.echo(f"{labels['html']}{outcome.html}")
     click.echo(f"{labels['handoff']}{outcome.handoff}")
+    if outcome.outcome != "base":  # a session stopped at O0: where its failure is, as the report and hand-off say
+        from sk_analytics.strict_json import load_json_file
+
+        scene = ((load_json_file(outcome.handoff).get("stop") or {}).get("evidence") or {}).get("scene")
+        if scene:
+            click.echo(f"{labels['scene']}{session.root / scene}")
     return EXIT_OK if outcome.outcome == "base" else EXIT_NEGATIVE
 
 
@@ -49,7 +55,9 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
 @click.option("--resume", "resume", type=PathArg(file_okay=False, path_type=Path), help="Continue an interrupted session.")
 @click.option("--demo", is_flag=True, help="A complete sweep on the simulated device with the default network.")
 @click.option("--session", "session_dir", type=PathArg(file_okay=False, path_type=Path), help="Folder of a new session.")
-@click.option("--plan-only", is_flag=True, help="With --task: validate and print the plan, run nothing.")
+@click.option("--plan-only", is_flag=True,
+              help="With --task: validate, check the workload command (executable, placeholders) and print the plan "
+                   "with the resolved command of every mode; run nothing.")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="With --demo: simulator network (default moe-decode).")
 @click.option("--seed", default=2026, show_default=True, type=int, help="With --demo: session seed.")
 @click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
@@ -95,11 +103,13 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
             request = replace(request, need=demo_need(session))
         return run_and_print(session, lang, quiet, request)
     from sk_runner.sweep.phase import enter_phase
+    from sk_runner.sweep.plan import workload_plan
 
     assert task is not None
     request = lease_request(lease_root, device_ids, lease_timeout)
     session, plan = enter_phase(task, session_dir)
-    click.echo(json.dumps(plan, ensure_ascii=False, indent=2))
+    # the recorded plan (formats.md §8) plus what each mode of the workload will run, resolved
+    click.echo(json.dumps({**plan, "workload": workload_plan(session)}, ensure_ascii=False, indent=2))
     if plan_only:
         return EXIT_OK
     return run_and_print(session, lang, quiet, request)
