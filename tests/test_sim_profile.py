@@ -119,10 +119,19 @@ def test_kernel_details_real_header_rows_and_exact_times(profiled: Path) -> None
 
 def test_trace_view_and_task_time(profiled: Path) -> None:
     trace = json.loads(_one(profiled, "*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").read_text())
-    events = [e for e in trace if e["ph"] == "X"]
+    names = {(e["pid"], e["args"]["name"]) for e in trace if e["ph"] == "M" and e["name"] == "process_name"}
+    device_pid = next(pid for pid, name in names if name == "Ascend Hardware")
+    host_pid = next(pid for pid, name in names if name == "Python")
+    events = [e for e in trace if e["ph"] == "X" and e["pid"] == device_pid]
     details = parse_kernel_details(_one(profiled, "*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")).frame
     assert len(events) == details.height
     assert events[0]["ts"] == details["start_text"][0]
+    # the host marks: one ProfilerStep#<n> per decode step, holding that step's device tasks
+    steps = [e for e in trace if e["ph"] == "X" and e["pid"] == host_pid]
+    assert [e["name"] for e in steps] == [f"ProfilerStep#{n}" for n in range(1, ITERATIONS + 1)]
+    assert all(e["cat"] == "cpu_op" for e in steps)
+    first = details.filter(pl.col("step_id") == 1)
+    assert float(steps[0]["ts"]) <= first["start_ns"].min() / 1000 <= float(steps[1]["ts"])
     task_time = _one(profiled, "*_ascend_pt/PROF_*/mindstudio_profiler_output/task_time_*.csv").read_text().splitlines()
     assert task_time[0].startswith("Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us)")
     assert len(task_time) == details.height + 1
