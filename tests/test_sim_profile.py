@@ -351,7 +351,10 @@ def test_profile_ranks_limits_the_profiled_ranks(tmp_path: Path) -> None:
 def test_db_export_of_every_rank(tmp_path: Path) -> None:
     run_dir = _profile(tmp_path, "db", profile_ranks="all", export_type="db", iterations=6)
     dbs = sorted(p.name for p in run_dir.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/*.db"))
-    assert dbs == ["ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
+    assert dbs == ["analysis.db", "analysis.db", "ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
+    # as the public DB export sample: the databases and profiler_info_<rank>.json, no PROF_* folder
+    for folder in run_dir.glob("*_ascend_pt"):
+        assert {p.name for p in folder.iterdir()} == {"ASCEND_PROFILER_OUTPUT", f"profiler_info_{json.loads(next(folder.glob('profiler_info_*.json')).read_text())['rank_id']}.json"}
     for rank in (0, 1):
         path = _one(run_dir, f"*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db")
         with sqlite3.connect(path) as db:

@@ -32,7 +32,7 @@ from sk_analytics.atomic import atomic_dir
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.model import StepModel
 from sk_runner.sim.profiler_comm import communication_matrix_text, communication_text
-from sk_runner.sim.profiler_db import db_name, write_profiler_db
+from sk_runner.sim.profiler_db import db_name, write_analysis_db, write_profiler_db
 from sk_runner.sim.profiler_layout import CORE_MHZ, collection, export_stamp, prof_collection_files, profiler_info, profiler_metadata
 from sk_runner.sim.naming import GraphNames
 from sk_runner.sim.timeline import Timeline, step_starts
@@ -341,6 +341,8 @@ def write_profiler_output(run_dir: Path, ids: ProcessIds, model: StepModel, name
             with open(target, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
         if export_type == "db":
-            write_profiler_db(tmp / paths.db.relative_to(paths.root), rows, rts_model_id=ids.rts_model_id, device_id=ids.device_id,
-                              rank=ids.rank, pid=ids.pid)
+            db = tmp / paths.db.relative_to(paths.root)
+            write_profiler_db(db, rows, rts_model_id=ids.rts_model_id, device_id=ids.device_id, rank=ids.rank, pid=ids.pid, spans=spans,
+                              host=ids.host)
+            write_analysis_db(db.parent / "analysis.db", step_trace_frame(rows, spans), rows.filter(pl.col("core") == "COMMUNICATION"), group)
     return paths
