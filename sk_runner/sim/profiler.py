@@ -5,8 +5,11 @@ Text export (``data_simplification=False``, so msprof's intermediate folder stay
 communication.json, communication_matrix.json}``, ``profiler_info_<rank>.json`` and
 ``profiler_metadata.json`` at the top, and the complete
 ``PROF_<n>_<ts>_<letters>/`` folder: ``host/`` and ``device_<id>/`` collection
-files (:mod:`.profiler_layout`), ``mindstudio_profiler_output/{op_summary,
-task_time, step_trace}_<stamp>.csv`` and ``analyze/communication*.json``.
+files (:mod:`.profiler_layout`) and ``mindstudio_profiler_output/{op_summary,
+task_time, step_trace}_<stamp>.csv`` (no ``analyze/``: msprof's own communication
+analysis and its ``msprof_<stamp>.json`` timeline are not simulated, so msprof-analyze
+reads this rank through ``ASCEND_PROFILER_OUTPUT/``, as it does whenever
+``profiler_info_<rank>.json`` is present).
 With ``export_type="db"`` instead the SQLite export
 ``ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_<rank>.db`` (:mod:`.profiler_db`)
 and ``profiler_info_<rank>.json``, as the public DB export sample holds (no
@@ -320,8 +323,6 @@ def profiler_files(ids: ProcessIds, paths: ProfilerPaths, rows: pl.DataFrame, sp
         f"{prof}/mindstudio_profiler_output/task_time_{stamp}.csv": task_time_text(rows, ids.device_id),
         f"{prof}/mindstudio_profiler_output/op_summary_{stamp}.csv": op_summary_text(rows, ids.rts_model_id, ids.device_id),
         f"{prof}/mindstudio_profiler_output/step_trace_{stamp}.csv": msprof_step_trace_text(spans, ids.rts_model_id, ids.device_id),
-        f"{prof}/analyze/communication.json": comm,
-        f"{prof}/analyze/communication_matrix.json": matrix,
     }
     return files
 
