@@ -217,3 +217,30 @@ def test_atomic_dir_is_complete_or_absent(tmp_path: Path) -> None:
     with pytest.raises(OSError), atomic_dir(target) as tmp:  # never merged into an existing folder
         (tmp / "c").write_text("y")
     assert [p.name for p in tmp_path.iterdir()] == ["rank_ascend_pt"]
+
+
+def _ns(event: dict) -> tuple[int, int]:
+    """(start, end) in integer ns: ``ts`` is epoch µs text with 3 decimals (a float has only ~0.25 µs there)."""
+    start = int(event["ts"].replace(".", ""))
+    return start, start + round(event["dur"] * 1000)
+
+
+def test_overlap_analysis_tiles_each_step(text_run: Path) -> None:
+    """trace_view's Overlap Analysis: Computing, Communication(Not Overlapped) and Free segments tile every
+    step without overlap, and their sums are step_trace_time.csv's columns."""
+    folder = _rank_folder(text_run, 0)
+    trace = json.loads((folder / "ASCEND_PROFILER_OUTPUT/trace_view.json").read_text())
+    pid = next(e["pid"] for e in trace if e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"] == "Overlap Analysis")
+    threads = {e["args"]["name"]: e["tid"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == pid}
+    assert threads == {"Computing": 0, "Communication": 1, "Communication(Not Overlapped)": 2, "Free": 3}
+    marks = sorted(_ns(e) for e in trace if e.get("name", "").startswith("ProfilerStep#"))
+    segments = [e for e in trace if e["ph"] == "X" and e["pid"] == pid]
+    assert all(threads[e["name"]] == e["tid"] for e in segments)
+    for (start, end), row in zip(marks, _csv(folder / "ASCEND_PROFILER_OUTPUT/step_trace_time.csv"), strict=True):
+        inside = [(e["name"], *_ns(e)) for e in segments if start <= _ns(e)[0] < end]
+        tiles = sorted((s, e) for name, s, e in inside if name != "Communication")
+        assert tiles[0][0] == start and tiles[-1][1] == end
+        assert all(b[0] == a[1] for a, b in zip(tiles, tiles[1:]))  # contiguous, no overlap
+        for name in ("Computing", "Free", "Communication", "Communication(Not Overlapped)"):
+            total_us = sum(e - s for n, s, e in inside if n == name) / 1000
+            assert total_us == pytest.approx(float(row[name]), abs=0.002), (name, row["Step"])

@@ -36,6 +36,7 @@ from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.model import StepModel
 from sk_runner.sim.profiler_comm import communication_matrix_text, communication_text
 from sk_runner.sim.profiler_db import db_name, write_analysis_db, write_profiler_db
+from sk_runner.sim.profiler_overlap import THREADS, overlap_segments
 from sk_runner.sim.profiler_layout import CORE_MHZ, collection, export_stamp, prof_collection_files, profiler_info, profiler_metadata
 from sk_runner.sim.naming import GraphNames
 from sk_runner.sim.timeline import Timeline, step_starts
@@ -201,51 +202,44 @@ def step_spans(decode_ms: np.ndarray, first_iteration: int, steps: int, host_bas
     return pl.DataFrame({"step": idx + 1, "step_start_ns": starts[idx], "step_end_ns": ends[idx]})
 
 
-def _covered_ns(frame: pl.DataFrame) -> pl.DataFrame:
-    """Per step, the length of the union of the ``[s, e)`` intervals (ns): each interval adds what
-    lies beyond the furthest end of the intervals that started before it."""
-    reach = pl.col("e").cum_max().shift(1).over("step", order_by="s")
-    return (
-        frame.with_columns(reach.alias("reach"))
-        .with_columns((pl.col("e") - pl.max_horizontal("s", pl.col("reach").fill_null(pl.col("s")))).clip(lower_bound=0).alias("new"))
-        .group_by("step")
-        .agg(pl.col("new").sum())
-    )
-
-
-def step_trace_frame(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
-    """torch_npu's step breakdown (µs): Computing = time some compute task runs, Communication = time
-    some hcom task runs, Overlapped = both, Free = neither, so Computing + Communication(Not
-    Overlapped) + Free is the step's wall time. Tasks are clipped to their step."""
-    tasks = rows.join(spans, on="step").select(
+def step_tasks(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """``step, comm, s, e``: every task clipped to its step (host ns); ``comm`` for the hcom tasks."""
+    return rows.join(spans, on="step").select(
         "step",
         (pl.col("core") == "COMMUNICATION").alias("comm"),
         pl.max_horizontal("start_ns", "step_start_ns").alias("s"),
         pl.min_horizontal(pl.col("start_ns") + pl.col("dur_ns"), "step_end_ns").alias("e"),
     )
-    parts = {name: _covered_ns(sel).rename({"new": name}) for name, sel in
-             (("compute", tasks.filter(~pl.col("comm"))), ("comm", tasks.filter(pl.col("comm"))), ("busy", tasks))}  # fmt: skip
-    table = spans.with_columns((pl.col("step_end_ns") - pl.col("step_start_ns")).alias("wall"))
-    for name, part in parts.items():
-        table = table.join(part, on="step", how="left", maintain_order="left")
-    table = table.fill_null(0)
-    overlap = pl.col("compute") + pl.col("comm") - pl.col("busy")
-    return table.select(
-        "step",
-        (pl.col("compute") / 1000.0).alias("computing"),
-        ((pl.col("comm") - overlap) / 1000.0).alias("comm_not_overlapped"),
-        (overlap / 1000.0).alias("overlapped"),
-        (pl.col("comm") / 1000.0).alias("communication"),
-        ((pl.col("wall") - pl.col("busy")) / 1000.0).alias("free"),
-        (pl.col("wall") / 1000.0).alias("wall"),
-    ).sort("step")
 
 
-def step_trace_text(rows: pl.DataFrame, spans: pl.DataFrame) -> str:
+def step_trace_frame(rows: pl.DataFrame, spans: pl.DataFrame, overlap: pl.DataFrame | None = None) -> pl.DataFrame:
+    """torch_npu's step breakdown (µs), the sums of the Overlap Analysis segments
+    (:func:`~sk_runner.sim.profiler_overlap.overlap_segments`): Computing = time some compute task
+    runs, Communication = time some hcom task runs, Overlapped = both, Free = neither, so Computing +
+    Communication(Not Overlapped) + Free is the step's wall time."""
+    if overlap is None:
+        overlap = overlap_segments(step_tasks(rows, spans), spans)
+    sums = overlap.group_by("step").agg(
+        *[((pl.col("e") - pl.col("s")).filter(pl.col("name") == name).sum() / 1000.0).alias(alias)
+          for name, alias in (("Computing", "computing"), ("Communication(Not Overlapped)", "comm_not_overlapped"),
+                              ("Communication", "communication"), ("Free", "free"))]
+    )  # fmt: skip
+    return (
+        spans.join(sums, on="step", how="left")
+        .with_columns(pl.col("computing", "comm_not_overlapped", "communication", "free").fill_null(0.0))
+        .select(
+            "step", "computing", "comm_not_overlapped", (pl.col("communication") - pl.col("comm_not_overlapped")).alias("overlapped"),
+            "communication", "free", ((pl.col("step_end_ns") - pl.col("step_start_ns")) / 1000.0).alias("wall"),
+        )
+        .sort("step")
+    )
+
+
+def step_trace_text(rows: pl.DataFrame, spans: pl.DataFrame, overlap: pl.DataFrame | None = None) -> str:
     """``step_trace_time.csv``: one row per decode step (µs, 3 decimals); no pipeline stages, so Stage,
     Bubble and Preparing are 0 and nothing is received apart from the collective ops."""
     f3 = lambda c: pl.col(c).round(3).cast(pl.Utf8)  # noqa: E731
-    lines = step_trace_frame(rows, spans).select(
+    lines = step_trace_frame(rows, spans, overlap).select(
         pl.concat_str([pl.col("step").cast(pl.Utf8), f3("computing"), f3("comm_not_overlapped"), f3("overlapped"), f3("communication"),
                        f3("free"), pl.lit("0"), pl.lit("0"), f3("comm_not_overlapped"), pl.lit("0")], separator=",")  # fmt: skip
     ).to_series()
@@ -263,10 +257,13 @@ def msprof_step_trace_text(spans: pl.DataFrame, rts_model_id: int, device_id: in
     return MSPROF_STEP_TRACE_HEADER + "\n" + "\n".join(lines.to_list()) + "\n"
 
 
-def trace_view_text(rows: pl.DataFrame, rts_model_id: int, device_pid: int, spans: pl.DataFrame | None = None, host_pid: int = 0) -> str:
+def trace_view_text(rows: pl.DataFrame, rts_model_id: int, device_pid: int, spans: pl.DataFrame | None = None, host_pid: int = 0,
+                    overlap: pl.DataFrame | None = None) -> str:
     """Chrome trace of the device tasks (host clock, ``ts`` as text with 3 decimals, as torch_npu writes it);
     with ``spans`` also the host process ``Python`` with one ``ProfilerStep#<n>`` (``cpu_op``) per decode step,
-    the marks by which tools cut the timeline into steps.
+    the marks by which tools cut the timeline into steps; with ``overlap``
+    (:func:`~sk_runner.sim.profiler_overlap.overlap_segments`) the ``Overlap Analysis`` process
+    (pid ``device_pid + 1``) whose segments tools sum into computing, communication and free time.
 
     Kernel and SK names are ``[A-Za-z0-9_]`` only, so they need no JSON escaping."""
     meta: list[dict[str, object]] = []
@@ -286,6 +283,15 @@ def trace_view_text(rows: pl.DataFrame, rts_model_id: int, device_pid: int, span
         {"name": "thread_name", "ph": "M", "pid": device_pid, "tid": int(s), "args": {"name": f"Stream {int(s)}"}}
         for s in rows.get_column("stream_id").unique().sort().to_list()
     ]
+    segments: list[str] = []
+    if overlap is not None:
+        opid = device_pid + 1
+        meta += [{"ph": "M", "name": "process_name", "pid": opid, "tid": 0, "args": {"name": "Overlap Analysis"}}]
+        meta += [{"ph": "M", "name": "thread_name", "pid": opid, "tid": tid, "args": {"name": name}} for name, tid in THREADS.items()]
+        segments = overlap.select(
+            pl.concat_str([pl.lit('{"name":"'), pl.col("name"), pl.lit(f'","pid":{opid},"tid":'), pl.col("name").replace_strict(THREADS).cast(pl.Utf8),
+                           pl.lit(',"ts":"'), _us3(pl.col("s")), pl.lit('","dur":'), _us3(pl.col("e") - pl.col("s")), pl.lit(',"ph":"X"}')])  # fmt: skip
+        ).to_series().to_list()
     head = ",\n".join(json.dumps(m, separators=(",", ":")) for m in meta)
     events = rows.select(
         pl.concat_str(
@@ -297,7 +303,7 @@ def trace_view_text(rows: pl.DataFrame, rts_model_id: int, device_pid: int, span
             ]
         ).alias("line")
     ).get_column("line")
-    return "[\n" + head + ",\n" + ",\n".join(steps + events.to_list()) + "\n]\n"
+    return "[\n" + head + ",\n" + ",\n".join(steps + events.to_list() + segments) + "\n]\n"
 
 
 def profiler_files(ids: ProcessIds, paths: ProfilerPaths, rows: pl.DataFrame, spans: pl.DataFrame, *, group: str,
@@ -312,11 +318,12 @@ def profiler_files(ids: ProcessIds, paths: ProfilerPaths, rows: pl.DataFrame, sp
     out = paths.kernel_details.parent.name
     prof = paths.prof.name
     stamp = export_stamp(c)
+    overlap = overlap_segments(step_tasks(rows, spans), spans)
     files |= {
         "profiler_metadata.json": json.dumps(profiler_metadata(env), indent=4),
         f"{out}/kernel_details.csv": kernel_details_text(rows, ids.rts_model_id, ids.device_id),
-        f"{out}/trace_view.json": trace_view_text(rows, ids.rts_model_id, device_pid=2, spans=spans, host_pid=ids.pid),
-        f"{out}/step_trace_time.csv": step_trace_text(rows, spans),
+        f"{out}/trace_view.json": trace_view_text(rows, ids.rts_model_id, device_pid=2, spans=spans, host_pid=ids.pid, overlap=overlap),
+        f"{out}/step_trace_time.csv": step_trace_text(rows, spans, overlap),
         f"{out}/communication.json": comm,
         f"{out}/communication_matrix.json": matrix,
         **{f"{prof}/{name}": text for name, text in prof_collection_files(ids, c, prof).items()},
