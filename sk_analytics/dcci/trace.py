@@ -1,11 +1,12 @@
 """``dcci-diff --trace-out``: the pair's SK timelines as one Chrome trace (trace event format).
 
-MindStudio Insight, Perfetto and chrome://tracing open it. One process per
-rank and side (``rank <r> baseline`` above ``rank <r> candidate``), each with
-a thread of SK launches and a thread of the children of the SKs that
-dcci-diff decomposed. Every side's track starts at 0 µs (its first analysed
-launch), so the two sides of a rank line up launch for launch and the
-candidate's slower SKs push its track to the right. An SK launch is a
+It is in the trace event format that MindStudio Insight, Perfetto and
+chrome://tracing open. One process per rank and side (``rank <r> baseline``
+above ``rank <r> candidate``), each with a thread of SK launches and a thread
+of the children of the SKs that dcci-diff decomposed. Every side's track
+starts at 0 µs (its first analysed launch), so the two sides of a rank line
+up launch for launch and the candidate's slower SKs push its track to the
+right. An SK launch is a
 complete event (``ph: X``, ``ts``/``dur`` in µs) named by its structure;
 ``args`` carry its dcci-diff ``uid``, class and median delta. The SKs
 dcci-diff classed ``significantly_slower`` (on that rank) are flagged on both

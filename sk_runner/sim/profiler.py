@@ -56,7 +56,10 @@ STEP_TRACE_HEADER = (
     "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
     "Communication(Not Overlapped and Exclude Receive),Preparing"
 )
-OP_SUMMARY_HEADER = "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),Task Duration(us),Task Wait Time(us)," + KERNEL_DETAILS_HEADER.split(",Wait Time(us),", 1)[1]
+OP_SUMMARY_HEADER = (
+    "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),Task Duration(us),Task Wait Time(us),"
+    + KERNEL_DETAILS_HEADER.split(",Wait Time(us),", 1)[1]
+)
 """msprof's ``op_summary`` header: its base columns, then the tensor and metric columns of kernel_details."""
 MSPROF_STEP_TRACE_HEADER = ("Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),FP to BP Time(us),"
                             "Iteration Refresh(us),Data Aug Bound(us),Model ID")  # fmt: skip
