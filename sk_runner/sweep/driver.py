@@ -18,6 +18,7 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
+from sk_analytics.evidence import drop_unreferenced_manifests
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
@@ -141,6 +142,7 @@ def run_sweep(
     step = _Step()
     try:
         lifetime.attach(session.root)  # survivors of an earlier sk-run on this session die before anything starts
+        drop_unreferenced_manifests(session.root, read_records(session.root))  # of an append cut short: vouch for nothing
         return _loop(session, say, lang, max_actions, on_action, step)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
