@@ -2,7 +2,8 @@
 
 Session-scoped and set in ``os.environ`` before any other fixture (autouse
 fixtures of a scope run first), so the sweeps, CLIs and Ray workers the tests
-start sign with it too. No test writes into ``~``.
+start sign with it too. No test writes into ``~``. Every process of the run gets a
+fresh ``TMPDIR`` that must be empty when the run ends (``tests/tmp_guard.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sk_analytics.signing import KEY_ENV, TRUSTED_ENV
+from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
 
 
 @pytest.fixture(scope="session", autouse=True)
