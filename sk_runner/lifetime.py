@@ -1,7 +1,8 @@
-"""The one owner of process lifetimes: every process sk-run starts dies with it.
+"""Owner of process lifetimes: every process sk-run starts dies with it.
 
-Three layers, so that no workload outlives the sk-run that started it (docs/faults.md
-"Processes and signals"):
+On Linux each workload runs under a keeper (:mod:`sk_runner.keeper`), a child subreaper
+that ends every descendant when the workload or sk-run ends. Three more layers, so that
+no workload outlives the sk-run that started it (docs/faults.md "Processes and signals"):
 
 1. **Marker.** Each process started through :func:`sk_runner.process.run_process`
    gets ``SK_TUNE_LIFETIME=<token>.<n>`` in its environment (appended to the markers

@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from process_helpers import keepers_below
 
 from sk_analytics.errors import EnvironmentBlocker
+from sk_runner import keeper
 from sk_runner.process import group_alive, process_alive, run_process
 
 PY = sys.executable
@@ -86,3 +88,26 @@ def test_missing_working_directory_is_named_not_the_executable(tmp_path: Path) -
     with pytest.raises(EnvironmentBlocker, match=r"working directory .*gone does not exist"):
         run_process([sys.executable, "-c", "pass"], cwd=tmp_path / "gone", env={}, stdout_path=tmp_path / "o",
                     stderr_path=tmp_path / "e", timeout_s=1)
+
+
+def test_workload_gets_exactly_its_environment_and_default_signal_dispositions(tmp_path: Path) -> None:
+    """Started under a keeper (a Python process), the workload still sees only the environment given plus
+    its marker (no LC_CTYPE from Python's locale coercion) and ignores no signal (Python ignores SIGPIPE)."""
+    res = run_process(["/bin/sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ; grep SigIgn /proc/$$/status"], cwd=tmp_path,
+                      env={"PATH": os.environ.get("PATH", ""), "MARK": "m1"}, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+                      timeout_s=30)
+    assert res.ok, (tmp_path / "e").read_text()
+    lines = (tmp_path / "o").read_text().splitlines()
+    assert sorted(line.split("=", 1)[0] for line in lines[:-1]) == ["MARK", "PATH", "SK_TUNE_LIFETIME"]
+    assert lines[-1].split() == ["SigIgn:", "0000000000000000"]
+
+
+@pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's")
+def test_the_keeper_is_the_workloads_parent_and_is_gone_with_it(tmp_path: Path) -> None:
+    res = run_process([PY, "-c", "import os; print(os.getppid())"], cwd=tmp_path, env={}, stdout_path=tmp_path / "o",
+                      stderr_path=tmp_path / "e", timeout_s=30)
+    parent = int((tmp_path / "o").read_text())
+    assert res.ok and parent != os.getpid()  # the keeper
+    assert not process_alive(parent)
+    assert keepers_below(os.getpid()) == []
+
