@@ -136,9 +136,11 @@ class Kept:
         """Let the keeper end the workload's subtree and exit; ``kill``: at once (SIGKILL), else after the
         workload ended (TERM, then KILL after the grace period). Returns when the keeper has exited."""
         deadline = time.monotonic() + self.grace_s + 30.0
-        while not (kill or self.done) and time.monotonic() < deadline:
-            self._read(max(0.0, deadline - time.monotonic()))
-        self._hang_up()  # end of file: the keeper kills what is left at once
+        try:
+            while not (kill or self.done) and time.monotonic() < deadline:
+                self._read(max(0.0, deadline - time.monotonic()))
+        finally:  # also when an interrupt cuts the wait short
+            self._hang_up()  # end of file: the keeper kills what is left at once
         try:
             self.keeper.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:  # a keeper that does not finish: its subtree is left to the watchdog's scan

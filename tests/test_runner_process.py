@@ -111,3 +111,41 @@ def test_the_keeper_is_the_workloads_parent_and_is_gone_with_it(tmp_path: Path) 
     assert not process_alive(parent)
     assert keepers_below(os.getpid()) == []
 
+
+
+@pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_keeper_killed_under_a_running_workload(tmp_path: Path, sig: signal.Signals) -> None:
+    """Someone signals the keeper mid-run. SIGTERM: it first kills its whole subtree, the setsid escapee too;
+    SIGKILL: the workload dies with it (parent-death signal), and the escapee, which kept its marker, is ended
+    by run_process when the workload is. Either way the run ends as killed and nothing is left."""
+    code = ("import os, signal, sys, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "    open('escapee.pid', 'w').write(str(os.getpid())); time.sleep(300)\n"
+            "time.sleep(300)\n")
+    workload: list[int] = []
+
+    def signal_keeper(pid: int) -> None:
+        workload.append(pid)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "escapee.pid").is_file() or not (tmp_path / "escapee.pid").read_text():
+            assert time.monotonic() < deadline, "the escapee never started"
+            time.sleep(0.02)
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert ppid != os.getpid() and ppid in keepers_below(os.getpid())
+        os.kill(ppid, sig)
+
+    res = run_process([PY, "-c", code], cwd=tmp_path, env={}, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+                      timeout_s=120, on_start=signal_keeper)
+    escapee = int((tmp_path / "escapee.pid").read_text())
+    try:
+        assert res.signal == signal.SIGKILL and not res.timed_out
+        assert not process_alive(workload[0]) and not process_alive(escapee)
+        assert keepers_below(os.getpid()) == []
+    finally:
+        for pid in (workload[0], escapee):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
