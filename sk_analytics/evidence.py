@@ -225,11 +225,14 @@ def unreferenced_manifests(root: Path, records: Sequence[Any]) -> list[tuple[str
 
 def drop_unreferenced_manifests(root: Path, records: Sequence[Any]) -> list[str]:
     """Remove the manifests (``EVIDENCE/bind-<ns>.json``) no record of ``records`` names: each is what an
-    append cut short between its manifest and its record left behind. Other files are left for
-    ``ledger verify`` to report. Call where no other writer binds (under the sweep's lock)."""
+    append cut short between its manifest and its record left behind, and the files it listed are
+    bound again by the next record. Other files are left for ``ledger verify`` to report. Call where
+    no other writer binds (under the sweep's lock)."""
     dropped = [rel for rel, manifest_named in unreferenced_manifests(root, records) if manifest_named]
     for rel in dropped:
         (Path(root) / rel).unlink(missing_ok=True)
+    if dropped:  # what this process bound into them is vouched for by no record: bind it again from the records
+        forget(root)
     return dropped
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _received: int | None = None
@@ -53,13 +54,14 @@ def _on_signal(signum: int, frame: Any) -> None:
     raise Interrupted(signum)
 
 
-def install() -> None:
-    """SIGINT/SIGTERM -> recorded, then :class:`Interrupted` (main thread only; an ignored signal stays ignored)."""
+def install(handler: Callable[[int, Any], None] = _on_signal) -> None:
+    """SIGINT/SIGTERM -> ``handler`` (by default: recorded, then :class:`Interrupted`); main thread only,
+    an ignored signal stays ignored. A handler of its own must call :func:`note` first."""
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, _on_signal)
+            signal.signal(sig, handler)
 
 
 def hold_at_exit() -> None:

@@ -85,12 +85,8 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def install_signal_handlers() -> None:
-    """SIGINT/SIGTERM -> :class:`Interrupted` (main thread only; no-op elsewhere)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, _on_signal)
+    """SIGINT/SIGTERM -> :class:`Interrupted`, held back while a process starts (main thread only; no-op elsewhere)."""
+    interrupts.install(_on_signal)
 
 
 @contextmanager

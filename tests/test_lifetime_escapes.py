@@ -24,6 +24,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,20 @@ def escaper(tmp_path: Path) -> Iterator[Escaper]:
         os.close(side.fd)
 
 
-def _start(tmp_path: Path, escaper: Escaper, mode: str, timeout_s: float = 300) -> subprocess.Popen[bytes]:
+@contextmanager
+def _sk_run(tmp_path: Path, escaper: Escaper, mode: str, timeout_s: float = 300) -> Iterator[subprocess.Popen[bytes]]:
+    """``sk-run trial`` whose workload starts the escaper; out of the block sk-run is gone (SIGKILL if need be)
+    and the escaper has started and escaped."""
+    proc = _start(tmp_path, escaper, mode, timeout_s)
+    try:
+        _escaped(proc, escaper, mode)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _start(tmp_path: Path, escaper: Escaper, mode: str, timeout_s: float) -> subprocess.Popen[bytes]:
     """``sk-run trial`` whose workload starts the escaper."""
     (tmp_path / "workload.py").write_text(WORKLOAD)
     (tmp_path / "base.json").write_text(json.dumps(BASE_CONFIG))
@@ -159,40 +173,28 @@ def _escaped(proc: subprocess.Popen[bytes], escaper: Escaper, mode: str) -> None
 
 @pytest.mark.parametrize("mode", ["reexec", "hopper"])
 def test_escapers_die_with_a_sigkilled_sk_run(tmp_path: Path, escaper: Escaper, mode: str) -> None:
-    proc = _start(tmp_path, escaper, mode)
-    try:
-        _escaped(proc, escaper, mode)
+    with _sk_run(tmp_path, escaper, mode) as proc:
         proc.kill()
         proc.wait()
         assert escaper.gone(15), f"alive after SIGKILL of sk-run: {with_marker(escaper.marker)}"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.mark.parametrize("mode", ["reexec", "hopper"])
 def test_escapers_die_with_a_timed_out_workload(tmp_path: Path, escaper: Escaper, mode: str) -> None:
     """The timeout (generous: the escaper must have started before it) kills the workload; by the time
     sk-run has recorded the run and exited, nothing of it is left."""
-    proc = _start(tmp_path, escaper, mode, timeout_s=8)
-    try:
-        _escaped(proc, escaper, mode)
+    with _sk_run(tmp_path, escaper, mode, timeout_s=8) as proc:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode in (0, 1), err.decode()
         scene = load_json_file(next((tmp_path / "session").rglob("FAILURE_SCENES/attempt-1/scene.json")))
         assert scene["observable_failure"]["outcome"] == "timeout" and scene["observable_failure"]["timed_out"] is True
         assert escaper.gone(0), f"alive after the timeout: {with_marker(escaper.marker)}"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.mark.parametrize("mode", ["reexec", "hopper"])
 def test_escapers_die_when_sk_run_and_its_watchdog_are_sigkilled(tmp_path: Path, escaper: Escaper, mode: str) -> None:
     """No next sk-run needed: the keeper survives both (it carries no marker and leads no announced group)."""
-    proc = _start(tmp_path, escaper, mode)
-    try:
-        _escaped(proc, escaper, mode)
+    with _sk_run(tmp_path, escaper, mode) as proc:
         (record,) = [load_json_file(p) for p in (tmp_path / "session" / lifetime.TABLE_DIR).glob("*.json")]
         assert record["pid"] == proc.pid and record["watchdog_pid"]
         os.kill(record["watchdog_pid"], signal.SIGKILL)
@@ -200,6 +202,3 @@ def test_escapers_die_when_sk_run_and_its_watchdog_are_sigkilled(tmp_path: Path,
         proc.wait()
         assert escaper.gone(15), f"alive after SIGKILL of sk-run and its watchdog: {with_marker(escaper.marker)}"
         assert not process_alive(record["watchdog_pid"])
-    finally:
-        proc.kill()
-        proc.wait()
