@@ -25,7 +25,7 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--tables-out", "tables_out", type=PathArg(path_type=Path, file_okay=False),
               help="Also write the derived sk_occurrences/sk_children Parquet tables of both sides here.")
-@click.option("--trace-out", "trace_out", type=click.Path(path_type=Path, dir_okay=False),
+@click.option("--trace-out", "trace_out", type=PathArg(path_type=Path, dir_okay=False),
               help="Also write both sides' SK timelines as a Chrome trace (JSON; opens in MindStudio Insight, Perfetto, "
                    "chrome://tracing): per rank a baseline and a candidate process on aligned tracks, slower SKs and "
                    "their slower children flagged.")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from sk_analytics.interrupts import interrupt_of
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_runner.devices.options import lease_options, lease_request
 
@@ -34,8 +35,9 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
         click.echo(f"sk-run: warning: {notice}", err=True)
     try:
         outcome = run_sweep(session, say=say, lang=lang, lease=lease)
-    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: every started process is already killed
-        click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
+    except BaseException as exc:  # Ctrl-C / SIGTERM (also one Python wrapped): every started process is already killed
+        if interrupt_of(exc) is not None:
+            click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
         raise
     assert outcome is not None
     click.echo(f"{labels['report']}{outcome.report}")

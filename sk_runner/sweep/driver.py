@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
+from sk_analytics.evidence import drop_unreferenced_manifests
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
@@ -131,6 +132,7 @@ def run_sweep(
     held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
     try:
         lifetime.attach(session.root)
+        drop_unreferenced_manifests(session.root, read_records(session.root))  # of an append cut short: vouch for nothing
         return _loop(session, say, lang, max_actions, on_action, step, held)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
