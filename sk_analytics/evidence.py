@@ -40,6 +40,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import IntegrityError
 from sk_analytics.io_seam import reading
 from sk_analytics.strict_json import load_json_file
+from sk_analytics.stale_temps import is_leftover
 
 EVIDENCE_DIR = "EVIDENCE"
 MANIFEST_SCHEMA = "sk-tune-evidence-manifest-v1"
@@ -80,9 +81,10 @@ def is_machinery(rel: str) -> bool:
         return True
     if parts[0] in _TOP_DIRS and len(parts) > 1:
         return True
-    # only the lock names sk-tune creates (a round's sk_runner.trial.spec.LOCK_NAME; the top-level ones above):
-    # a planted ``notes.lock`` in BASE/ or a run is evidence-unvouched like any other file
-    return name == _ROUND_LOCK or (name.startswith(".") and name.endswith(".tmp"))
+    # only the lock and temp names sk-tune creates (a round's sk_runner.trial.spec.LOCK_NAME, the top-level ones
+    # above, an atomic write's or the ledger head's temp): a planted ``notes.lock`` in BASE/ or ``.notes.tmp`` in a
+    # run is evidence-unvouched like any other file
+    return name == _ROUND_LOCK or is_leftover(name)
 
 
 def walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:

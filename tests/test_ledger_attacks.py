@@ -177,6 +177,14 @@ def test_extra_file_in_base_named_like_a_lock(session: Path, name: str, capsys: 
     _refused(capsys, session, "evidence-unvouched", f"BASE/{name}")
 
 
+@pytest.mark.parametrize("name", [".notes.tmp", ".sbest-base.json.tmp", ".sbest-base.json.ABCDEFGH.tmp"])
+def test_extra_file_in_base_named_like_a_temp(session: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only sk-tune's own temp names (``.<target>.<8 of [a-z0-9_]>.tmp``) are machinery: a dot-file ending in ``.tmp``
+    of any other shape is a planted file."""
+    (session / "BASE" / name).write_text("{}", encoding="utf-8")
+    _refused(capsys, session, "evidence-unvouched", f"BASE/{name}")
+
+
 def test_config_base_points_to_edited(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = json.loads((session / "BASE/sbest-base.json").read_text(encoding="utf-8"))
     config = session / base["config_path"]
