@@ -3,7 +3,7 @@
 A 16- or 32-rank diagnostic collection holds millions of sk_prof events a side.
 Read at once, the span pass of every rank and its scratch (the streaming scan's
 buffers, the sort keys) were alive together, so the peak grew with the rank count
-(1.19 GB at 32 ranks against 0.63 GB at 8 on the demo network). Nothing of the
+(issue 34: 1.19 GB at 32 ranks against 0.63 GB at 8 on the demo network). Nothing of the
 cut crosses a process: an SK is (process, device, model, SK id), an occurrence
 is a launch of one SK, a child event belongs to a launch of its own SK. So
 :func:`~sk_analytics.dcci.occurrences.sk_occurrences` and
