@@ -87,7 +87,7 @@ def measure(task: str, path: Path, repeat: int) -> Measured:
 
 
 def ensure_csv(rows: int) -> Path:
-    from sk_runner.samples import VARIANTS, kernel_rows, write_kernel_details
+    from sk_runner.demo.samples import VARIANTS, kernel_rows, write_kernel_details
 
     path = DATA / f"kernel_details_{rows}.csv"
     if not path.exists():

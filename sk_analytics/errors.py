@@ -28,6 +28,9 @@ class SkTuneError(Exception):
     """Base of every error the product raises on purpose."""
 
     exit_code: int = EXIT_BAD_INPUT
+    details: tuple[str, ...] = ()
+    """Lines the CLIs print before :meth:`one_line`, one each: the items of an error that names several
+    (every task of a campaign no node can hold), so the user fixes them all at once."""
 
     def one_line(self) -> str:
         """The message the CLI prints (never more than one line)."""

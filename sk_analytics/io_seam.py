@@ -29,6 +29,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -113,6 +114,31 @@ def reading(path: str | os.PathLike[str], what: str = "", *, expected: str | Non
         yield
     except OSError as exc:
         raise read_error(path, exc, what, expected=expected) from exc
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of_mode(mode: int) -> str:
+    """What a non-regular file is, in words (``a folder`` …)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path, what: str) -> int:
+    """A read-only descriptor of ``path`` (symlinks followed), which must be a regular file.
+
+    Opened non-blocking so a FIFO in its place cannot hang the reader; an
+    OSError (missing, no permission, symlink loop) is left to the caller's
+    :func:`~sk_analytics.io_seam.reading`.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise InputError(path, f"cannot read {what}: {kind_of_mode(mode)}, not a regular file", expected=f"a regular file ({what})")
+    os.set_blocking(fd, True)
+    return fd
 
 
 # --------------------------------------------------------------------------- injection

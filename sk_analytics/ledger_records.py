@@ -118,7 +118,7 @@ def scan(path: Path) -> Scan:
 
 def _read_regular(path: Path, what: str) -> bytes:
     """The bytes of ``path``, which must be a regular file: a FIFO in its place is refused, never waited on."""
-    from sk_analytics.ingest.text_stream import open_regular
+    from sk_analytics.io_seam import open_regular
 
     with os.fdopen(open_regular(path, what), "rb") as fh:
         return fh.read()

@@ -85,6 +85,11 @@ TIMINGS = Table(
     partition_by=("round", "role", "run"),
 )
 
+WEIGHT = "weight"
+"""How many samples one row of a counted timings frame (or of the option trial's samples) stands for."""
+IN_WARMUP = "in_warmup"
+"""A counted timings frame's flag of decode samples inside the warm-up (kept for the bounds, left out of the statistics)."""
+
 RUNS = Table(
     "runs",
     "One row per clean process started by the runner.",

@@ -317,7 +317,7 @@ def trusted_keys(*, outside: str | os.PathLike[str] | None = None) -> TrustedKey
             "trusted-keys", path, f"no trusted-keys file (set {TRUSTED_ENV}, or sign once to create it with your own key)"
         ) from exc
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read forever
-        from sk_analytics.ingest.text_stream import kind_of_mode
+        from sk_analytics.io_seam import kind_of_mode
 
         raise SignatureError("trusted-keys", path, f"cannot read the trusted-keys file: {kind_of_mode(st.st_mode)}, not a regular file")
     cache_key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)

@@ -82,7 +82,7 @@ def witnessed(path: Path, identity: str) -> dict[int, str]:
     try:
         mode = path.stat().st_mode
         if not stat.S_ISREG(mode):  # a FIFO would block the read forever
-            from sk_analytics.ingest.text_stream import kind_of_mode
+            from sk_analytics.io_seam import kind_of_mode
 
             raise InputError(path, f"cannot read the witness: {kind_of_mode(mode)}, not a regular file",
                              expected="a readable witness.jsonl")

@@ -4,35 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sk_analytics.cli._base import LazyGroup, run_cli
-
-COMMANDS = {
-    "sim": "sk_runner.sim.cli:sim",
-    "trial": "sk_runner.trial_cli:trial",
-    "probe": "sk_runner.probe_cli:probe",
-    "profile": "sk_runner.profile_cli:profile",
-    "sweep": "sk_runner.sweep.cli:sweep",
-    "matrix": "sk_runner.sweep.matrix_cli:matrix",
-    "demo": "sk_runner.demo:demo",
-    "campaign": "sk_runner.campaign.cli:campaign",
-}
-
-
-SUMMARIES = {
-    "campaign": "Many Stage O sessions on a fleet, each pinned to one server (see docs/campaign.md).",
-    "demo": "Run a complete Stage O sweep on the simulated device (default network) and print where the report is; "
-            "--samples: the small ingest-only sample session.",
-    "matrix": "Build (init) and seal (freeze) the winner option matrix of a session.",
-    "probe": "Probe exact option values: ready only when the wrapper accepts the value and super_kernel.log does not report "
-             "it as invalid-and-defaulted. Exit 0 when every value is ready, 1 when one is not, 3 for the environment.",
-    "profile": "Collect a diagnostic profile into a new, contract-sealed root (protocol §6).",
-    "sim": "Run the simulated SK device as one workload process (see docs/simulator.md).",
-    "sweep": "Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).",
-    "trial": "Run one clean, fingerprinted trial: probe the changed value, run correctness, then N fresh processes; resume "
-             "or top up a trial by running the same command again. Workload args after '--' may use {config}, {run_dir}, {seed}.",
-}  # fmt: skip
-"""First help paragraph of each command: ``sk-run --help`` lists them without importing them
-(tests/test_cli_help_speed.py keeps them equal to the commands' help)."""
+from sk_analytics.cli._base import LazyGroup, run_main
+from sk_runner.commands import COMMANDS, SUMMARIES
 
 
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, summaries=SUMMARIES, context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,13 +16,7 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from sk_runner.lifetime import Interrupted, hold_signals_at_exit, install_signal_handlers
+    from sk_runner.process.lifetime import install_signal_handlers
 
     install_signal_handlers()  # SIGINT -> exit 130, SIGTERM -> 143; never lost while a process starts
-    try:
-        code = run_cli(cli, "sk-run", argv)
-    except Interrupted as exc:  # landed between the command's return and here: still an interrupt, never a traceback
-        code = exc.exit_code
-    finally:
-        hold_signals_at_exit()
-    raise SystemExit(code)
+    raise SystemExit(run_main(cli, "sk-run", argv))

@@ -1,8 +1,10 @@
-"""Test-wide setup: a signing key and trusted-keys file of the test run, never the user's.
+"""Test-wide setup: a signing key and trusted-keys file of the test run, never the user's; the run's own
+simulated-device registry and no inherited device lease.
 
 Session-scoped and set in ``os.environ`` before any other fixture (autouse
 fixtures of a scope run first), so the sweeps, CLIs and Ray workers the tests
-start sign with it too. No test writes into ``~``.
+start sign with it too. No test writes into ``~`` or the user's registry in the temp folder. Every process of the run
+gets a fresh ``TMPDIR`` that must be empty when the run ends (``tests/tmp_guard.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from sk_analytics.signing import KEY_ENV, TRUSTED_ENV
+from sk_runner.devices.markers import DEVICES_ENV, MARKERS, ROOT_ENV, TIMEOUT_ENV, VISIBLE
+from sk_runner.devices.registry import REGISTRY_ENV
+from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -24,3 +29,15 @@ def signing_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         mp.setenv(KEY_ENV, str(key))
         mp.setenv(TRUSTED_ENV, str(folder / "trusted_keys"))
         yield key
+
+
+@pytest.fixture(scope="session", autouse=True)
+def simulated_devices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The run's simulated-device occupancy registry (each xdist worker its own); no lease markers, lease defaults or
+    device mask from the shell that started pytest. Yields the registry folder."""
+    registry = tmp_path_factory.mktemp("sim-devices")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(REGISTRY_ENV, str(registry))
+        for name in (*MARKERS, ROOT_ENV, DEVICES_ENV, TIMEOUT_ENV, VISIBLE):
+            mp.delenv(name, raising=False)
+        yield registry

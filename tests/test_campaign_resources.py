@@ -126,6 +126,29 @@ def test_refused_campaign_leaves_no_root_and_names_the_task(tmp_path: Path, monk
         assert not root.exists()
 
 
+@pytest.mark.parametrize("first", [[], [{"NPU": 8}]])
+def test_every_task_no_node_can_hold_is_named_one_line_each_then_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                             capsys: pytest.CaptureFixture[str],
+                                                                             first: list[dict[str, float]]) -> None:
+    """Issue 38: with every task (or two of three) unsatisfiable, only the first used to be named; the user
+    learnt of the next one after fixing it."""
+    monkeypatch.setattr(campaign_cli, "_executor", lambda address, local: FakeCluster(SERVERS))
+    spec = _spec_with(tmp_path, [*first, {"NPU": 16}, {"CPU": 4}])
+    root = tmp_path / "root"
+    assert run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--root", str(root)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    a, b = (f"t{i}" for i in range(len(first), len(first) + 2))
+    assert lines == [
+        f"sk-run: error: {spec}: task {a} needs NPU: 16 but no alive node can ever hold it (the largest node, server-a, has NPU: 8)"
+        " (expected task resources that one node of the cluster has)",
+        f"sk-run: error: {spec}: task {b} needs CPU: 4 but no alive node can ever hold it (the largest node, server-b, has CPU: 2)"
+        " (expected task resources that one node of the cluster has)",
+        f"sk-run: error: {spec}: 2 of {len(first) + 2} tasks can never be held by one node ({a}, {b})"
+        " (expected task resources that one node of the cluster has)",
+    ]
+    assert not root.exists()
+
+
 def test_a_campaign_that_never_started_a_session_is_taken_up_by_run(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path / "s", 1))
     root = tmp_path / "root"

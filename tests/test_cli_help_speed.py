@@ -17,7 +17,7 @@ from sk_analytics.cli.help_doc import ROOTS, command_contexts, resolve
 from sk_runner.cli import SUMMARIES as RUN_SUMMARIES
 from sk_runner.cli import cli as run_cli_group
 
-GROUPS = [("sk_analytics.cli", analyze_cli, ANALYZE_SUMMARIES), ("sk_runner.cli", run_cli_group, RUN_SUMMARIES)]
+GROUPS = [("sk_analytics.cli", analyze_cli, ANALYZE_SUMMARIES), ("sk_runner.commands", run_cli_group, RUN_SUMMARIES)]
 HEAVY = ("polars", "pyarrow", "numpy", "scipy", "jsonschema", "adbc_driver_sqlite")
 
 

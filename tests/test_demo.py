@@ -9,7 +9,7 @@ import pytest
 
 from sk_analytics.cli._base import run_cli
 from sk_runner.cli import cli
-from sk_runner.demo import RANKS, RUNS, WARMUP
+from sk_runner.demo.cli import RANKS, RUNS, WARMUP
 
 
 def _worst_rank_means(session: Path) -> dict[str, float]:

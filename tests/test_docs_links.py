@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sk_analytics.ingest import ingest_run_dir
-from sk_runner.samples import write_rank_logs
+from sk_runner.demo.samples import write_rank_logs
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

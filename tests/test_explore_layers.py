@@ -21,17 +21,16 @@ def _imports(path: Path) -> set[str]:
 
 def test_explore_reads_the_session_view_and_never_the_report() -> None:
     for path in sorted((ROOT / "explore").glob("*.py")):
-        higher = {m for m in _imports(path) if m.startswith(("sk_analytics.stage_o.report", "sk_analytics.stage_o.figures",
-                                                              "sk_analytics.stage_o.session_view"))}
+        higher = {m for m in _imports(path) if m.startswith(("sk_analytics.report", "sk_analytics.handoff"))}
         assert not higher, f"{path.name} imports a higher floor: {sorted(higher)}"
 
 
 def test_the_session_view_imports_neither_explore_nor_the_report() -> None:
     imported = _imports(ROOT / "session_view.py")
-    assert not {m for m in imported if m.startswith(("sk_analytics.explore", "sk_analytics.stage_o.report"))}
+    assert not {m for m in imported if m.startswith(("sk_analytics.explore", "sk_analytics.report", "sk_analytics.handoff"))}
     assert "sk_analytics.stage_o.state" in imported  # it reads the decision floor only
     assert not (ROOT / "stage_o" / "session_view.py").exists()
 
 
 def test_the_report_builds_on_explore() -> None:
-    assert "sk_analytics.explore.stage_o" in _imports(ROOT / "stage_o" / "report.py")
+    assert "sk_analytics.explore.stage_o" in _imports(ROOT / "report" / "render.py")

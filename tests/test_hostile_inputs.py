@@ -14,7 +14,7 @@ from sk_analytics.contract import MANIFEST_NAME
 from sk_analytics.errors import IntegrityError
 from sk_analytics.ledger import Ledger, read_records
 from sk_analytics.strict_json import MAX_DEPTH
-from sk_runner.backends.base import MAX_ITERATIONS, MAX_RANKS, MAX_SAMPLES
+from sk_runner.limits import MAX_ITERATIONS, MAX_RANKS, MAX_SAMPLES
 from sk_runner.cli import cli as run_cli_group
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

@@ -16,7 +16,7 @@ from sk_analytics.ingest import ingest_path, ingest_run_dir
 from sk_analytics.ingest.discover import default_partition, discover, kind_of
 from sk_analytics.tables import read_schema_version
 from sk_analytics.schema import SCHEMA_VERSION
-from sk_runner.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
+from sk_runner.demo.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
 
 DECODE = [["10.5", "10.25", "10.0"], ["11", "11.5", "12.125"]]
 
@@ -241,10 +241,28 @@ def test_every_artifact_kind_of_an_sk_meta_folder_is_ingested(tmp_path: Path) ->
     assert {p.parent.name for p in report.written} == {"run=prof"}
 
 
-@pytest.mark.parametrize("kind", ["folder", "loop", "dangling", "fifo", "bad-line", "not-utf8", "binary"])
+_TIMING = b"Inference time (decode): 2 ms"
+_LONG = 1 << 20  # text_stream.MAX_LINE_BYTES, spelled out: the documented limit
+_BAD_LINES = {
+    "bad-line": (b"Inference time (decode): 12.5x ms\n", "malformed timing line"),
+    "not-utf8": (b"\xc3( Inference time (decode): 2 ms\n", "not UTF-8"),
+    "binary": (b"\0" * 4096, "NUL byte"),
+    # issue 38: nothing after the unit but spaces, tabs or \r (a dropped second value, a guessed unit, a second timing)
+    "two-values": (b"Inference time (decode): 12.5 ms 13.0 ms\n", "text after the unit: ' 13.0 ms'"),
+    "msec": (b"Inference time (decode): 12.5 msec\n", "text after the unit: 'ec'"),
+    "two-timings": (b"Inference time (decode): 12.5 ms Inference time (decode): 13.0 ms\n", "2 timings on one line"),
+    # issue 38: a line one byte over 1 MiB (newline not counted) is refused, whatever it holds and wherever it ends
+    "long-line": (b"x" * (_LONG + 1) + b"\nInference time (decode): 2 ms\n", "line longer than 1048576 bytes"),
+    "long-timing": (b"x" * (_LONG + 1 - len(_TIMING)) + _TIMING + b"\r\n", "line longer than 1048576 bytes"),
+    "long-last-line": (b"x" * (_LONG + 1), "line longer than 1048576 bytes"),
+}
+
+
+@pytest.mark.parametrize("kind", ["folder", "loop", "dangling", "fifo", *_BAD_LINES])
 def test_every_command_refuses_the_same_bad_rank_log_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
     """Issue 29: a rank log that is not a readable regular text file of samples is exit 2 naming it in
-    ``ingest``, ``option-trial`` and ``stability`` alike (ingest used to leave the run out, "warnings: none")."""
+    ``ingest``, ``option-trial`` and ``stability`` alike (ingest used to leave the run out, "warnings: none");
+    issue 38: so is a timing line with anything after its unit, and a line over 1 MiB."""
     from ot_logs import NOT_REGULAR, make_not_regular, write_candidate
 
     folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3"]}] * 5)
@@ -253,10 +271,9 @@ def test_every_command_refuses_the_same_bad_rank_log_alike(tmp_path: Path, capsy
     if kind in NOT_REGULAR:
         make_not_regular(log, kind)
     else:
-        log.write_bytes({"bad-line": b"Inference time (decode): 1 ms\nInference time (decode): 12.5x ms\n",
-                         "not-utf8": b"Inference time (decode): 1 ms\n\xc3( Inference time (decode): 2 ms\n",
-                         "binary": b"Inference time (decode): 1 ms\n" + b"\0" * 4096}[kind])
-    where = f"{log}:2: " if kind in ("bad-line", "not-utf8", "binary") else f"{log}: cannot read rank log"
+        log.write_bytes(b"Inference time (decode): 1 ms\n" + _BAD_LINES[kind][0])
+    where = f"{log}:2: " if kind in _BAD_LINES else f"{log}: symbolic link loop" if kind == "loop" else f"{log}: cannot read rank log"
+    what = _BAD_LINES[kind][1] if kind in _BAD_LINES else ""
     commands = [
         ["ingest", str(folder), "--out", str(tmp_path / "d")],
         ["option-trial", "--baseline", str(folder), "--candidate", f"X={folder}", "--expected-ranks", "2", "--warmup", "1"],
@@ -265,5 +282,29 @@ def test_every_command_refuses_the_same_bad_rank_log_alike(tmp_path: Path, capsy
     for argv in commands:
         assert run_cli(cli, "sk-analyze", argv) == 2, argv
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith(f"sk-analyze: error: {where}"), (argv, err)
+        assert err.count("\n") == 1 and err.startswith(f"sk-analyze: error: {where}") and what in err, (argv, err)
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b""])
+def test_a_line_of_exactly_1_mib_is_read_by_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], ending: bytes) -> None:
+    """Issue 38: the limit is exact: a line of 1 MiB (the newline not counted, a ``\\r`` counted) ending in a
+    timing is one sample and a 1 MiB line of other output is ignored, in ``ingest``, ``option-trial``
+    and ``stability`` alike (one byte more is refused: the test above)."""
+    from ot_logs import write_candidate
+
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3"]}] * 5)
+    line = b"x" * (_LONG - len(_TIMING) - len(ending.rstrip(b"\n"))) + _TIMING + ending.rstrip(b"\n")
+    assert len(line) == _LONG
+    log = folder / "run-3" / "log_1.log"
+    log.write_bytes(b"y" * _LONG + b"\n" + log.read_bytes() + line + (b"\n" if ending else b""))
+    commands = [
+        ["ingest", str(folder), "--out", str(tmp_path / "d")],
+        ["option-trial", "--baseline", str(folder), "--candidate", f"X={folder}", "--expected-ranks", "2", "--warmup", "1"],
+        ["stability", str(folder), "--expected-ranks", "2", "--warmup", "1"],
+    ]
+    for argv in commands:
+        assert run_cli(cli, "sk-analyze", argv) in (0, 1), (argv, capsys.readouterr().err)
+    capsys.readouterr()
+    timings = pl.read_parquet(tmp_path / "d" / "timings" / "**" / "*.parquet")
+    assert timings.height == 5 * 2 * 3 + 1 and timings.filter(pl.col("value_text") == "2", pl.col("rank") == 1).height == 5 + 1

@@ -28,7 +28,7 @@ from sk_analytics.ledger import Ledger, read_records, verify
 from sk_analytics.schema import RUNS
 from sk_analytics.tables import write_table
 from sk_runner.process import run_process
-from sk_runner.process_faults import COMMAND_CHARS, LOW_SPACE_BYTES, EnvironmentFault, classify_fault, command_text
+from sk_runner.process.faults import COMMAND_CHARS, LOW_SPACE_BYTES, EnvironmentFault, classify_fault, command_text
 
 
 def test_environment_errno_tells_machine_faults_from_bugs() -> None:

@@ -17,7 +17,7 @@ from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import GENESIS, head_body, head_path
-from sk_analytics.stage_o.crosscheck import first_disagreement
+from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.handoff import write_reports
 from sweep_helpers import settled_statuses, small_session
@@ -136,7 +136,7 @@ def test_rechained_session_ledger_fails_on_the_first_forged_record(session: Path
 
 def _renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Count the reports ``ledger verify``'s cross-check re-renders (crosscheck imported the name)."""
-    from sk_analytics.stage_o import crosscheck
+    from sk_analytics.handoff import crosscheck
 
     calls: list[str] = []
     real = crosscheck.report_texts
@@ -152,7 +152,7 @@ def _renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_the_handoff_record_binds_what_a_re_rendering_gives_in_both_languages(session: Path) -> None:
     from sk_analytics.ledger import read_records
     from sk_analytics.session_view import load_view
-    from sk_analytics.stage_o.outputs import REPORT_LANGS, REPORTS_KEY, report_digests, report_texts, text_digest
+    from sk_analytics.handoff.outputs import REPORT_LANGS, REPORTS_KEY, report_digests, report_texts, text_digest
 
     records = read_records(session)
     handoff = [r for r in records if r.kind == "handoff_written"][-1]
@@ -170,7 +170,7 @@ def test_bound_reports_are_compared_by_digest_without_rendering(session: Path, m
 
 def test_reports_without_a_binding_are_re_rendered(session: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session written before the reports were bound (no such key in its record) is proven by the renderer."""
-    from sk_analytics.stage_o import crosscheck
+    from sk_analytics.handoff import crosscheck
 
     monkeypatch.setattr(crosscheck, "REPORTS_KEY", "reports-of-a-later-sk-tune")
     calls = _renders(monkeypatch)
@@ -185,7 +185,7 @@ def test_a_binding_proves_the_reports_only_from_the_last_record(session: Path) -
     import dataclasses
 
     from sk_analytics.ledger import read_records
-    from sk_analytics.stage_o.crosscheck import _bound_reports_match
+    from sk_analytics.handoff.crosscheck import _bound_reports_match
 
     records = read_records(session)
     handoff = records[-1]
@@ -203,7 +203,7 @@ def test_verify_of_a_bound_session_imports_no_renderer_or_table_library(session:
 
     code = ("import sys\nfrom sk_analytics.cli import cli\nfrom sk_analytics.cli._base import run_cli\n"
             f"rc = run_cli(cli, 'sk-analyze', ['ledger', 'verify', {str(session)!r}])\n"
-            "heavy = sorted(m for m in ('sk_analytics.stage_o.report', 'scipy', 'polars', 'numpy', 'jsonschema', 'yaml', "
+            "heavy = sorted(m for m in ('sk_analytics.report.render', 'scipy', 'polars', 'numpy', 'jsonschema', 'yaml', "
             "'cryptography.hazmat.primitives.serialization.ssh') if m in sys.modules)\n"
             "print('RC', rc, 'HEAVY', heavy)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

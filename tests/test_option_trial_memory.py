@@ -177,7 +177,7 @@ def test_counted_logs_give_bit_identical_decisions_and_statistics(tmp_path: Path
     assert results[0] == results[1]
     with pytest.raises(InputError, match=r"run-1/log_0.log: no decode samples remain after warmup=60 \(60 decode"):
         timings.read_candidate_counts(base, expected_ranks=2, warmup=60)
-    from sk_analytics.ingest.timings import check_candidate
+    from sk_analytics.option_trial.sources import check_candidate
 
     check_candidate(counted["b"], label="b", expected_ranks=2, warmup=59)  # counts samples, not rows
     with pytest.raises(InputError, match=r"no decode samples remain after warmup=60 \(60 decode"):

@@ -16,7 +16,6 @@ from sk_analytics.errors import InputError
 from sk_analytics.ingest.timings import parse_rank_log, read_candidate
 from sk_analytics.schema import TIMINGS
 
-TIMING = re.compile(r"Inference time \((decode|prefill)\): ([0-9.]+) ms")
 VALID = re.compile(r"^(?:[0-9]+\.?[0-9]*|\.[0-9]+)$")
 
 
@@ -26,9 +25,9 @@ def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tm
     log.write_bytes(
         b"boot\r\n"
         b"Inference time (prefill): 120.50 ms\r\n"
-        b"Inference time (decode): 10.100 ms and Inference time (decode): 9.9 ms\n"
-        b"Inference time (decode): 11 ms\n"
-        b"[INFO] decode step done, inference time logged above\n"
+        b"[default0]:Inference time (decode): 10.100 ms \t\n"
+        b"Inference time (decode): 9.9 ms\n"
+        b"Inference time (decode): 11 ms"
     )
     result = parse_rank_log(log, root=tmp_path)
     frame = result.frame
@@ -36,8 +35,8 @@ def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tm
     assert frame.to_dicts() == [
         {"run_index": 3, "rank": 5, "phase": "prefill", "sample_index": 0, "value_ms": 120.5, "value_text": "120.50", "line": 2, "source_file": "run-3/log_5.log"},
         {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 0, "value_ms": 10.1, "value_text": "10.100", "line": 3, "source_file": "run-3/log_5.log"},
-        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 1, "value_ms": 9.9, "value_text": "9.9", "line": 3, "source_file": "run-3/log_5.log"},
-        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 2, "value_ms": 11.0, "value_text": "11", "line": 4, "source_file": "run-3/log_5.log"},
+        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 1, "value_ms": 9.9, "value_text": "9.9", "line": 4, "source_file": "run-3/log_5.log"},
+        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 2, "value_ms": 11.0, "value_text": "11", "line": 5, "source_file": "run-3/log_5.log"},
     ]
     assert result.warnings == []
 
@@ -48,6 +47,13 @@ def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tm
     (b"Inference time (decode) 12 ms\n", 1, "malformed timing line"),
     (b"Inference time (total): 12 ms\n", 1, "malformed timing line"),
     (b"Inference time (decode): 1 ms Inference time (decode): 2 mss and Inference time (decode): ? ms\n", 1, "malformed timing line"),
+    # issue 38: nothing may follow the unit but spaces, tabs or \r: no second value, no other unit, no second timing
+    (b"Inference time (decode): 1 ms\nInference time (decode): 12.5 ms 13.0 ms\n", 2,
+     r"malformed timing line 'Inference time \(decode\): 12.5 ms 13.0 ms'; text after the unit: ' 13.0 ms'"),
+    (b"Inference time (decode): 12.5 msec\n", 1, r"malformed timing line 'Inference time \(decode\): 12.5 msec'; text after the unit: 'ec'"),
+    (b"Inference time (decode): 12.5 ms, Inference time (decode): 13.0 ms\n", 1, "malformed timing line .*; 2 timings on one line"),
+    (b"Inference time (decode): 12.5 ms.\n", 1, "text after the unit: '.'"),
+    (b"Inference time (prefill): 12.5 ms \xc2\xa0\n", 1, "text after the unit"),  # a no-break space is not a space here
     (b"Inference time (decode): 1 ms\nInference time (decode): 1e3 ms\n", 2, "timing value '1e3' cannot be a decode time"),
     (b"Inference time (decode): 1 ms\n\xff\xfe Inference time (decode): 2 ms\n", 2, "byte 0xff is not UTF-8 text"),
     (b"Inference time (decode): 1 ms\nInference time (decode): 1\xe9 ms\n", 2, "byte 0xe9 is not UTF-8 text"),
@@ -101,6 +107,31 @@ def test_binary_file_is_refused_in_its_first_block(tmp_path: Path, monkeypatch: 
     with pytest.raises(InputError, match=r"log_0.log:2: rank log: line longer than"):
         parse_rank_log(long_line)
     assert len(reads) <= 2
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.integers(0, 12), min_size=1, max_size=8), last_newline=st.booleans(),
+       read_bytes=st.integers(1, 30))
+def test_line_limit_is_exact_wherever_the_blocks_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     lengths: list[int], last_newline: bool, read_bytes: int) -> None:
+    """Issue 38: a line of more than MAX_LINE_BYTES bytes (newline not counted) is refused naming
+    its line, one of exactly MAX_LINE_BYTES is read, whatever the block size (smaller than, equal
+    to or larger than the limit) and whether the last line ends in a newline."""
+    import sk_analytics.ingest.text_stream as stream
+
+    monkeypatch.setattr(stream, "MAX_LINE_BYTES", 8)
+    monkeypatch.setattr(stream, "READ_BYTES", read_bytes)
+    data = b"\n".join(b"x" * n for n in lengths) + (b"\n" if last_newline else b"")
+    log = tmp_path / "log_0.log"
+    log.write_bytes(data)
+    too_long = [i + 1 for i, n in enumerate(lengths) if n > 8]
+    try:
+        text = "".join(piece.text for piece in stream.pieces(log, 0, "rank log"))
+    except InputError as exc:
+        assert too_long and exc.line == too_long[0], (exc, too_long)
+        assert "line longer than 8 bytes" in str(exc)
+        return
+    assert not too_long and text == data.decode()
 
 
 @pytest.mark.parametrize("kind", NOT_REGULAR)
@@ -182,7 +213,7 @@ def test_unreadable_log_as_directory(tmp_path: Path) -> None:
 
 def test_check_candidate_on_frames(tmp_path: Path) -> None:
     """The checks Parquet sources and API callers get (no files to look at)."""
-    from sk_analytics.ingest.timings import check_candidate
+    from sk_analytics.option_trial.sources import check_candidate
 
     folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3"]}, {0: ["1", "2", "3"], 1: ["1", "2", "3"]}])
     frame = read_candidate(folder, expected_ranks=2, warmup=2)
@@ -200,23 +231,26 @@ def test_check_candidate_on_frames(tmp_path: Path) -> None:
 _FRAGMENTS = st.sampled_from(
     [
         "Inference time (decode): ", "Inference time (prefill): ", "Inference time (", " ms", "ms", ".", "1", "25.5",
-        "0", "x", " ", "\r", "decode", "): ", "\xff", "中文", "Inference time (decode): 3.25 ms",
+        "0", "x", " ", "\t", "\r", "decode", "): ", "\xff", "中文", "Inference time (decode): 3.25 ms", "sec", " 13.0 ms",
     ]
 )
+WHOLE_LINE = re.compile(r"(?:(?!Inference time \().)*Inference time \((decode|prefill)\): ([0-9.]+) ms[ \t\r]*", re.S)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(_FRAGMENTS, max_size=6).map("".join), max_size=12))
-def test_parser_on_random_lines_matches_findall_or_names_the_line(tmp_path: Path, lines: list[str]) -> None:
-    """Random mixes of pattern pieces: either exactly the legacy ``findall``
-    matches per line, or an InputError naming this file and the first line that
-    mentions ``Inference time (`` without being timing samples only."""
+def test_parser_on_random_lines_takes_whole_timing_lines_or_names_the_line(tmp_path: Path, lines: list[str]) -> None:
+    """Random mixes of pattern pieces: either one sample per line that mentions
+    ``Inference time (`` (a prefix before it, only spaces, tabs or \\r after the
+    unit), or an InputError naming this file and the first line that mentions it
+    without being such a line."""
     log = tmp_path / "run-1" / "log_0.log"
     log.parent.mkdir(exist_ok=True)
     log.write_bytes("\n".join(lines).encode("utf-8", errors="surrogatepass"))
-    expected = [(i + 1, phase, value) for i, text in enumerate(lines) for phase, value in TIMING.findall(text)]
-    bad = [i + 1 for i, text in enumerate(lines)
-           if text.count("Inference time (") != len(TIMING.findall(text)) or not all(VALID.match(v) for _, v in TIMING.findall(text))]
+    marked = [(i + 1, text) for i, text in enumerate(lines) if "Inference time (" in text]
+    whole = [(i, WHOLE_LINE.fullmatch(text)) for i, text in marked]
+    expected = [(i, m.group(1), m.group(2)) for i, m in whole if m is not None]
+    bad = [i for i, m in whole if m is None or not VALID.match(m.group(2))]
     try:
         frame = parse_rank_log(log).frame
     except InputError as exc:

@@ -16,7 +16,7 @@ from sweep_helpers import FAST_POLICY, settled_statuses, small_session
 from sk_analytics import explore as ex
 from sk_analytics.ledger import read_records
 from sk_analytics.session_view import SessionView
-from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_MD, report_texts
+from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_MD, report_texts
 from sk_runner.sweep.driver import run_sweep
 
 PROFILE_ITERATIONS = 14
@@ -28,11 +28,11 @@ CODE = re.compile(r"`[^`]*`")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A simulator session with noisy runs, an accepted and a rejected option, and DCCI's regression ->
     diagnosis -> repair accepted and topped up to five runs (gate runs ≠ all clean runs)."""
-    from sk_runner import profile
+    from sk_runner.profile import engine as profile
 
     root = tmp_path_factory.mktemp("agree") / "session"
     with pytest.MonkeyPatch.context() as patch:  # pin the collections' source revision (see test_sweep_dcci)
-        patch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
+        patch.setattr(profile, "source_revision", lambda path, files=(): {"revision": "pinned-for-test"})
         policy = dataclasses.replace(FAST_POLICY, profile_iterations=PROFILE_ITERATIONS)  # as short as the demo's
         run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5,
                                 policy=policy), say=lambda _: None)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import sk_runner.attempts as attempts
-from sk_runner.attempts import new_attempt_dir, next_attempt
+import sk_runner.process.attempts as attempts
+from sk_runner.process.attempts import new_attempt_dir, next_attempt
 
 
 def test_numbering_counts_folders_and_companion_files(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from sk_runner.backends.base import Control
 from sk_runner.backends.command import CommandBackend
 from sk_runner.config import parse_set
 from sk_runner.process import group_alive, process_alive
-from sk_runner.process_faults import EnvironmentFault
+from sk_runner.process.faults import EnvironmentFault
 from sk_runner.trial import TrialSpec, derive_seed, run_trial
 
 CONTROL = Control(ranks=2, iterations=None, warmup=2, timeout_s=30.0)
@@ -123,7 +123,7 @@ def test_crash_seals_scene_and_a_retry_gets_a_new_attempt(tmp_path: Path) -> Non
 def test_failure_in_a_clean_run_then_resume(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
     res = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", env={**(spec.env or {}), "FAKE_FAIL_RUN": "run-2"}))
-    assert (res.status, res.outcome, res.message, res.runs_completed) == ("failed", "crash", "run-2: exit status 3", [1])
+    assert (res.status, res.outcome, res.message, res.runs_completed) == ("failed", "crash", "run-2: exit status 3; last stderr: injected failure", [1])
     rd = tmp_path / "session/experiments/Sbest/O1"
     doc = _scene(rd)
     assert (doc["identity"]["stage"], doc["identity"]["run"]) == ("clean", "run-2")
@@ -307,6 +307,23 @@ def test_unparsable_rank_log_is_bad_logs_naming_file_and_line(tmp_path: Path) ->
     res = run_trial(_spec(tmp_path, round="O0", incumbent=True, backend=_script_backend(tmp_path, body)))
     assert (res.status, res.outcome) == ("failed", "bad_logs")
     assert res.message.startswith("rank log unparsable: ") and "log_1.log:6" in res.message and "'1.2.3'" in res.message
+
+
+@pytest.mark.parametrize(("line", "needle"), [
+    ("Inference time (decode): 12.5 ms 13.0 ms", "text after the unit: ' 13.0 ms'"),
+    ("Inference time (decode): 12.5 msec", "text after the unit: 'ec'"),
+    ("Inference time (decode): 1 ms, Inference time (decode): 2 ms", "2 timings on one line"),
+    ("x" * (1 << 20) + "y", "line longer than 1048576 bytes"),
+])
+def test_the_sweeps_own_ingest_refuses_what_option_trial_refuses(tmp_path: Path, line: str, needle: str) -> None:
+    """Issue 38: the runner parses a run's rank logs with the one parser of option-trial and ingest:
+    a dropped second value, a guessed unit or an over-long line make the run bad_logs naming file:line."""
+    body = ("for r in range(2):\n"
+            f"    text = 'Inference time (decode): 1.5 ms\\n' * 5 + ({line!r} + '\\n' if r == 1 else '')\n"
+            "    open(os.path.join(run, f'log_{r}.log'), 'w').write(text)\n")
+    res = run_trial(_spec(tmp_path, round="O0", incumbent=True, backend=_script_backend(tmp_path, body)))
+    assert (res.status, res.outcome) == ("failed", "bad_logs")
+    assert res.message.startswith("rank log unparsable: ") and "log_1.log:6: " in res.message and needle in res.message
 
 
 def test_too_few_decode_samples_is_bad_logs_and_a_missing_later_rank_comes_after(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.stage_o.machine import O0, fold
-from sk_analytics.stage_o.report import (
+from sk_analytics.report.render import (
     RoundInfo, SessionView, markdown_to_html, overview_rows, render_markdown, render_reports, run_columns,
 )
 from sk_runner.sweep.handoff import next_steps

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from sk_analytics.dcci.groups import SkGroup
-from sk_analytics.stage_o.figures import PAGE_W, RunColumn, nice_ticks, svg_run_metrics, svg_sk_deltas
-from sk_analytics.stage_o.report import TEXT
+from sk_analytics.report.figures import PAGE_W, RunColumn, nice_ticks, svg_run_metrics, svg_sk_deltas
+from sk_analytics.report.render import TEXT
 
 T = TEXT["en"]
 CLASSES = {"significantly_slower": "slower", "significantly_faster": "faster", "neutral": "neutral"}

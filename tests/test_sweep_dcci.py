@@ -25,9 +25,9 @@ def _stable_source_revision(monkeypatch: pytest.MonkeyPatch) -> None:
     """The collections record the git state of this checkout; other work editing it during
     the test would make the two sides' source revisions differ (a real contract violation
     that a user's frozen build never has). Pin it for the test."""
-    import sk_runner.profile as profile
+    import sk_runner.profile.engine as profile
 
-    monkeypatch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
+    monkeypatch.setattr(profile, "source_revision", lambda path, files=(): {"revision": "pinned-for-test"})
 
 
 def _kinds(root: Path) -> list[str]:

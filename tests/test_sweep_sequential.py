@@ -10,7 +10,7 @@ import pytest
 
 from sk_analytics.errors import InputError
 from sk_analytics.ledger import read_records
-from sk_analytics.stage_o.crosscheck import first_disagreement
+from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy
 from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session

@@ -16,7 +16,7 @@ from sk_analytics.atomic import write_text
 from sk_analytics.campaign.options import STATUSES, option_summary, settled_entries
 from sk_analytics.campaign.tables import session_folders
 from sk_analytics.markdown import table
-from sk_analytics.stage_o.figures import (
+from sk_analytics.report.figures import (
     OUTCOME_COLOURS,
     _esc,
     _figure,
@@ -24,7 +24,7 @@ from sk_analytics.stage_o.figures import (
     _legend,
     nice_ticks,
 )
-from sk_analytics.stage_o.report import markdown_to_html
+from sk_analytics.report.render import markdown_to_html
 from sk_analytics.strict_json import load_json_file
 
 REPORT_MD = "CAMPAIGN_REPORT.md"

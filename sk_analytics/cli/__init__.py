@@ -1,15 +1,20 @@
-"""``sk-analyze``: read-only analysis of Stage O evidence.
+"""``sk-analyze``: analysis of Stage O evidence; it never starts a workload process.
 
-Each sub-command lives in its own module of this package and is imported
-lazily (see :class:`~sk_analytics.cli._base.LazyGroup`). Commands return their
-exit code (0 ok, 1 decision negative, 2 bad input, 3 environment, 70 internal error).
+Most commands only read. Some write what they are asked to and nothing else:
+``ingest`` Parquet tables under ``--out``, ``contract`` a collection's session
+record and manifest, ``ledger hand-over`` one signed ledger record, and the
+``--out``/``--json-out`` files of the others. Each sub-command lives in its own module of this
+package and is imported lazily (see :class:`~sk_analytics.cli._base.LazyGroup`).
+Commands return their exit code (0 ok, 1 decision negative, 2 bad input,
+3 environment, 70 internal error).
 """
 
 from __future__ import annotations
 
 import click
 
-from sk_analytics.cli._base import LazyGroup, run_cli
+from sk_analytics import interrupts
+from sk_analytics.cli._base import LazyGroup, run_main
 
 COMMANDS = {
     "ingest": "sk_analytics.cli.ingest:ingest",
@@ -29,7 +34,7 @@ SUMMARIES = {
                  "(exit 0: repair proposed, 1: no repair, 2: bad input).",
     "ingest": "Read every SK artifact under PATH (rank logs, kernel_details.csv, sk_prof traces, SK metadata) into typed, "
               "hive-partitioned Parquet tables under --out.",
-    "ledger": "Verify or print the hash-chained ledger of a session (folder or ledger.jsonl).",
+    "ledger": "Verify, print or hand over the hash-chained ledger of a session (folder or ledger.jsonl).",
     "option-trial": "Compare trial candidates with the five-run incumbent (protocol §5 gate), print a table and the statistics "
                     "beside the gate; exit 0 when accepted.",
     "schema": "Print the Parquet schema document (from the schema constants), or write/check it with --out.",
@@ -47,4 +52,5 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    raise SystemExit(run_cli(cli, "sk-analyze", argv))
+    interrupts.install()  # SIGINT -> exit 130, SIGTERM -> 143, whatever window they land in
+    raise SystemExit(run_main(cli, "sk-analyze", argv))

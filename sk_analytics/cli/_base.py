@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import importlib
-import importlib.util
 import os
-import re
 import sys
 import tempfile
 import time
@@ -17,9 +14,12 @@ from typing import Any
 
 import click
 
+from sk_analytics import interrupts
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
 from sk_analytics.io_seam import error_exit_code, reading
+from sk_analytics.lazy_module import module_exists as _module_exists
+from sk_analytics.link_loop import loop_behind, loop_in, loop_message
 
 
 class LazyGroup(click.Group):
@@ -27,7 +27,7 @@ class LazyGroup(click.Group):
 
     Each command is imported only when used, which keeps ``--help`` and
     start-up fast (polars/scipy are not imported for a usage error) and lets
-    every feature own one module. ``commands`` maps name -> "module:attr".
+    every feature own one module. ``lazy_commands`` maps name -> "module:attr".
     """
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, summaries: Mapping[str, str] | None = None,
@@ -76,24 +76,19 @@ def _short_help(entry: str | click.Command, limit: int) -> str:
     return command.get_short_help_str(limit)
 
 
-def _module_exists(module_name: str) -> bool:
-    try:
-        return importlib.util.find_spec(module_name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
     """Run ``group``; map product errors to one stderr line and their exit code.
 
     Usage errors and unreadable files also become one line: a user never sees
-    a usage block or a traceback for something they can fix.
+    a usage block or a traceback for something they can fix. An exception that a
+    SIGINT/SIGTERM caused, in whatever form it arrives (:mod:`sk_analytics.interrupts`),
+    exits 130/143, never 70.
     """
+    interrupts.clear()  # a signal of an earlier command run in this process does not count
     try:
         result = group.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except SkTuneError as exc:
-        click.echo(f"{prog_name}: error: {exc.one_line()}", err=True)
-        return exc.exit_code
+        return _error(prog_name, argv, exc)
     except click.exceptions.Abort as exc:  # click's form of Ctrl-C (the interrupt is its cause)
         return _interrupted(prog_name, exc.__cause__, "aborted")
     except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help is the answer
@@ -107,53 +102,76 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     except KeyboardInterrupt as exc:
         return _interrupted(prog_name, exc, "interrupted")
     except OSError as exc:  # a file the command could not open/read/write that no parser anticipated
-        code = error_exit_code(exc)
-        where = f"{exc.filename}: " if exc.filename else ""
-        click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
-        return code
-    except RuntimeError as exc:
-        loop = symlink_loop(exc)
-        if loop is None:
-            return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
-        click.echo(f"{prog_name}: error: {loop}: symbolic link loop (expected a file or folder, or a link that leads to one)", err=True)
-        return EXIT_BAD_INPUT
+        return _error(prog_name, argv, exc)
+    except RuntimeError as exc:  # after click's Abort and Exit, which are RuntimeErrors too
+        return _error(prog_name, argv, exc)
     except Exception as exc:  # a bug of ours: its own exit code, never 1 ("decision negative")
-        return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
+        return _unexpected(prog_name, sys.argv[1:] if argv is None else argv, exc)
     return int(result) if isinstance(result, int) else 0
 
 
-class ExistingPath(click.Path):
-    """``click.Path(exists=True, ...)`` that names a symbolic link loop as one.
+def _error(prog_name: str, argv: list[str] | None, exc: SkTuneError | OSError | RuntimeError) -> int:
+    """One line for a product error or an OS error no parser anticipated (a file the command could
+    not open/read/write); any other RuntimeError is an interrupt in disguise or a bug of ours (:func:`_unexpected`). Whatever a command
+    made of a path that runs into a symbolic link loop ("not a folder", "File exists" ...), the
+    line names the loop (exit 2): that is what the user has to fix."""
+    loop = loop_behind(exc)
+    if loop is not None:
+        click.echo(f"{prog_name}: error: {loop_message(loop)}", err=True)
+        return EXIT_BAD_INPUT
+    if isinstance(exc, SkTuneError):
+        for line in exc.details:
+            click.echo(f"{prog_name}: error: {' '.join(line.split())}", err=True)
+        click.echo(f"{prog_name}: error: {exc.one_line()}", err=True)
+        return exc.exit_code
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
+        return error_exit_code(exc)
+    return _unexpected(prog_name, sys.argv[1:] if argv is None else argv, exc)
 
-    click reports a loop as "does not exist" (``os.stat`` fails either way); the user then looks
-    for a missing file instead of the link that points at itself (docs/faults.md)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(exists=True, **kwargs)
+def _unexpected(prog_name: str, argv: Sequence[str], exc: Exception) -> int:
+    """An exception no branch anticipated: an interrupt in disguise (Python 3.11 wraps one raised during class
+    creation in a RuntimeError; a C extension may re-raise it as its own error) exits 130/143; anything else is a bug."""
+    interrupt = interrupts.interrupt_of(exc)
+    if interrupt is not None:
+        return _interrupted(prog_name, interrupt, "interrupted")
+    return _internal_error(prog_name, argv, exc)
+
+
+def run_main(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
+    """:func:`run_cli` as a program's ``main``: then SIGINT/SIGTERM are held until the exit. An interrupt that lands
+    after run_cli mapped the command's outcome (in its ``finally``, or just before the hold) is still 130/143."""
+    try:
+        try:
+            return run_cli(group, prog_name, argv)
+        finally:
+            interrupts.hold_at_exit()  # raises a signal that arrived just before; none can arrive after it
+    except KeyboardInterrupt as exc:
+        return interrupts.exit_code(exc)
+
+
+class PathArg(click.Path):
+    """``click.Path`` that names a symbolic link loop as one, before the command runs: the type of every
+    path argument and option of sk-run and sk-analyze (a test walks the command tree to keep it so).
+
+    A path that runs into a loop (the path itself or one of its folders) is refused whether or not
+    it must exist: click says "does not exist" for one that must, and a command that creates its
+    path said "File exists" or "not a folder" (docs/faults.md)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, (str, os.PathLike)) and os.path.islink(value) and not os.path.exists(value) and is_link_loop(value):
-            self.fail(f"{os.fsdecode(value)}: symbolic link loop (expected a file or folder, or a link that leads to one)", param, ctx)
+        loop = loop_in(value) if isinstance(value, (str, os.PathLike)) and value != "-" else None
+        if loop is not None:
+            self.fail(loop_message(loop), param, ctx)
         return super().convert(value, param, ctx)
 
 
-def is_link_loop(path: str | os.PathLike[str]) -> bool:
-    """Whether following ``path`` fails with ELOOP (a chain of links that never reaches a file)."""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        return exc.errno == errno.ELOOP
-    return False
+class ExistingPath(PathArg):
+    """:class:`PathArg` that must exist (``click.Path(exists=True, ...)``)."""
 
-
-_LOOP = re.compile(r"^Symlink loop from '(.*)'$")
-
-
-def symlink_loop(exc: BaseException) -> str | None:
-    """The path of a symbolic link loop when ``exc`` is :meth:`pathlib.Path.resolve`'s RuntimeError for one
-    (Python < 3.13 raises that, not an OSError), else None: a path the user gave, bad input (exit 2), never a bug."""
-    match = _LOOP.match(str(exc)) if type(exc) is RuntimeError else None
-    return None if match is None else match.group(1)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exists=True, **kwargs)
 
 
 def _internal_error(prog_name: str, argv: Sequence[str], exc: Exception) -> int:
@@ -183,10 +201,9 @@ def save_traceback(prog_name: str, argv: Sequence[str], exc: BaseException) -> P
 
 
 def _interrupted(prog_name: str, interrupt: BaseException | None, default: str) -> int:
-    """Exit 130 for Ctrl-C; an interrupt that carries its own code (sk-run's SIGTERM: 143) keeps it."""
-    code = getattr(interrupt, "exit_code", 130)
+    """Exit 130 for Ctrl-C; an interrupt that carries its own code (SIGTERM: 143) keeps it."""
     click.echo(f"{prog_name}: {getattr(interrupt, 'reason', default)}", err=True)
-    return code if isinstance(code, int) else 130
+    return interrupts.exit_code(interrupt) if interrupt is not None else 130
 
 
 def _command_path(exc: click.ClickException, prog_name: str) -> str:
@@ -203,8 +220,8 @@ def _help_hint(exc: click.ClickException) -> str:
 
 
 OUTPUT_LABELS: dict[str, dict[str, str]] = {
-    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接："},
-    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: "},
+    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接：", "scene": "失败现场："},
+    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: ", "scene": "Failure scene: "},
 }
 """Labels of the lines that say where a command's outputs are, per ``--lang``."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import run_cli, write_or_check
+from sk_analytics.cli._base import PathArg, run_cli, write_or_check
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK
 
 DEFAULT_PATH = Path("docs") / "cli.md"
@@ -31,7 +31,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_ENVIRONMENT, "environment (`EnvironmentBlocker`): torch_npu/CANN not loadable, workload not startable, profiling switches set for a clean run, any other OS error (e.g. disk full)"),
     (EXIT_INTERNAL, "internal error (`EX_SOFTWARE`): an unexpected exception, a bug of sk-tune; one line names the command and the file its traceback was saved to (docs/faults.md)"),
     (130, "interrupted (Ctrl-C, SIGINT) or aborted: every process the command started is killed; `--resume` continues (docs/faults.md)"),
-    (143, "terminated (SIGTERM to `sk-run`): as 130"),
+    (143, "terminated (SIGTERM to `sk-run` or `sk-analyze`): as 130"),
 )
 
 
@@ -97,7 +97,7 @@ def render_cli_markdown(roots: Mapping[str, click.Command]) -> str:
 
 
 @click.command("help-doc")
-@click.option("--out", "path", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_PATH, show_default=True, help="Markdown file to write or check.")
+@click.option("--out", "path", type=PathArg(dir_okay=False, path_type=Path), default=DEFAULT_PATH, show_default=True, help="Markdown file to write or check.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the file differs from the commands' help.")
 def help_doc(path: Path, check: bool) -> int:
     """Generate the CLI reference from the help of sk-analyze and sk-run."""

@@ -1,4 +1,4 @@
-"""``sk-analyze ledger``: verify and show a Stage O session ledger."""
+"""``sk-analyze ledger``: verify, show and hand over (to a new signer) a Stage O session ledger."""
 
 from __future__ import annotations
 
@@ -8,30 +8,33 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import ExistingPath
+from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_OK, IntegrityError
 from sk_analytics.ledger import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
 
 
 @click.group("ledger")
 def ledger() -> None:
-    """Verify or print the hash-chained ledger of a session (folder or ledger.jsonl)."""
+    """Verify, print or hand over the hash-chained ledger of a session (folder or ledger.jsonl)."""
 
 
 @ledger.command("verify")
 @click.argument("session_or_file", type=ExistingPath())
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
 @click.option("--quick", is_flag=True, help="Compare files over 1 MiB by size only instead of re-hashing them (says so).")
-@click.option("--witness", "witness", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--witness", "witness", type=PathArg(dir_okay=False, path_type=Path),
               help="Witness file to check the head against (default: the user's witness.jsonl when present).")
 def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | None) -> int:
     """Detect truncated, edited, reordered, inserted, deleted, unsigned or foreign-signed records and a rolled-back head
     (exit 2 if any); for a session folder also re-hash every evidence file the ledger vouches for, check each recorded
     DCCI collection and the output files (handoff, BASE, settled matrix, reports); a session's own ledger.jsonl given as the
-    file proves its folder the same way. Archive mode: any path, any cwd."""
+    file proves its folder the same way. Archive mode: any path, any cwd.
+
+    A session that has not written its hand-off yet is ok, with a note saying how to resume it;
+    temp files of interrupted writes are named as machinery to clean (never evidence)."""
     from sk_analytics.ledger_verify import verify_read
-    from sk_analytics.stage_o.crosscheck import SESSION_FILE
-    from sk_analytics.stage_o.proof import Proof, identity_finding, prove, witness_finding
+    from sk_analytics.handoff.crosscheck import SESSION_FILE
+    from sk_analytics.handoff.proof import Proof, identity_finding, prove, witness_finding
     from sk_analytics.witness import witness_path
 
     path = Path(session_or_file)
@@ -46,9 +49,16 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
         if proof.finding is None and (folder / SESSION_FILE).is_file() and (path.is_dir() or path.name == LEDGER_NAME):
             proof = prove(folder, records, quick=quick)
     finding = proof.finding
+    unfinished = None
+    if report.ok and finding is None and (path.is_dir() or path.name == LEDGER_NAME):
+        from sk_analytics.stage_o.session_notes import temp_note, unfinished_note
+
+        proof.notes += [note for note in (temp_note(folder, records, folder),) if note is not None]
+        unfinished = unfinished_note(records, folder)
     if as_json:
         files = None if finding is None else {"file": finding.file, "rule": finding.rule, "message": finding.message}
-        click.echo(json.dumps({**report.to_json(), "files_disagreeing": files, "notes": proof.notes}, ensure_ascii=False, indent=2))
+        click.echo(json.dumps({**report.to_json(), "files_disagreeing": files, "notes": proof.notes, "unfinished": unfinished},
+                              ensure_ascii=False, indent=2))
     else:
         for problem in report.problems:
             where = f"line {problem.line}" if problem.line else "head"
@@ -72,6 +82,8 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
         signers = "; ".join(f"{count} record(s) signed by {who}" for who, count in report.signers.items())
         seen = f"; head checked against the witness {witness}" if witness is not None else ""
         click.echo(f"ok: {report.path}: {report.records} record(s), chain intact, head seq {report.head_seq}; {signers}{seen}")
+        if unfinished is not None:
+            click.echo(f"note: {unfinished}")
     return EXIT_OK
 
 

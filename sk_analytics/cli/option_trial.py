@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError, UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.modes import GATE_MODES, SEQUENTIAL_CAP
@@ -27,7 +28,7 @@ SOURCE_HELP = "a folder of run-*/log_<rank>.log, or parquet:DATA_DIR#round=R[,ro
 def _common(func: F) -> F:
     """Options shared by both commands."""
     func = click.option("--lang", type=click.Choice(LANGS), default="zh", show_default=True, help="Table language.")(func)
-    func = click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary JSON here (atomic).")(func)
+    func = click.option("--json-out", type=PathArg(dir_okay=False, path_type=Path), help="Write the summary JSON here (atomic).")(func)
     func = click.option("--expected-ranks", type=click.IntRange(min=1), default=DEFAULT_EXPECTED_RANKS, show_default=True, help="Rank logs per run.")(func)
     func = click.option("--warmup", type=click.IntRange(min=0), default=DEFAULT_WARMUP, show_default=True, help="Decode samples dropped per rank.")(func)
     return func
@@ -67,7 +68,7 @@ def option_trial(
     from sk_analytics.option_trial.api import evaluate_option_trial, summarize_side
     from sk_analytics.option_trial.gate import Allowances
     from sk_analytics.option_trial.report import render_option_trial
-    from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
+    from sk_analytics.option_trial.sources import parse_candidate_arg
     from sk_analytics.option_trial.stats import split_samples
 
     if not option_trial:
@@ -84,7 +85,7 @@ def option_trial(
     def summary_of(source: str) -> SideSummary:
         # One source at a time, and its timings frame (validated by load_source) is a temporary: only the
         # compact samples outlive split_samples, so the memory peak is one side's frame, not every side's.
-        samples = split_samples(load_source(source, expected_ranks=expected_ranks, warmup=warmup), warmup)
+        samples = split_samples(_load_source(source, expected_ranks=expected_ranks, warmup=warmup), warmup)
         return summarize_side(samples, label=source, warmup=warmup)
 
     base_summary = summary_of(baseline)
@@ -119,9 +120,8 @@ def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | No
     from sk_analytics.option_trial.api import stability as stability_check
     from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS
     from sk_analytics.option_trial.report import render_stability
-    from sk_analytics.option_trial.sources import load_source
 
-    frame = load_source(source, expected_ranks=expected_ranks, warmup=warmup)
+    frame = _load_source(source, expected_ranks=expected_ranks, warmup=warmup)
     result = stability_check(frame, warmup, path=source, expected_ranks=None)  # checked by load_source
     runs = result["baseline"]["run_count"]
     if runs != BASELINE_REQUIRED_RUNS:  # too few (or many) runs is no verdict on stability: not "not stable"
@@ -131,3 +131,16 @@ def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | No
     if json_out is not None:
         write_json(json_out, result)
     return EXIT_OK if result["baseline_stability"]["stable"] else EXIT_NEGATIVE
+
+
+def _load_source(source: str, *, expected_ranks: int, warmup: int) -> Any:
+    """:func:`~sk_analytics.option_trial.sources.load_source`; a run with another number of rank logs
+    names ``--expected-ranks``, the option that set the number it was checked against."""
+    from sk_analytics.ingest.timings import RankCountError
+    from sk_analytics.option_trial.sources import load_source
+
+    try:
+        return load_source(source, expected_ranks=expected_ranks, warmup=warmup)
+    except RankCountError as exc:
+        raise InputError(exc.path, exc.message, line=exc.line,
+                         expected=f"{expected_ranks} rank logs per run; pass --expected-ranks N for another rank count") from None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sk_analytics.cli._base import write_or_check
+from sk_analytics.cli._base import PathArg, write_or_check
 from sk_analytics.errors import UsageError
 
 if TYPE_CHECKING:  # the schema constants are Polars dtypes: imported when the document is rendered
@@ -78,7 +78,7 @@ def render_schema_markdown(tables: dict[str, Table] | None = None) -> str:
 
 
 @click.command("schema")
-@click.option("--out", "path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", "path", type=PathArg(dir_okay=False, path_type=Path), default=None,
               help="Markdown file to write or check (the repository's is docs/schema.md) [default: print it].")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the --out file differs from the schema constants.")
 def schema(path: Path | None, check: bool) -> int:

@@ -1,14 +1,19 @@
 """Rank timing logs (``run-<k>/log_<rank>.log``) -> the ``timings`` table.
 
-A timing line matches ``Inference time \\((decode|prefill)\\): ([0-9.]+) ms``
-(formats.md §1); every other line is ignored, except one whose value is a
-number that cannot be a decode time (a sign, an exponent, ``inf``, ``nan``)
-or is longer than :data:`MAX_VALUE_CHARS`: that is bad input naming the file
-and line, never a silently skipped sample. The value's decimal text is
-kept exactly (``value_text``) beside its float view, because the Stage O
-stability spread is computed in decimal arithmetic. Parsing is vectorized:
-the lines of every log of a candidate become one Polars string column and the
-pattern is extracted from all of them at once.
+A line that mentions ``Inference time (`` is a timing line and must be one
+whole (:data:`TIMING_LINE_PATTERN`): any text before it (a log prefix such as
+torchrun's ``[default0]:``), then exactly one ``Inference time
+(decode|prefill): <value> ms`` (formats.md §1), then only spaces, tabs or a
+``\r`` up to the end of the line. Every other line is ignored. A timing line
+that is not this (text after the unit: ``12.5 ms 13.0 ms``, ``12.5 msec``; a
+second timing on the line) or whose value is not a plain decimal of at most
+:data:`MAX_VALUE_CHARS` characters (a sign, an exponent, ``inf``, ``nan``,
+``1.2.3``) is bad input naming the file and line, never a silently skipped or
+guessed sample. The value's decimal text is kept exactly (``value_text``)
+beside its float view, because the Stage O stability spread is computed in
+decimal arithmetic. Parsing is vectorized: the lines of every log of a
+candidate become one Polars string column and the pattern is extracted from
+all of them at once.
 
 :func:`read_candidate` reads a whole candidate folder (every ``run-*``) into
 one timings frame with a ``run`` column and validates it the way the
@@ -29,10 +34,16 @@ from sk_analytics.errors import InputError, display_path
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.ingest.text_stream import Piece, pieces
-from sk_analytics.schema import TIMINGS
+from sk_analytics.schema import IN_WARMUP, TIMINGS, WEIGHT
 
 TIMING_PATTERN = r"Inference time \((decode|prefill)\): ([0-9.]+) ms"
-"""The timing-line pattern of the existing Stage O tooling (kept verbatim)."""
+"""The timing text of the existing Stage O tooling (kept verbatim)."""
+
+LINE_END = r"[ \t\r]*$"
+"""What may follow the unit of a timing line: spaces, tabs, a ``\r`` (CRLF logs), nothing else."""
+
+TIMING_LINE_PATTERN = (r"Inference time \((?P<phase>decode|prefill)\): (?P<value>[0-9.]+) ms" + LINE_END)
+"""A whole timing line from its ``Inference time (`` on (searched, so a log prefix before it is allowed)."""
 
 IMPOSSIBLE_PATTERN = (r"Inference time \((?:decode|prefill)\): "
                       r"((?i:[-+][0-9.]+(?:e[-+]?[0-9]+)?|[-+]?[0-9.]*e[-+]?[0-9]+|[-+]?inf(?:inity)?|[-+]?nan)) ms")
@@ -42,10 +53,6 @@ MAX_VALUE_CHARS = 32
 """Longest decimal text of a timing value (a measured millisecond figure has far fewer digits)."""
 
 _MARKER = "Inference time ("
-_DECODE_PREFIX = "Inference time (decode): "
-_PREFILL_PREFIX = "Inference time (prefill): "
-_SUFFIX = " ms"
-"""A whole match is PREFIX + number + SUFFIX, so the number is a plain slice."""
 
 RANK_LOG = re.compile(r"^log_(\d+)\.log$")
 RUN_DIR = re.compile(r"^run-(\d+)$")
@@ -107,20 +114,43 @@ class _Bad:
     expected: str
 
 
-_TIMING_EXPECTED = "Inference time (decode|prefill): <plain non-negative decimal> ms"
+_TIMING_EXPECTED = ("one 'Inference time (decode|prefill): <plain non-negative decimal> ms' per line, "
+                    "then only spaces, tabs or \\r to the end of the line")
+_SHOWN_CHARS = 120
+
+
+def _shown(text: str) -> str:
+    """A refused line as the message shows it: whole when short, else from its ``Inference time (`` on, cut."""
+    text = text.strip()
+    if len(text) > _SHOWN_CHARS:
+        text = text[text.find(_MARKER):]
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def _why_malformed(text: str) -> str:
+    """What is wrong with a timing line that is not one whole (the error path: one line, plain ``re``)."""
+    markers = text.count(_MARKER)
+    if markers > 1:
+        return f"; {markers} timings on one line"
+    timing = re.search(TIMING_PATTERN, text)
+    if timing is not None:
+        return f"; text after the unit: {text[timing.end():].rstrip()[:40]!r}"
+    return ""
 
 
 def _bad_line(marked: pl.DataFrame) -> _Bad | None:
-    """The first line that mentions ``Inference time (`` without being timing samples only:
+    """The first line that mentions ``Inference time (`` without being one whole timing line:
     an impossible value (sign, exponent, inf, nan) or any other malformed timing text."""
-    wrong = marked.filter(pl.col("impossible").is_not_null() | (pl.col("hit").list.len() != pl.col("markers")))
+    wrong = marked.filter(pl.col("value_text").is_null() | (pl.col("markers") != 1))
     if not wrong.height:
         return None
     row = wrong.row(0, named=True)
-    if row["impossible"] is not None:
-        return _Bad(row["file_id"], row["line"], f"timing value {row['impossible'][:40]!r} cannot be a decode time",
+    impossible = re.search(IMPOSSIBLE_PATTERN, row["text"])
+    if impossible is not None:
+        return _Bad(row["file_id"], row["line"], f"timing value {impossible.group(1)[:40]!r} cannot be a decode time",
                     "a plain non-negative decimal number of milliseconds (no sign, exponent, inf or nan)")
-    return _Bad(row["file_id"], row["line"], f"malformed timing line {row['text'].strip()[:60]!r}", _TIMING_EXPECTED)
+    return _Bad(row["file_id"], row["line"], f"malformed timing line {_shown(row['text'])!r}{_why_malformed(row['text'])}",
+                _TIMING_EXPECTED)
 
 
 def _bad_value(hits: pl.DataFrame) -> _Bad | None:
@@ -137,36 +167,32 @@ def _bad_value(hits: pl.DataFrame) -> _Bad | None:
 
 
 def _extract(lines: pl.LazyFrame, logs: list[RankLog]) -> pl.DataFrame:
-    """Timing matches of a batch at once: file_id, line, phase (is_decode), value_text, value_ms.
+    """Timing samples of a batch at once: file_id, line, phase (is_decode), value_text, value_ms.
 
-    Every line is a timing line, a line that does not mention ``Inference
-    time (`` (other log output), or refused: the first malformed line raises
-    :class:`InputError` naming its file and line. Several matches on one
-    line are all kept (the legacy tool used ``findall`` over the file).
+    Every line is a timing line (:data:`TIMING_LINE_PATTERN`, one sample), a
+    line that does not mention ``Inference time (`` (other log output), or
+    refused: the first malformed line raises :class:`InputError` naming its
+    file and line. One regex pass over the lines that mention the marker.
     """
-    hit = pl.col("hit")
-    decode = pl.col("is_decode")
-    start = pl.when(decode).then(len(_DECODE_PREFIX)).otherwise(len(_PREFILL_PREFIX))
     marked = (
         lines.filter(pl.col("text").str.contains(_MARKER, literal=True))
-        .select("file_id", "line", "text", pl.col("text").str.extract_all(TIMING_PATTERN).alias("hit"),
+        .select("file_id", "line", "text",
                 pl.col("text").str.count_matches(_MARKER, literal=True).alias("markers"),
-                pl.col("text").str.extract(IMPOSSIBLE_PATTERN, 1).alias("impossible"))
+                pl.col("text").str.extract_groups(TIMING_LINE_PATTERN).alias("parts"))
+        .unnest("parts")
+        .rename({"value": "value_text"})
         .collect()
     )
     hits = (
         marked.lazy()
-        .select("file_id", "line", "hit")
-        .explode("hit")
-        .drop_nulls("hit")
-        .with_columns(hit.str.starts_with(_DECODE_PREFIX).alias("is_decode"))
+        .filter(pl.col("value_text").is_not_null() & (pl.col("markers") == 1))
         .select(
             "file_id",
             "line",
-            "is_decode",
-            hit.str.slice(start, hit.str.len_bytes() - start - len(_SUFFIX)).alias("value_text"),
+            (pl.col("phase") == "decode").alias("is_decode"),
+            "value_text",
+            pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"),
         )
-        .with_columns(pl.col("value_text").cast(pl.Float64, strict=False).alias("value_ms"))
         .collect()
     )
     found = [bad for bad in (_bad_line(marked), _bad_value(hits)) if bad is not None]
@@ -366,8 +392,6 @@ def read_candidate_counts(
         frame = pl.concat(frames or [_parse_batch(logs, [], counter)], rechunk=False)
         frame.drop_in_place("file_id")
         return frame
-    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
-
     return _count(counted, frames, warmup).select(
         _per_file(logs, "run", pl.Categorical()).alias("run"),
         _per_file(logs, "rank", pl.Int32()).alias("rank"),
@@ -378,8 +402,6 @@ def read_candidate_counts(
 
 def _count(counted: pl.DataFrame | None, frames: list[pl.DataFrame], warmup: int) -> pl.DataFrame:
     """``counted`` (file_id, phase, warm-up flag, value_text, value_ms, weight) with the samples of ``frames`` added."""
-    from sk_analytics.option_trial.stats import IN_WARMUP, WEIGHT
-
     keys = ["file_id", "phase", IN_WARMUP, "value_text"]
     new = [
         pl.concat(frames).lazy()
@@ -388,6 +410,10 @@ def _count(counted: pl.DataFrame | None, frames: list[pl.DataFrame], warmup: int
     ] if frames else []
     parts = new + ([counted.lazy()] if counted is not None else [])
     return pl.concat(parts).group_by(keys).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum()).collect()
+
+
+class RankCountError(InputError):
+    """A run holds another number of rank logs than expected (a command line names the option that sets it)."""
 
 
 def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path | None) -> list[RankLog]:
@@ -406,7 +432,7 @@ def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path |
     for run in runs:
         paths = sorted((p for p in run.glob("log_*.log") if RANK_LOG.match(p.name)), key=rank_of)
         if len(paths) != expected_ranks:
-            raise InputError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
+            raise RankCountError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
         ranks = [rank_of(p) for p in paths]
         if len(set(ranks)) != len(ranks):
             duplicate = next(p for p, r in zip(paths, ranks) if ranks.count(r) > 1)
@@ -422,37 +448,3 @@ def _refuse_starved(logs: list[RankLog], decode_counts: dict[int, int], warmup: 
         if n <= warmup:
             raise InputError(log.path, f"no decode samples remain after warmup={warmup} ({n} decode samples)",
                              expected=f"more than {warmup} decode samples per rank")
-
-
-def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, warmup: int) -> None:
-    """Validate a timings frame with a ``run`` column for the option-trial gate.
-
-    For frames without files behind them (Parquet selections, API callers);
-    :func:`read_candidate` applies the same rules to the files themselves.
-    """
-    if warmup < 0:
-        raise InputError(label, f"warm-up {warmup} is negative", expected="--warmup >= 0")
-    if frame.is_empty():
-        raise InputError(label, "no timing samples", expected="run-*/log_<rank>.log with timing lines")
-    per_run = frame.group_by("run").agg(pl.col("rank").n_unique().alias("ranks")).sort("run")
-    wrong = per_run.filter(pl.col("ranks") != expected_ranks)
-    if wrong.height:
-        row = wrong.row(0, named=True)
-        raise InputError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
-    weight = pl.col("weight") if "weight" in frame.columns else pl.lit(1)  # a counted frame (read_candidate_counts)
-    starved = (
-        frame.group_by("run", "rank")
-        .agg(
-            weight.filter(pl.col("phase") == "decode").sum().alias("n"),
-            pl.col("source_file").first(),
-        )
-        .filter(pl.col("n") <= warmup)
-        .sort("run", "rank")
-    )
-    if starved.height:
-        row = starved.row(0, named=True)
-        raise InputError(
-            row["source_file"],
-            f"no decode samples remain after warmup={warmup} ({row['n']} decode samples)",
-            expected=f"more than {warmup} decode samples per rank",
-        )

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from sk_analytics.errors import UsageError
-from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP, check_candidate
+from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
     Allowances,
@@ -37,6 +37,7 @@ from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP
 from sk_analytics.option_trial.sequential import LABEL as SEQUENTIAL_LABEL
 from sk_analytics.option_trial.sequential import LABEL_ZH as SEQUENTIAL_LABEL_ZH
 from sk_analytics.option_trial.sequential import evaluate_sequential
+from sk_analytics.option_trial.sources import check_candidate
 from sk_analytics.option_trial.summary import RunMetric, summarize, summarize_samples
 
 GATE_LABELS: dict[str, tuple[str, str]] = {

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from sk_analytics.errors import InputError, UsageError
-from sk_analytics.ingest.timings import check_candidate, read_candidate_counts
+from sk_analytics.ingest.timings import RankCountError, read_candidate_counts
 from sk_analytics.schema import TIMINGS
 
 PARQUET_PREFIX = "parquet:"
@@ -84,3 +84,37 @@ def parse_candidate_arg(value: str) -> tuple[str, str]:
     if not eq or not name.strip() or not path.strip():
         raise UsageError(f"--candidate {value!r} is malformed (expected NAME=PATH)")
     return name.strip(), path.strip()
+
+
+def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, warmup: int) -> None:
+    """Validate a timings frame with a ``run`` column for the option-trial gate.
+
+    For frames without files behind them (Parquet selections, API callers);
+    :func:`~sk_analytics.ingest.timings.read_candidate` applies the same rules to the files themselves.
+    """
+    if warmup < 0:
+        raise InputError(label, f"warm-up {warmup} is negative", expected="--warmup >= 0")
+    if frame.is_empty():
+        raise InputError(label, "no timing samples", expected="run-*/log_<rank>.log with timing lines")
+    per_run = frame.group_by("run").agg(pl.col("rank").n_unique().alias("ranks")).sort("run")
+    wrong = per_run.filter(pl.col("ranks") != expected_ranks)
+    if wrong.height:
+        row = wrong.row(0, named=True)
+        raise RankCountError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
+    weight = pl.col("weight") if "weight" in frame.columns else pl.lit(1)  # a counted frame (read_candidate_counts)
+    starved = (
+        frame.group_by("run", "rank")
+        .agg(
+            weight.filter(pl.col("phase") == "decode").sum().alias("n"),
+            pl.col("source_file").first(),
+        )
+        .filter(pl.col("n") <= warmup)
+        .sort("run", "rank")
+    )
+    if starved.height:
+        row = starved.row(0, named=True)
+        raise InputError(
+            row["source_file"],
+            f"no decode samples remain after warmup={warmup} ({row['n']} decode samples)",
+            expected=f"more than {warmup} decode samples per rank",
+        )

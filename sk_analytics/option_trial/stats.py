@@ -44,6 +44,7 @@ from fractions import Fraction
 import polars as pl
 
 from sk_analytics.errors import InputError
+from sk_analytics.schema import IN_WARMUP, WEIGHT
 
 DECIMAL_CONTEXT = decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN)
 """The context of every decimal run metric (Python's default, pinned)."""
@@ -122,12 +123,6 @@ def narrow_units(rows: int, max_ms: float | None, scale: int) -> bool:
 
 SAMPLE_KEYS = ("run", "rank")
 """Group keys the option-trial statistics use; :func:`split_samples` keeps them."""
-
-
-WEIGHT = "weight"
-"""How many samples one row of a counted frame (or of :class:`Samples`) stands for."""
-IN_WARMUP = "in_warmup"
-"""A counted frame's flag of decode samples inside the warm-up (kept for the bounds, left out of the statistics)."""
 
 
 def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tuple[str, ...] = SAMPLE_KEYS) -> Samples:

@@ -8,39 +8,17 @@ trial engine treats the simulator, a real NPU script and any command alike.
 from __future__ import annotations
 
 import copy
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from sk_analytics.errors import UsageError
+from sk_runner.limits import size_problem
 
 PLACEHOLDERS = ("{config}", "{run_dir}", "{seed}")
-
-MAX_RANKS = 1024
-"""Most ranks one process may be asked for (128 servers of 8 NPUs); a larger value is a typo, not a job."""
-MAX_ITERATIONS = 100_000
-"""Most decode iterations one process may be asked for."""
-MAX_SAMPLES = 2_000_000
-"""Most decode samples of one process over all its ranks (ranks x iterations: about 80 MB of rank logs)."""
-
-
-def size_problem(ranks: int, iterations: int | None, warmup: int) -> str | None:
-    """Why these run sizes cannot be run (below 1, above their bound), or None; the check is O(1)."""
-    if ranks < 1:
-        return f"--ranks {ranks}: expected at least 1"
-    if ranks > MAX_RANKS:
-        return f"--ranks {ranks}: expected at most {MAX_RANKS}"
-    if warmup < 0:
-        return f"--warmup {warmup}: expected 0 or more"
-    if iterations is not None:
-        if iterations <= warmup:
-            return f"--iterations {iterations}: expected more than --warmup {warmup} (decode samples must remain after warm-up)"
-        if iterations > MAX_ITERATIONS:
-            return f"--iterations {iterations}: expected at most {MAX_ITERATIONS}"
-        if ranks * iterations > MAX_SAMPLES:
-            return f"--ranks {ranks} x --iterations {iterations}: expected at most {MAX_SAMPLES} decode samples per process"
-    return None
 
 
 @dataclass(frozen=True)
@@ -81,12 +59,16 @@ class RunRequest:
         object.__setattr__(self, "run_dir", Path(self.run_dir).absolute())
 
     def contract_env(self) -> dict[str, str]:
-        """The workload contract's environment variables."""
+        """The workload contract's environment variables (docs/runner.md, "The workload contract"):
+        config, run folder, seed, ranks and warm-up always, iterations when the controls set them."""
+        iterations = {} if self.control.iterations is None else {"SK_RUN_ITERATIONS": str(self.control.iterations)}
         return {
             "SK_RUN_CONFIG": str(self.config_path),
             "SK_RUN_DIR": str(self.run_dir),
             "SK_RUN_SEED": str(self.seed),
             "SK_RUN_RANKS": str(self.control.ranks),
+            "SK_RUN_WARMUP": str(self.control.warmup),
+            **iterations,
             **dict(self.extra_env),
         }
 
@@ -137,6 +119,9 @@ class Backend(Protocol):
     def source_path(self) -> Path:
         """Where the workload's source lives (for its git revision)."""
 
+    def source_files(self) -> list[Path]:
+        """Files the workload command names (hashed as its revision where there is no git)."""
+
     def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
         """Would the option wrapper accept ``option = value`` exactly?"""
 
@@ -144,9 +129,32 @@ class Backend(Protocol):
         """``config`` as the workload's option wrapper takes it (the npu backend: torch_npu's option names)."""
 
 
+def at_workdir(backend: Backend, cwd: str | os.PathLike[str] | None) -> tuple[Backend, Path]:
+    """``backend`` reading its relative paths (executable, named files) from the working directory every
+    process of it runs in, and that folder: ``cwd``, else the backend's own ``cwd``, else ours. A backend
+    with its own ``cwd`` (command, npu) is copied with it set, so its checks and fingerprints see what its
+    processes see."""
+    own = getattr(backend, "cwd", None)
+    folder = Path(cwd or own or Path.cwd()).resolve()
+    if not hasattr(backend, "cwd") or own == folder:
+        return backend, folder
+    bound = copy.copy(backend)
+    bound.cwd = folder  # type: ignore[attr-defined]
+    return bound, folder
+
+
 def config_as_given(config: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of ``config``: the workload config of a backend whose workload reads the registry's names."""
     return copy.deepcopy(dict(config))
+
+
+PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_-]*\}")
+"""What a placeholder looks like in a workload argument; only :data:`PLACEHOLDERS` are known."""
+
+
+def unknown_placeholders(template: list[str]) -> list[str]:
+    """Placeholders of ``template`` that :func:`expand_template` would leave as they are (a typo such as ``{rundir}``)."""
+    return sorted({m for arg in template for m in PLACEHOLDER.findall(arg)} - set(PLACEHOLDERS))
 
 
 def expand_template(template: list[str], request: RunRequest) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.strict_json import load_json_file
 
@@ -65,8 +66,8 @@ def campaign() -> None:
 
 
 @campaign.command("run")
-@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), help="Campaign folder (shared by every node); default: the spec's 'root'.")
+@click.argument("spec_path", metavar="SPEC", type=PathArg(dir_okay=False, path_type=Path))
+@click.option("--root", type=PathArg(file_okay=False, path_type=Path), help="Campaign folder (shared by every node); default: the spec's 'root'.")
 @click.option("--address", default=None, help=ADDRESS_HELP)
 @click.option("--local", is_flag=True, help="Run the sessions one by one on this machine, without Ray.")
 @click.option("--quiet", is_flag=True, help="Campaign events only, no per-session progress.")
@@ -88,7 +89,7 @@ def run(spec_path: Path, root: Path | None, address: str | None, local: bool, qu
 
 
 @campaign.command("resume")
-@click.argument("root", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--address", default=None, help=ADDRESS_HELP)
 @click.option("--local", is_flag=True, help="Continue without Ray (sessions pinned to this machine only).")
 @click.option("--quiet", is_flag=True, help="Campaign events only, no per-session progress.")
@@ -112,7 +113,7 @@ def job(payload: str, quiet: bool) -> int:
 
 def _driver_state(root: Path) -> tuple[dict[str, Any] | None, bool]:
     """The recorded driver and whether it is alive (checked only on its own host)."""
-    from sk_runner.lifetime import start_ticks
+    from sk_runner.process.lifetime import start_ticks
     from sk_runner.campaign.state import RUN_DIR
     from sk_runner.process import process_alive
 
@@ -148,7 +149,7 @@ def _print_status(root: Path, as_json: bool = False) -> None:
 
 
 @campaign.command("status")
-@click.argument("root", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable status.")
 def status(root: Path, as_json: bool) -> int:
     """Every session's node, phase, round, last decision and elapsed time, read from the ledgers.
@@ -165,7 +166,7 @@ def status(root: Path, as_json: bool) -> int:
 
 
 @campaign.command("cancel")
-@click.argument("root", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--address", default=None, help="With a driver that died: the Ray cluster whose nodes run its sessions.")
 @click.option("--wait-s", default=60.0, show_default=True, type=click.FloatRange(min=1), help="How long to wait for the driver to stop.")
 def cancel(root: Path, address: str | None, wait_s: float) -> int:

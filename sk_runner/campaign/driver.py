@@ -50,7 +50,7 @@ from sk_runner.campaign.state import (
     session_dir,
     session_name,
 )
-from sk_runner.lifetime import start_ticks
+from sk_runner.process.lifetime import start_ticks
 
 POLL_S = 1.0
 
@@ -316,7 +316,8 @@ class Driver:
         self._submit(task, name, None, supersedes)
 
     def _submit(self, task: TaskSpec, name: str, pin: NodeInfo | None, supersedes: str | None) -> None:
-        job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes, forwarded_env())
+        job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes, forwarded_env(),
+                  task.lease_root, task.device_ids, task.lease_timeout_s)
         self.running[task.id] = Running(task.id, name, self.ex.submit(job, task.resources, pin))
 
     def _note_placements(self, tasks: dict[str, TaskState]) -> None:

@@ -9,7 +9,7 @@ the same environment). The session is created by the sweep process itself
 light launcher and the sweep's heavy imports (Polars, Arrow, SciPy) are paid
 once per session instead of twice. The sweep runs as its own process group through
 :func:`sk_runner.process.run_process` (killed as a whole on timeout, cancel or
-our own death, with every descendant: :mod:`sk_runner.lifetime`); its pid and
+our own death, with every descendant: :mod:`sk_runner.process.lifetime`); its pid and
 lifetime marker are recorded in ``run/<session>.json`` so a later
 ``cancel``/``resume`` reaps survivors of a driver that died. The driver's
 signing key and trusted-keys file (when set) travel with the job, so the node
@@ -23,19 +23,22 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from sk_analytics.atomic import write_json
-from sk_analytics.errors import IntegrityError, SkTuneError
+from sk_analytics.errors import IntegrityError, SkTuneError, UsageError
 from sk_analytics.strict_json import load_json_file
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
-from sk_runner import lifetime
-from sk_runner.lifetime import start_ticks
+from sk_runner.process import lifetime
+from sk_runner.process.lifetime import start_ticks
 from sk_runner.process import group_alive, kill_group, process_alive, run_process
+from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseRequest
+from sk_runner.devices.markers import DEVICES_ENV, ROOT_ENV, TIMEOUT_ENV, marker_need
+from sk_runner.devices.options import lease_request
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ class Job:
     supersedes: str | None = None
     #: the driver's SK_TUNE_SIGNING_KEY / SK_TUNE_TRUSTED_KEYS (absolute): the node signs the session with them
     signing_env: tuple[tuple[str, str], ...] = ()
+    #: the host's NPU lease folder, the devices to lease (Ray's assignment on a Ray node) and how long to wait for them
+    lease_root: str | None = None
+    device_ids: tuple[int, ...] | None = None
+    lease_timeout_s: float | None = None
 
 
 @contextmanager
@@ -144,7 +151,31 @@ def parse_job(payload: str) -> tuple[Job, NodeInfo]:
     """Inverse of the payload of :func:`job_argv` (JSON turns the signing pairs into lists)."""
     data = json.loads(payload)
     job = data["job"]
-    return Job(**{**job, "signing_env": tuple((name, value) for name, value in job.get("signing_env", ()))}), NodeInfo(**data["node"])
+    ids = job.get("device_ids")
+    return Job(**{**job, "signing_env": tuple((name, value) for name, value in job.get("signing_env", ())),
+                  "device_ids": None if ids is None else tuple(ids)}), NodeInfo(**data["node"])
+
+
+def assigned_npus(accelerator_ids: Mapping[str, Sequence[str]]) -> tuple[int, ...] | None:
+    """The NPUs Ray assigned to the running task (``get_accelerator_ids()``), ascending; None when it assigned none."""
+    ids = [int(i) for i in accelerator_ids.get("NPU") or () if str(i).isdigit()]
+    return tuple(sorted(ids)) or None
+
+
+def job_lease(job: Job, env: Mapping[str, str]) -> LeaseRequest:
+    """The lease of a job's sweep: the task's root (else ``SK_RUN_LEASE_ROOT`` on the node) and devices (Ray's
+    assignment, the task's ids, else ``SK_RUN_DEVICE_IDS``); without a root the session runs unleased (or inherits
+    a parent's complete markers), and its ledger says so."""
+    raw_timeout = env.get(TIMEOUT_ENV, "").strip()
+    try:
+        timeout = job.lease_timeout_s if job.lease_timeout_s is not None else float(raw_timeout or DEFAULT_LEASE_TIMEOUT_S)
+    except ValueError:
+        raise UsageError(f"{TIMEOUT_ENV}={raw_timeout!r}: expected seconds") from None
+    root = job.lease_root or env.get(ROOT_ENV, "").strip() or None
+    if root is None:
+        return LeaseRequest(marker_need(env), timeout)
+    ids = job.device_ids or tuple(env.get(DEVICES_ENV, "").split())
+    return lease_request(Path(root), tuple(str(i) for i in ids), timeout, env=env)
 
 
 def run_sweep_process(job: Job, node: NodeInfo, quiet: bool) -> int:
@@ -154,7 +185,8 @@ def run_sweep_process(job: Job, node: NodeInfo, quiet: bool) -> int:
     from sk_runner.sweep.session import load_session
 
     with signing_environment(job.signing_env):
-        return run_and_print(load_session(prepare_session(job, node)), "zh", quiet)
+        lease = job_lease(job, os.environ)  # a usage error before the session is created
+        return run_and_print(load_session(prepare_session(job, node)), "zh", quiet, lease)
 
 
 def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = None) -> JobResult:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.campaign import storage
-from sk_runner.campaign.job import Job, JobResult, NodeInfo, run_job
+from sk_runner.campaign.job import Job, JobResult, NodeInfo, assigned_npus, run_job
 from sk_runner.campaign.resources import Capacity, NodeCapacity
 
 INSTALL_HINT = "pip install 'sk-tune[ray]'"
@@ -40,8 +40,14 @@ def _this_node() -> NodeInfo:
 
 
 def _ray_job(job: Job) -> JobResult:
-    """The Ray task: run the job on whichever node Ray placed it."""
-    return run_job(job, _this_node())
+    """The Ray task: run the job on whichever node Ray placed it, on the NPUs Ray assigned it (still under the host's
+    lease: a hand-started sweep on the same devices and this session exclude each other)."""
+    import dataclasses
+
+    import ray
+
+    npus = assigned_npus(ray.get_runtime_context().get_accelerator_ids())
+    return run_job(job if npus is None else dataclasses.replace(job, device_ids=npus), _this_node())
 
 
 def _ray_probe(root: str, token: str) -> tuple[str, str, str]:

@@ -10,7 +10,9 @@ creates its root, each task's resources are compared with the cluster:
   reports them) does: the task is ``pending_unsatisfiable`` until such a node
   joins, for at most the campaign's ``node_wait_s``;
 * ``never``: neither: the campaign is refused naming the task, the resource and
-  the largest node (:func:`refusal`).
+  the largest node (:func:`refusal`); when several tasks are, every one of them
+  is named, one line each, then a summary line (:func:`refusals`), so the user
+  does not learn of the next one only after fixing the first.
 """
 
 from __future__ import annotations
@@ -91,12 +93,23 @@ def refusal(task_id: str, need: Mapping[str, float], capacity: Capacity, source:
                       expected="task resources that one node of the cluster has")
 
 
+def refusals(never: Sequence[tuple[str, Mapping[str, float]]], total: int, capacity: Capacity, source: str) -> InputError:
+    """The bad-input error for the tasks ``never`` no node can ever hold (of ``total``): :func:`refusal`
+    for one; for several, each one's refusal as a detail line and a summary naming them all."""
+    errors = [refusal(task_id, need, capacity, source) for task_id, need in never]
+    if len(errors) == 1:
+        return errors[0]
+    names = ", ".join(task_id for task_id, _ in never)
+    summary = InputError(source, f"{len(never)} of {total} tasks can never be held by one node ({names})",
+                         expected="task resources that one node of the cluster has")
+    summary.details = tuple(error.one_line() for error in errors)
+    return summary
+
+
 def check_tasks(tasks: Sequence[tuple[str, Mapping[str, float]]], capacity: Capacity, source: str) -> dict[str, str]:
-    """Each task's class; the first task no node can ever hold raises :func:`refusal`."""
-    classes = {}
-    for task_id, need in tasks:
-        kind = classify(need, capacity)
-        if kind == NEVER:
-            raise refusal(task_id, need, capacity, source)
-        classes[task_id] = kind
+    """Each task's class; the tasks no node can ever hold raise :func:`refusals` (every one of them)."""
+    classes = {task_id: classify(need, capacity) for task_id, need in tasks}
+    never = [(task_id, need) for task_id, need in tasks if classes[task_id] == NEVER]
+    if never:
+        raise refusals(never, len(tasks), capacity, source)
     return classes

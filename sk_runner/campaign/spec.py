@@ -36,6 +36,11 @@ class TaskSpec:
     resources: dict[str, float]
     timeout_s: float | None
     priority: int
+    lease_root: str | None = None
+    """The host's NPU lease folder (absolute); None: ``SK_RUN_LEASE_ROOT`` on the node, else unleased."""
+    device_ids: tuple[int, ...] | None = None
+    """NPUs to lease (a Ray task requesting ``NPU`` gets Ray's assignment instead)."""
+    lease_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class CampaignSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CampaignSpec:
-        tasks = tuple(TaskSpec(**t) for t in data["tasks"])
+        tasks = tuple(TaskSpec(**{**t, "device_ids": None if t.get("device_ids") is None else tuple(t["device_ids"])}) for t in data["tasks"])
         return cls(data["name"], tasks, data["on_node_lost"], float(data["node_wait_s"]), int(data["max_attempts"]), data.get("root"))
 
     def task(self, task_id: str) -> TaskSpec:
@@ -112,14 +117,31 @@ def load_spec(path: Path) -> CampaignSpec:
         task = validate_task(task_path)
         merged = {**defaults, **item}
         resources_ = merged.get("resources") or default_resources(task.data)
+        lease_root = merged.get("lease_root")
         tasks.append(TaskSpec(item["id"], str(task_path), task.fingerprint, {k: float(v) for k, v in resources_.items()},
-                              None if merged.get("timeout_s") is None else float(merged["timeout_s"]), int(merged.get("priority", 0))))
+                              None if merged.get("timeout_s") is None else float(merged["timeout_s"]), int(merged.get("priority", 0)),
+                              None if lease_root is None else str((path.parent / lease_root).absolute()),
+                              _device_ids(merged.get("device_ids"), path, i),
+                              None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"])))
     order = sorted(range(len(tasks)), key=lambda i: (-tasks[i].priority, i))
     root = data.get("root")
     if root is not None and not Path(root).is_absolute():
         root = str((path.parent / root).resolve())
     return CampaignSpec(data.get("name", path.stem), tuple(tasks[i] for i in order), data.get("on_node_lost", "restart"),
                         float(data.get("node_wait_s", 600)), int(data.get("max_attempts", 2)), root, str(path))
+
+
+def _device_ids(value: list[int | str] | None, path: Path, index: int) -> tuple[int, ...] | None:
+    """A task's ``device_ids`` (ids and ranges) ascending, or a one-line error naming the spec and the task."""
+    if value is None:
+        return None
+    from sk_runner.devices.markers import parse_device_ids
+
+    try:
+        return parse_device_ids(str(v) for v in value)
+    except ValueError as exc:
+        raise InputError(path, str(exc).replace("--device-id", "device_ids"), record=f"/tasks/{index}/device_ids",
+                         expected="device ids or ranges like 0-7") from None
 
 
 def revalidate(spec: CampaignSpec, source: Path) -> None:

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import click
 
+from sk_analytics.cli._base import PathArg
+from sk_analytics.errors import UsageError
+
 
 @click.command("sim")
-@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML).")
-@click.option("--run-dir", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Where log_<rank>.log and the artifacts go.")
+@click.option("--config", "config", type=PathArg(dir_okay=False, path_type=Path), help="Execution config (JSON or YAML); required for a workload.")
+@click.option("--run-dir", "run_dir", type=PathArg(file_okay=False, path_type=Path), help="Where log_<rank>.log and the artifacts go; required for a workload.")
 @click.option("--ranks", default=8, show_default=True, type=int, help="Tensor-parallel ranks (one log per rank).")
 @click.option("--iterations", default=200, show_default=True, type=int, help="Decode samples logged per rank (warm-up included).")
 @click.option("--warmup", default=8, show_default=True, type=int, help="Length of the warm-up ramp in decode samples.")
@@ -19,14 +22,23 @@ import click
               help="Profiler export: text (CSV/JSON) or db (ascend_pytorch_profiler_<rank>.db) [default: $SK_RUN_PROFILE_EXPORT, else text].")
 @click.option("--profile-ranks", "profile_ranks", default=None, metavar="all|R[,R...]",
               help="Ranks that write profiling artifacts, each in its own folders [default: $SK_RUN_PROFILE_RANKS, else all].")
-@click.option("--network", default=None, help="Network spec file or built-in scenario name [default: moe-decode].")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="Network spec file or built-in scenario name [default: moe-decode].")
 @click.option("--options-pointer", default=None, help="RFC 6901 pointer of the options object in the config.")
-@click.option("--ground-truth", "ground_truth", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
+@click.option("--ground-truth", "ground_truth", default=None, type=PathArg(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
 @click.option("--noise", default=1.0, show_default=True, type=click.FloatRange(min=0.0), help="Scale of all random noise (0 = deterministic).")
 @click.option("--probe-only", is_flag=True, help="Compile only: write sk_meta/<pid>/model_*/super_kernel.log with the option lines, no inference.")
+@click.option("--foreign-load", "foreign_load", multiple=True, metavar="N|A-B",
+              help="Instead of a workload: occupy these simulated NPUs outside any lease (registered in the occupancy registry, "
+                   "$SK_SIM_DEVICE_REGISTRY) and slow every simulated kernel there, until SIGTERM/Ctrl-C, --until-file or --duration.")
+@click.option("--slowdown", default=1.08, show_default=True, type=click.FloatRange(min=1.0),
+              help="With --foreign-load: factor by which the load slows kernels on its devices.")
+@click.option("--until-file", "until_file", type=PathArg(dir_okay=False, path_type=Path), default=None,
+              help="With --foreign-load: end when this file exists.")
+@click.option("--duration", "duration_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --foreign-load: end after this many seconds.")
 def sim(
-    config: Path,
-    run_dir: Path,
+    config: Path | None,
+    run_dir: Path | None,
     ranks: int,
     iterations: int,
     warmup: int,
@@ -39,8 +51,16 @@ def sim(
     ground_truth: Path | None,
     noise: float,
     probe_only: bool,
+    foreign_load: tuple[str, ...],
+    slowdown: float,
+    until_file: Path | None,
+    duration_s: float | None,
 ) -> int:
     """Run the simulated SK device as one workload process (see docs/simulator.md)."""
+    if foreign_load:
+        return _foreign_load(foreign_load, slowdown, until_file, duration_s)
+    if config is None or run_dir is None:
+        raise UsageError(f"missing option {'--config' if config is None else '--run-dir'} (a workload needs --config and --run-dir)")
     from sk_runner.sim.runner import SimRequest, run  # NumPy: imported when it runs, not for --help
 
     request = SimRequest(
@@ -60,3 +80,16 @@ def sim(
         probe_only=probe_only,
     )
     return run(request)
+
+
+def _foreign_load(specs: tuple[str, ...], slowdown: float, until_file: Path | None, duration_s: float | None) -> int:
+    import os
+
+    from sk_runner.devices.markers import parse_device_ids
+    from sk_runner.sim.devices import foreign_load
+
+    try:
+        devices = parse_device_ids(specs)
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("--device-id", "--foreign-load")) from None
+    return foreign_load(devices, slowdown, env=os.environ, until_file=until_file, duration_s=duration_s)

@@ -19,8 +19,9 @@ import numpy as np
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import InputError
 from sk_analytics.strict_json import load_config_file
-from sk_runner.backends.base import size_problem
+from sk_runner.limits import size_problem
 from sk_runner.sim import logs
+from sk_runner.sim.devices import occupy
 from sk_runner.sim.identity import ProcessIds, rank_process_ids
 from sk_runner.sim.model import StepModel, compile_model
 from sk_runner.sim.naming import name_graph
@@ -172,6 +173,7 @@ def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode
                   seed: int, params: NoiseParams, sk_prof_kb: int | None, variant: FormatVariant) -> None:
     """Profiling artifacts of one rank's process: profiler output, sk_prof of its device, SK metadata."""
     from sk_runner.sim.profiler import write_profiler_output  # Polars: only a profiled run pays its import
+    from sk_runner.sim.profiler_comm import group_name
     from sk_runner.sim.skprof import sk_prof_trace
 
     rng = rank_rng(seed, ids.rank)
@@ -190,7 +192,8 @@ def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode
                       "see super_kernel.log", file=sys.stderr)
         if request.profiler_on:
             write_profiler_output(request.run_dir, ids, model, names, timeline, decode_ms, host_base_ns,
-                                  export_type=request.profiler_export())
+                                  export_type=request.profiler_export(), group=group_name(model.graph.network.build_id, request.ranks),
+                                  env=request.env)
     if request.save_meta:
         write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=full_cores,
                       long_share=variant.long_member_share)
@@ -233,10 +236,16 @@ def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
 
 
 def run(request: SimRequest) -> int:
-    """Run one simulated process; returns the exit code (a hang never returns)."""
+    """Run one simulated process on its devices (:mod:`sk_runner.sim.devices`); returns the exit code (a hang never returns)."""
     problem = size_problem(request.ranks, request.iterations, 0) or size_problem(1, None, request.warmup)
     if problem is not None:  # before anything is allocated: sizes come from the command line
         raise InputError(None, problem)
+    with occupy(request.env, request.ranks) as slowdown:
+        return _run(request, slowdown)
+
+
+def _run(request: SimRequest, slowdown: np.ndarray) -> int:
+    """The process on its devices; ``slowdown`` per rank from foreign loads there (1.0: none)."""
     options = load_options(request)
     network = load_network(request.network)
     model = compile_model(network, options)
@@ -257,7 +266,7 @@ def run(request: SimRequest) -> int:
 
     params = NoiseParams(factor=request.noise)
     mult = step_multipliers(rng, request.ranks, request.iterations, request.warmup, params)
-    overhead = np.ones(request.ranks)
+    overhead = slowdown.copy()
     if request.profiler_on:
         overhead[profiled] *= PROFILER_OVERHEAD
     if sk_prof_kb is not None:

@@ -10,15 +10,21 @@ import click
 
 from typing import TYPE_CHECKING
 
+from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from sk_analytics.interrupts import interrupt_of
 from sk_analytics.option_trial.modes import GATE_MODES
+from sk_runner.devices.options import lease_options, lease_request
 
 if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help stays fast
+    from sk_runner.devices.lease import LeaseRequest
     from sk_runner.sweep.session import SweepSession
 
 
-def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) -> int:
-    """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped)."""
+def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, lease: LeaseRequest | None = None) -> int:
+    """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped).
+
+    ``lease``: the devices the sweep holds from its first device command to its hand-off."""
     from sk_analytics.cli._base import OUTPUT_LABELS
     from sk_runner.sweep.driver import run_sweep
 
@@ -28,24 +34,33 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
     for notice in session.notices:
         click.echo(f"sk-run: warning: {notice}", err=True)
     try:
-        outcome = run_sweep(session, say=say, lang=lang)
-    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: every started process is already killed
-        click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
+        outcome = run_sweep(session, say=say, lang=lang, lease=lease)
+    except BaseException as exc:  # Ctrl-C / SIGTERM (also one Python wrapped): every started process is already killed
+        if interrupt_of(exc) is not None:
+            click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
         raise
     assert outcome is not None
     click.echo(f"{labels['report']}{outcome.report}")
     click.echo(f"{labels['html']}{outcome.html}")
     click.echo(f"{labels['handoff']}{outcome.handoff}")
+    if outcome.outcome != "base":  # a session stopped at O0: where its failure is, as the report and hand-off say
+        from sk_analytics.strict_json import load_json_file
+
+        scene = ((load_json_file(outcome.handoff).get("stop") or {}).get("evidence") or {}).get("scene")
+        if scene:
+            click.echo(f"{labels['scene']}{session.root / scene}")
     return EXIT_OK if outcome.outcome == "base" else EXIT_NEGATIVE
 
 
 @click.command("sweep")
-@click.option("--task", "task", type=click.Path(dir_okay=False, path_type=Path), help="Dispatched stage-O task (phase entry).")
-@click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path), help="Continue an interrupted session.")
+@click.option("--task", "task", type=PathArg(dir_okay=False, path_type=Path), help="Dispatched stage-O task (phase entry).")
+@click.option("--resume", "resume", type=PathArg(file_okay=False, path_type=Path), help="Continue an interrupted session.")
 @click.option("--demo", is_flag=True, help="A complete sweep on the simulated device with the default network.")
-@click.option("--session", "session_dir", type=click.Path(file_okay=False, path_type=Path), help="Folder of a new session.")
-@click.option("--plan-only", is_flag=True, help="With --task: validate and print the plan, run nothing.")
-@click.option("--network", default=None, help="With --demo: simulator network (default moe-decode).")
+@click.option("--session", "session_dir", type=PathArg(file_okay=False, path_type=Path), help="Folder of a new session.")
+@click.option("--plan-only", is_flag=True,
+              help="With --task: validate, check the workload command (executable, placeholders) and print the plan "
+                   "with the resolved command of every mode; run nothing.")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="With --demo: simulator network (default moe-decode).")
 @click.option("--seed", default=2026, show_default=True, type=int, help="With --demo: session seed.")
 @click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
 @click.option("--iterations", default=None, type=click.IntRange(min=10), help="With --demo: decode samples per rank.")
@@ -54,9 +69,14 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False) 
                    "a task sets it as policy.gate).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
+@lease_options
 def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path | None, plan_only: bool, network: str | None,
-          seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool) -> int:
-    """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md)."""
+          seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool,
+          lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float) -> int:
+    """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).
+
+    The sweep holds its device lease from its first device command to its hand-off; --resume takes it again
+    (by default the lease its trials recorded). With --demo the lease lives under the session."""
     if sum((task is not None, resume is not None, demo)) != 1:
         raise UsageError("give exactly one of --task FILE, --resume SESSION or --demo")
     if plan_only and task is None:
@@ -66,23 +86,32 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     if resume is not None:
         if session_dir is not None:
             raise UsageError("--resume takes the session folder itself; --session is for new sessions")
+        from sk_runner.sweep.demo import recorded_need
         from sk_runner.sweep.session import load_session
 
-        return run_and_print(load_session(resume), lang, quiet)
+        session = load_session(resume)
+        return run_and_print(session, lang, quiet, lease_request(lease_root, device_ids, lease_timeout, default=recorded_need(session)))
     if demo:
         from dataclasses import replace
 
         from sk_runner.backends.base import Control
-        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_session
+        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_need, demo_session
 
+        request = lease_request(lease_root, device_ids, lease_timeout)  # a usage error before the session exists
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
         policy = DEMO_POLICY if gate is None else replace(DEMO_POLICY, gate=gate)
-        return run_and_print(demo_session(session_dir, network=network, seed=seed, control=control, policy=policy), lang, quiet)
+        session = demo_session(session_dir, network=network, seed=seed, control=control, policy=policy)
+        if request.need is None:
+            request = replace(request, need=demo_need(session))
+        return run_and_print(session, lang, quiet, request)
     from sk_runner.sweep.phase import enter_phase
+    from sk_runner.sweep.plan import workload_plan
 
     assert task is not None
+    request = lease_request(lease_root, device_ids, lease_timeout)
     session, plan = enter_phase(task, session_dir)
-    click.echo(json.dumps(plan, ensure_ascii=False, indent=2))
+    # the recorded plan (formats.md §8) plus what each mode of the workload will run, resolved
+    click.echo(json.dumps({**plan, "workload": workload_plan(session)}, ensure_ascii=False, indent=2))
     if plan_only:
         return EXIT_OK
-    return run_and_print(session, lang, quiet)
+    return run_and_print(session, lang, quiet, request)

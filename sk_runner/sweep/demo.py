@@ -8,8 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sk_analytics.evidence import LEASE_DIR
+from sk_analytics.ledger import read_records
+from sk_analytics.stage_o.leases import recorded_lease
 from sk_analytics.stage_o.machine import Policy
 from sk_runner.backends.base import Control
+from sk_runner.devices.markers import Need, lease_root_text
 from sk_runner.sweep.session import BackendSpec, SweepSession, create_session
 
 DEMO_SEED_CONFIG: dict[str, Any] = {
@@ -48,3 +52,15 @@ def demo_session(
     return create_session(
         root, dict(DEMO_SEED_CONFIG), seed=seed, backend=BackendSpec("sim", network, noise), control=control, policy=policy,
     )
+
+
+def demo_need(session: SweepSession) -> Need:
+    """The demo's lease: simulated NPUs 0..ranks-1 under ``<session>/.device-leases`` (its own lock folder, so a
+    demo never waits for another user's devices; the simulator's occupancy registry still sees every process)."""
+    return Need(lease_root_text(session.root / LEASE_DIR), tuple(range(session.control.ranks)))
+
+
+def recorded_need(session: SweepSession) -> Need | None:
+    """The lease the session's trials recorded (``sweep --resume`` takes it again), or None."""
+    found = recorded_lease(read_records(session.root))
+    return None if found is None else Need(*found)

@@ -8,8 +8,9 @@ recorded is asked for again (trials continue with their missing runs).
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,22 +19,25 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
+from sk_analytics.evidence import drop_unreferenced_manifests
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_candidates
 from sk_analytics.strict_json import load_json_file
-from sk_runner import lifetime
+from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
+from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_devices, lease_environ
+from sk_runner.devices.markers import fits
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
+from sk_runner.sweep.probes import PROBES_DIR, probe_candidates
 from sk_runner.sweep.session import SweepSession
 from sk_runner.sweep.verify import verify_incumbent
 
 Say = Callable[[str], None]
-PROBES_DIR = "PROBES"
 
 
 @dataclass(frozen=True)
@@ -48,55 +52,29 @@ class SweepOutcome:
     html: Path
 
 
-def probe_candidates(session: SweepSession, backend: Backend, say: Say) -> list[dict[str, Any]]:
-    """Exact-value probes of every protocol candidate (wrapper + runtime), in one folder.
-
-    A value the dispatched task does not list as accepted by the active wrapper
-    is recorded as not ready with that reason.
-    """
-    from sk_runner.probe import probe_values
-
-    seed_config = load_json_file(session.seed_config_path)
-    by_option: dict[str, list[Any]] = {}
-    for cand in protocol_candidates():
-        by_option.setdefault(cand.option, []).append(cand.value)
-    accepted = None
-    if session.task is not None:
-        accepted = {(v["option"], canonical_json(v["value"])) for v in session.task.get("accepted_option_values", [])}
-    records: list[dict[str, Any]] = []
-    for option, values in by_option.items():
-        say(f"  探测 {option}: {len(values)} 个精确取值")
-        result = probe_values(option, values, backend, out_dir=session.root / PROBES_DIR, base_config=seed_config,
-                              base_source=session.seed_config_path)
-        for probe in result.values:
-            record = probe.to_record()
-            if accepted is not None and (option, canonical_json(probe.value)) not in accepted:
-                record["ready"] = False
-                record["evidence"] = {**record["evidence"], "task": "调度任务未列出该取值为当前封装已接受的取值"}
-            records.append(record)
-    return records
-
-
-def ensure_matrix(session: SweepSession, backend: Backend, say: Say) -> None:
-    """Build the session's matrix from fresh probes unless it exists already."""
+def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None) -> None:
+    """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet) unless it exists already."""
     if (session.root / MATRIX_NAME).is_file():
         return
     say("构建选项矩阵：对每个候选精确取值做 ready=true 探测")
-    probes = probe_candidates(session, backend, say)
+    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ))
     probes_path = session.root / PROBES_DIR / "probes.json"
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
                 seed_source=session.seed_config_path)
+    unlisted = sum(p["evidence"].get("task") is not None for p in probes)  # never probed: the task does not list them
     session.append(
         "matrix_built",
         {"probes": f"{PROBES_DIR}/probes.json", "probes_fingerprint": fingerprint(probes),
-         "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes),
-         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值已探测，{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
+         "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes), "not_listed": unlisted,
+         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值（{unlisted} 个任务未列出，未探测），"
+                       f"{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
     )
 
 
-def describe(action: m.Action) -> str:
-    """One progress line for an action (Chinese, as the rest of the terminal output)."""
+def describe(action: m.Action, lang: str = "zh") -> str:
+    """One progress line for an action (Chinese, as the rest of the terminal output; a blocked entry's cause
+    in ``lang``, a stop with the failure scene it refers to)."""
     if isinstance(action, m.RunTrial):
         what = {"o0": "O0 正确性 + 5 次干净运行", "trial": "试验：正确性 + 3 次干净运行", "top_up": "补足至 5 次干净运行",
                 "repair": "DCCI 联合修复试验：正确性 + 3 次干净运行"}[action.phase]
@@ -114,9 +92,13 @@ def describe(action: m.Action) -> str:
     if isinstance(action, m.ProbeRepair):
         return "[DCCI] 联合修复列表的同环境精确值探测"
     if isinstance(action, m.Settle):
+        cause = action.evidence.get("cause") if isinstance(action.evidence, Mapping) else None
+        if lang == "en" and isinstance(cause, Mapping):
+            return f"[{action.entry_id}] → {action.status}: {cause.get('en')}"
         return f"[{action.entry_id}] → {action.status}：{action.reason_zh}"
     if isinstance(action, m.Stop):
-        return f"[停止] {action.reason_zh}"
+        scene = action.evidence.get("scene") if isinstance(action.evidence, Mapping) else None
+        return f"[停止] {action.reason_zh}" + (f"；失败现场 {scene}" if scene else "")
     if isinstance(action, m.FreezeBase):
         return f"[BASE] 冻结 Sbest-BASE = {action.round}"
     if isinstance(action, m.WriteHandoff):
@@ -131,24 +113,50 @@ def run_sweep(
     lang: str = "zh",
     max_actions: int | None = None,
     on_action: Callable[[m.Action], None] | None = None,
+    lease: LeaseRequest | None = None,
 ) -> SweepOutcome | None:
-    """Run the session until the hand-off is written (or ``max_actions`` ran: None)."""
+    """Run the session until the hand-off is written (or ``max_actions`` ran: None).
+
+    ``lease``: the devices, taken at the first device command and held to the end (every trial, the
+    incumbent's and the DCCI pair's collections on the same exclusively held devices)."""
+    devices = lease_devices(lease)
+    problem = None if devices is None else fits(devices, session.control.ranks)
+    if problem is not None:
+        raise UsageError(problem)
     lock = FileLock(str(session.root / ".sweep.lock"))
     try:
         lock.acquire(timeout=0)
     except Timeout:
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
     step = _Step()
+    held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
     try:
-        lifetime.attach(session.root)  # survivors of an earlier sk-run on this session die before anything starts
-        return _loop(session, say, lang, max_actions, on_action, step)
+        lifetime.attach(session.root)
+        drop_unreferenced_manifests(session.root, read_records(session.root))  # of an append cut short: vouch for nothing
+        return _loop(session, say, lang, max_actions, on_action, step, held)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
         if stop is None:
             raise
         raise stop from exc
     finally:
+        held.release()
         lock.release()
+
+
+def _drop_leftovers(root: Path, say: Say) -> None:
+    """Temp files of writes an earlier sk-run was killed in (no other sweep runs: the lock is held)."""
+    from sk_runner.sweep.leftovers import drop_leftover_temps
+
+    removed = drop_leftover_temps(root)
+    if removed:
+        say(f"已清理被中断的写入留下的临时文件 {len(removed)} 个：{', '.join(removed[:3])}{'…' if len(removed) > 3 else ''}")
+
+
+def _lease_blocked(session: SweepSession, action: m.Action | None, exc: LeaseFault) -> None:
+    """The ledger's ``lease_blocked`` record: the step did not run, nothing was decided; ``--resume`` tries again."""
+    session.append("lease_blocked", {**exc.record(), "action": None if action is None else action.kind,
+                                     "summary_zh": f"设备租约未取得（{exc.reason}），未运行、未决策；--resume 将重试：{exc.one_line()}"})
 
 
 @dataclass
@@ -161,11 +169,13 @@ class _Step:
 def _loop(
     session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None,
     step: _Step,
+    devices: LazyLease | None = None,
 ) -> SweepOutcome | None:
+    _drop_leftovers(session.root, say)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
     backend = session.backend.build()
     backend.check_ready()
-    ensure_matrix(session, backend, say)
-    executor = Executor(session, backend, say)
+    ensure_matrix(session, backend, say, devices)
+    executor = Executor(session, backend, say, devices)
     state = m.fold(read_records(session.root))
     if state.matrix_fingerprint is not None:
         check_frozen(load_matrix(session.root / MATRIX_NAME), session.root / MATRIX_NAME, expected=state.matrix_fingerprint)
@@ -192,7 +202,7 @@ def _loop(
             fp = freeze_session_matrix(session.root)
             say(f"选项矩阵已冻结：{len(matrix['entries'])} 个条目，指纹 {fp[:12]}")
         else:
-            say(describe(action))
+            say(describe(action, lang))
             kind, data = executor.execute(action)
             session.append(kind, data)
             if kind not in ("entry_settled", "session_stopped") and "summary_zh" in data:

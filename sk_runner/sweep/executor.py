@@ -4,9 +4,11 @@ Each action is delegated to the engine that owns it: trials to
 :func:`sk_runner.trial.run_trial`, gates and stability to
 :mod:`sk_analytics.option_trial`, diagnostic collections to
 :func:`sk_runner.profile.collect_profile`, attribution to
-:mod:`sk_analytics.dcci`, probes to :mod:`sk_runner.probe`. The executor only
-translates between the action, the engine and the ledger record; paths in
-records are relative to the session folder.
+:mod:`sk_analytics.dcci`, probes to :mod:`sk_runner.probe`. The executor
+translates between the action, the engine and the ledger record, and makes
+one decision of its own: under ``--gate sequential`` it adds clean runs to a
+candidate round while the sequential policy is undecided (``_sequential_runs``).
+Paths in records are relative to the session folder.
 
 Derived files (summaries, stability, BASE identity) are written once: an
 interrupted action that is asked for again reuses a file already written,
@@ -15,6 +17,7 @@ so evidence is never rewritten.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +30,9 @@ from sk_analytics.stage_o import machine as m
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
+from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ, lease_record
 from sk_runner.sweep.base import freeze_base
+from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.session import SweepSession, session_relative
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
 
@@ -43,6 +48,8 @@ class Executor:
     session: SweepSession
     backend: Backend
     say: Say = lambda text: None
+    devices: LazyLease | None = None
+    """The session's device lease, taken at the first device command and held to the hand-off."""
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -61,6 +68,10 @@ class Executor:
 
     def clean_dir(self, round_name: str) -> Path:
         return self.round_dir(round_name) / "CLEAN"
+
+    def lease(self) -> HeldLease | None:
+        """The held lease (taken now if this is the session's first device command); None: unleased."""
+        return None if self.devices is None else self.devices.held()
 
     # -- dispatch --------------------------------------------------------------------
     def execute(self, action: m.Action) -> Record:
@@ -85,8 +96,10 @@ class Executor:
             top_up_to=top_up_to,
             control=control,
             seed=self.session.seed,
+            cwd=self.session.backend.workdir,
             rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
             same_identity_as=None if base_round is None else self.round_dir(base_round),
+            lease=self.lease(),
         )
 
     def do_RunTrial(self, a: m.RunTrial) -> Record:
@@ -112,7 +125,7 @@ class Executor:
             "config_sha256": result.config_sha256, "trial_fingerprint": result.trial_fingerprint,
             "base_round": a.base_round, "changes": [{"pointer": c.pointer, "value": c.value} for c in a.changes],
             "timeout_s": a.timeout_s, "isolated_risky": a.isolated, "joint_dcci": a.joint_dcci,
-            "failure": failure,
+            "failure": failure, "lease": result.lease, "foreign_processes": result.foreign,
             "summary_zh": f"{a.round}（{a.phase}）{'完成' if failure is None else '失败'}：{len(result.runs_completed)} 次干净运行"
             + ("" if failure is None else f"；{failure['reason_zh']}"),
         }
@@ -247,7 +260,8 @@ class Executor:
         spec = ProfileSpec(
             session=self.root, round=DCCI_DIR, role=a.role, config=self.config_of(a.config_round), backend=self.backend,
             control=Control(c.ranks, a.iterations or self.session.policy.profile_iterations, c.warmup, self.session.policy.timeout_s),
-            seed=self.session.seed,
+            seed=self.session.seed, cwd=self.session.backend.workdir,
+            lease=self.lease(),  # held by the sweep: both sides of the pair inside one lease
         )
         result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
         return "profile_result", {
@@ -255,7 +269,7 @@ class Executor:
             "ok": result.ok, "root": self.rel(result.root) if result.root else None,
             "requested_iterations": a.iterations, "iterations": result.iterations,
             "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
-            "attempts": [self.rel(r.root) for r in result.attempts],
+            "attempts": [self.rel(r.root) for r in result.attempts], "lease": lease_record(self.devices and self.devices.lease),
             "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
         }
 
@@ -288,7 +302,8 @@ class Executor:
             changes = [PointerChange(c.pointer, c.value) for c in a.values]
             config = derive_config(base, changes, joint_dcci=True).config
             check = runtime_check(options, self.backend, out_dir=self.root / "experiments" / "Sbest" / DCCI_DIR / "PROBE",
-                                  config=config, seed=self.session.seed)
+                                  config=config, seed=self.session.seed, control=probe_control(self.session),
+                                  cwd=self.session.backend.workdir, env=lease_environ(self.lease(), os.environ))
             runtime = check.to_json()
             ready = check.status == "accepted"
         return "probe_result", {
@@ -314,7 +329,7 @@ class Executor:
         }
 
     def do_WriteHandoff(self, a: m.WriteHandoff) -> Record:
-        from sk_analytics.stage_o.outputs import REPORTS_KEY
+        from sk_analytics.handoff.outputs import REPORTS_KEY
         from sk_runner.sweep.handoff import write_outputs
 
         paths, reports = write_outputs(self.root, outcome=a.outcome)

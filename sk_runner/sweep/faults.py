@@ -2,7 +2,7 @@
 
 An ``OSError`` of the machine (disk full, I/O error, read-only file system,
 permissions, no file descriptors) raised by ``sk-run`` itself, or a workload
-or producer that died of one (:class:`~sk_runner.process_faults.EnvironmentFault`),
+or producer that died of one (:class:`~sk_runner.process.faults.EnvironmentFault`),
 stops the sweep before the step's outcome reaches the ledger. The step is
 therefore asked for again by ``sk-run sweep --resume``; what it left behind
 is incomplete by construction (a run without ``meta.json``, a temp file, an
@@ -11,6 +11,7 @@ unsealed scene, a torn ledger tail) and is set aside or ignored by the resume.
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.io_seam import as_blocker
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import EXPERIMENTS
-from sk_runner.scene import record_blocker
+from sk_runner.trial.scene import record_blocker
 
 SESSION_ROUND = "SESSION"
 """Blocker folder of steps that belong to no round (matrix, hand-off, reports)."""
@@ -50,8 +51,17 @@ def environment_stop(root: Path, action: m.Action | None, exc: BaseException) ->
     if recorded is None:
         extra = {"errno": code, "action": step} if code else {"action": step}
         recorded = record_blocker(root / EXPERIMENTS / round_name, round_name=round_name, stage=step, message=what, extra=extra)
-    note = f"recorded in {recorded.relative_to(root)}" if recorded is not None else "not recorded: the session folder is not writable"
+    note = f"recorded in {_inside(recorded, root)}" if recorded is not None else "not recorded: the session folder is not writable"
     stop = EnvironmentBlocker(f"{round_name} {step}: {what}; nothing was decided ({note}). "
-                              f"Free the cause, then: sk-run sweep --resume {shlex.quote(str(root))}")
+                              f"Free the cause, then: sk-run sweep --resume {shlex.quote(str(root.absolute()))}")
     stop.recorded_in = recorded
     return stop
+
+
+def _inside(path: Path, root: Path) -> str:
+    """``path`` as the session names it: relative to ``root`` when it lies there, whichever of the two is
+    relative to the current folder (a relative ``--session`` and a trial's absolute record path), else as is."""
+    try:
+        return str(Path(os.path.realpath(path)).relative_to(os.path.realpath(root)))
+    except ValueError:
+        return str(path)

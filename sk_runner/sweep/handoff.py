@@ -1,6 +1,6 @@
 """The Stage O hand-off (protocol §2): handoff.json, the settled matrix and the reports.
 
-What the files say is derived in :mod:`sk_analytics.stage_o.outputs` (so that
+What the files say is derived in :mod:`sk_analytics.handoff.outputs` (so that
 ``sk-analyze ledger verify`` can re-derive and cross-check them); this module writes them.
 """
 
@@ -13,8 +13,9 @@ from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import head_path, read_records
 from sk_analytics.signing import signer
 from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.stage_o.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, next_steps, report_digests, report_texts, settled_matrix
-from sk_analytics.stage_o.report import load_view
+from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, next_steps, report_digests, report_texts, settled_matrix
+from sk_analytics.report.render import load_view
+from sk_analytics.stage_o.leases import summarize
 from sk_analytics.strict_json import load_json_file
 from sk_runner.sweep.truth import trial_truths
 
@@ -54,6 +55,7 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
         "stop": view.state.stopped,
         "evidence": evidence,
         "failure_scenes": scenes,
+        "devices": summarize(view.records).to_json(),  # protocol §9: the lease the clean runs held, the runs it could not prove
         "next_steps_zh": next_steps(view, "zh"),  # protocol §2: next-step guidance in Chinese
         "seal_after_agent_result": True,
         # sessions on the simulator: its noise-free effect per gated round, for the report's comparison only
@@ -78,7 +80,7 @@ def _write_texts(root: Path, texts: dict[str, str]) -> None:
 def write_outputs(root: Path, *, outcome: str, lang: str = "zh") -> tuple[dict[str, Path], dict[str, dict[str, str]]]:
     """Hand-off plus reports (the WriteHandoff action), and the digests of the reports in every language.
 
-    The digests go into the ``handoff_written`` record (:data:`~sk_analytics.stage_o.outputs.REPORTS_KEY`):
+    The digests go into the ``handoff_written`` record (:data:`~sk_analytics.handoff.outputs.REPORTS_KEY`):
     ``ledger verify`` then compares the report bytes with what the signer rendered from the inputs that
     record vouches for and re-renders only reports that match neither language (a newer renderer)."""
     paths = write_handoff(root, outcome=outcome)

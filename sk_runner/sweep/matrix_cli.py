@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from sk_analytics.cli._base import ExistingPath
+from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_OK, InputError, IntegrityError
 
 MATRIX_NAME = "matrix.json"
@@ -76,9 +76,9 @@ def matrix() -> None:
 
 
 @matrix.command("init")
-@click.option("--session", "session", required=True, type=click.Path(file_okay=False, path_type=Path), help="Session folder (matrix.json is written there).")
-@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Frozen Sbest-SEED execution config (JSON or YAML).")
-@click.option("--probes", "probes", required=True, type=click.Path(dir_okay=False, path_type=Path), help="JSON list of exact-value probe results.")
+@click.option("--session", "session", required=True, type=PathArg(file_okay=False, path_type=Path), help="Session folder (matrix.json is written there).")
+@click.option("--config", "config", required=True, type=PathArg(dir_okay=False, path_type=Path), help="Frozen Sbest-SEED execution config (JSON or YAML).")
+@click.option("--probes", "probes", required=True, type=PathArg(dir_okay=False, path_type=Path), help="JSON list of exact-value probe results.")
 @click.option("--options-root", "root", default=None, help="RFC 6901 pointer of the options object (auto-detected).")
 def init(session: Path, config: Path, probes: Path, root: str | None) -> int:
     """Build superkernel-winner-option-matrix-v1 from the registry and probe results."""

@@ -21,8 +21,9 @@ from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
 from sk_analytics.strict_json import load_config_file, load_json_file
+from sk_runner.backends import BACKENDS
 from sk_runner.backends.base import Control
-from sk_runner.trial_spec import MIN_TRIAL_RUNS
+from sk_runner.trial import MIN_TRIAL_RUNS
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
@@ -73,8 +74,8 @@ def _our_document(path: Path, schema: str, what: str) -> dict[str, Any]:
 def resolve_tool(name: str) -> tuple[str, str] | None:
     """Our command for a runtime tool name, if its module is installed."""
     from sk_analytics.cli import COMMANDS as ANALYZE
-    from sk_analytics.cli._base import _module_exists
-    from sk_runner.cli import COMMANDS as RUN
+    from sk_analytics.lazy_module import module_exists
+    from sk_runner.commands import COMMANDS as RUN
 
     key = name.strip().lower().replace("-", "_")
     parts = key.split()
@@ -86,7 +87,7 @@ def resolve_tool(name: str) -> tuple[str, str] | None:
         return None
     table = ANALYZE if target[0] == "sk-analyze" else RUN
     module = table.get(target[1], "").split(":")[0]
-    return target if module and _module_exists(module) else None
+    return target if module and module_exists(module) else None
 
 
 def validate_phase_manifest(path: Path) -> dict[str, Any]:
@@ -179,8 +180,8 @@ def _number(value: Any, path: Path, record: str, *, minimum: float, integer: boo
 def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Control, int]:
     """Backend, run controls and seed of the task's ``workload`` (every field type-checked)."""
     name = workload.get("backend", "sim")
-    if name not in ("sim", "command", "npu"):
-        raise InputError(path, f"unknown backend {name!r}", record="workload/backend", expected="sim, command or npu")
+    if name not in BACKENDS:
+        raise InputError(path, f"unknown backend {name!r}", record="workload/backend", expected=", ".join(BACKENDS))
     command = workload.get("command") or []
     if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
         raise InputError(path, "workload command must be a list of strings", record="workload/command", expected='["python", "infer.py", "{config}"]')
@@ -199,7 +200,23 @@ def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Contro
         raise InputError(path, f"workload/iterations {control.iterations} is not more than workload/warmup {control.warmup}",
                          record="workload/iterations", expected="decode samples left after warm-up")
     seed = _number(workload.get("seed", 0), path, "workload/seed", minimum=0, integer=True)
-    return BackendSpec(name, network, None if noise is None else float(noise), tuple(command)), control, seed
+    return BackendSpec(name, network, None if noise is None else float(noise), tuple(command), _cwd(workload, name, path)), control, seed
+
+
+def _cwd(workload: dict[str, Any], backend: str, path: Path) -> str | None:
+    """The working directory of every process of the workload: ``workload/cwd`` (relative to the task file),
+    else the folder sk-run was started from; recorded in the session, so a resume from elsewhere runs it alike.
+    None for the simulator, whose command names every path absolutely."""
+    value = workload.get("cwd")
+    if value is None:
+        return None if backend == "sim" else str(Path.cwd().resolve())
+    if not isinstance(value, str) or not value:
+        raise InputError(path, f"workload/cwd is {value!r}", record="workload/cwd", expected="a folder path (relative to the task file)")
+    folder = _relative(path.parent, value)
+    if not folder.is_dir():
+        raise InputError(path, f"workload/cwd {value!r} is not a folder ({folder})", record="workload/cwd",
+                         expected="an existing working directory of the workload")
+    return str(folder.resolve())
 
 
 def _policy(raw: Any, path: Path) -> Policy:
@@ -262,6 +279,9 @@ def enter_phase(
 
     ``placement`` pins a new campaign session to its node (recorded in session.json)."""
     task = validate_task(task_path)
+    check = getattr(task.backend.build(), "check_command", None)
+    if check is not None:  # a workload command that cannot start: before any session folder exists
+        check()
     root = session_dir or task.session
     if root is None:
         raise InputError(task_path, "no session folder: give --session or the task's 'session'", record="session")

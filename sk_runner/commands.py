@@ -1,0 +1,34 @@
+"""The ``sk-run`` commands by name, click-free: where each lives and the first paragraph of its help.
+
+The root CLI (:mod:`sk_runner.cli`) builds its group from this table, and a
+phase manifest checks that a runtime tool is an installed command
+(:mod:`sk_runner.sweep.phase`) without importing the CLI.
+"""
+
+COMMANDS = {
+    "sim": "sk_runner.sim.cli:sim",
+    "trial": "sk_runner.trial.cli:trial",
+    "probe": "sk_runner.probe.cli:probe",
+    "profile": "sk_runner.profile.cli:profile",
+    "sweep": "sk_runner.sweep.cli:sweep",
+    "matrix": "sk_runner.sweep.matrix_cli:matrix",
+    "demo": "sk_runner.demo.cli:demo",
+    "campaign": "sk_runner.campaign.cli:campaign",
+}
+
+
+SUMMARIES = {
+    "campaign": "Many Stage O sessions on a fleet, each pinned to one server (see docs/campaign.md).",
+    "demo": "Run a complete Stage O sweep on the simulated device (default network) and print where the report is; "
+            "--samples: the small ingest-only sample session.",
+    "matrix": "Build (init) and seal (freeze) the winner option matrix of a session.",
+    "probe": "Probe exact option values: ready only when the wrapper accepts the value and super_kernel.log does not report "
+             "it as invalid-and-defaulted. Exit 0 when every value is ready, 1 when one is not, 3 for the environment.",
+    "profile": "Collect a diagnostic profile into a new, contract-sealed root (protocol §6).",
+    "sim": "Run the simulated SK device as one workload process (see docs/simulator.md).",
+    "sweep": "Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).",
+    "trial": "Run one clean, fingerprinted trial: probe the changed value, run correctness, then N fresh processes; resume "
+             "or top up a trial by running the same command again. Workload args after '--' may use {config}, {run_dir}, {seed}.",
+}  # fmt: skip
+"""First help paragraph of each command: ``sk-run --help`` lists them without importing them
+(tests/test_cli_help_speed.py keeps them equal to the commands' help)."""

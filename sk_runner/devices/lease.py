@@ -1,0 +1,399 @@
+"""The shared-NPU lease (protocol §9): ``flock`` on ``<root>/npu-device-<id>.lock``, in ascending id order.
+
+``fcntl.flock`` is the primitive another program's Python holder uses on the
+same files, so either excludes the other; the kernel drops a lock when its
+holder dies, even by SIGKILL, so a killed sk-run never leaves a device leased.
+The holder writes who it is (pid, host, command, session, time) into each lock
+file it holds, so the next waiter can name it ("unknown holder" for a holder
+that writes nothing, such as another program). A process started under the
+exact markers of its parent's lease inherits it and takes no lock
+(:mod:`sk_runner.devices.markers` decides). One API for every caller, also a
+per-host group of a multi-host trial::
+
+    with acquire(Need(root, (0, 1)), timeout_s=600, holder=Holder.current()) as lease:
+        env = lease.environ(os.environ)   # the markers and ASCEND_RT_VISIBLE_DEVICES for the children
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import fcntl
+
+from sk_analytics.errors import EnvironmentBlocker
+from sk_runner.devices.markers import ACQUIRED, INHERITED, Need, child_variables, decide, format_ids
+from sk_runner.process import process_alive
+
+DEFAULT_LEASE_TIMEOUT_S = 600.0
+"""How long a command waits for a busy device before it gives up (exit 3; ``--lease-timeout``)."""
+POLL_S = 0.05
+"""Seconds between two tries of a busy lock: the next waiter gets a released device within this."""
+HOLDER_LIMIT = 4096
+"""Bytes of a lock file read for its holder record."""
+UNKNOWN_HOLDER = "unknown holder"
+
+
+def lock_path(root: str | os.PathLike[str], device: int) -> Path:
+    """``<root>/npu-device-<id>.lock``: the protocol's lock file of one device."""
+    return Path(root) / f"npu-device-{device}.lock"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease, as written into each lock file for the next waiter."""
+
+    pid: int
+    host: str
+    command: str
+    session: str | None
+    since_ns: int
+
+    @classmethod
+    def current(cls, session: str | os.PathLike[str] | None = None, command: str | None = None) -> Holder:
+        """This process (its command line from ``sys.argv``), optionally working on ``session``."""
+        return cls(os.getpid(), socket.gethostname(), command if command is not None else shlex.join(sys.argv),
+                   None if session is None else os.path.abspath(os.fspath(session)), time.time_ns())
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since_ns / 1e9))}
+
+    def describe(self) -> str:
+        session = f", session {self.session}" if self.session else ""
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.since_ns / 1e9))
+        return f"pid {self.pid} on {self.host} ({self.command}{session}) since {since}"
+
+
+def read_holder(path: Path) -> str:
+    """What the lock file at ``path`` says about its holder, in one phrase (``unknown holder`` when it says nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return UNKNOWN_HOLDER
+    try:
+        raw = os.read(fd, HOLDER_LIMIT)
+    except OSError:
+        return UNKNOWN_HOLDER
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw.decode("utf-8").splitlines()[0])
+        holder = Holder(int(data["pid"]), str(data["host"]), str(data["command"]), data.get("session"), int(data["since_ns"]))
+    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
+        return UNKNOWN_HOLDER
+    if holder.host == socket.gethostname() and not process_alive(holder.pid):
+        return f"{UNKNOWN_HOLDER} (the file still names pid {holder.pid}, which has exited)"
+    return holder.describe()
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A device whose lock another holder has: the device, its lock file and what the file says of the holder."""
+
+    device: int
+    path: Path
+    holder: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device, "lock": str(self.path), "holder": self.holder}
+
+
+class LeaseFault(EnvironmentBlocker):
+    """The lease could not be had: ``blocked`` with ``lease_mode`` null (protocol §9), an environment blocker (exit 3)."""
+
+    reason = "blocked"
+
+    def record(self) -> dict[str, Any]:
+        """The ``lease_blocked`` record of a command that ran nothing."""
+        return {"lease_mode": None, "reason": self.reason, "message": self.one_line()}
+
+
+class LeaseBlocked(LeaseFault):
+    """A device stayed leased by someone else past the timeout."""
+
+    reason = "contention"
+
+    def __init__(self, need: Need, busy: Busy, waited_s: float, timeout_s: float) -> None:
+        super().__init__(f"NPU {busy.device} is still leased by {busy.holder} after {waited_s:.1f} s (--lease-timeout {timeout_s:g}): "
+                         f"{busy.path}; nothing ran")
+        self.need, self.busy, self.waited_s, self.timeout_s = need, busy, waited_s, timeout_s
+
+    def record(self) -> dict[str, Any]:
+        """Root, devices, the busy one and its holder, how long it waited."""
+        return {**super().record(), "root": self.need.root, "device_ids": list(self.need.device_ids), "busy": self.busy.to_json(),
+                "waited_s": round(self.waited_s, 3), "timeout_s": self.timeout_s}
+
+
+class LeaseRefused(LeaseFault):
+    """Partial or foreign lease markers: fail closed (protocol §9), before any process or lock."""
+
+    reason = "marker_conflict"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; refusing to run (protocol §9: a marker conflict fails closed)")
+
+
+@dataclass
+class HeldLease:
+    """A lease this process holds (``acquired``: its lock descriptors) or runs under (``inherited``: none)."""
+
+    mode: str
+    root: str
+    device_ids: tuple[int, ...]
+    timeout_s: float = DEFAULT_LEASE_TIMEOUT_S
+    """How long its holder waits for the devices (also for a foreign process to leave them before a clean run)."""
+    _fds: list[int] = field(default_factory=list, repr=False)
+
+    def markers(self) -> dict[str, str]:
+        """The three markers and the device mask every child of the holder gets."""
+        return child_variables(self.root, self.device_ids)
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` with this lease's markers and ``ASCEND_RT_VISIBLE_DEVICES`` (rank i on the i-th leased device)."""
+        return {**base, **self.markers()}
+
+    def record(self) -> dict[str, Any]:
+        """What run records carry: ``mode`` (acquired | inherited), ``root``, ``device_ids``."""
+        return {"mode": self.mode, "root": self.root, "device_ids": list(self.device_ids)}
+
+    @property
+    def held(self) -> bool:
+        """Whether this object still holds its locks (always False for an inherited lease)."""
+        return bool(self._fds)
+
+    def release(self) -> None:
+        """Clear the holder records and drop every lock (idempotent; a no-op for an inherited lease)."""
+        fds, self._fds = self._fds, []
+        for fd in reversed(fds):
+            _drop(fd, clear=True)
+
+    def __enter__(self) -> HeldLease:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+
+UNLEASED: dict[str, Any] = {"mode": None, "root": None, "device_ids": None}
+"""The lease record of a run that held no lease."""
+
+
+def lease_record(lease: HeldLease | None) -> dict[str, Any]:
+    """The record of ``lease`` (:data:`UNLEASED` for None)."""
+    return dict(UNLEASED) if lease is None else lease.record()
+
+
+def lease_environ(lease: HeldLease | None, base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` plus the lease's child variables (unchanged without a lease)."""
+    return dict(base) if lease is None else lease.environ(base)
+
+
+def with_devices(environment: Mapping[str, Any], lease: HeldLease | None) -> dict[str, Any]:
+    """The environment part of a fingerprint with the leased device ids (unchanged without a lease):
+    runs on other devices are another environment."""
+    return dict(environment) if lease is None else {**environment, "device_ids": list(lease.device_ids)}
+
+
+def lease_devices(lease: HeldLease | LeaseRequest | None) -> tuple[int, ...] | None:
+    """The device ids a held lease or a request names (None: none)."""
+    if isinstance(lease, HeldLease):
+        return lease.device_ids
+    if lease is not None and lease.need is not None:
+        return lease.need.device_ids
+    return None
+
+
+def _open(path: Path) -> tuple[int, bool]:
+    """The lock file's descriptor (created if needed) and whether it can take the holder record."""
+    flags = os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        return os.open(path, os.O_RDWR | flags, 0o666), True
+    except PermissionError:  # another user's lock file: flock works on a read-only descriptor too
+        pass
+    except OSError as exc:
+        raise _open_fault(path, exc) from exc
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), False
+    except OSError as exc:
+        raise _open_fault(path, exc) from exc
+
+
+def _open_fault(path: Path, exc: OSError) -> EnvironmentBlocker:
+    what = "is a symbolic link (refused)" if exc.errno == errno.ELOOP else f"cannot be opened ({exc.strerror or exc})"
+    return EnvironmentBlocker(f"device lock {path} {what}")
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _holder_bytes(holder: Holder) -> bytes:
+    return (json.dumps(holder.to_json(), ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _write_holder(fd: int, data: bytes) -> None:
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    except OSError:  # a full disk keeps the lock; the next waiter just cannot name us
+        pass
+
+
+def _drop(fd: int, *, clear: bool) -> None:
+    if clear:
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+    os.close(fd)  # the only descriptor of this open file: closing it drops the flock
+
+
+def _announce(busy: Busy, timeout_s: float) -> None:
+    """The default progress line of a wait: which device, who holds it, for how long we wait."""
+    print(f"sk-run: NPU {busy.device} is leased by {busy.holder}; waiting up to {timeout_s:g} s (--lease-timeout) "
+          f"for {busy.path}", file=sys.stderr, flush=True)
+
+
+WaitFn = Callable[[Busy, float], None]
+
+
+def acquire(need: Need, *, timeout_s: float = DEFAULT_LEASE_TIMEOUT_S, holder: Holder | None = None,
+            on_wait: WaitFn | None = _announce, poll_s: float = POLL_S) -> HeldLease:
+    """Lock every device of ``need`` in ascending order, waiting at most ``timeout_s`` in all.
+
+    A busy device is tried again every ``poll_s``; ``on_wait(busy, timeout_s)`` is told once per
+    (device, holder) waited for. Past the timeout every lock taken so far is dropped and
+    :class:`LeaseBlocked` names the busy device and its holder.
+    """
+    holder = holder or Holder.current()
+    root = Path(need.root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentBlocker(f"lease root {root} cannot be created ({exc.strerror or exc})") from exc
+    started = time.monotonic()
+    deadline = started + max(0.0, timeout_s)
+    record = _holder_bytes(holder)
+    held: list[int] = []
+    told: tuple[int, str] | None = None
+    try:
+        for device in sorted(need.device_ids):
+            path = lock_path(root, device)
+            fd, writable = _open(path)
+            try:
+                while not _try_lock(fd):
+                    busy = Busy(device, path, read_holder(path))
+                    now = time.monotonic()
+                    if now >= deadline:
+                        raise LeaseBlocked(need, busy, now - started, timeout_s)
+                    if on_wait is not None and told != (device, busy.holder):
+                        told = (device, busy.holder)
+                        on_wait(busy, timeout_s)
+                    time.sleep(min(poll_s, deadline - now))
+            except BaseException:
+                _drop(fd, clear=False)
+                raise
+            held.append(fd)
+            if writable:
+                _write_holder(fd, record)
+    except BaseException:
+        for fd in reversed(held):
+            _drop(fd, clear=True)
+        raise
+    return HeldLease(ACQUIRED, need.root, tuple(sorted(need.device_ids)), timeout_s, held)
+
+
+@dataclass(frozen=True)
+class LeaseRequest:
+    """What a command was asked for: the lease it needs (None: none asked) and how long to wait for it."""
+
+    need: Need | None
+    timeout_s: float = DEFAULT_LEASE_TIMEOUT_S
+
+    def describe(self) -> str:
+        if self.need is None:
+            return "no device lease"
+        return f"devices {format_ids(self.need.device_ids)} under {self.need.root}"
+
+
+def take(request: LeaseRequest, *, env: Mapping[str, str], holder: Holder | None = None,
+         on_wait: WaitFn | None = _announce) -> HeldLease | None:
+    """Acquire-or-inherit ``request`` for a process started with ``env`` (None: no lease asked, no markers).
+
+    Raises :class:`LeaseRefused` for partial or foreign markers and :class:`LeaseBlocked` past the timeout."""
+    decision = decide(env, request.need)
+    if decision.action == "none":
+        return None
+    if decision.action == "refuse":
+        raise LeaseRefused(decision.reason)
+    assert decision.need is not None
+    if decision.action == "inherit":
+        return HeldLease(INHERITED, decision.need.root, decision.need.device_ids, request.timeout_s)
+    return acquire(decision.need, timeout_s=request.timeout_s, holder=holder, on_wait=on_wait)
+
+
+LeaseLike = HeldLease | LeaseRequest | None
+"""What an engine accepts: a lease its caller holds, a request to take for its own duration, or none."""
+
+
+@contextmanager
+def hold(lease: LeaseLike, *, env: Mapping[str, str], session: str | os.PathLike[str] | None = None,
+         on_wait: WaitFn | None = _announce) -> Iterator[HeldLease | None]:
+    """The lease for one engine call: a held one as it is (its owner releases it), a request taken now and
+    released at the end, or None."""
+    if lease is None or isinstance(lease, HeldLease):
+        yield lease
+        return
+    taken = take(lease, env=env, holder=Holder.current(session), on_wait=on_wait)
+    try:
+        yield taken
+    finally:
+        if taken is not None:
+            taken.release()
+
+
+class LazyLease:
+    """A lease taken at its first use and held until :meth:`release` (a sweep: from its first device command
+    to its hand-off). ``on_blocked`` sees a :class:`LeaseFault` before it propagates (the ledger records it)."""
+
+    def __init__(self, request: LeaseRequest | None, *, env: Mapping[str, str], session: str | os.PathLike[str] | None = None,
+                 on_blocked: Callable[[LeaseFault], None] | None = None) -> None:
+        self.request, self.env, self.session, self.on_blocked = request, dict(env), session, on_blocked
+        self._taken = False
+        self._lease: HeldLease | None = None
+
+    def held(self) -> HeldLease | None:
+        """The lease, taken now if this is its first use (None: the command runs unleased)."""
+        if not self._taken and self.request is not None:
+            try:
+                self._lease = take(self.request, env=self.env, holder=Holder.current(self.session))
+            except LeaseFault as exc:
+                if self.on_blocked is not None:
+                    self.on_blocked(exc)
+                raise
+            self._taken = True
+        return self._lease
+
+    @property
+    def lease(self) -> HeldLease | None:
+        """The lease if it was taken already (never takes it)."""
+        return self._lease
+
+    def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()

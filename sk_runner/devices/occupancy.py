@@ -1,0 +1,196 @@
+"""Who uses a device right now: ``npu-smi info``'s process table on NPUs, the occupancy registry on the simulator.
+
+The clean-device proof (:mod:`sk_runner.devices.proof`) asks a source for the
+processes on the leased devices before and after every clean run. Sources:
+
+* ``npu-smi`` — parses the process table of ``npu-smi info``
+  (``| NPU  Chip | Process id | Process name | Process memory(MB) [| Process id in container] |``
+  rows and ``No running processes found in NPU <n>``); a chip's device id is the
+  ``Phy-ID``/``Device`` column of the device table where npu-smi prints one
+  (two chips per NPU on Atlas A3), else its NPU id (one chip per NPU, Atlas A2);
+* ``sim-registry`` — the simulated host's registry (:mod:`sk_runner.devices.registry`).
+
+An output without a process table is an environment blocker: a device that
+cannot be shown free is never taken as free.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sk_analytics.errors import EnvironmentBlocker
+from sk_runner.devices.registry import registry_root, tenants
+
+NPU_SMI = "npu-smi"
+NPU_SMI_TIMEOUT_S = 60.0
+_IDLE = re.compile(r"No running processes found in NPU\s+(\d+)")
+
+
+@dataclass(frozen=True)
+class DeviceProcess:
+    """A process seen on a device: its pid, command (as far as known) and the source that saw it."""
+
+    device: int
+    pid: int
+    command: str
+    source: str
+    memory_mb: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return f"pid {self.pid} ({self.command or 'unknown command'}) on NPU {self.device}"
+
+
+@dataclass(frozen=True)
+class NpuSmiRow:
+    """One row of npu-smi's process table."""
+
+    npu: int
+    chip: int
+    pid: int
+    name: str
+    memory_mb: int | None
+    container_pid: str | None = None
+
+
+@dataclass
+class NpuSmiTable:
+    """What ``npu-smi info`` says: (NPU, chip) -> device id from the device table, the process rows, the idle NPUs."""
+
+    devices: dict[tuple[int, int], int] = field(default_factory=dict)
+    rows: list[NpuSmiRow] = field(default_factory=list)
+    idle_npus: list[int] = field(default_factory=list)
+
+    def device_of(self, row: NpuSmiRow) -> int:
+        """The device id of a process row (its NPU id where the device table names no chip id)."""
+        return self.devices.get((row.npu, row.chip), row.npu)
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _ints(text: str) -> list[int] | None:
+    parts = text.split()
+    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+
+
+def parse_npu_smi(text: str) -> NpuSmiTable:
+    """Parse ``npu-smi info``; ``ValueError`` when it holds no process table."""
+    table = NpuSmiTable()
+    npu: int | None = None
+    in_processes = False
+    container_col: int | None = None
+    for line in text.splitlines():
+        if not line.lstrip().startswith("|"):
+            continue  # borders (+---+) and anything npu-smi prints around the tables
+        cells = _cells(line)
+        if "Process id" in line and "Process name" in line:
+            in_processes = True
+            container_col = next((i for i, c in enumerate(cells) if c.lower() == "process id in container"), None)
+            continue
+        if not in_processes:
+            head = cells[0].split()
+            if len(head) >= 2 and head[0].isdigit() and not head[1].isdigit():
+                npu = int(head[0])  # "0     910B3": the NPU row of a chip
+            elif npu is not None and (numbers := _ints(cells[0])) is not None and len(numbers) <= 2:
+                if len(numbers) == 2:
+                    table.devices[(npu, numbers[0])] = numbers[1]  # "1     3": chip and its Phy-ID / device id
+            continue
+        idle = _IDLE.search(cells[0])
+        if idle is not None:
+            table.idle_npus.append(int(idle.group(1)))
+            continue
+        where = _ints(cells[0])
+        if where is None or len(where) != 2 or len(cells) < 3 or not cells[1].isdigit():
+            continue
+        memory = cells[3] if len(cells) > 3 else ""
+        container = cells[container_col] if container_col is not None and container_col < len(cells) else None
+        table.rows.append(NpuSmiRow(where[0], where[1], int(cells[1]), cells[2], int(memory) if memory.isdigit() else None, container))
+    if not in_processes:
+        raise ValueError("no process table (no 'Process id | Process name' header)")
+    return table
+
+
+def _cmdline(pid: int) -> str | None:
+    """The full command line of ``pid`` where this process can see it."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part) or None
+
+
+def npu_smi_processes(text: str, devices: Iterable[int]) -> list[DeviceProcess]:
+    """The processes npu-smi lists on ``devices`` (full command line where visible: the container pid, else the pid)."""
+    table = parse_npu_smi(text)
+    wanted = set(devices)
+    found = []
+    for row in table.rows:
+        device = table.device_of(row)
+        if device not in wanted:
+            continue
+        local = int(row.container_pid) if row.container_pid and row.container_pid.isdigit() else None
+        command = (_cmdline(local) if local is not None else None) or row.name
+        found.append(DeviceProcess(device, row.pid, command, NPU_SMI, row.memory_mb))
+    return found
+
+
+class OccupancySource(Protocol):
+    """Something that lists the processes on devices right now."""
+
+    name: str
+
+    def snapshot(self, devices: tuple[int, ...]) -> list[DeviceProcess]:
+        """The processes on ``devices`` now."""
+
+
+class NpuSmiSource:
+    """``npu-smi info``'s process table (the npu backend)."""
+
+    name = NPU_SMI
+
+    def snapshot(self, devices: tuple[int, ...]) -> list[DeviceProcess]:
+        exe = shutil.which(NPU_SMI)
+        if exe is None:
+            raise EnvironmentBlocker(f"{NPU_SMI} not found on PATH: the clean-device proof of a leased run reads its process table")
+        try:
+            out = subprocess.run([exe, "info"], capture_output=True, text=True, timeout=NPU_SMI_TIMEOUT_S, check=False,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EnvironmentBlocker(f"{NPU_SMI} info failed: {exc}") from exc
+        if out.returncode != 0:
+            tail = " ".join((out.stderr or out.stdout).split())[-300:]
+            raise EnvironmentBlocker(f"{NPU_SMI} info exited {out.returncode}: {tail}")
+        try:
+            return npu_smi_processes(out.stdout, devices)
+        except ValueError as exc:
+            raise EnvironmentBlocker(f"{NPU_SMI} info printed {exc}: the devices cannot be shown free") from exc
+
+
+class RegistrySource:
+    """The simulated host's occupancy registry (the sim backend)."""
+
+    name = "sim-registry"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def snapshot(self, devices: tuple[int, ...]) -> list[DeviceProcess]:
+        return [DeviceProcess(t.device, t.pid, t.command, self.name) for t in tenants(self.root, devices)]
+
+
+def occupancy_source(backend: str, env: Mapping[str, str] | None = None) -> OccupancySource:
+    """The source of the clean-device proof for ``backend``: npu-smi on ``npu``, the registry on ``sim``;
+    a ``command`` workload is proven by npu-smi where it is installed, else by the simulated host's registry."""
+    if backend == "npu" or (backend != "sim" and shutil.which(NPU_SMI) is not None):
+        return NpuSmiSource()
+    return RegistrySource(registry_root(env))

@@ -1,0 +1,33 @@
+"""Bounds on the size of one workload process (ranks, iterations, warm-up), shared by every backend and the simulator.
+
+A leaf module: :class:`sk_runner.backends.base.Control` refuses controls out of
+bounds before anything starts, and the simulated workload (:mod:`sk_runner.sim.runner`)
+refuses the same sizes when started by hand.
+"""
+
+from __future__ import annotations
+
+MAX_RANKS = 1024
+"""Most ranks one process may be asked for (128 servers of 8 NPUs); a larger value is a typo, not a job."""
+MAX_ITERATIONS = 100_000
+"""Most decode iterations one process may be asked for."""
+MAX_SAMPLES = 2_000_000
+"""Most decode samples of one process over all its ranks (ranks x iterations: about 80 MB of rank logs)."""
+
+
+def size_problem(ranks: int, iterations: int | None, warmup: int) -> str | None:
+    """Why these run sizes cannot be run (below 1, above their bound), or None; the check is O(1)."""
+    if ranks < 1:
+        return f"--ranks {ranks}: expected at least 1"
+    if ranks > MAX_RANKS:
+        return f"--ranks {ranks}: expected at most {MAX_RANKS}"
+    if warmup < 0:
+        return f"--warmup {warmup}: expected 0 or more"
+    if iterations is not None:
+        if iterations <= warmup:
+            return f"--iterations {iterations}: expected more than --warmup {warmup} (decode samples must remain after warm-up)"
+        if iterations > MAX_ITERATIONS:
+            return f"--iterations {iterations}: expected at most {MAX_ITERATIONS}"
+        if ranks * iterations > MAX_SAMPLES:
+            return f"--ranks {ranks} x --iterations {iterations}: expected at most {MAX_SAMPLES} decode samples per process"
+    return None

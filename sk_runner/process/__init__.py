@@ -1,0 +1,23 @@
+"""Workload processes: started isolated, killed as a whole, never outliving sk-run.
+
+:mod:`.run` starts one process (own group, captured output, hard timeout);
+:mod:`.lifetime` ties every process to the sk-run that started it (markers,
+the session's process table, deferred signals) with :mod:`.watchdog`, a
+separate process that kills them when sk-run dies; :mod:`.faults` names the
+environment faults of a start; :mod:`.attempts` hands out never-reused
+``attempt-<n>`` folders; :mod:`.session` refuses a session folder that does not
+exist. This face loads :mod:`.run` on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sk_analytics.lazy_module import lazy_face
+
+if TYPE_CHECKING:
+    from sk_runner.process.run import DEFAULT_GRACE_S, ProcessResult, group_alive, kill_group, process_alive, run_process
+
+_HOMES = dict.fromkeys(("DEFAULT_GRACE_S", "ProcessResult", "group_alive", "kill_group", "process_alive", "run_process"), "run")
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_face(__name__, _HOMES)

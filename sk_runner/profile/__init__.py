@@ -1,0 +1,32 @@
+"""Diagnostic profile collections under the artifact contract (protocol §6) and ``sk-run profile``.
+
+:mod:`.engine` collects (new root per attempt, re-collection with a shorter
+window), :mod:`.defaults` holds the defaults ``--help`` shows, :mod:`.cli` is
+the command. This face loads the engine on first use (it imports Polars and Arrow).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sk_analytics.lazy_module import lazy_face
+
+if TYPE_CHECKING:
+    from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
+    from sk_runner.profile.engine import (
+        AttemptRecord,
+        ProfileResult,
+        ProfileSpec,
+        buffer_full_lines,
+        collect_profile,
+        profile_env,
+        profile_workload,
+        revision_text,
+        shorter_window,
+    )
+
+_HOMES = {**dict.fromkeys(("AttemptRecord", "ProfileResult", "ProfileSpec", "buffer_full_lines", "collect_profile", "profile_env",
+                           "profile_workload", "revision_text", "shorter_window"), "engine"),
+          **dict.fromkeys(("DEFAULT_MAX_ATTEMPTS", "DEFAULT_PROFILE_ITERATIONS", "DEFAULT_SK_PROF_KB", "MAX_SK_PROF_KB"), "defaults")}
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_face(__name__, _HOMES)

@@ -1,0 +1,111 @@
+"""``sk-run trial``: one Stage O round — probe, correctness, N clean processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from typing import TYPE_CHECKING
+
+from sk_analytics.cli._base import PathArg
+from sk_runner.backends import BACKENDS, make_backend
+from sk_runner.backends.base import Control
+from sk_runner.devices.options import lease_options, lease_request, rerun_options
+
+if TYPE_CHECKING:  # the trial machinery (Polars, Arrow) is imported when a trial runs: --help stays fast
+    from sk_runner.trial import Progress
+
+
+def print_progress(event: Progress, round_name: str) -> None:
+    """One status line on stderr: stage, run k of N, elapsed, estimate."""
+    eta = "" if event.eta_s is None else f" · about {event.eta_s:.0f} s left"
+    click.echo(f"[{round_name}] {event.message} · elapsed {event.elapsed_s:.1f} s{eta}", err=True)
+
+
+def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[str] | None = None) -> list[str]:
+    """The sk-run command that resumes this trial (recorded in failure scenes).
+
+    Every path is absolute and the workload's working directory is pinned
+    (``--cwd``), so the command works from any folder."""
+    argv = ["sk-run", "trial", "--session", str(Path(params["session"]).resolve()), "--round", params["round_name"],
+            "--base-config", str(Path(params["base_config"]).resolve()), "--backend", params["backend"],
+            "--cwd", str(Path(params["cwd"] or Path.cwd()).resolve())]
+    argv += [a for s in params["sets"] for a in ("--set", s)]
+    for flag in ("joint_dcci", "incumbent"):
+        if params[flag]:
+            argv.append("--" + flag.replace("_", "-"))
+    for name in ("runs", "top_up_to", "timeout", "ranks", "iterations", "warmup", "network", "seed", "same_identity_as"):
+        if params[name] is not None:
+            argv += ["--" + name.replace("_", "-"), str(params[name])]
+    argv += lease or []
+    return argv + (["--", *workload] if workload else [])
+
+
+@click.command("trial")
+@click.option("--session", type=PathArg(path_type=Path, file_okay=False), required=True, help="session folder")
+@click.option("--round", "round_name", required=True, help="round name, e.g. O1 or O0-INCUMBENT")
+@click.option("--base-config", type=PathArg(path_type=Path, dir_okay=False), required=True, help="incumbent execution config (JSON/YAML)")
+@click.option("--set", "sets", multiple=True, metavar="/POINTER=JSON", help="the one RFC 6901 pointer to change")
+@click.option("--joint-dcci", is_flag=True, help="allow the DCCI joint repair: before+after with identical lists")
+@click.option("--incumbent", is_flag=True, help="run the base config unchanged (O0-INCUMBENT)")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="clean processes to have (a trial needs at least 3)")
+@click.option("--top-up-to", type=click.IntRange(min=1), default=None, help="add clean runs until exactly this many exist")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="seconds per process before its group is killed")
+@click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True,
+              help="where the workload runs: the simulator, a torch_npu script, or any command after '--'")
+@click.option("--ranks", type=click.IntRange(min=1), default=8, show_default=True, help="rank logs each process must write")
+@click.option("--iterations", type=click.IntRange(min=1), default=None, help="decode iterations (sim)")
+@click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="decode warm-up samples per rank")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
+@click.option("--seed", type=int, default=None, help="session seed (default: session.json, else 0)")
+@click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None, help="working directory of every process of the trial (probe, correctness, clean runs) [default: the current one]")
+@click.option("--same-identity-as", default=None, metavar="ROUND",
+              help="round of the session whose recorded source/workload/controls/environment this trial must share "
+                   "(the incumbent it will be compared with); a difference blocks the trial before it starts")
+@lease_options
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+@click.argument("workload", nargs=-1, type=click.UNPROCESSED)
+def trial(
+    session: Path, round_name: str, base_config: Path, sets: tuple[str, ...], joint_dcci: bool, incumbent: bool,
+    runs: int, top_up_to: int | None, timeout: float | None, backend: str, ranks: int, iterations: int | None,
+    warmup: int, network: str | None, seed: int | None, cwd: Path | None, same_identity_as: str | None,
+    lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, as_json: bool, workload: tuple[str, ...],
+) -> int:
+    """Run one clean, fingerprinted trial: probe the changed value, run
+    correctness, then N fresh processes; resume or top up a trial by running the
+    same command again. Workload args after '--' may use {config}, {run_dir}, {seed}."""
+    params = dict(locals())
+    from sk_runner.config import parse_set
+    from sk_runner.trial import TrialSpec, round_dir_of, run_trial
+
+    lease = lease_request(lease_root, device_ids, lease_timeout)
+    spec = TrialSpec(
+        session=session,
+        round=round_name,
+        base_config=base_config,
+        backend=make_backend(backend, list(workload), network=network, cwd=cwd),
+        changes=tuple(parse_set(s) for s in sets),
+        joint_dcci=joint_dcci,
+        incumbent=incumbent,
+        runs=runs,
+        top_up_to=top_up_to,
+        control=Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout),
+        seed=seed,
+        cwd=cwd,
+        rerun_command=tuple(rerun_argv(params, workload, rerun_options(lease))),
+        same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
+        lease=lease,
+    )
+    result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
+    if as_json:
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        runs_text = ", ".join(f"run-{k}" for k in result.runs_completed) or "none"
+        click.echo(f"{result.round}: {result.status} ({result.outcome}) — {result.message}")
+        click.echo(f"  clean runs: {runs_text} (target {result.runs_target}) in {result.round_dir / 'CLEAN'}")
+        if result.scene_dir is not None:
+            click.echo(f"  failure scene: {result.scene_dir}")
+    return result.exit_code

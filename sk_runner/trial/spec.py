@@ -1,0 +1,135 @@
+"""What a trial is: its spec, progress events, result, and where a round lives (see :mod:`sk_runner.trial`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.errors import InputError
+from sk_analytics.fingerprint import fingerprint
+from sk_runner.backends.base import Backend, Control
+from sk_runner.devices.lease import LeaseLike
+
+TRIAL_SCHEMA = "sk-tune-trial-v1"
+META_SCHEMA = "sk-tune-run-meta-v1"
+ROUND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MIN_TRIAL_RUNS = 3
+LOCK_NAME = ".sk-run.lock"
+"""One sk-run at a time per round (an OS file lock: released even on SIGKILL)."""
+
+
+def round_dir_of(session: Path, round_name: str) -> Path:
+    """``<session>/experiments/Sbest/<round>``."""
+    return Path(session) / "experiments" / "Sbest" / round_name
+
+
+def derive_seed(session_seed: int, round_name: str, run: str) -> int:
+    """Deterministic per-run seed (a resumed trial reproduces its seeds)."""
+    return int(fingerprint({"seed": session_seed, "round": round_name, "run": run})[:8], 16)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What to run. ``changes=()`` with ``incumbent=True`` copies the base config (O0)."""
+
+    session: Path
+    round: str
+    base_config: Path
+    backend: Backend
+    changes: tuple[PointerChange, ...] = ()
+    joint_dcci: bool = False
+    incumbent: bool = False
+    runs: int = MIN_TRIAL_RUNS
+    top_up_to: int | None = None
+    control: Control = field(default_factory=Control)
+    role: str | None = None
+    seed: int | None = None
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None
+    rerun_command: tuple[str, ...] = ()
+    same_identity_as: Path | None = None
+    """Round folder whose recorded source/workload/controls/environment this trial must share."""
+    lease: LeaseLike = None
+    """The device lease: held by the caller (a sweep), a request taken for this trial, or None (unleased)."""
+
+    @property
+    def target_runs(self) -> int:
+        return self.top_up_to if self.top_up_to is not None else self.runs
+
+    @property
+    def role_name(self) -> str:
+        return self.role or ("baseline" if self.incumbent else "trial")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress event: ``stage`` (probe/correctness/clean), run k of n, timing."""
+
+    stage: str
+    k: int
+    n: int
+    elapsed_s: float
+    eta_s: float | None
+    message: str
+
+
+@dataclass
+class TrialResult:
+    """Outcome of :func:`run_trial` (``status`` ok or failed; blockers raise)."""
+
+    round: str
+    round_dir: Path
+    status: str
+    outcome: str
+    message: str
+    runs_completed: list[int]
+    runs_target: int
+    new_runs: list[int]
+    correctness: str
+    config_path: Path
+    config_sha256: str
+    trial_fingerprint: str
+    scene_dir: Path | None = None
+    lease: dict[str, Any] = field(default_factory=dict)
+    """The lease the trial ran under (mode, root, device_ids; mode None: unleased)."""
+    foreign: list[dict[str, Any]] = field(default_factory=list)
+    """Clean runs discarded because a foreign process used the leased devices (``foreign_process_on_device``)."""
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "ok" else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "round_dir": str(self.round_dir),
+            "status": self.status,
+            "outcome": self.outcome,
+            "message": self.message,
+            "runs_completed": self.runs_completed,
+            "runs_target": self.runs_target,
+            "new_runs": self.new_runs,
+            "correctness": self.correctness,
+            "config_path": str(self.config_path),
+            "config_sha256": self.config_sha256,
+            "trial_fingerprint": self.trial_fingerprint,
+            "clean_dir": str(self.round_dir / "CLEAN"),
+            "scene_dir": None if self.scene_dir is None else str(self.scene_dir),
+            "lease": self.lease,
+            "foreign_processes": self.foreign,
+        }
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def complete_runs(round_dir: Path) -> list[int]:
+    """Indices k of ``CLEAN/run-<k>`` folders holding a meta.json."""
+    clean = round_dir / "CLEAN"
+    if not clean.is_dir():
+        return []
+    out = [int(p.name[4:]) for p in clean.glob("run-*") if p.name[4:].isdigit() and (p / "meta.json").is_file()]
+    return sorted(out)
