@@ -4,8 +4,9 @@ The "old" result below is the code before the change, run in place: every pass o
 ``analyze`` (and of ``--tables-out``) given the whole side's events at once. The
 streamed result must be that result byte for byte (JSON and both reports), from the
 raw traces and from the session's ingested table; every pass must see one process.
-The ingest streams ``sk_events`` one trace per row group, the source records in the
-footer, with the rows and metadata of the held write.
+``--tables-out`` and ``--trace-out`` likewise give the whole-side files. The ingest
+streams ``sk_events`` one trace per row group, the source records in the footer,
+with the rows and metadata of the held write.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
-from sk_analytics.dcci import analysis, pipeline, rank_events
+from sk_analytics.cli import cli
+from sk_analytics.cli._base import run_cli
+from sk_analytics.dcci import analysis, pipeline, rank_events, trace
 from sk_analytics.dcci.occurrences import EVENT_COLUMNS, SK_KEYS, child_timings, sk_occurrences
 from sk_analytics.dcci.pipeline import dcci_diff, load_pair, write_derived_tables
 from sk_analytics.dcci.rank_events import child_timings_by_process, occurrences_by_process, process_events
@@ -74,7 +77,7 @@ def test_streamed_diff_is_the_whole_side_diff(collections: tuple[Path, Path], tm
     assert result["children"] and result["repair"]["proposed"]
 
 
-def test_each_pass_reads_one_process(collections: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_pass_reads_one_process(collections: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, list[list[str]]] = {"sk_occurrences": [], "child_timings": []}
 
     def recording(name: str, fn: Callable[..., pl.DataFrame]) -> Callable[..., pl.DataFrame]:
@@ -86,8 +89,15 @@ def test_each_pass_reads_one_process(collections: tuple[Path, Path], monkeypatch
     monkeypatch.setattr(rank_events, "sk_occurrences", recording("sk_occurrences", sk_occurrences))
     monkeypatch.setattr(rank_events, "child_timings", recording("child_timings", child_timings))
     base, cand = collections
-    dcci_diff(base, cand, warmup=WARMUP)
+    result = dcci_diff(base, cand, warmup=WARMUP)
     assert len(seen["sk_occurrences"]) == 2 * RANKS  # both sides, one process at a time
+    assert seen["child_timings"] and all(len(processes) == 1 for calls in seen.values() for processes in calls)
+    for calls in seen.values():  # --trace-out's passes too
+        calls.clear()
+    loaded = load_pair(base, cand)
+    sides = {"baseline": loaded.baseline, "candidate": loaded.candidate}
+    trace.write_trace(tmp_path / "trace.json", result, {role: process_events(s.events, s.by_process) for role, s in sides.items()})
+    assert len(seen["sk_occurrences"]) == 2 * RANKS
     assert seen["child_timings"] and all(len(processes) == 1 for calls in seen.values() for processes in calls)
 
 
@@ -130,6 +140,31 @@ def test_derived_tables_are_the_whole_side_tables(collections: tuple[Path, Path]
         new, old_rows = scan_table(tmp_path / "streamed", table).collect(), scan_table(tmp_path / "whole", table).collect()
         assert new.height > 0
         assert_frame_equal(new, old_rows, check_exact=True)
+
+
+@pytest.mark.parametrize("source", ["raw traces", "ingested table"])
+def test_trace_out_is_the_whole_side_trace(collections: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          streamed_ingest: None, source: str) -> None:
+    """``dcci-diff --trace-out`` reads each side a process at a time and writes the trace the whole-side read wrote, byte for byte."""
+    base, cand = collections
+    session = _session(tmp_path, base, cand) if source == "ingested table" else None
+    out = tmp_path / "trace.json"
+    args = ["dcci-diff", "--baseline", str(base), "--candidate", str(cand), "--warmup", str(WARMUP),
+            "--json-out", str(tmp_path / "diff.json"), "--trace-out", str(out)] + (["--session", str(session)] if session else [])
+    assert run_cli(cli, "sk-analyze", args) == 0
+    result = json.loads((tmp_path / "diff.json").read_text(encoding="utf-8"))
+    loaded = load_pair(base, cand, session=session)
+    with monkeypatch.context() as old:  # the code before: each side's events whole, one sk_occurrences / child_timings call
+        old.setattr(trace, "occurrences_by_process", lambda parts: sk_occurrences(parts["*"]))
+        old.setattr(trace, "child_timings_by_process", lambda parts, occurrences: child_timings(parts["*"], occurrences))
+        whole = trace.write_trace(tmp_path / "whole.json", result, {
+            "baseline": {"*": loaded.baseline.events.select(EVENT_COLUMNS)},
+            "candidate": {"*": loaded.candidate.events.select(EVENT_COLUMNS)},
+        })  # fmt: skip
+    assert out.read_bytes() == whole.read_bytes()
+    slices = [e for e in json.loads(out.read_text(encoding="utf-8"))["traceEvents"] if e["ph"] == "X"]
+    assert {e["args"]["rank"] for e in slices} == set(range(RANKS))  # every rank, both threads, flags present
+    assert {e["tid"] for e in slices} == {trace.SK_THREAD, trace.CHILD_THREAD} and any(e["cat"] == "sk,slower" for e in slices)
 
 
 def test_occurrences_must_keep_each_process_together(collections: tuple[Path, Path]) -> None:
