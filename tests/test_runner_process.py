@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -111,6 +112,25 @@ def test_workload_gets_exactly_its_environment_and_default_signal_dispositions(t
     settable = sum(1 << (int(sig) - 1) for sig in signal.valid_signals() if int(sig) < 65)
     assert masks["SigIgn:"] & settable == 0, lines[-2:]
     assert masks["SigBlk:"] == 0, lines[-2:]
+
+
+@pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's")
+def test_a_workload_that_ended_before_sk_run_read_the_keepers_reply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load the keeper may send ``pid``, ``exit`` and ``done`` before sk-run reads its first line: the
+    later lines are the workload's exit status, not a keeper that failed to start. sk-run's read is held here
+    until the keeper's ``done`` is on the socket (the window a loaded machine opens by chance)."""
+    first_line = keeper._first_line
+
+    def read_late(sock: socket.socket) -> tuple[str, bytes]:
+        deadline = time.monotonic() + 60
+        while b"done\n" not in sock.recv(4096, socket.MSG_PEEK):
+            assert time.monotonic() < deadline, "the keeper never said done"
+            time.sleep(0.01)
+        return first_line(sock)
+
+    monkeypatch.setattr(keeper, "_first_line", read_late)
+    res = _run(tmp_path, "raise SystemExit(7)")
+    assert res.exit_code == 7 and res.signal is None and not res.timed_out
 
 
 @pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's")

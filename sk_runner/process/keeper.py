@@ -82,7 +82,9 @@ class Kept:
     """A workload started under a keeper, with the part of ``Popen``'s interface :mod:`sk_runner.process` uses:
     ``pid`` and ``args`` are the workload's, ``poll``/``wait`` its exit status (as Popen's returncode)."""
 
-    def __init__(self, keeper: subprocess.Popen[bytes], sock: socket.socket, pid: int, args: Sequence[str], grace_s: float) -> None:
+    def __init__(self, keeper: subprocess.Popen[bytes], sock: socket.socket, pid: int, args: Sequence[str], grace_s: float,
+                 said: bytes = b"") -> None:
+        """``said``: what the keeper sent after its ``pid`` line, read with it (a quick workload's exit, say)."""
         self.keeper = keeper
         self.sock = sock
         self.pid = pid
@@ -91,6 +93,7 @@ class Kept:
         self.returncode: int | None = None
         self.done = False
         self._buffer = b""
+        self._take(said)
 
     def _read(self, timeout_s: float | None) -> bool:
         """Take the keeper's next lines (waiting up to ``timeout_s``); False when nothing came in time."""
@@ -104,6 +107,11 @@ class Kept:
             chunk = b""
         if not chunk:
             return self._silent()
+        self._take(chunk)
+        return True
+
+    def _take(self, chunk: bytes) -> None:
+        """Act on every complete line the keeper sent (``exit <code>``, ``done``); keep a partial one."""
         self._buffer += chunk
         *lines, self._buffer = self._buffer.split(b"\n")
         for line in lines:
@@ -112,7 +120,6 @@ class Kept:
                 self.returncode = int(value)
             elif word == "done":
                 self.done = True
-        return True
 
     def _silent(self) -> bool:
         """The keeper says no more: a workload it did not report on died with it (parent-death signal)."""
@@ -170,13 +177,13 @@ def start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdout: IO[byt
     try:
         ours.settimeout(60.0)  # the keeper answers in milliseconds; a minute means it is stuck
         ours.sendall(json.dumps({"argv": list(argv), "env": dict(env), "grace_s": grace_s}).encode() + b"\n")
-        reply = _first_line(ours)
+        reply, said = _first_line(ours)
         ours.settimeout(None)
     except OSError:
-        reply = ""
+        reply, said = "", b""
     word, _, value = reply.partition(" ")
     if word == "pid" and value.isdigit():
-        return Kept(keeper, ours, int(value), argv, grace_s)
+        return Kept(keeper, ours, int(value), argv, grace_s, said)
     ours.close()  # the keeper kills whatever it started and exits
     try:
         keeper.wait(timeout=30.0)
@@ -189,14 +196,17 @@ def start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdout: IO[byt
     raise OSError(f"the keeper did not start (exit {keeper.returncode})")
 
 
-def _first_line(sock: socket.socket) -> str:
+def _first_line(sock: socket.socket) -> tuple[str, bytes]:
+    """The keeper's first line, and whatever it sent after it in the same reads: a workload that ends at once
+    has its ``exit`` and ``done`` lines sent before sk-run reads (under load), and they belong to :class:`Kept`."""
     data = b""
-    while not data.endswith(b"\n"):
+    while b"\n" not in data:
         chunk = sock.recv(256)
         if not chunk:
             break
         data += chunk
-    return data.decode(errors="replace").strip()
+    line, _, rest = data.partition(b"\n")
+    return line.decode(errors="replace").strip(), rest
 
 
 # ============================================================================ the keeper process
