@@ -86,6 +86,18 @@ def test_npu_smi_missing_is_an_environment_blocker(tmp_path: Path, monkeypatch: 
     assert isinstance(occupancy_source("command"), RegistrySource)  # no npu-smi: a command workload is a simulated one
 
 
+def test_the_registry_is_the_environments_else_the_processes_else_the_users(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare workload environment (an in-process simulator run) still finds the host's registry."""
+    monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "host"))
+    assert registry_root({REGISTRY_ENV: str(tmp_path / "given")}) == tmp_path / "given"
+    assert registry_root({}) == registry_root() == tmp_path / "host"
+    monkeypatch.delenv(REGISTRY_ENV)
+    (tmp_path / "t").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "t"))
+    monkeypatch.setattr("tempfile.tempdir", None)  # gettempdir() caches its first answer
+    assert registry_root({}) == tmp_path / "t" / f"sk-tune-sim-devices-{os.getuid()}"
+
+
 def test_registry_entries_live_while_their_process_runs(tmp_path: Path) -> None:
     root = tmp_path / "registry"
     assert registry_root({REGISTRY_ENV: str(root)}) == root

@@ -9,8 +9,8 @@ simulated device has this registry instead. Every simulated device process
 
 and removes it when it ends. An entry whose process is gone (killed without
 clean-up) or whose pid now belongs to another process (kernel start time
-differs) is stale and ignored. The registry is ``$SK_SIM_DEVICE_REGISTRY``,
-else ``<temp dir>/sk-tune-sim-devices-<uid>``: one per user and host, like
+differs) is stale and ignored. The registry is ``$SK_SIM_DEVICE_REGISTRY`` (of the
+workload's environment, else of the process), else ``<temp dir>/sk-tune-sim-devices-<uid>``: one per user and host, like
 the devices themselves.
 """
 
@@ -34,8 +34,10 @@ WORKLOAD, FOREIGN_LOAD = "workload", "foreign_load"
 
 
 def registry_root(env: Mapping[str, str] | None = None) -> Path:
-    """``$SK_SIM_DEVICE_REGISTRY``, else the user's registry in the temp folder."""
-    value = (os.environ if env is None else env).get(REGISTRY_ENV, "").strip()
+    """``$SK_SIM_DEVICE_REGISTRY`` of ``env``, else of this process (the registry belongs to the host, not to one
+    workload's environment: an in-process simulator run given a bare environment still uses the host's),
+    else the user's registry in the temp folder."""
+    value = ((env or {}).get(REGISTRY_ENV, "") or os.environ.get(REGISTRY_ENV, "")).strip()
     if value:
         return Path(value)
     uid = os.getuid() if hasattr(os, "getuid") else 0
