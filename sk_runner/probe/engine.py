@@ -39,6 +39,7 @@ from sk_analytics.stage_o.options import both_names, options_root, runtime_name
 from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
+from sk_runner.hosts.base import Hosts
 from sk_runner.process import ProcessResult, run_process
 
 #: The switch that makes the runtime write super_kernel.log (formats §4).
@@ -182,9 +183,11 @@ def runtime_check(
     control: Control = PROBE_CONTROL,
     seed: int = 0,
     env: Mapping[str, str] | None = None,
+    hosts: Hosts | None = None,
 ) -> RuntimeCheck:
     """Run one metadata-dumping workload process on ``config`` and check that the
-    runtime used each of ``options`` (name -> exact value) without falling back."""
+    runtime used each of ``options`` (name -> exact value) without falling back
+    (``hosts``: a multi-host session's, whose first host runs it, under its lease)."""
     attempt = _attempt_dir(out_dir, options)
     config_path = attempt / "config.json"
     write_json(config_path, backend.workload_config(config))
@@ -194,7 +197,11 @@ def runtime_check(
     argv = backend.probe_argv(request)
     child_env = {**scrub_env(os.environ if env is None else env), **request.contract_env(), **METADATA_ENV}
     stdout_path, stderr_path = attempt / "stdout.txt", attempt / "stderr.txt"
-    result = run_process(argv, cwd=run_dir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
+    if hosts is not None:
+        result = hosts.run(argv, cwd=run_dir, contract_env={**request.contract_env(), **METADATA_ENV}, stdout_path=stdout_path,
+                           stderr_path=stderr_path, timeout_s=control.timeout_s, first_only=True)
+    else:
+        result = run_process(argv, cwd=run_dir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
     logs = sorted(run_dir.rglob("super_kernel.log"))
     check = RuntimeCheck("accepted", "", attempt, argv, config_path, stdout_path, stderr_path, result,
                          {**request.contract_env(), **METADATA_ENV}, [p.relative_to(attempt).as_posix() for p in logs])
@@ -224,6 +231,7 @@ def probe_values(
     base_source: str | Path | None = None,
     control: Control = PROBE_CONTROL,
     env: Mapping[str, str] | None = None,
+    hosts: Hosts | None = None,
 ) -> ProbeResult:
     """Probe each exact value; a value the wrapper rejects starts no process.
     A base config without an options object is refused first (``base_source`` names it).
@@ -237,7 +245,7 @@ def probe_values(
         runtime = None
         if verdict.accepted:
             config = probe_config(option, value, base_config, source=base_source)
-            runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env)
+            runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env, hosts=hosts)
         probes.append(ValueProbe(option, value, verdict, runtime))
     return ProbeResult(option, backend.name, probes)
 

@@ -11,7 +11,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.fingerprint import sha256_file
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
-from sk_runner.devices.lease import lease_environ, lease_record
+from sk_runner.devices.lease import lease_environ
 from sk_runner.fingerprint import env_hash
 from sk_runner.probe import runtime_check
 from sk_runner.process import ProcessResult
@@ -39,7 +39,7 @@ class Round:
 
     def result(self, status: str, outcome: str, message: str, correctness: str, scene: Path | None = None) -> TrialResult:
         return TrialResult(self.spec.round, self.trial.dir, status, outcome, message, complete_runs(self.trial.dir), self.target,
-                           self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene, lease_record(self.trial.lease),
+                           self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene, self.trial.lease_record(),
                            [] if self.trial.proof is None else list(self.trial.proof.discarded))
 
     def gate_progress(self, correctness: str, last: str) -> dict[str, Any]:
@@ -80,7 +80,7 @@ class Round:
         trial.tell("probe", 1, 1, "exact-value probe")
         check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config,
                               env=lease_environ(trial.lease, trial.env),  # the probe process runs on the leased devices too
-                              seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control)
+                              seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control, hosts=spec.hosts)
         if check.status != "accepted":
             proc = check.process
             outcome = {"invalid_default": "invalid_value", "no_evidence": "bad_logs"}.get(
