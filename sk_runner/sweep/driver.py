@@ -27,8 +27,8 @@ from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_cand
 from sk_analytics.strict_json import load_json_file
 from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
-from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_devices, lease_environ
-from sk_runner.devices.markers import fits
+from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ
+from sk_runner.hosts.base import Hosts, ranks_problem
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
@@ -51,7 +51,8 @@ class SweepOutcome:
     html: Path
 
 
-def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Mapping[str, str] | None = None,
+                     hosts: Hosts | None = None) -> list[dict[str, Any]]:
     """Exact-value probes of every protocol candidate (wrapper + runtime), in one folder.
 
     A value the dispatched task does not list as accepted by the active wrapper
@@ -70,7 +71,7 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Map
     for option, values in by_option.items():
         say(f"  探测 {option}: {len(values)} 个精确取值")
         result = probe_values(option, values, backend, out_dir=session.root / PROBES_DIR, base_config=seed_config,
-                              base_source=session.seed_config_path, env=env)
+                              base_source=session.seed_config_path, env=env, hosts=hosts)
         for probe in result.values:
             record = probe.to_record()
             if accepted is not None and (option, canonical_json(probe.value)) not in accepted:
@@ -80,12 +81,13 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Map
     return records
 
 
-def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None) -> None:
-    """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet) unless it exists already."""
+def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None, hosts: Hosts | None = None) -> None:
+    """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet; on a multi-host
+    session's first host, under its lease) unless it exists already."""
     if (session.root / MATRIX_NAME).is_file():
         return
     say("构建选项矩阵：对每个候选精确取值做 ready=true 探测")
-    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ))
+    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ), hosts)
     probes_path = session.root / PROBES_DIR / "probes.json"
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
@@ -135,13 +137,14 @@ def run_sweep(
     max_actions: int | None = None,
     on_action: Callable[[m.Action], None] | None = None,
     lease: LeaseRequest | None = None,
+    hosts: Hosts | None = None,
 ) -> SweepOutcome | None:
     """Run the session until the hand-off is written (or ``max_actions`` ran: None).
 
     ``lease``: the devices, taken at the first device command and held to the end (every trial, the
-    incumbent's and the DCCI pair's collections on the same exclusively held devices)."""
-    devices = lease_devices(lease)
-    problem = None if devices is None else fits(devices, session.control.ranks)
+    incumbent's and the DCCI pair's collections on the same exclusively held devices). ``hosts``: the hosts
+    of a session whose ranks span hosts, held by the caller (each with its own lease) for the whole sweep."""
+    problem = ranks_problem(hosts, lease, session.control.ranks)
     if problem is not None:
         raise UsageError(problem)
     lock = FileLock(str(session.root / ".sweep.lock"))
@@ -153,7 +156,7 @@ def run_sweep(
     held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
     try:
         lifetime.attach(session.root)
-        return _loop(session, say, lang, max_actions, on_action, step, held)
+        return _loop(session, say, lang, max_actions, on_action, step, held, hosts)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
         if stop is None:
@@ -190,12 +193,13 @@ def _loop(
     session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None,
     step: _Step,
     devices: LazyLease | None = None,
+    hosts: Hosts | None = None,
 ) -> SweepOutcome | None:
     _drop_leftovers(session.root, say)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
     backend = session.backend.build()
     backend.check_ready()
-    ensure_matrix(session, backend, say, devices)
-    executor = Executor(session, backend, say, devices)
+    ensure_matrix(session, backend, say, devices, hosts)
+    executor = Executor(session, backend, say, devices, hosts)
     state = m.fold(read_records(session.root))
     if state.matrix_fingerprint is not None:
         check_frozen(load_matrix(session.root / MATRIX_NAME), session.root / MATRIX_NAME, expected=state.matrix_fingerprint)
