@@ -93,6 +93,10 @@ def test_a_run_is_leased_in_a_mode_only_when_every_host_held_its_lease_in_it() -
     both = hosts_lease_record([slot(0, "acquired"), slot(1, "acquired")])
     assert (both["mode"], both["root"], [h["root"] for h in both["hosts"]]) == ("acquired", "/locks-0", ["/locks-0", "/locks-1"])
     assert hosts_lease_record([slot(0, "acquired"), slot(1, None)])["mode"] is None  # one host unproven: the run is not leased
+    from sk_analytics.stage_o.leases import summarize
+
+    summary = summarize([("trial_result", {"round": "O1", "lease": both})])  # the report and the hand-off list every host's lease
+    assert (summary.leased, summary.roots, summary.device_ids) == (1, ("/locks-0", "/locks-1"), ((0, 1),))
 
 
 # ------------------------------------------------------------------ one host's agent
