@@ -397,3 +397,45 @@ def test_local_campaigns_and_sweeps_without_ray_refuse_hosts_in_one_line(tmp_pat
     one_host = small_session(tmp_path / "one", []).root  # a session that runs on one host stays on one host
     assert run_cli(cli, "sk-run", ["sweep", "--resume", str(one_host), "--hosts", "2", "--npus-per-host", "1", "--ray-address", "x:1"]) == 2
     assert "runs on one host: --resume continues a session on the hosts it recorded" in capsys.readouterr().err
+
+
+def _raw_ledger(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(root.glob("*.jsonl")))
+
+
+def test_a_one_host_session_given_hosts_is_refused_in_one_line_before_anything_reserves(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--task`` into the folder of a session that runs on one host, with ``--hosts 2``: exit 2 naming the folder, the
+    session untouched, no Ray cluster asked (the address does not exist: asking it would be exit 3)."""
+    from sweep_helpers import small_session
+
+    task = write_task(tmp_path / "tasks" / "m", seed=3, ranks=16)
+    one_host = small_session(tmp_path / "one", []).root
+    ledger = _raw_ledger(one_host)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(one_host), "--hosts", "2", "--npus-per-host", "8",
+                                   "--ray-address", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"sk-run: error: {one_host} runs on one host; it continues only there (a session that spans hosts starts with --hosts)"]
+    assert _raw_ledger(one_host) == ledger
+
+
+def test_a_multi_host_session_never_runs_on_one_host(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entered again with ``--task`` but no ``--hosts``, a session that recorded two hosts goes to its hosts (here: no
+    cluster given, exit 2 in one line); the sweep driver itself refuses it without hosts."""
+    from sk_runner.sweep.driver import run_sweep
+    from sk_runner.sweep.phase import enter_phase
+    from sk_runner.sweep.session import load_session
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    task = write_task(tmp_path / "tasks" / "m", seed=3, ranks=16)
+    hosts = [{"index": i, "node_id": f"n-{i}", "node_name": f"server-{i}", "host": f"h{i}"} for i in range(2)]
+    root = tmp_path / "s"
+    enter_phase(task, root, placement={"spans": HostsSpec(2, 8).to_json(), "hosts": hosts})
+    ledger = _raw_ledger(root)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(root)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a run that spans hosts needs a Ray cluster: give --ray-address" in err[0], err
+    with pytest.raises(UsageError, match="spans hosts: it continues only on the hosts it recorded"):
+        run_sweep(load_session(root), say=lambda _: None)
+    assert _raw_ledger(root) == ledger

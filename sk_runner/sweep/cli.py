@@ -117,15 +117,19 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
             request = replace(request, need=demo_need(session))
         return run_and_print(session, lang, quiet, request)
     from sk_runner.sweep.phase import enter_phase, validate_task
+    from sk_runner.sweep.spans import recorded
 
     assert task is not None
     checked = validate_task(task)
-    if hosts > 1 and not plan_only:
+    root = session_dir or checked.session
+    spans = None if root is None else recorded(root)  # a session that spans hosts, entered again: on its own hosts
+    if (hosts > 1 or spans is not None) and not plan_only:
+        if spans is not None and hosts == 1:
+            hosts, npus_per_host, cpus_per_host = spans[0].hosts, spans[0].npus_per_host, spans[0].cpus_per_host
         spec = hosts_request(hosts, npus_per_host, cpus_per_host, ray_address, ranks=checked.control.ranks, device_ids=device_ids)
-        if lease_root is None and checked.backend.name != "sim":
+        if lease_root is None and spans is None and checked.backend.name != "sim":  # entered again: the roots it recorded
             raise UsageError(f"--hosts {hosts} with the {checked.backend.name} backend: every host must lease its NPUs; give "
                              "--lease-root DIR (the hosts' lease folder, the same path on every host) or SK_RUN_LEASE_ROOT")
-        root = session_dir or checked.session
         if root is None:
             raise UsageError(f"{task}: no session folder: give --session or the task's 'session'")
 

@@ -29,6 +29,7 @@ from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
 from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ
 from sk_runner.hosts.base import Hosts, ranks_problem
+from sk_runner.hosts.topology import recorded_spans
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
@@ -145,6 +146,9 @@ def run_sweep(
     incumbent's and the DCCI pair's collections on the same exclusively held devices). ``hosts``: the hosts
     of a session whose ranks span hosts, held by the caller (each with its own lease) for the whole sweep."""
     problem = ranks_problem(hosts, lease, session.control.ranks)
+    if hosts is None and recorded_spans(session.placement) is not None:  # never one host's run of a multi-host session
+        problem = (f"{session.root} spans hosts: it continues only on the hosts it recorded "
+                   "(sk-run sweep --resume SESSION --ray-address HOST:PORT)")
     if problem is not None:
         raise UsageError(problem)
     lock = FileLock(str(session.root / ".sweep.lock"))

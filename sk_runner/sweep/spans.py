@@ -41,6 +41,8 @@ def session_hosts(root: Path, spec: HostsSpec | None, *, address: str | None, le
     found = recorded(root)
     if found is not None and spec is not None and spec != found[0]:
         raise UsageError(f"{root} runs on {found[0].hosts} hosts x {found[0].npus_per_host} NPUs; it continues only on them")
+    if found is None and spec is not None and (Path(root) / SESSION_FILE).is_file():
+        raise UsageError(f"{root} runs on one host; it continues only there (a session that spans hosts starts with --hosts)")
     if found is None and spec is None:
         yield None
         return
