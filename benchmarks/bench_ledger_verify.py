@@ -169,16 +169,17 @@ def main() -> None:
     if args.skip_verify and args.skip_bind:
         bench_appends(args.appends)
         return
-    session = args.session
-    if session is None:
-        session = Path(tempfile.mkdtemp()) / "demo-session"
-        subprocess.run([str(BIN / "sk-run"), "sweep", "--demo", "--session", str(session)], check=True, stdout=subprocess.DEVNULL)
-    session = session.resolve()
-    if not args.skip_verify:
-        bench_verify(session, args.repeat, args.baseline)
-    bench_appends(args.appends)
-    if not args.skip_bind:
-        bench_bind(session)
+    with tempfile.TemporaryDirectory() as scratch:  # the demo session made here is removed again
+        session = args.session
+        if session is None:
+            session = Path(scratch) / "demo-session"
+            subprocess.run([str(BIN / "sk-run"), "sweep", "--demo", "--session", str(session)], check=True, stdout=subprocess.DEVNULL)
+        session = session.resolve()
+        if not args.skip_verify:
+            bench_verify(session, args.repeat, args.baseline)
+        bench_appends(args.appends)
+        if not args.skip_bind:
+            bench_bind(session)
 
 
 if __name__ == "__main__":

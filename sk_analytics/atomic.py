@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -124,6 +125,28 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextmanager
+def atomic_dir(target: str | os.PathLike[str], *, site: str = "atomic") -> Iterator[Path]:
+    """Yield an empty temp folder beside ``target``; on success it becomes ``target`` by one rename.
+
+    For a folder that must appear complete or not at all (a profiler output tree of many small
+    files): the files inside are written plainly, without a fsync each, and published together.
+    ``target`` must not exist yet; on an error the temp folder is removed."""
+    target = Path(target)
+    refuse_link(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it owner-only
+        yield tmp
+        guard(site, target)
+        os.rename(tmp, target)  # refuses an existing non-empty target instead of merging into it
+        _fsync_dir(target.parent)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_with(target: str | os.PathLike[str], writer: Callable[[IO[str]], None]) -> Path:

@@ -16,12 +16,17 @@ Not evidence (:func:`is_machinery`): the ledger with its head, lock and torn-tai
 side files, the lock files sk-tune creates, the process registry ``.processes/``, a session's own device
 lease folder ``.device-leases/`` (the demo's NPU lock files, rewritten by every holder), atomic-write temp
 files, the manifests themselves (bound by their record) and the two reports,
-which ``ledger verify`` re-renders from the vouched inputs instead.
+which ``ledger verify`` re-renders from the vouched inputs instead. A file in
+``EVIDENCE/`` that no record names (:func:`unreferenced_manifests`) vouches for
+nothing and is reported like any planted file; the one an append cut short leaves
+(manifest written, record not) is dropped when the sweep resumes
+(:func:`drop_unreferenced_manifests`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,6 +40,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import IntegrityError
 from sk_analytics.io_seam import reading
 from sk_analytics.strict_json import load_json_file
+from sk_analytics.stale_temps import is_leftover
 
 EVIDENCE_DIR = "EVIDENCE"
 MANIFEST_SCHEMA = "sk-tune-evidence-manifest-v1"
@@ -45,6 +51,7 @@ LEASE_DIR = ".device-leases"
 """A lease root inside a session (the demo's): lock files whose holder records change with every holder."""
 _TOP_DIRS = frozenset({EVIDENCE_DIR, ".processes", LEASE_DIR})
 _ROUND_LOCK = ".sk-run.lock"
+_MANIFEST_NAME = re.compile(r"bind-[0-9]+\.json")
 _PARALLEL = 1 << 20
 
 
@@ -74,9 +81,10 @@ def is_machinery(rel: str) -> bool:
         return True
     if parts[0] in _TOP_DIRS and len(parts) > 1:
         return True
-    # only the lock names sk-tune creates (a round's sk_runner.trial.spec.LOCK_NAME; the top-level ones above):
-    # a planted ``notes.lock`` in BASE/ or a run is evidence-unvouched like any other file
-    return name == _ROUND_LOCK or (name.startswith(".") and name.endswith(".tmp"))
+    # only the lock and temp names sk-tune creates (a round's sk_runner.trial.spec.LOCK_NAME, the top-level ones
+    # above, an atomic write's or the ledger head's temp): a planted ``notes.lock`` in BASE/ or ``.notes.tmp`` in a
+    # run is evidence-unvouched like any other file
+    return name == _ROUND_LOCK or is_leftover(name)
 
 
 def walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
@@ -193,6 +201,44 @@ def with_binding(root: Path, data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` plus the ``bound`` field of what changed in ``root`` (unchanged when nothing did)."""
     bound = bind(root)
     return dict(data) if bound is None else {**data, BOUND_KEY: dict(bound)}
+
+
+def referenced_manifests(records: Sequence[Any]) -> set[str]:
+    """The manifests the ``records`` name under ``bound`` (session-relative paths)."""
+    return {str(r.data[BOUND_KEY].get("manifest")) for r in records if isinstance(r.data.get(BOUND_KEY), dict)}
+
+
+def unreferenced_manifests(root: Path, records: Sequence[Any]) -> list[tuple[str, bool]]:
+    """Every file under ``EVIDENCE/`` that no record names, as (session-relative path, named like a manifest).
+
+    Such a file vouches for nothing and is vouched for by nothing: a copy of a manifest under a
+    new name, a planted file, or the manifest of an append that a crash or a fault cut short
+    before its record (named like one: ``bind-<ns>.json``). Atomic-write temp files are machinery."""
+    folder = Path(root) / EVIDENCE_DIR
+    if not folder.is_dir():
+        return []
+    named = referenced_manifests(records)
+    found: list[tuple[str, bool]] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            rel = Path(dirpath, name).relative_to(root).as_posix()
+            if rel not in named and not (name.startswith(".") and name.endswith(".tmp")):
+                found.append((rel, Path(dirpath) == folder and _MANIFEST_NAME.fullmatch(name) is not None))
+    return found
+
+
+def drop_unreferenced_manifests(root: Path, records: Sequence[Any]) -> list[str]:
+    """Remove the manifests (``EVIDENCE/bind-<ns>.json``) no record of ``records`` names: each is what an
+    append cut short between its manifest and its record left behind, and the files it listed are
+    bound again by the next record. Other files are left for ``ledger verify`` to report. Call where
+    no other writer binds (under the sweep's lock)."""
+    dropped = [rel for rel, manifest_named in unreferenced_manifests(root, records) if manifest_named]
+    for rel in dropped:
+        (Path(root) / rel).unlink(missing_ok=True)
+    if dropped:  # what this process bound into them is vouched for by no record: bind it again from the records
+        forget(root)
+    return dropped
 
 
 def forget(root: Path) -> None:

@@ -7,10 +7,11 @@ Rules (each finding names one session-relative file and what was expected):
 * ``evidence-changed`` — a vouched file's size or BLAKE3 digest differs from its binding, or it is
   no longer a regular file (a FIFO, socket or device in its place is never opened);
 * ``evidence-unvouched`` — a file present in a finished session that no record vouches for
-  (planted, or written behind sk-tune's back);
+  (planted, or written behind sk-tune's back); in ``EVIDENCE/``, a file no record names (a
+  copy of a manifest under a new name vouches for nothing), finished session or not, except:
 * ``interrupted`` — the same in a session whose hand-off is not recorded yet: the files of a
-  step that a crash cut short before its ledger record; ``sk-run sweep --resume`` binds or
-  redoes them.
+  step that a crash cut short before its ledger record, also its manifest (``bind-<ns>.json``);
+  ``sk-run sweep --resume`` binds or redoes them (and drops that manifest).
 
 ``quick`` compares sizes only for files over :data:`QUICK_LIMIT` (and says so).
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.evidence import FileState, fold, hash_file, walk
+from sk_analytics.evidence import EVIDENCE_DIR, FileState, fold, hash_file, unreferenced_manifests, walk
 
 QUICK_LIMIT = 1 << 20
 _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device"}
@@ -31,7 +32,8 @@ EVIDENCE_RULES: dict[str, str] = {
     "evidence-manifest": "every evidence manifest a record names exists and has the BLAKE3 digest the record signed",
     "evidence-missing": "every file a manifest vouches for is present",
     "evidence-changed": "every vouched file has the size and BLAKE3 digest it was bound with",
-    "evidence-unvouched": "every file of a finished session is vouched for by a manifest",
+    "evidence-unvouched": "every file of a finished session is vouched for by a manifest; every file in EVIDENCE/ is a manifest "
+                          "a record names",
     "interrupted": "an unfinished session holds no file written after its last record (a step cut short: run resume)",
 }
 
@@ -82,13 +84,22 @@ def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick
             size_only += 1
         else:
             hashed += st.st_size
+    for rel, manifest_named in unreferenced_manifests(root, records):
+        seen.add(rel)
+        if manifest_named and not finished:
+            problems.append(EvidenceProblem("interrupted", rel, f"{rel}: a manifest no ledger record names, written before its "
+                                                                 "record (an append cut short); run `sk-run sweep --resume`"))
+        else:
+            problems.append(EvidenceProblem("evidence-unvouched", rel, f"{rel}: no ledger record names it (a manifest vouches "
+                                                                       "only as the record that names it; copied or planted)"))
     for rel in sorted(set(vouched) - seen):
         problems.append(EvidenceProblem("evidence-missing", rel, f"{rel}: missing; expected blake3 {vouched[rel].digest[:16]}… "
                                                                  f"({vouched[rel].size} bytes)"))
     first = None
     if problems:
         order = {"evidence-manifest": 0, "evidence-changed": 1, "evidence-missing": 2, "evidence-unvouched": 3, "interrupted": 4}
-        ranked = sorted(problems, key=lambda p: (order[p.rule], p.file))  # deterministic: by rule, then path
+        # deterministic: by rule, then path; a step's own files before the manifest it left (they say which step)
+        ranked = sorted(problems, key=lambda p: (order[p.rule], p.file.startswith(f"{EVIDENCE_DIR}/"), p.file))
         first = EvidenceProblem(ranked[0].rule, ranked[0].file, ranked[0].message, len(problems) - 1)
     return EvidenceReport(len(seen), hashed, size_only, first, vouched)
 

@@ -20,7 +20,7 @@ from sk_analytics.ledger import LedgerRecord, read_records
 from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS, HANDOFF_FILE
 from sk_analytics.stage_o.matrix import load_matrix
 from sk_analytics.stage_o.reasons import settled_reason
-from sk_analytics.stage_o.state import SessionState, fold
+from sk_analytics.stage_o.state import SessionState, fold, skipped_settlement
 from sk_analytics.strict_json import load_json_file
 
 
@@ -124,8 +124,11 @@ def run_count(info: RoundInfo | None) -> int:
 
 
 def settled_status(view: SessionView, entry: Mapping[str, Any], lang: str) -> tuple[str, str, Mapping[str, Any]]:
-    """(status, reason in ``lang``, evidence) of an entry; ``pending`` while unsettled."""
+    """(status, reason in ``lang``, evidence) of an entry; ``pending`` while unsettled, ``skipped``
+    (as in the hand-off) when the session stopped before it ran."""
     s = view.state.settled.get(entry["id"])
+    if s is None and view.state.stopped is not None:
+        s = skipped_settlement(view.state.stopped)
     if s is None:
         return "pending", "", {}
     return s["status"], settled_reason(entry, s, view.state, lang), s.get("evidence") or {}

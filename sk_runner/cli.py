@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sk_analytics.cli._base import LazyGroup, run_cli
+from sk_analytics.cli._base import LazyGroup, run_main
 from sk_runner.commands import COMMANDS, SUMMARIES
 
 
@@ -16,13 +16,7 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from sk_runner.process.lifetime import Interrupted, hold_signals_at_exit, install_signal_handlers
+    from sk_runner.process.lifetime import install_signal_handlers
 
     install_signal_handlers()  # SIGINT -> exit 130, SIGTERM -> 143; never lost while a process starts
-    try:
-        code = run_cli(cli, "sk-run", argv)
-    except Interrupted as exc:  # landed between the command's return and here: still an interrupt, never a traceback
-        code = exc.exit_code
-    finally:
-        hold_signals_at_exit()
-    raise SystemExit(code)
+    raise SystemExit(run_main(cli, "sk-run", argv))

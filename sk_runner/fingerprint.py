@@ -12,26 +12,30 @@ import importlib.metadata
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.fingerprint import fingerprint
+from sk_analytics.fingerprint import fingerprint, sha256_file
 
 #: Environment keys that differ per run by design; left out of the env hash so
 #: all runs of one trial share it.
 PER_RUN_ENV = frozenset({"SK_RUN_DIR", "SK_RUN_SEED", "SK_RUN_CONFIG"})
 
 
-def source_revision(path: Path) -> dict[str, Any]:
-    """Git revision of the workload source at ``path`` (``{"kind": "none"}`` outside a repository).
+def source_revision(path: Path, files: Sequence[Path] = ()) -> dict[str, Any]:
+    """Git revision of the workload source at ``path``; outside a repository the SHA-256 of
+    each of ``files`` (the files the workload command names: ``{"kind": "files"}``), and
+    ``{"kind": "none"}`` when there are none either.
 
     Only the workload's own folder counts: its committed content is the git
     tree of that folder (a commit elsewhere in the repository leaves it
     unchanged) and an uncommitted edit there is identified by the SHA-256 of
     its diff against HEAD (the same edit gives the same revision). ``commit``
-    is kept for people; the identity is ``tree`` + ``dirty_sha256``.
+    is kept for people; the identity is ``tree`` + ``dirty_sha256``. Without
+    git, an edited script changes ``files`` just the same, so a trial is
+    never compared with a round that ran another version of it (protocol §5.1).
     """
     folder = path if path.is_dir() else path.parent
     try:
@@ -41,6 +45,8 @@ def source_revision(path: Path) -> dict[str, Any]:
         status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ".")
         diff = _git(folder, "diff", "HEAD", "--binary", "--", ".") if status else ""
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        if files:
+            return {"kind": "files", "path": str(folder), "files": {str(f): sha256_file(f) for f in files}}
         return {"kind": "none", "path": str(folder)}
     return {
         "kind": "git",

@@ -3,7 +3,8 @@ simulated-device registry and no inherited device lease.
 
 Session-scoped and set in ``os.environ`` before any other fixture (autouse
 fixtures of a scope run first), so the sweeps, CLIs and Ray workers the tests
-start sign with it too. No test writes into ``~`` or the user's registry in the temp folder.
+start sign with it too. No test writes into ``~`` or the user's registry in the temp folder. Every process of the run
+gets a fresh ``TMPDIR`` that must be empty when the run ends (``tests/tmp_guard.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from sk_analytics.signing import KEY_ENV, TRUSTED_ENV
 from sk_runner.devices.markers import DEVICES_ENV, MARKERS, ROOT_ENV, TIMEOUT_ENV, VISIBLE
 from sk_runner.devices.registry import REGISTRY_ENV
+from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
 
 
 @pytest.fixture(scope="session", autouse=True)

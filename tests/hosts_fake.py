@@ -40,12 +40,11 @@ class ThreadHosts:
         self.pool = ThreadPoolExecutor(max_workers=spec.hosts)
 
     def run(self, argv: list[str], *, cwd: Path, contract_env: Mapping[str, str], stdout_path: Path, stderr_path: Path,
-            timeout_s: float | None, first_only: bool = False) -> MultiHostResult:
+            timeout_s: float | None) -> MultiHostResult:
         run_id = uuid.uuid4().hex
-        hosts = [0] if first_only else range(self.spec.hosts)
         futures = [self.pool.submit(self.agents[i].run, run_id, argv, str(cwd), dict(contract_env),
                                     group_env(i, self.spec.hosts, self.spec.npus_per_host, "127.0.0.1", 29500),
-                                    str(host_path(stdout_path, i)), str(host_path(stderr_path, i)), timeout_s) for i in hosts]
+                                    str(host_path(stdout_path, i)), str(host_path(stderr_path, i)), timeout_s) for i in range(self.spec.hosts)]
         return combine([f.result() for f in futures])
 
     def proof(self, round_dir: Path, round_name: str, backend: str) -> HostsProof:

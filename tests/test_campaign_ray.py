@@ -58,6 +58,23 @@ def in_private_netns(request: pytest.FixtureRequest) -> bool:
     return False
 
 
+@pytest.fixture(scope="module", autouse=True)
+def ray_session_folders_removed() -> Iterator[None]:
+    """Ray keeps each cluster's session folder (logs, sockets) under ``$TMPDIR/ray`` after it shut down;
+    those this module's clusters made are removed once they are down (the run's TMPDIR must end empty)."""
+    folder = Path(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp") / "ray"
+    before = set(folder.iterdir()) if folder.is_dir() else None
+    yield
+    if before is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for entry in set(folder.iterdir()) - before if folder.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def cluster() -> Iterator[Any]:
     """Two named nodes (server-a = head, server-b), each NPU: 8; everything stopped at the end, even on failure."""

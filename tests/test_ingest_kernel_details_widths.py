@@ -49,12 +49,14 @@ def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
 
 
 def parse_bytes(data: bytes, name: str = "kernel_details.csv") -> tuple[object, Path]:
-    path = Path(tempfile.mkdtemp(prefix="kd-width-")) / name
-    path.write_bytes(data)
-    try:
-        return parse_kernel_details(path), path
-    except InputError as error:
-        return error, path
+    """Parse ``data`` from a temp file that is removed again (hypothesis examples cannot take ``tmp_path``)."""
+    with tempfile.TemporaryDirectory(prefix="kd-width-") as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        try:
+            return parse_kernel_details(path), path
+        except InputError as error:
+            return error, path
 
 
 def edit_row(data: bytes, row: int, position: int, added: bytes | None) -> tuple[bytes, int, int]:
@@ -121,9 +123,9 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 @pytest.mark.parametrize("seed", sorted(SEEDS))
-def test_unedited_files_pass_the_check(seed: str) -> None:
+def test_unedited_files_pass_the_check(seed: str, tmp_path: Path) -> None:
     width = len(raw_cells(split_lines(SEEDS[seed])[0][0]))
-    path = _write(Path(tempfile.mkdtemp(prefix="kd-clean-")) / "kernel_details.csv", SEEDS[seed])
+    path = _write(tmp_path / "kernel_details.csv", SEEDS[seed])
     assert csv_fields.first_width_mismatch(path, width) is None
     assert kd._fast(path, *_fast_args(path)) is not None  # the fast path vouches for every shipped sample
 

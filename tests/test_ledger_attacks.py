@@ -177,6 +177,14 @@ def test_extra_file_in_base_named_like_a_lock(session: Path, name: str, capsys: 
     _refused(capsys, session, "evidence-unvouched", f"BASE/{name}")
 
 
+@pytest.mark.parametrize("name", [".notes.tmp", ".sbest-base.json.tmp", ".sbest-base.json.ABCDEFGH.tmp"])
+def test_extra_file_in_base_named_like_a_temp(session: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only sk-tune's own temp names (``.<target>.<8 of [a-z0-9_]>.tmp``) are machinery: a dot-file ending in ``.tmp``
+    of any other shape is a planted file."""
+    (session / "BASE" / name).write_text("{}", encoding="utf-8")
+    _refused(capsys, session, "evidence-unvouched", f"BASE/{name}")
+
+
 def test_config_base_points_to_edited(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = json.loads((session / "BASE/sbest-base.json").read_text(encoding="utf-8"))
     config = session / base["config_path"]
@@ -205,6 +213,17 @@ def test_evidence_manifest_edited(session: Path, capsys: pytest.CaptureFixture[s
     data["files"].popitem()
     manifest.write_text(json.dumps(data), encoding="utf-8")
     _refused(capsys, session, "evidence-manifest", f"EVIDENCE/{manifest.name}", "differs from the BLAKE3 digest")
+
+
+@pytest.mark.parametrize("name", ["bind-1.json", "bind-9999999999999999999.json", "notes.json", "old/bind-1.json"])
+def test_file_in_evidence_that_no_record_names(session: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36: a copy of a genuine manifest under a new name (older or newer than every real one, or in a
+    subfolder) or any other file in EVIDENCE/ vouches for nothing: evidence-unvouched like any planted file."""
+    original = sorted((session / "EVIDENCE").iterdir())[2]
+    copy = session / "EVIDENCE" / name
+    copy.parent.mkdir(exist_ok=True)
+    shutil.copy2(original, copy)
+    _refused(capsys, session, "evidence-unvouched", f"EVIDENCE/{name}", "no ledger record names it")
 
 
 def test_evidence_manifest_deleted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -411,11 +430,14 @@ def test_crash_between_handoff_and_its_record_says_interrupted(session: Path, tm
     (session / f".{head_path(ledger).name}.123.tmp").write_text("{", encoding="utf-8")  # a killed head writer's temp file
     text = _refused(capsys, session, "interrupted", "handoff.json", "sk-run sweep --resume", args=("--witness", str(own_witness)))
     assert "tamper" not in text
+    cut = json.loads(lines[-1])["data"]["bound"]["manifest"]  # the cut record's manifest: named by no record now
+    assert (session / cut).is_file()
     from sk_runner.sweep.session import load_session
 
     outcome = run_sweep(load_session(session), say=lambda _: None)
     assert outcome is not None and outcome.outcome == "base"
     assert not list(session.glob(".ledger.jsonl.head.*.tmp"))  # removed by the next sk-run
+    assert not (session / cut).exists()  # dropped by the resume: it vouched for nothing
     assert read_records(session)[-1].kind == "handoff_written"
     code, text = _verify(capsys, str(session), "--witness", str(own_witness))
     assert code == 0, text

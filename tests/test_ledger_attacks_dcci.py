@@ -7,6 +7,7 @@ the foreign collections: validly signed by the same trusted key and verifying on
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shutil
@@ -220,3 +221,21 @@ def test_whole_diagnosis_replaced_by_a_foreign_one_fails_verify(session: Path, f
     finding = collection_finding(session, records)
     assert finding is not None and finding.rule == "ledger-pair" and finding.file == BASELINE, finding
     _refused_under(capsys, session, DCCI, "evidence-changed")
+
+
+def test_the_complete_profiler_folder_is_bound_evidence(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35: the simulator's whole torch_npu folder (profiler_info, PROF_* host/device files, op_summary,
+    communication files) is inside each collection, the session verifies with it, and an edit to one of its
+    small descriptive files is caught like an edit to any other evidence."""
+    root = session / CANDIDATE
+    files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+    for pattern in ("*_ascend_pt/profiler_info_*.json", "*_ascend_pt/profiler_metadata.json", "*_ascend_pt/PROF_*/host/start_info",
+                    "*_ascend_pt/PROF_*/device_*/info.json.*", "*_ascend_pt/PROF_*/device_*/end_info.*",
+                    "*_ascend_pt/PROF_*/mindstudio_profiler_output/op_summary_*.csv", "*_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json"):
+        assert any(fnmatch.fnmatch(f, pattern) for f in files), pattern
+    code, text = _run(capsys, "ledger", "verify", str(session))
+    assert code == 0, text
+    start_info = next(root.glob("*_ascend_pt/PROF_*/device_*/start_info.*"))
+    start_info.write_text(start_info.read_text(encoding="utf-8").replace('"clockMonotonicRaw":"', '"clockMonotonicRaw":"1', 1), encoding="utf-8")
+    code, text = _run(capsys, "ledger", "verify", str(session))
+    assert code == 2 and f"FAIL file {DIAG}/" in text, text

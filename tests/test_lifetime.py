@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from runner_fake import BASE_CONFIG
+from process_helpers import keepers_below, with_marker
 
 from sk_analytics.strict_json import load_json_file
 from sk_runner.process import lifetime
@@ -53,18 +54,7 @@ time.sleep(300)
 '''
 
 
-def _with_marker(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose argv holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if marker.encode() in argv and process_alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
+_with_marker = with_marker
 
 
 def _none_left(marker: str, timeout_s: float = 15.0) -> bool:
@@ -109,6 +99,19 @@ def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid") -> tupl
     return proc, pid
 
 
+def _kill_every_supervisor(proc: subprocess.Popen[bytes], record: dict) -> None:
+    """SIGKILL sk-run, its watchdog and its keepers before any of them can act (``kill -9`` of every sk-tune
+    process): the path the process table is for. sk-run is stopped first, so that it does not end the
+    workload itself when its keeper dies; the workload dies with its keeper (parent-death signal)."""
+    os.kill(proc.pid, signal.SIGSTOP)
+    keepers = keepers_below(proc.pid)
+    assert keepers, "no keeper under sk-run"
+    for pid in [*keepers, record["watchdog_pid"]]:
+        os.kill(pid, signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 def test_sigkill_of_sk_run_kills_the_setsid_term_ignoring_grandchild(tmp_path: Path) -> None:
     marker = f"sk-tune-tree-{uuid.uuid4().hex}"
     proc, _ = _start_tree(tmp_path, marker)
@@ -124,9 +127,7 @@ def test_next_sk_run_on_the_session_ends_survivors_before_it_starts_anything(tmp
     assert len(records) == 1
     record = load_json_file(records[0])
     assert record["pid"] == proc.pid and record["watchdog_pid"]
-    os.kill(record["watchdog_pid"], signal.SIGKILL)  # the watchdog dies with its owner: only the table is left
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_every_supervisor(proc, record)  # the keeper and the watchdog die with their owner: only the table is left
     time.sleep(0.5)
     assert process_alive(grandchild), "the survivor this test needs was killed by something else"
     (tmp_path / "check").write_text(str(grandchild))
@@ -249,7 +250,7 @@ def test_sigkill_of_sk_run_kills_the_env_wiping_grandchild_in_the_group(tmp_path
 
 
 def test_next_sk_run_kills_the_env_wiping_grandchild_of_a_dead_owner_and_watchdog(tmp_path: Path) -> None:
-    """The owner and its watchdog SIGKILLed together: the process table records the live groups,
+    """The owner, its keeper and its watchdog SIGKILLed together: the process table records the live groups,
     so the next sk-run on the session kills the unmarked group member before it starts anything."""
     marker = f"sk-tune-wipe-{uuid.uuid4().hex}"
     proc, grandchild = _start_tree(tmp_path, marker, "wipe")
@@ -257,9 +258,7 @@ def test_next_sk_run_kills_the_env_wiping_grandchild_of_a_dead_owner_and_watchdo
     record = load_json_file(record_path)
     workload = int(next((tmp_path / "session").rglob("workload.pid")).read_text())
     assert [g["pgid"] for g in record["groups"]] == [workload]
-    os.kill(record["watchdog_pid"], signal.SIGKILL)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_every_supervisor(proc, record)
     time.sleep(0.5)
     assert process_alive(grandchild), "the survivor this test needs was killed by something else"
     assert lifetime.reap_survivors(tmp_path / "session")

@@ -101,7 +101,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     root = tmp_path_factory.mktemp("nb") / "session"
     with pytest.MonkeyPatch.context() as patch:  # pin the collections' source revision (see test_sweep_dcci)
-        patch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
+        patch.setattr(profile, "source_revision", lambda path, files=(): {"revision": "pinned-for-test"})
         run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5),
                   say=lambda _: None)
     assert settled_statuses(root) == {"dcci-disable-all": "accepted", "auto-op-parallel-1": "accepted", "split-mode-3": "rejected"}

@@ -32,7 +32,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     root = tmp_path_factory.mktemp("agree") / "session"
     with pytest.MonkeyPatch.context() as patch:  # pin the collections' source revision (see test_sweep_dcci)
-        patch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
+        patch.setattr(profile, "source_revision", lambda path, files=(): {"revision": "pinned-for-test"})
         policy = dataclasses.replace(FAST_POLICY, profile_iterations=PROFILE_ITERATIONS)  # as short as the demo's
         run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5,
                                 policy=policy), say=lambda _: None)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from runner_fake import write_fake
 
+from sk_analytics.stage_o.probe_cause import probe_cause
 from sk_runner.backends.command import CommandBackend
-from sk_runner.probe import probe_config, probe_value, probe_values
+from sk_runner.probe import PROBE_CONTROL, ProbeEvidenceMissing, probe_config, probe_value, probe_values
 
 YAML_BASE = {"model_config": {"custom_params": {"super_kernel_optimize_options": {"early_start": 0}}}}
 
@@ -22,16 +25,70 @@ def test_probe_config_sets_only_the_option_in_either_layout() -> None:
     assert YAML_BASE["model_config"]["custom_params"]["super_kernel_optimize_options"] == {"early_start": 0}
 
 
-def test_runtime_without_super_kernel_log_is_not_ready(tmp_path: Path) -> None:
-    res = probe_value("auto_op_parallel", 1, CommandBackend([sys.executable, "-c", "pass"]), out_dir=tmp_path)
-    record = res.to_json()["records"][0]
-    assert res.ready is False and record["evidence"]["runtime"]["status"] == "no_evidence"
+def test_runtime_without_super_kernel_log_stops_with_the_file_and_where(tmp_path: Path) -> None:
+    """No probe evidence is the workload not following the contract: an environment stop at the first
+    probe (exit 3), naming the file, the folder it was expected in and the doc section; never a verdict."""
+    with pytest.raises(ProbeEvidenceMissing) as stop:
+        probe_values("auto_op_parallel", [1, 5], CommandBackend([sys.executable, "-c", "pass"]), out_dir=tmp_path)
+    attempt = tmp_path / "auto_op_parallel" / next(p.name for p in (tmp_path / "auto_op_parallel").iterdir()) / "attempt-1"
+    line = stop.value.one_line()
+    assert stop.value.exit_code == 3 and "\n" not in line
+    assert line.startswith(f"probe of auto_op_parallel=1: no super_kernel.log below {attempt / 'run'};")
+    assert "'OptionName: <name>, set value: <value>'" in line and line.endswith("(see docs/runner.md#probe-mode)")
+    assert json.loads((attempt / "probe.json").read_text())["runtime"]["status"] == "no_evidence"
+    assert len(list(tmp_path.rglob("probe.json"))) == 1  # the second value was never probed
 
 
-def test_failing_probe_process_is_not_ready(tmp_path: Path) -> None:
+def test_super_kernel_log_naming_another_option_is_no_evidence(tmp_path: Path) -> None:
+    script = ("import os, pathlib; pathlib.Path(os.environ['SK_RUN_DIR'], 'super_kernel.log')"
+              ".write_text('OptionName: split_mode, set value: 4\\n')")
+    with pytest.raises(ProbeEvidenceMissing, match=r"super_kernel.log below .*\(run/super_kernel.log\) names no option "
+                                                    r"auto_op_parallel; it needs a line 'OptionName: auto_op_parallel"):
+        probe_value("auto_op_parallel", 1, CommandBackend([sys.executable, "-c", script]), out_dir=tmp_path)
+
+
+def test_struct_fields_name_their_option_and_an_invalid_field_is_defaulted(tmp_path: Path) -> None:
+    """aggressive_opt_strategies is logged field by field: each line counts for the option."""
+    lines = ["OptionName: aggressive_opt_strategies.task_breaker_bypass, set value: 1",
+             "OptionName: aggressive_opt_strategies.value_breaker_bypass, set value is invalid, value is 7, "
+             "valid range is [0, 3], the process will use default value: 0"]
+    script = ("import os, pathlib, sys; pathlib.Path(os.environ['SK_RUN_DIR'], 'super_kernel.log')"
+              f".write_text('\\n'.join({lines!r}[:int(sys.argv[1])]) + '\\n')")
+    value = {"task_breaker_bypass": 1, "value_breaker_bypass": 7}
+    ok = probe_value("aggressive_opt_strategies", value, CommandBackend([sys.executable, "-c", script, "1"]), out_dir=tmp_path)
+    bad = probe_value("aggressive_opt_strategies", value, CommandBackend([sys.executable, "-c", script, "2"]), out_dir=tmp_path)
+    assert ok.ready and ok.values[0].runtime.option_lines == lines[:1]  # type: ignore[union-attr]
+    assert not bad.ready and bad.values[0].runtime.status == "invalid_default"  # type: ignore[union-attr]
+
+
+def test_failing_probe_process_is_not_ready_with_its_stderr(tmp_path: Path) -> None:
     res = probe_value("auto_op_parallel", 1, CommandBackend([sys.executable, "-c", "raise SystemExit(4)"]), out_dir=tmp_path)
     runtime = res.values[0].runtime
-    assert runtime is not None and runtime.status == "process_failed" and runtime.reason == "probe process failed (exit 4)"
+    assert runtime is not None and runtime.status == "process_failed" and runtime.reason == "probe process failed (exit 4); stderr empty"
+    script = "import sys; print('loading model', file=sys.stderr); print('ValueError: no weights', file=sys.stderr); sys.exit(2)"
+    res = probe_value("auto_op_parallel", 1, CommandBackend([sys.executable, "-c", script]), out_dir=tmp_path)
+    record = res.to_json()["records"][0]
+    assert res.values[0].reason == "probe process failed (exit 2); last stderr: loading model | ValueError: no weights"
+    assert record["evidence"]["runtime"]["stderr_tail"] == ["loading model", "ValueError: no weights"]
+    assert probe_cause({"probed": True, "ready": False, "evidence": record["evidence"]})["kind"] == "probe_crashed"
+
+
+def test_probe_runs_in_the_working_directory_with_the_rank_count(tmp_path: Path) -> None:
+    """Like every process of a trial: a relative script path works, the run folder is not the cwd."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "infer.py").write_text(
+        "import json, os, pathlib\n"
+        "run = pathlib.Path(os.environ['SK_RUN_DIR'])\n"
+        "(run / 'super_kernel.log').write_text('OptionName: auto_op_parallel, set value: 1\\n')\n"
+        "(run / 'seen.json').write_text(json.dumps({'cwd': os.getcwd(), 'ranks': os.environ['SK_RUN_RANKS'],"
+        " 'work_path': os.environ['ASCEND_WORK_PATH']}))\n")
+    res = probe_value("auto_op_parallel", 1, CommandBackend([sys.executable, "infer.py"], cwd=work), out_dir=tmp_path / "p",
+                      control=replace(PROBE_CONTROL, ranks=4), cwd=work)
+    runtime = res.values[0].runtime
+    assert res.ready and runtime is not None and runtime.cwd == work.resolve()
+    seen = json.loads((runtime.attempt_dir / "run" / "seen.json").read_text())
+    assert seen == {"cwd": str(work.resolve()), "ranks": "4", "work_path": str((runtime.attempt_dir / "run").resolve())}
 
 
 def test_probe_folders_are_never_reused_and_hold_the_exact_config(tmp_path: Path) -> None:

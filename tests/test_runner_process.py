@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from process_helpers import keepers_below
 
 from sk_analytics.errors import EnvironmentBlocker
+from sk_runner.process import keeper
 from sk_runner.process import group_alive, process_alive, run_process
 
 PY = sys.executable
@@ -86,3 +88,64 @@ def test_missing_working_directory_is_named_not_the_executable(tmp_path: Path) -
     with pytest.raises(EnvironmentBlocker, match=r"working directory .*gone does not exist"):
         run_process([sys.executable, "-c", "pass"], cwd=tmp_path / "gone", env={}, stdout_path=tmp_path / "o",
                     stderr_path=tmp_path / "e", timeout_s=1)
+
+
+def test_workload_gets_exactly_its_environment_and_default_signal_dispositions(tmp_path: Path) -> None:
+    """Started under a keeper (a Python process), the workload still sees only the environment given plus
+    its marker (no LC_CTYPE from Python's locale coercion) and ignores no signal (Python ignores SIGPIPE)."""
+    res = run_process(["/bin/sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ; grep SigIgn /proc/$$/status"], cwd=tmp_path,
+                      env={"PATH": os.environ.get("PATH", ""), "MARK": "m1"}, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+                      timeout_s=30)
+    assert res.ok, (tmp_path / "e").read_text()
+    lines = (tmp_path / "o").read_text().splitlines()
+    assert sorted(line.split("=", 1)[0] for line in lines[:-1]) == ["MARK", "PATH", "SK_TUNE_LIFETIME"]
+    assert lines[-1].split() == ["SigIgn:", "0000000000000000"]
+
+
+@pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's")
+def test_the_keeper_is_the_workloads_parent_and_is_gone_with_it(tmp_path: Path) -> None:
+    res = run_process([PY, "-c", "import os; print(os.getppid())"], cwd=tmp_path, env={}, stdout_path=tmp_path / "o",
+                      stderr_path=tmp_path / "e", timeout_s=30)
+    parent = int((tmp_path / "o").read_text())
+    assert res.ok and parent != os.getpid()  # the keeper
+    assert not process_alive(parent)
+    assert keepers_below(os.getpid()) == []
+
+
+
+@pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_keeper_killed_under_a_running_workload(tmp_path: Path, sig: signal.Signals) -> None:
+    """Someone signals the keeper mid-run. SIGTERM: it first kills its whole subtree, the setsid escapee too;
+    SIGKILL: the workload dies with it (parent-death signal), and the escapee, which kept its marker, is ended
+    by run_process when the workload is. Either way the run ends as killed and nothing is left."""
+    code = ("import os, signal, sys, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "    open('escapee.pid', 'w').write(str(os.getpid())); time.sleep(300)\n"
+            "time.sleep(300)\n")
+    workload: list[int] = []
+
+    def signal_keeper(pid: int) -> None:
+        workload.append(pid)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "escapee.pid").is_file() or not (tmp_path / "escapee.pid").read_text():
+            assert time.monotonic() < deadline, "the escapee never started"
+            time.sleep(0.02)
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert ppid != os.getpid() and ppid in keepers_below(os.getpid())
+        os.kill(ppid, sig)
+
+    res = run_process([PY, "-c", code], cwd=tmp_path, env={}, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+                      timeout_s=120, on_start=signal_keeper)
+    escapee = int((tmp_path / "escapee.pid").read_text())
+    try:
+        assert res.signal == signal.SIGKILL and not res.timed_out
+        assert not process_alive(workload[0]) and not process_alive(escapee)
+        assert keepers_below(os.getpid()) == []
+    finally:
+        for pid in (workload[0], escapee):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

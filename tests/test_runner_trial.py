@@ -123,7 +123,7 @@ def test_crash_seals_scene_and_a_retry_gets_a_new_attempt(tmp_path: Path) -> Non
 def test_failure_in_a_clean_run_then_resume(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
     res = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", env={**(spec.env or {}), "FAKE_FAIL_RUN": "run-2"}))
-    assert (res.status, res.outcome, res.message, res.runs_completed) == ("failed", "crash", "run-2: exit status 3", [1])
+    assert (res.status, res.outcome, res.message, res.runs_completed) == ("failed", "crash", "run-2: exit status 3; last stderr: injected failure", [1])
     rd = tmp_path / "session/experiments/Sbest/O1"
     doc = _scene(rd)
     assert (doc["identity"]["stage"], doc["identity"]["run"]) == ("clean", "run-2")

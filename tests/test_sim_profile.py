@@ -119,10 +119,19 @@ def test_kernel_details_real_header_rows_and_exact_times(profiled: Path) -> None
 
 def test_trace_view_and_task_time(profiled: Path) -> None:
     trace = json.loads(_one(profiled, "*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").read_text())
-    events = [e for e in trace if e["ph"] == "X"]
+    names = {(e["pid"], e["args"]["name"]) for e in trace if e["ph"] == "M" and e["name"] == "process_name"}
+    device_pid = next(pid for pid, name in names if name == "Ascend Hardware")
+    host_pid = next(pid for pid, name in names if name == "Python")
+    events = [e for e in trace if e["ph"] == "X" and e["pid"] == device_pid]
     details = parse_kernel_details(_one(profiled, "*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")).frame
     assert len(events) == details.height
     assert events[0]["ts"] == details["start_text"][0]
+    # the host marks: one ProfilerStep#<n> per decode step, holding that step's device tasks
+    steps = [e for e in trace if e["ph"] == "X" and e["pid"] == host_pid]
+    assert [e["name"] for e in steps] == [f"ProfilerStep#{n}" for n in range(1, ITERATIONS + 1)]
+    assert all(e["cat"] == "cpu_op" for e in steps)
+    first = details.filter(pl.col("step_id") == 1)
+    assert float(steps[0]["ts"]) <= first["start_ns"].min() / 1000 <= float(steps[1]["ts"])
     task_time = _one(profiled, "*_ascend_pt/PROF_*/mindstudio_profiler_output/task_time_*.csv").read_text().splitlines()
     assert task_time[0].startswith("Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us)")
     assert len(task_time) == details.height + 1
@@ -342,7 +351,10 @@ def test_profile_ranks_limits_the_profiled_ranks(tmp_path: Path) -> None:
 def test_db_export_of_every_rank(tmp_path: Path) -> None:
     run_dir = _profile(tmp_path, "db", profile_ranks="all", export_type="db", iterations=6)
     dbs = sorted(p.name for p in run_dir.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/*.db"))
-    assert dbs == ["ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
+    assert dbs == ["analysis.db", "analysis.db", "ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
+    # as the public DB export sample: the databases and profiler_info_<rank>.json, no PROF_* folder
+    for folder in run_dir.glob("*_ascend_pt"):
+        assert {p.name for p in folder.iterdir()} == {"ASCEND_PROFILER_OUTPUT", f"profiler_info_{json.loads(next(folder.glob('profiler_info_*.json')).read_text())['rank_id']}.json"}
     for rank in (0, 1):
         path = _one(run_dir, f"*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db")
         with sqlite3.connect(path) as db:

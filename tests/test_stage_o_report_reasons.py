@@ -59,7 +59,23 @@ def test_failed_stability_after_top_up() -> None:
      "split_mode=3 needs an event-semantics review and the user's authorisation of this risk (event_breaker_bypass); not authorised"),
     ({"risk": "high", "max_risk": "medium"}, "risk level high of split_mode=3 is not authorised (highest allowed: medium)"),
     ({"budget_runs": 10, "runs_used": 8}, "budget explicitly exhausted: 8/10 clean runs used, not enough for a full trial"),
-    ({"probe_evidence": {"probed": True, "ready": False}}, "the wrapper does not accept the exact value split_mode=3 (probe ready=false)"),
+    ({"probe_evidence": {"probed": True, "ready": False}}, "split_mode=3 is not ready (probe ready=false): the probe evidence names no cause"),
+    # each cause in its own words (issue 37: one sentence stood for all of them)
+    ({"probe_evidence": {"probed": True, "ready": False, "evidence": {"task": "not_listed"}}},
+     "split_mode=3 is not ready (probe ready=false): not listed in the task's accepted_option_values (not probed, no process started)"),
+    ({"probe_evidence": {"probed": True, "ready": False, "evidence": {"wrapper": {"accepted": False, "reason": "not an int"}}}},
+     "split_mode=3 is not ready (probe ready=false): the wrapper refuses the exact value: not an int"),
+    ({"probe_evidence": {"probed": True, "ready": False, "evidence": {
+        "wrapper": {"accepted": True}, "runtime": {"status": "process_failed", "process": {"exit_code": 2, "signal": None},
+                                                   "stderr_tail": ["Traceback", "ValueError: bad"]}}}},
+     "split_mode=3 is not ready (probe ready=false): the probe process failed (exit 2); last stderr: Traceback | ValueError: bad"),
+    ({"probe_evidence": {"probed": True, "ready": False, "evidence": {
+        "wrapper": {"accepted": True}, "runtime": {"status": "process_failed", "process": {"timed_out": True}}}}},
+     "split_mode=3 is not ready (probe ready=false): the probe process failed (timed out and was killed); stderr empty"),
+    ({"probe_evidence": {"probed": True, "ready": False, "evidence": {
+        "wrapper": {"accepted": True}, "runtime": {"status": "invalid_default", "invalid_lines": ["OptionName: split_mode, set value is invalid"]}}}},
+     "split_mode=3 is not ready (probe ready=false): the runtime reports the value invalid and uses the default: "
+     "OptionName: split_mode, set value is invalid"),
     ({"other": 1}, "(recorded reason, in Chinese) 别的原因"),
 ])
 def test_blocked_reasons(evidence: dict[str, Any], expected: str) -> None:

@@ -27,7 +27,7 @@ def _stable_source_revision(monkeypatch: pytest.MonkeyPatch) -> None:
     that a user's frozen build never has). Pin it for the test."""
     import sk_runner.profile.engine as profile
 
-    monkeypatch.setattr(profile, "source_revision", lambda path: {"revision": "pinned-for-test"})
+    monkeypatch.setattr(profile, "source_revision", lambda path, files=(): {"revision": "pinned-for-test"})
 
 
 def _kinds(root: Path) -> list[str]:

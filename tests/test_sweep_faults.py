@@ -180,3 +180,23 @@ def test_interrupted_session_creation_leaves_nothing_half_made(tmp_path: Path) -
         assert not root.exists() and len(list(tmp_path.glob(f".creating-kill-{n}.*"))) == 1
         _create(root)
         assert load_session(root).seed == 7 and not list(tmp_path.glob(f".creating-kill-{n}.*"))
+
+
+def test_environment_stop_names_the_record_inside_a_session_given_by_a_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trial records its blocker under an absolute path; the sweep of a session named relative to the current folder
+    said 'internal error' (relative_to of an absolute path under a relative root) instead of the environment stop."""
+    from sk_analytics.errors import EnvironmentBlocker
+    from sk_runner.sweep.faults import environment_stop
+
+    session = tmp_path / "work" / "session"
+    recorded = session / "experiments" / "Sbest" / "O1" / "environment-blockers.jsonl"
+    recorded.parent.mkdir(parents=True)
+    recorded.write_text("{}\n")
+    blocker = EnvironmentBlocker("the source revision differs from the recorded one")
+    blocker.recorded_in = recorded  # absolute, as the trial writes it
+    monkeypatch.chdir(tmp_path / "work")
+    stop = environment_stop(Path("session"), None, blocker)
+    assert stop is not None
+    text = stop.one_line()
+    assert "recorded in experiments/Sbest/O1/environment-blockers.jsonl" in text
+    assert f"sk-run sweep --resume {session}" in text  # runs from any folder

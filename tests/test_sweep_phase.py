@@ -164,14 +164,16 @@ def test_resolve_tool() -> None:
 
 
 @pytest.mark.slow
-def test_task_sweep_probes_every_candidate_and_blocks_unaccepted_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_task_sweep_probes_only_listed_values_and_blocks_the_others_as_not_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task = _write(tmp_path, accepted_option_values=[{"option": "split_mode", "value": 3}])
     assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--quiet"]) == 0
     session = tmp_path / "session"
     out = capsys.readouterr().out
     assert f"报告：{session / 'EXPERIMENT_REPORT.md'}" in out
     probes = json.loads((session / "PROBES" / "probes.json").read_text())
-    assert len(probes) == 15 and all(p["evidence"]["wrapper"]["accepted"] for p in probes)
+    assert len(probes) == 15 and [(p["option"], p["value"]) for p in probes if p["evidence"]["wrapper"]] == [("split_mode", 3)]
+    assert {p["evidence"]["cause"]["kind"] for p in probes if not p["ready"]} == {"not_listed"}
+    assert len(list((session / "PROBES").rglob("probe.json"))) == 1  # a value the task does not list starts no process
     ready = [(p["option"], p["value"]) for p in probes if p["ready"]]
     assert ready == [("split_mode", 3)]
     settled = {e["id"]: e for e in json.loads((session / "matrix.settled.json").read_text())["entries"]}
@@ -179,7 +181,10 @@ def test_task_sweep_probes_every_candidate_and_blocks_unaccepted_values(tmp_path
     blocked = {k for k, e in settled.items() if e["status"] == "blocked"}
     assert blocked == set(settled) - {"split-mode-3"}
     assert "ready=false" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
+    assert "未列出该取值" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
     assert [r.kind for r in read_records(session)][:4] == ["session_started", "phase_entry", "matrix_built", "matrix_frozen"]
+    built = next(r.data for r in read_records(session) if r.kind == "matrix_built")
+    assert (built["probed"], built["not_listed"], built["ready"]) == (15, 14, 1)
 
 
 def test_second_sweep_on_a_session_is_refused(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import click
 
-from sk_analytics.cli._base import LazyGroup, run_cli
+from sk_analytics import interrupts
+from sk_analytics.cli._base import LazyGroup, run_main
 
 COMMANDS = {
     "ingest": "sk_analytics.cli.ingest:ingest",
@@ -51,4 +52,5 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    raise SystemExit(run_cli(cli, "sk-analyze", argv))
+    interrupts.install()  # SIGINT -> exit 130, SIGTERM -> 143, whatever window they land in
+    raise SystemExit(run_main(cli, "sk-analyze", argv))

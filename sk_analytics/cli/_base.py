@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from sk_analytics import interrupts
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
 from sk_analytics.io_seam import error_exit_code, reading
@@ -79,8 +80,11 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     """Run ``group``; map product errors to one stderr line and their exit code.
 
     Usage errors and unreadable files also become one line: a user never sees
-    a usage block or a traceback for something they can fix.
+    a usage block or a traceback for something they can fix. An exception that a
+    SIGINT/SIGTERM caused, in whatever form it arrives (:mod:`sk_analytics.interrupts`),
+    exits 130/143, never 70.
     """
+    interrupts.clear()  # a signal of an earlier command run in this process does not count
     try:
         result = group.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except SkTuneError as exc:
@@ -102,13 +106,13 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
     except RuntimeError as exc:  # after click's Abort and Exit, which are RuntimeErrors too
         return _error(prog_name, argv, exc)
     except Exception as exc:  # a bug of ours: its own exit code, never 1 ("decision negative")
-        return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
+        return _unexpected(prog_name, sys.argv[1:] if argv is None else argv, exc)
     return int(result) if isinstance(result, int) else 0
 
 
 def _error(prog_name: str, argv: list[str] | None, exc: SkTuneError | OSError | RuntimeError) -> int:
     """One line for a product error or an OS error no parser anticipated (a file the command could
-    not open/read/write); any other RuntimeError is a bug of ours (exit 70). Whatever a command
+    not open/read/write); any other RuntimeError is an interrupt in disguise or a bug of ours (:func:`_unexpected`). Whatever a command
     made of a path that runs into a symbolic link loop ("not a folder", "File exists" ...), the
     line names the loop (exit 2): that is what the user has to fix."""
     loop = loop_behind(exc)
@@ -124,7 +128,28 @@ def _error(prog_name: str, argv: list[str] | None, exc: SkTuneError | OSError | 
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog_name}: error: {where}{exc.strerror or exc}", err=True)
         return error_exit_code(exc)
-    return _internal_error(prog_name, sys.argv[1:] if argv is None else argv, exc)
+    return _unexpected(prog_name, sys.argv[1:] if argv is None else argv, exc)
+
+
+def _unexpected(prog_name: str, argv: Sequence[str], exc: Exception) -> int:
+    """An exception no branch anticipated: an interrupt in disguise (Python 3.11 wraps one raised during class
+    creation in a RuntimeError; a C extension may re-raise it as its own error) exits 130/143; anything else is a bug."""
+    interrupt = interrupts.interrupt_of(exc)
+    if interrupt is not None:
+        return _interrupted(prog_name, interrupt, "interrupted")
+    return _internal_error(prog_name, argv, exc)
+
+
+def run_main(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
+    """:func:`run_cli` as a program's ``main``: then SIGINT/SIGTERM are held until the exit. An interrupt that lands
+    after run_cli mapped the command's outcome (in its ``finally``, or just before the hold) is still 130/143."""
+    try:
+        try:
+            return run_cli(group, prog_name, argv)
+        finally:
+            interrupts.hold_at_exit()  # raises a signal that arrived just before; none can arrive after it
+    except KeyboardInterrupt as exc:
+        return interrupts.exit_code(exc)
 
 
 class PathArg(click.Path):
@@ -176,10 +201,9 @@ def save_traceback(prog_name: str, argv: Sequence[str], exc: BaseException) -> P
 
 
 def _interrupted(prog_name: str, interrupt: BaseException | None, default: str) -> int:
-    """Exit 130 for Ctrl-C; an interrupt that carries its own code (sk-run's SIGTERM: 143) keeps it."""
-    code = getattr(interrupt, "exit_code", 130)
+    """Exit 130 for Ctrl-C; an interrupt that carries its own code (SIGTERM: 143) keeps it."""
     click.echo(f"{prog_name}: {getattr(interrupt, 'reason', default)}", err=True)
-    return code if isinstance(code, int) else 130
+    return interrupts.exit_code(interrupt) if interrupt is not None else 130
 
 
 def _command_path(exc: click.ClickException, prog_name: str) -> str:
@@ -196,8 +220,8 @@ def _help_hint(exc: click.ClickException) -> str:
 
 
 OUTPUT_LABELS: dict[str, dict[str, str]] = {
-    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接："},
-    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: "},
+    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接：", "scene": "失败现场："},
+    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: ", "scene": "Failure scene: "},
 }
 """Labels of the lines that say where a command's outputs are, per ``--lang``."""
 

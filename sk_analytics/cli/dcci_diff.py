@@ -25,10 +25,14 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--tables-out", "tables_out", type=PathArg(path_type=Path, file_okay=False),
               help="Also write the derived sk_occurrences/sk_children Parquet tables of both sides here.")
+@click.option("--trace-out", "trace_out", type=PathArg(path_type=Path, dir_okay=False),
+              help="Also write both sides' SK timelines as a Chrome trace (JSON; opens in MindStudio Insight, Perfetto, "
+                   "chrome://tracing): per rank a baseline and a candidate process on aligned tracks, slower SKs and "
+                   "their slower children flagged.")
 @click.option("--session", "session", type=ExistingPath(path_type=Path, file_okay=False),
               help="Sweep session whose signed ledger must have recorded both collections (rule ledger-pair).")
 def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, report_md: Path | None, lang: str,
-              tables_out: Path | None, session: Path | None) -> int:
+              tables_out: Path | None, trace_out: Path | None, session: Path | None) -> int:
     """Align SKs structurally, classify each, decompose slower ones into children and
     propose the one joint repair (exit 0: repair proposed, 1: no repair, 2: bad input)."""
     from sk_analytics.atomic import write_json, write_text
@@ -42,6 +46,10 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
         write_derived_tables(pair, tables_out)
     if report_md is not None:
         write_text(report_md, render(result, lang))
+    if trace_out is not None:
+        from sk_analytics.dcci.trace import write_trace
+
+        write_trace(trace_out, result, {"baseline": pair.baseline.events, "candidate": pair.candidate.events})
     click.echo(summary_line(result))
     repair = result["repair"]
     return EXIT_OK if repair["proposed"] else EXIT_NEGATIVE

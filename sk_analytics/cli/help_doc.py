@@ -31,7 +31,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_ENVIRONMENT, "environment (`EnvironmentBlocker`): torch_npu/CANN not loadable, workload not startable, profiling switches set for a clean run, any other OS error (e.g. disk full)"),
     (EXIT_INTERNAL, "internal error (`EX_SOFTWARE`): an unexpected exception, a bug of sk-tune; one line names the command and the file its traceback was saved to (docs/faults.md)"),
     (130, "interrupted (Ctrl-C, SIGINT) or aborted: every process the command started is killed; `--resume` continues (docs/faults.md)"),
-    (143, "terminated (SIGTERM to `sk-run`): as 130"),
+    (143, "terminated (SIGTERM to `sk-run` or `sk-analyze`): as 130"),
 )
 
 

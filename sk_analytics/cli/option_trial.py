@@ -68,7 +68,7 @@ def option_trial(
     from sk_analytics.option_trial.api import evaluate_option_trial, summarize_side
     from sk_analytics.option_trial.gate import Allowances
     from sk_analytics.option_trial.report import render_option_trial
-    from sk_analytics.option_trial.sources import load_source, parse_candidate_arg
+    from sk_analytics.option_trial.sources import parse_candidate_arg
     from sk_analytics.option_trial.stats import split_samples
 
     if not option_trial:
@@ -85,7 +85,7 @@ def option_trial(
     def summary_of(source: str) -> SideSummary:
         # One source at a time, and its timings frame (validated by load_source) is a temporary: only the
         # compact samples outlive split_samples, so the memory peak is one side's frame, not every side's.
-        samples = split_samples(load_source(source, expected_ranks=expected_ranks, warmup=warmup), warmup)
+        samples = split_samples(_load_source(source, expected_ranks=expected_ranks, warmup=warmup), warmup)
         return summarize_side(samples, label=source, warmup=warmup)
 
     base_summary = summary_of(baseline)
@@ -120,9 +120,8 @@ def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | No
     from sk_analytics.option_trial.api import stability as stability_check
     from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS
     from sk_analytics.option_trial.report import render_stability
-    from sk_analytics.option_trial.sources import load_source
 
-    frame = load_source(source, expected_ranks=expected_ranks, warmup=warmup)
+    frame = _load_source(source, expected_ranks=expected_ranks, warmup=warmup)
     result = stability_check(frame, warmup, path=source, expected_ranks=None)  # checked by load_source
     runs = result["baseline"]["run_count"]
     if runs != BASELINE_REQUIRED_RUNS:  # too few (or many) runs is no verdict on stability: not "not stable"
@@ -132,3 +131,16 @@ def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | No
     if json_out is not None:
         write_json(json_out, result)
     return EXIT_OK if result["baseline_stability"]["stable"] else EXIT_NEGATIVE
+
+
+def _load_source(source: str, *, expected_ranks: int, warmup: int) -> Any:
+    """:func:`~sk_analytics.option_trial.sources.load_source`; a run with another number of rank logs
+    names ``--expected-ranks``, the option that set the number it was checked against."""
+    from sk_analytics.ingest.timings import RankCountError
+    from sk_analytics.option_trial.sources import load_source
+
+    try:
+        return load_source(source, expected_ranks=expected_ranks, warmup=warmup)
+    except RankCountError as exc:
+        raise InputError(exc.path, exc.message, line=exc.line,
+                         expected=f"{expected_ranks} rank logs per run; pass --expected-ranks N for another rank count") from None

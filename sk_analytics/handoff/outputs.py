@@ -13,7 +13,7 @@ from typing import Any
 from sk_analytics.stage_o.matrix import settle_matrix
 from sk_analytics.stage_o.reasons import stop_reason
 from sk_analytics.session_view import SessionView
-from sk_analytics.stage_o.state import SessionState
+from sk_analytics.stage_o.state import SessionState, skipped_settlement
 
 REPORT_MD = "EXPERIMENT_REPORT.md"
 REPORT_HTML = "report.html"
@@ -100,8 +100,7 @@ def settled_from(matrix: Mapping[str, Any], state: SessionState, *, validate: bo
     for entry in matrix["entries"]:
         s = state.settled.get(entry["id"])
         if s is None:  # only possible in a stopped session
-            out[entry["id"]] = {"status": "skipped", "reason_zh": "会话在 O0 阶段停止，本条目未执行",
-                                "evidence": {"session_stopped": state.stopped}}
+            out[entry["id"]] = skipped_settlement(state.stopped or {})
         else:
             out[entry["id"]] = {k: s[k] for k in ("status", "reason_zh", "evidence", "incumbent_round", "accepted_changes", "family_rejected")}
     return settle_matrix(matrix, out, validate=validate)

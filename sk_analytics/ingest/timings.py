@@ -412,6 +412,10 @@ def _count(counted: pl.DataFrame | None, frames: list[pl.DataFrame], warmup: int
     return pl.concat(parts).group_by(keys).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum()).collect()
 
 
+class RankCountError(InputError):
+    """A run holds another number of rank logs than expected (a command line names the option that sets it)."""
+
+
 def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path | None) -> list[RankLog]:
     """The rank logs of every run of a candidate folder, in run and rank order (the folder checks of :func:`read_candidate`)."""
     if warmup < 0:
@@ -428,7 +432,7 @@ def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path |
     for run in runs:
         paths = sorted((p for p in run.glob("log_*.log") if RANK_LOG.match(p.name)), key=rank_of)
         if len(paths) != expected_ranks:
-            raise InputError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
+            raise RankCountError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
         ranks = [rank_of(p) for p in paths]
         if len(set(ranks)) != len(ranks):
             duplicate = next(p for p, r in zip(paths, ranks) if ranks.count(r) > 1)

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from sk_analytics.errors import InputError, UsageError
-from sk_analytics.ingest.timings import read_candidate_counts
+from sk_analytics.ingest.timings import RankCountError, read_candidate_counts
 from sk_analytics.schema import TIMINGS
 
 PARQUET_PREFIX = "parquet:"
@@ -100,7 +100,7 @@ def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, war
     wrong = per_run.filter(pl.col("ranks") != expected_ranks)
     if wrong.height:
         row = wrong.row(0, named=True)
-        raise InputError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
+        raise RankCountError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
     weight = pl.col("weight") if "weight" in frame.columns else pl.lit(1)  # a counted frame (read_candidate_counts)
     starved = (
         frame.group_by("run", "rank")

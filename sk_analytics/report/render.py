@@ -109,7 +109,12 @@ def overview_rows(view: SessionView, lang: str) -> list[list[str]]:
         spread = (o0_clean or {}).get("spread_pct")
         status = (t["stable"] if st.get("stable") else t["unstable"]) + paren(f"spread {num(spread, 2)}%", lang) if st else "—"
         runs = runs_label(t, ALL_CLEAN, o0_clean["runs"], O0) if o0_clean else str(run_count(o0))
-        rows.append([O0, t["metric"], "—", num((o0_clean or {}).get("mean_ms")), "—", "—", runs, status, str(st.get("path", "—"))])
+        failure = next((tr["failure"] for tr in o0.trials if tr.get("failure")), None)
+        if failure is not None:  # the stopped session's O0 failure: its status word and its scene, as the hand-off has them
+            status, where = word(t, "status", "failed"), str(failure.get("scene") or "—")
+        else:
+            where = str(st.get("path", "—"))
+        rows.append([O0, t["metric"], "—", num((o0_clean or {}).get("mean_ms")), "—", "—", runs, status, where])
     for entry in view.matrix["entries"]:
         eid = entry["id"]
         status, _, evidence = settled_status(view, entry, lang)
@@ -250,7 +255,9 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
     outcome = t["outcome_stopped"] if view.state.stopped else t["outcome_base"]
     lines = [f"# {t['title']}", "", f"**{outcome}**", ""]
     if view.state.stopped:
-        lines += [f"- {t['stop_reason']}: {stop_reason(view.state.stopped, view.state, lang)}", ""]
+        lines += [f"- {t['stop_reason']}: {stop_reason(view.state.stopped, view.state, lang)}"]
+        scene = (view.state.stopped.get("evidence") or {}).get("scene")
+        lines += [f"- {t['failure_scene']}: `{scene}`", ""] if scene else [""]
     if view.base is not None:
         lines += [f"- {t['base']}: {view.base['round']}{t['sep']}base_fingerprint `{view.base['base_fingerprint']}`",
                   f"- options: {code(view.base.get('options'))}", ""]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sk_analytics.stage_o.probe_cause import probe_cause
 from sk_analytics.stage_o.state import Policy, SessionState
 from sk_analytics.stage_o.steps import short_value
 
@@ -22,8 +23,9 @@ def pre_run_blocker(entry: Mapping[str, Any], state: SessionState, policy: Polic
     label = f"{entry['option']}={short_value(entry['value'])}"
     if not probe["probed"]:
         return f"{label} 的精确取值未经过探测（选项探测未执行），不得试验", {"probe_evidence": probe}
-    if not probe["ready"]:
-        return f"封装不接受精确取值 {label}（探测 ready=false）", {"probe_evidence": probe}
+    if not probe["ready"]:  # each cause in its own words: not listed, wrapper refused, probe crashed, defaulted, no evidence
+        cause = probe_cause(probe)
+        return f"{label} 未就绪（探测 ready=false）：{cause['zh']}", {"probe_evidence": probe, "cause": cause}
     if "operator_adaptation" in entry["prerequisites"] and not policy.operator_adaptation:
         return (
             f"{label} 需要算子侧适配，但任务未声明算子适配；封装接受不代表运行时语义正确",

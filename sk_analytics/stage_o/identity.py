@@ -46,3 +46,13 @@ def _record(identity: Mapping[str, Any], part: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     return value if isinstance(value, Mapping) else {"": value}
+
+
+def changed_files(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """The workload files whose content differs between two recorded identities (added, removed or
+    edited), when their source revision is the files' hashes (no git); else empty."""
+    base = _record(baseline, "source_revision").get("files") or {}
+    cand = _record(candidate, "source_revision").get("files") or {}
+    if not isinstance(base, Mapping) or not isinstance(cand, Mapping):
+        return []
+    return sorted(name for name in base.keys() | cand.keys() if base.get(name) != cand.get(name))

@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from sk_analytics.stage_o.probe_cause import probe_cause
 from sk_analytics.stage_o.state import SessionState
 
 FAILURE_EN: dict[str, str] = {
@@ -88,7 +89,7 @@ def _blocked_en(entry: Mapping[str, Any], ev: Mapping[str, Any]) -> str | None:
     if isinstance(probe, Mapping):
         if not probe.get("probed"):
             return f"the exact value {label} was never probed (option probe not run); it may not be tried"
-        return f"the wrapper does not accept the exact value {label} (probe ready=false)"
+        return f"{label} is not ready (probe ready=false): {probe_cause(probe)['en']}"
     if "prerequisite" in ev:
         return (f"{label} needs operator-side adaptation ({ev['prerequisite']}), which the task does not declare; "
                 "wrapper acceptance is not run-time semantics")

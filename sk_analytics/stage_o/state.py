@@ -16,6 +16,12 @@ from sk_analytics.stage_o.actions import Change
 O0 = "O0-INCUMBENT"
 
 
+def skipped_settlement(stopped: Mapping[str, Any]) -> dict[str, Any]:
+    """The settlement of an entry a stopped session never ran (``skipped``): what the hand-off,
+    the settled matrix and the report all say of it, so that they agree on the word."""
+    return {"status": "skipped", "reason_zh": "会话在 O0 阶段停止，本条目未执行", "evidence": {"session_stopped": dict(stopped)}}
+
+
 @dataclass(frozen=True)
 class Policy:
     """What the user allowed and the fixed numbers of the protocol.

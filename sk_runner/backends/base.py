@@ -8,6 +8,8 @@ trial engine treats the simulator, a real NPU script and any command alike.
 from __future__ import annotations
 
 import copy
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -57,12 +59,16 @@ class RunRequest:
         object.__setattr__(self, "run_dir", Path(self.run_dir).absolute())
 
     def contract_env(self) -> dict[str, str]:
-        """The workload contract's environment variables."""
+        """The workload contract's environment variables (docs/runner.md, "The workload contract"):
+        config, run folder, seed, ranks and warm-up always, iterations when the controls set them."""
+        iterations = {} if self.control.iterations is None else {"SK_RUN_ITERATIONS": str(self.control.iterations)}
         return {
             "SK_RUN_CONFIG": str(self.config_path),
             "SK_RUN_DIR": str(self.run_dir),
             "SK_RUN_SEED": str(self.seed),
             "SK_RUN_RANKS": str(self.control.ranks),
+            "SK_RUN_WARMUP": str(self.control.warmup),
+            **iterations,
             **dict(self.extra_env),
         }
 
@@ -113,6 +119,9 @@ class Backend(Protocol):
     def source_path(self) -> Path:
         """Where the workload's source lives (for its git revision)."""
 
+    def source_files(self) -> list[Path]:
+        """Files the workload command names (hashed as its revision where there is no git)."""
+
     def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
         """Would the option wrapper accept ``option = value`` exactly?"""
 
@@ -120,9 +129,32 @@ class Backend(Protocol):
         """``config`` as the workload's option wrapper takes it (the npu backend: torch_npu's option names)."""
 
 
+def at_workdir(backend: Backend, cwd: str | os.PathLike[str] | None) -> tuple[Backend, Path]:
+    """``backend`` reading its relative paths (executable, named files) from the working directory every
+    process of it runs in, and that folder: ``cwd``, else the backend's own ``cwd``, else ours. A backend
+    with its own ``cwd`` (command, npu) is copied with it set, so its checks and fingerprints see what its
+    processes see."""
+    own = getattr(backend, "cwd", None)
+    folder = Path(cwd or own or Path.cwd()).resolve()
+    if not hasattr(backend, "cwd") or own == folder:
+        return backend, folder
+    bound = copy.copy(backend)
+    bound.cwd = folder  # type: ignore[attr-defined]
+    return bound, folder
+
+
 def config_as_given(config: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of ``config``: the workload config of a backend whose workload reads the registry's names."""
     return copy.deepcopy(dict(config))
+
+
+PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_-]*\}")
+"""What a placeholder looks like in a workload argument; only :data:`PLACEHOLDERS` are known."""
+
+
+def unknown_placeholders(template: list[str]) -> list[str]:
+    """Placeholders of ``template`` that :func:`expand_template` would leave as they are (a typo such as ``{rundir}``)."""
+    return sorted({m for arg in template for m in PLACEHOLDER.findall(arg)} - set(PLACEHOLDERS))
 
 
 def expand_template(template: list[str], request: RunRequest) -> list[str]:

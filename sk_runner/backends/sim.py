@@ -76,6 +76,10 @@ class SimBackend:
     def source_path(self) -> Path:
         return Path(sk_runner.__file__).resolve().parent
 
+    def source_files(self) -> list[Path]:
+        """None: the simulator is part of the installed package (its version is in the environment record)."""
+        return []
+
     def wrapper_check(self, option: str, value: Any) -> WrapperVerdict:
         return registry_verdict(option, value)
 

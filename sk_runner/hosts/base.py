@@ -115,9 +115,9 @@ class Hosts(Protocol):
     slots: tuple[HostSlot, ...]
 
     def run(self, argv: list[str], *, cwd: Path, contract_env: Mapping[str, str], stdout_path: Path, stderr_path: Path,
-            timeout_s: float | None, first_only: bool = False) -> MultiHostResult:
-        """Start every host's group (``first_only``: host 0's, e.g. a compile-only probe), wait for all; kill every
-        group when one fails, times out or its host is lost (:class:`HostLost`)."""
+            timeout_s: float | None) -> MultiHostResult:
+        """Start every host's group, wait for all; kill every group when one fails, times out or its host is lost
+        (:class:`HostLost`)."""
 
     def proof(self, round_dir: Path, round_name: str, backend: str) -> ProofLike | None:
         """The clean-device proof on every leased host (None when the hosts are not leased)."""

@@ -130,12 +130,12 @@ class RayHosts:
                         "the run is not a measurement (every group of the run was stopped)")
 
     def run(self, argv: list[str], *, cwd: Path, contract_env: Mapping[str, str], stdout_path: Path, stderr_path: Path,
-            timeout_s: float | None, first_only: bool = False) -> MultiHostResult:
-        """Every host's group at once (``first_only``: host 0's); the first that fails by itself, times out or is lost
+            timeout_s: float | None) -> MultiHostResult:
+        """Every host's group at once; the first that fails by itself, times out or is lost
         stops all the others. A lost host raises :class:`HostLost`, a host that could not start its group an
         :class:`EnvironmentBlocker`; otherwise one result for all groups."""
         ray = self.ray
-        indices = [0] if first_only else list(range(self.spec.hosts))
+        indices = list(range(self.spec.hosts))
         run_id = uuid.uuid4().hex
         try:
             port = ray.get(self.agents[0].free_port.remote(), timeout=ANSWER_GRACE_S)

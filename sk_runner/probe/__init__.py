@@ -1,7 +1,8 @@
 """Exact-value probes (protocol §3) and ``sk-run probe``.
 
 :mod:`.engine` probes (wrapper verdict, then one short runtime process whose
-``super_kernel.log`` must not report the value as defaulted); :mod:`.cli` is
+``super_kernel.log`` must not report the value as defaulted), :mod:`.evidence`
+judges what that process wrote (no evidence at all stops the session); :mod:`.cli` is
 the command. This face loads the engine on first use (it imports Polars).
 """
 
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
         probe_values,
         runtime_check,
     )
+    from sk_runner.probe.evidence import ProbeEvidenceMissing
 
 _HOMES = dict.fromkeys(("PROBE_CONTROL", "ProbeResult", "RuntimeCheck", "ValueProbe", "probe_config", "probe_value", "probe_values",
-                        "runtime_check"), "engine")
+                        "runtime_check"), "engine") | {"ProbeEvidenceMissing": "evidence"}
 __all__ = sorted(_HOMES)
 __getattr__ = lazy_face(__name__, _HOMES)

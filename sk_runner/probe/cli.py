@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import UsageError
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.devices.options import lease_options, lease_request
@@ -30,20 +30,28 @@ def _parse_value(text: str) -> object:
 @click.option("--session", type=PathArg(path_type=Path, file_okay=False), default=None, help="session folder (probes go to <session>/probes)")
 @click.option("--out", type=PathArg(path_type=Path, file_okay=False), default=None, help="probe folder (default <session>/probes or ./sk-probes)")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
+@click.option("--ranks", type=click.IntRange(min=1), default=1, show_default=True,
+              help="SK_RUN_RANKS of the probe process (a sweep's probes get the task's rank count)")
+@click.option("--cwd", type=ExistingPath(file_okay=False, path_type=Path), default=None,
+              help="working directory of the probe process, as of the workload's trials (default: the current one)")
 @lease_options
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload", nargs=-1, type=click.UNPROCESSED)
 def probe(option: str, values: tuple[str, ...], backend: str, config: Path | None, session: Path | None, out: Path | None,
-          network: str | None, lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, as_json: bool,
-          workload: tuple[str, ...]) -> int:
+          network: str | None, ranks: int, cwd: Path | None, lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float,
+          as_json: bool, workload: tuple[str, ...]) -> int:
     """Probe exact option values: ready only when the wrapper accepts the value
     and super_kernel.log does not report it as invalid-and-defaulted. Exit 0
-    when every value is ready, 1 when one is not, 3 for the environment."""
+    when every value is ready, 1 when one is not, 3 for the environment.
+
+    Exit 3 also when the probe process wrote no super_kernel.log naming the
+    option (docs/runner.md, "Probe mode"): the workload, not the value."""
     import os
+    from dataclasses import replace
 
     from sk_runner.config import load_config, refuse_dirty_env
     from sk_runner.devices.lease import hold, lease_environ, lease_record
-    from sk_runner.probe import probe_values  # Polars: imported when a probe runs, not for --help
+    from sk_runner.probe import PROBE_CONTROL, probe_values  # Polars: imported when a probe runs, not for --help
 
     refuse_dirty_env(os.environ)
     request = lease_request(lease_root, device_ids, lease_timeout)
@@ -59,8 +67,9 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
         require_session(session)
         lifetime.attach(session)
     with hold(request, env=os.environ, session=session) as lease:  # the probe processes run inside the device lease
-        result = probe_values(option, parsed, make_backend(backend, list(workload), network=network), out_dir=out_dir, base_config=base,
-                              base_source=config, env=lease_environ(lease, os.environ))
+        result = probe_values(option, parsed, make_backend(backend, list(workload), network=network, cwd=cwd), out_dir=out_dir,
+                              base_config=base, base_source=config, control=replace(PROBE_CONTROL, ranks=ranks), cwd=cwd,
+                              env=lease_environ(lease, os.environ))
     if as_json:
         click.echo(json.dumps({**result.to_json(), "lease": lease_record(lease)}, ensure_ascii=False, indent=2))
     else:

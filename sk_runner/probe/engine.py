@@ -40,11 +40,15 @@ from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
 from sk_runner.hosts.base import Hosts
+from sk_runner.probe.evidence import MISSING, WORK_PATH_ENV, ProbeEvidenceMissing, judge
 from sk_runner.process import ProcessResult, run_process
+from sk_runner.process.stderr_tail import last_lines, stderr_note
 
 #: The switch that makes the runtime write super_kernel.log (formats §4).
 METADATA_ENV = {"ASCEND_OP_COMPILE_SAVE_KERNEL_META": "1"}
 PROBE_CONTROL = Control(ranks=1, iterations=12, warmup=2, timeout_s=120.0)
+"""Controls of ``sk-run probe`` (``--ranks`` sets the rank count); a trial's probe uses the trial's controls and
+a sweep's probes the session's ranks and timeout."""
 MINIMAL_CONFIG: dict[str, Any] = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {}}
 
 
@@ -52,7 +56,7 @@ MINIMAL_CONFIG: dict[str, Any] = {"static_kernel_compile": True, "super_kernel_o
 class RuntimeCheck:
     """What the probe process showed about the value."""
 
-    status: str  # accepted | invalid_default | no_evidence | process_failed
+    status: str  # accepted | invalid_default | process_failed | no_evidence | not_named (sk_runner.probe.evidence)
     reason: str
     attempt_dir: Path
     argv: list[str]
@@ -64,6 +68,8 @@ class RuntimeCheck:
     logs: list[str] = field(default_factory=list)
     option_lines: list[str] = field(default_factory=list)
     invalid_lines: list[str] = field(default_factory=list)
+    cwd: Path | None = None
+    stderr_tail: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,8 +77,10 @@ class RuntimeCheck:
             "reason": self.reason,
             "attempt_dir": str(self.attempt_dir),
             "argv": self.argv,
+            "cwd": None if self.cwd is None else str(self.cwd),
             "config_path": str(self.config_path),
             "contract_env": self.contract_env,
+            "stderr_tail": self.stderr_tail,
             "process": None if self.process is None else self.process.to_json(),
             "super_kernel_logs": self.logs,
             "option_lines": self.option_lines,
@@ -164,14 +172,25 @@ def _attempt_dir(out_dir: Path, options: Mapping[str, Any]) -> Path:
     return new_attempt_dir(out_dir / "+".join(sorted(options)) / f"value-{fingerprint(dict(options))[:8]}")[1]
 
 
-def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tuple[list[str], list[str]]:
-    """(set lines, invalid-and-defaulted lines) for ``options`` in the super_kernel.log files."""
+def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tuple[list[str], list[str], list[str]]:
+    """(set lines, invalid-and-defaulted lines, options no line names) for ``options`` in the super_kernel.log files.
+
+    A struct option is logged field by field (``aggressive_opt_strategies.task_breaker_bypass``): such a
+    line belongs to the option before the first dot."""
     frames = [parse_super_kernel_log(path, root=root).frame for path in logs]
     names = sorted({n for option in options for n in both_names(option)})  # the runtime may log either
-    markers = pl.concat(frames).filter(pl.col("option_name").is_in(names))
+    markers = pl.concat(frames).with_columns(pl.col("option_name").str.split(".").list.first().alias("option")) \
+        .filter(pl.col("option").is_in(names))
     set_lines = markers.filter(pl.col("kind") == "option_set")["text"].to_list()
     invalid = markers.filter(pl.col("kind") == "option_invalid")["text"].to_list()
-    return set_lines, invalid
+    seen = set(markers["option"].to_list())
+    unnamed = [option for option in options if not seen & set(both_names(option))]
+    return set_lines, invalid, unnamed
+
+
+def probe_env(run_dir: Path) -> dict[str, str]:
+    """The switches of a probe process: the SK metadata dump on, CANN's work path in the run folder."""
+    return {**METADATA_ENV, WORK_PATH_ENV: str(run_dir)}
 
 
 def runtime_check(
@@ -184,40 +203,50 @@ def runtime_check(
     seed: int = 0,
     env: Mapping[str, str] | None = None,
     hosts: Hosts | None = None,
+    cwd: Path | None = None,
+    label: str | None = None,
 ) -> RuntimeCheck:
     """Run one metadata-dumping workload process on ``config`` and check that the
     runtime used each of ``options`` (name -> exact value) without falling back
-    (``hosts``: a multi-host session's, whose first host runs it, under its lease)."""
-    attempt = _attempt_dir(out_dir, options)
+    (``hosts``: a multi-host session's, one rank group per host as in its clean runs).
+
+    The process runs in ``cwd`` (default: ours), the working directory of every
+    process of the workload, so a relative script path works as in its clean runs.
+    No ``super_kernel.log`` below its run folder, or none naming an option, raises
+    :class:`~sk_runner.probe.evidence.ProbeEvidenceMissing` (exit 3) after the
+    attempt's ``probe.json`` is written. ``label`` names the attempt folder of a
+    probe without options (default: the options' names)."""
+    attempt = _attempt_dir(out_dir, options) if label is None else new_attempt_dir(out_dir / label)[1]
     config_path = attempt / "config.json"
     write_json(config_path, backend.workload_config(config))
     run_dir = attempt / "run"
     run_dir.mkdir()
     request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, control)
     argv = backend.probe_argv(request)
-    child_env = {**scrub_env(os.environ if env is None else env), **request.contract_env(), **METADATA_ENV}
+    switches = probe_env(request.run_dir)
+    child_env = {**scrub_env(os.environ if env is None else env), **request.contract_env(), **switches}
     stdout_path, stderr_path = attempt / "stdout.txt", attempt / "stderr.txt"
+    workdir = (cwd or Path.cwd()).resolve()
     if hosts is not None:
-        result = hosts.run(argv, cwd=run_dir, contract_env={**request.contract_env(), **METADATA_ENV}, stdout_path=stdout_path,
-                           stderr_path=stderr_path, timeout_s=control.timeout_s, first_only=True)
+        result = hosts.run(argv, cwd=workdir, contract_env={**request.contract_env(), **switches}, stdout_path=stdout_path,
+                           stderr_path=stderr_path, timeout_s=control.timeout_s)
     else:
-        result = run_process(argv, cwd=run_dir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
+        result = run_process(argv, cwd=workdir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
     logs = sorted(run_dir.rglob("super_kernel.log"))
     check = RuntimeCheck("accepted", "", attempt, argv, config_path, stdout_path, stderr_path, result,
-                         {**request.contract_env(), **METADATA_ENV}, [p.relative_to(attempt).as_posix() for p in logs])
+                         {**request.contract_env(), **switches}, [p.relative_to(attempt).as_posix() for p in logs], cwd=workdir)
+    failed, unnamed = None, []
     if not result.ok:
-        how = "timed out" if result.timed_out else f"exit {result.exit_code}" if result.signal is None else result.signal_name
-        check.status, check.reason = "process_failed", f"probe process failed ({how})"
-    elif not logs:
-        check.status, check.reason = "no_evidence", "no super_kernel.log written: the runtime use of the value cannot be confirmed"
-    else:
-        check.option_lines, check.invalid_lines = option_lines(logs, list(options), attempt)
-        if check.invalid_lines:
-            check.status, check.reason = "invalid_default", f"runtime reports the value as invalid and uses the default: {check.invalid_lines[0]}"
-        else:
-            seen = "set-value line found" if check.option_lines else "no invalid-value line"
-            check.reason = f"wrapper accepted and runtime used the value ({seen})"
+        failed = "timed out" if result.timed_out else f"exit {result.exit_code}" if result.signal is None else str(result.signal_name)
+        check.stderr_tail = last_lines(stderr_path)
+    elif logs:
+        check.option_lines, check.invalid_lines, unnamed = option_lines(logs, list(options), attempt)
+    verdict = judge(options, failed=failed, stderr=stderr_note(stderr_path) if failed else "", logs=check.logs,
+                    unnamed=unnamed, invalid_lines=check.invalid_lines, set_lines=check.option_lines)
+    check.status, check.reason = verdict.status, verdict.reason
     write_json(attempt / "probe.json", {"options": dict(options), "runtime": check.to_json(), "config_sha256": sha256_file(config_path)})
+    if check.status in MISSING:
+        raise ProbeEvidenceMissing(check.status, options, request.run_dir, check.logs)
     return check
 
 
@@ -232,10 +261,12 @@ def probe_values(
     control: Control = PROBE_CONTROL,
     env: Mapping[str, str] | None = None,
     hosts: Hosts | None = None,
+    cwd: Path | None = None,
 ) -> ProbeResult:
     """Probe each exact value; a value the wrapper rejects starts no process.
     A base config without an options object is refused first (``base_source`` names it).
-    ``option`` may be the runtime's or torch_npu's name; the records carry the runtime's."""
+    ``option`` may be the runtime's or torch_npu's name; the records carry the runtime's.
+    The first probe that writes no evidence stops them all (:func:`runtime_check`)."""
     option = runtime_name(option)
     backend.check_ready()
     probe_config(option, None, base_config, source=base_source)
@@ -245,7 +276,8 @@ def probe_values(
         runtime = None
         if verdict.accepted:
             config = probe_config(option, value, base_config, source=base_source)
-            runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env, hosts=hosts)
+            runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env, hosts=hosts,
+                                    cwd=cwd)
         probes.append(ValueProbe(option, value, verdict, runtime))
     return ProbeResult(option, backend.name, probes)
 

@@ -1,7 +1,8 @@
-"""The one owner of process lifetimes: every process sk-run starts dies with it.
+"""Owner of process lifetimes: every process sk-run starts dies with it.
 
-Three layers, so that no workload outlives the sk-run that started it (docs/faults.md
-"Processes and signals"):
+On Linux each workload runs under a keeper (:mod:`sk_runner.process.keeper`), a child subreaper
+that ends every descendant when the workload or sk-run ends. Three more layers, so that
+no workload outlives the sk-run that started it (docs/faults.md "Processes and signals"):
 
 1. **Marker.** Each process started through :func:`sk_runner.process.run_process`
    gets ``SK_TUNE_LIFETIME=<token>.<n>`` in its environment (appended to the markers
@@ -16,8 +17,8 @@ Three layers, so that no workload outlives the sk-run that started it (docs/faul
    survivors of every recorded owner that is dead (pid gone or reused): the path
    for a watchdog that was killed together with its owner.
 
-Signals: :func:`install_signal_handlers` turns SIGINT/SIGTERM into
-:class:`Interrupted` (exit 130/143); :func:`deferred_signals` holds one back while
+Signals: :func:`install_signal_handlers` records SIGINT/SIGTERM
+(:mod:`sk_analytics.interrupts`) and turns them into :class:`Interrupted` (exit 130/143); :func:`deferred_signals` holds one back while
 a process is being started and registered, then raises it, so an interrupt never
 lands inside ``Popen`` (where it used to be lost) and never leaves a child unowned.
 """
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -37,20 +37,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sk_analytics import interrupts
 from sk_runner.process.watchdog import MARKER_ENV, has_proc, kill_marked, kill_tied
 
 TABLE_DIR = ".processes"
 """Folder of a session holding one record per sk-run that started processes in it."""
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM received by sk-run: unwinds like Ctrl-C, exits 128 + signal."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-        self.exit_code = 128 + signum
-        self.reason = "terminated" if signum == signal.SIGTERM else "interrupted"
+Interrupted = interrupts.Interrupted
+"""SIGINT or SIGTERM received by sk-run: unwinds like Ctrl-C, exits 128 + signal (:mod:`sk_analytics.interrupts`)."""
+hold_signals_at_exit = interrupts.hold_at_exit
 
 
 def start_ticks(pid: int) -> str | None:
@@ -80,6 +76,7 @@ _pending: int | None = None
 
 def _on_signal(signum: int, frame: Any) -> None:
     global _pending
+    interrupts.note(signum)  # first: wherever the raise below lands, the CLI knows it was this signal
     if _defer_depth:
         _pending = signum  # raised when the process being started is owned
         return
@@ -87,20 +84,8 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def install_signal_handlers() -> None:
-    """SIGINT/SIGTERM -> :class:`Interrupted` (main thread only; no-op elsewhere)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, _on_signal)
-
-
-def hold_signals_at_exit() -> None:
-    """Block SIGINT/SIGTERM once the command has its exit code: the interpreter's shutdown
-    restores their default action, so a late Ctrl-C would kill it by signal (exit -2, no
-    message) instead of letting it report what it decided."""
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    """SIGINT/SIGTERM -> :class:`Interrupted`, held back while a process starts (main thread only; no-op elsewhere)."""
+    interrupts.install(_on_signal)
 
 
 @contextmanager

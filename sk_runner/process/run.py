@@ -4,8 +4,10 @@ Every Stage O measurement is one fresh process (protocol §5). The process is
 started in a new session (so it leads its own process group); its stdout and
 stderr go straight to files; on timeout the whole group gets SIGTERM, then
 SIGKILL after a grace period, and we wait until no member of the group is left,
-so a hung workload never leaves a process behind. Who owns the process after
-that (markers, the watchdog, the session's process table, deferred signals) is
+so a hung workload never leaves a process behind. On Linux the process runs
+under a keeper (:mod:`sk_runner.process.keeper`), a child subreaper that ends every
+descendant, in the group or not. Who owns the process after that (markers, the
+watchdog, the session's process table, deferred signals) is
 :mod:`sk_runner.process.lifetime`.
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.process import lifetime
+from sk_runner.process import keeper, lifetime
 from sk_runner.process.faults import EnvironmentFault, process_fault
 
 #: Seconds between SIGTERM and SIGKILL of a timed-out process group.
@@ -95,14 +97,14 @@ def run_process(
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     child_env, spawn = lifetime.child_env(env)
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | keeper.Kept | None = None
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         timed_out = False
         try:
             with lifetime.deferred_signals():  # an interrupt waits until the child is owned, then raises
                 started_ns = time.time_ns()
                 t0 = time.monotonic()
-                proc = _spawn(argv, cwd, child_env, out, err)
+                proc = _spawn(argv, cwd, child_env, out, err, grace_s)
                 lifetime.spawned(proc.pid, spawn)
                 if on_start is not None:
                     on_start(proc.pid)
@@ -116,10 +118,12 @@ def run_process(
             if proc is not None:
                 with lifetime.deferred_signals():  # a second Ctrl-C does not cut the clean-up short
                     _kill_group(proc, grace_s=1.0)
+                    _release(proc, kill=True)
                     lifetime.ended(proc.pid)
             raise
         duration_s = time.monotonic() - t0
         ended_ns = time.time_ns()
+    _release(proc, kill=timed_out)
     _reap_group(proc.pid, grace_s)
     lifetime.ended(proc.pid)
     exit_code = returncode if returncode >= 0 else None
@@ -139,10 +143,14 @@ def run_process(
     )
 
 
-def _spawn(argv: list[str], cwd: Path, env: Mapping[str, str], out: IO[bytes], err: IO[bytes]) -> subprocess.Popen[bytes]:
-    """Popen in a new session, dying with us on Linux; a start failure is an environment blocker."""
+def _spawn(argv: list[str], cwd: Path, env: Mapping[str, str], out: IO[bytes], err: IO[bytes],
+           grace_s: float) -> subprocess.Popen[bytes] | keeper.Kept:
+    """Start in a new session under a keeper (:mod:`sk_runner.process.keeper`: every descendant dies with the
+    workload or with us), or where there is none dying with us on Linux; a start failure is an environment blocker."""
     linux = sys.platform.startswith("linux")
     try:
+        if keeper.available():
+            return keeper.start(argv, cwd, env, out, err, grace_s)
         return subprocess.Popen(  # noqa: S603 - argv list, no shell
             list(argv),
             cwd=str(cwd),
@@ -158,9 +166,17 @@ def _spawn(argv: list[str], cwd: Path, env: Mapping[str, str], out: IO[bytes], e
         raise EnvironmentBlocker(f"cannot start workload {argv[0]!r}: {exc.strerror or exc}") from exc
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> int:
-    """Wait for the leader; with a timeout, sleep on a pidfd instead of polling
+def _release(proc: subprocess.Popen[bytes] | keeper.Kept, *, kill: bool) -> None:
+    """The workload ended (or is being ended): its keeper ends what it left anywhere below it, then exits."""
+    if isinstance(proc, keeper.Kept):
+        proc.close(kill=kill)
+
+
+def _wait(proc: subprocess.Popen[bytes] | keeper.Kept, timeout_s: float | None) -> int:
+    """Wait for the leader; with a timeout, sleep on a pidfd (a keeper's socket) instead of polling
     (``Popen.wait(timeout)`` polls every few ms up to 50 ms, adding latency)."""
+    if isinstance(proc, keeper.Kept):
+        return proc.wait(timeout_s)
     if timeout_s is None:
         return proc.wait()
     try:
@@ -246,7 +262,7 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> int:
+def _kill_group(proc: subprocess.Popen[bytes] | keeper.Kept, grace_s: float) -> int:
     """TERM the whole group, KILL it after ``grace_s``; return the leader's status."""
     pgid = proc.pid
     _signal_group(pgid, signal.SIGTERM)

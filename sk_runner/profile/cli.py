@@ -44,6 +44,8 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
 @click.option("--max-attempts", default=DEFAULT_MAX_ATTEMPTS, show_default=True, type=click.IntRange(min=1),
               help="collections at most (each in a new root)")
 @click.option("--seed", default=0, show_default=True, type=int, help="workload seed ({seed} / SK_RUN_SEED)")
+@click.option("--cwd", type=ExistingPath(file_okay=False, path_type=Path), default=None,
+              help="working directory of the producer, as of the workload's trials (default: the current one)")
 @click.option("--no-ingest", is_flag=True, help="do not ingest the profile into <session>/data")
 @lease_options
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
@@ -51,8 +53,8 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
 def profile(
     session: Path, round_name: str, role: str, config: Path, iterations: int, warmup: int, ranks: int,
     timeout_s: float | None, backend: str, network: str | None, workload_path: Path | None, sk_prof_kb: int, export_type: str,
-    require_sk_prof: bool | None, max_attempts: int, seed: int, no_ingest: bool, lease_root: Path | None, device_ids: tuple[str, ...],
-    lease_timeout: float, as_json: bool, workload_cmd: tuple[str, ...],
+    require_sk_prof: bool | None, max_attempts: int, seed: int, cwd: Path | None, no_ingest: bool, lease_root: Path | None,
+    device_ids: tuple[str, ...], lease_timeout: float, as_json: bool, workload_cmd: tuple[str, ...],
 ) -> int:
     """Collect a diagnostic profile into a new, contract-sealed root (protocol §6).
 
@@ -69,10 +71,10 @@ def profile(
             raise InputError(workload_path, "workload is not an object", expected="a JSON/YAML object")
     spec = ProfileSpec(
         session=session, round=round_name, role=role, config=config,
-        backend=make_backend(backend, list(workload_cmd), network=network),
+        backend=make_backend(backend, list(workload_cmd), network=network, cwd=cwd),
         control=Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout_s),
         workload=workload, sk_prof_kb=sk_prof_kb, export_type=export_type, require_sk_prof=require_sk_prof, max_attempts=max_attempts,
-        seed=seed, ingest=not no_ingest, lease=lease_request(lease_root, device_ids, lease_timeout),
+        seed=seed, ingest=not no_ingest, cwd=cwd, lease=lease_request(lease_root, device_ids, lease_timeout),
     )
     result = collect_profile(spec, progress=lambda m: click.echo(m, err=True))
     if as_json:

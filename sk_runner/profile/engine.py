@@ -38,8 +38,10 @@ from sk_analytics.contract import (
 )
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
+from sk_analytics.fingerprint import fingerprint
 from sk_runner.process.attempts import new_attempt_dir
-from sk_runner.backends.base import Backend, Control, RunRequest
+from sk_runner.probe.evidence import WORK_PATH_ENV
+from sk_runner.backends.base import Backend, Control, RunRequest, at_workdir
 from sk_runner.config import load_config, scrub_env
 from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_environ, lease_record
 from sk_runner.fingerprint import source_revision
@@ -88,6 +90,8 @@ def revision_text(record: Mapping[str, Any]) -> str:
     if record.get("kind") == "git":
         dirty = f"+dirty:{record['dirty_sha256'][:16]}" if record.get("dirty") else ""
         return f"git-tree:{record['tree']}{dirty}"
+    if record.get("kind") == "files":  # no git: the files the command names, by content
+        return f"files:{fingerprint(record['files'])[:16]}"
     return f"unversioned:{record.get('path', '?')}"
 
 
@@ -129,6 +133,9 @@ class ProfileSpec:
     """The device lease: held by the caller (a sweep: both sides of a DCCI pair inside one lease), taken for this collection, or None."""
     hosts: Hosts | None = None
     """The hosts of a multi-host collection (every host's group writes into the one capture root; each host's lease held there)."""
+    cwd: Path | None = None
+    """Working directory of the producer (None: ours), the same as for every process of the workload's trials;
+    ``ASCEND_WORK_PATH`` points CANN's cwd-relative output into the capture root instead."""
 
     @property
     def sk_prof_required(self) -> bool:
@@ -230,7 +237,7 @@ class _Collector:
         self.lease = lease
         self.env = lease_environ(lease, os.environ if spec.env is None else spec.env)
         self.switches = profile_env(spec.sk_prof_kb, spec.export_type)
-        self.revision = revision_text(source_revision(spec.backend.source_path()))
+        self.revision = revision_text(source_revision(spec.backend.source_path(), spec.backend.source_files()))
 
     def control_record(self) -> dict[str, Any]:
         c = self.spec.control
@@ -264,11 +271,13 @@ class _Collector:
         self.progress(f"{spec.role} attempt {n}: {iterations} iterations into {root}")
         streams = {"stdout_path": stem.with_name(f"attempt-{n}.stdout.log"), "stderr_path": stem.with_name(f"attempt-{n}.stderr.log"),
                    "timeout_s": control.timeout_s}
+        contract_env = {**request.contract_env(), WORK_PATH_ENV: str(request.run_dir)}
+        workdir = (spec.cwd or Path.cwd()).resolve()
         try:
             if spec.hosts is not None:  # every host's ranks under one manifest: the root is on the session's storage
-                result = spec.hosts.run(argv, cwd=root, contract_env=request.contract_env(), **streams)
+                result = spec.hosts.run(argv, cwd=workdir, contract_env=contract_env, **streams)
             else:
-                result = run_process(argv, cwd=root, env={**scrub_env(self.env), **request.contract_env()}, **streams)
+                result = run_process(argv, cwd=workdir, env={**scrub_env(self.env), **contract_env}, **streams)
         except EnvironmentBlocker as exc:
             self.record(replace(base, status="blocked", reason=exc.one_line(),
                                 reason_zh=f"采集进程无法启动：{exc.one_line()}"))
@@ -332,6 +341,8 @@ def _collect(spec: ProfileSpec, progress: ProgressFn | None, lease: HeldLease | 
     if not ROUND_NAME.match(spec.round):
         raise UsageError(f"--round {spec.round!r}: expected letters, digits, '_', '.', '-'")
     spec.control.check()
+    backend, cwd = at_workdir(spec.backend, spec.cwd)  # the producer runs where the workload's trials run
+    spec = replace(spec, backend=backend, cwd=cwd)
     first_window = spec.control.iterations if spec.control.iterations is not None else DEFAULT_PROFILE_ITERATIONS
     if first_window < spec.control.warmup + MIN_POST_WARMUP:
         raise UsageError(f"--iterations must be at least warm-up + {MIN_POST_WARMUP} ({spec.control.warmup + MIN_POST_WARMUP})")

@@ -190,6 +190,7 @@ def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode
                   seed: int, params: NoiseParams, sk_prof_kb: int | None, variant: FormatVariant) -> None:
     """Profiling artifacts of one rank's process: profiler output, sk_prof of its device, SK metadata."""
     from sk_runner.sim.profiler import write_profiler_output  # Polars: only a profiled run pays its import
+    from sk_runner.sim.profiler_comm import group_name
     from sk_runner.sim.skprof import sk_prof_trace
 
     rng = rank_rng(seed, ids.rank)
@@ -208,7 +209,8 @@ def write_profile(request: SimRequest, ids: ProcessIds, model: StepModel, decode
                       "see super_kernel.log", file=sys.stderr)
         if request.profiler_on:
             write_profiler_output(request.run_dir, ids, model, names, timeline, decode_ms, host_base_ns,
-                                  export_type=request.profiler_export())
+                                  export_type=request.profiler_export(), group=group_name(model.graph.network.build_id, request.ranks),
+                                  env=request.env)
     if request.save_meta:
         write_sk_meta(request.run_dir, model, names, ids, sk_prof_kb=sk_prof_kb, full_cores=full_cores,
                       long_share=variant.long_member_share)

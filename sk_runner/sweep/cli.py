@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from sk_analytics.interrupts import interrupt_of
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_runner.devices.options import lease_options, lease_request
 from sk_runner.hosts.options import hosts_options, hosts_request
@@ -40,13 +41,20 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
         click.echo(f"sk-run: warning: {notice}", err=True)
     try:
         outcome = run_sweep(session, say=say, lang=lang, lease=lease, hosts=hosts)
-    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: every started process is already killed
-        click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
+    except BaseException as exc:  # Ctrl-C / SIGTERM (also one Python wrapped): every started process is already killed
+        if interrupt_of(exc) is not None:
+            click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
         raise
     assert outcome is not None
     click.echo(f"{labels['report']}{outcome.report}")
     click.echo(f"{labels['html']}{outcome.html}")
     click.echo(f"{labels['handoff']}{outcome.handoff}")
+    if outcome.outcome != "base":  # a session stopped at O0: where its failure is, as the report and hand-off say
+        from sk_analytics.strict_json import load_json_file
+
+        scene = ((load_json_file(outcome.handoff).get("stop") or {}).get("evidence") or {}).get("scene")
+        if scene:
+            click.echo(f"{labels['scene']}{session.root / scene}")
     return EXIT_OK if outcome.outcome == "base" else EXIT_NEGATIVE
 
 
@@ -55,7 +63,9 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
 @click.option("--resume", "resume", type=PathArg(file_okay=False, path_type=Path), help="Continue an interrupted session.")
 @click.option("--demo", is_flag=True, help="A complete sweep on the simulated device with the default network.")
 @click.option("--session", "session_dir", type=PathArg(file_okay=False, path_type=Path), help="Folder of a new session.")
-@click.option("--plan-only", is_flag=True, help="With --task: validate and print the plan, run nothing.")
+@click.option("--plan-only", is_flag=True,
+              help="With --task: validate, check the workload command (executable, placeholders) and print the plan "
+                   "with the resolved command of every mode; run nothing.")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="With --demo: simulator network (default moe-decode).")
 @click.option("--seed", default=2026, show_default=True, type=int, help="With --demo: session seed.")
 @click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
@@ -136,17 +146,24 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
         def run(held: Hosts | None) -> int:
             assert held is not None
             session, plan = enter_phase(task, root, placement=held.placement())
-            click.echo(json.dumps(plan, ensure_ascii=False, indent=2))
+            _echo_plan(session, plan)
             return run_and_print(session, lang, quiet, None, held)
 
         return _on_hosts(root, spec, ray_address, lease_root, lease_timeout, run)
     check_hosts(hosts, npus_per_host, checked.control.ranks, cpus_per_host)  # --plan-only: the values, not the cluster
     request = lease_request(lease_root, device_ids, lease_timeout)
     session, plan = enter_phase(task, session_dir)
-    click.echo(json.dumps(plan, ensure_ascii=False, indent=2))
+    _echo_plan(session, plan)
     if plan_only:
         return EXIT_OK
     return run_and_print(session, lang, quiet, request)
+
+
+def _echo_plan(session: SweepSession, plan: dict[str, Any]) -> None:
+    """The recorded plan (formats.md §8) plus what each mode of the workload will run, resolved."""
+    from sk_runner.sweep.plan import workload_plan
+
+    click.echo(json.dumps({**plan, "workload": workload_plan(session)}, ensure_ascii=False, indent=2))
 
 
 def _on_hosts(root: Path, spec: HostsSpec | None, ray_address: str | None, lease_root: Path | None, lease_timeout: float,

@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
+from sk_analytics.evidence import drop_unreferenced_manifests
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger import read_records
 from sk_analytics.stage_o import machine as m
@@ -33,11 +34,11 @@ from sk_runner.hosts.topology import recorded_spans
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
+from sk_runner.sweep.probes import PROBES_DIR, probe_candidates
 from sk_runner.sweep.session import SweepSession
 from sk_runner.sweep.verify import verify_incumbent
 
 Say = Callable[[str], None]
-PROBES_DIR = "PROBES"
 
 
 @dataclass(frozen=True)
@@ -52,39 +53,9 @@ class SweepOutcome:
     html: Path
 
 
-def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Mapping[str, str] | None = None,
-                     hosts: Hosts | None = None) -> list[dict[str, Any]]:
-    """Exact-value probes of every protocol candidate (wrapper + runtime), in one folder.
-
-    A value the dispatched task does not list as accepted by the active wrapper
-    is recorded as not ready with that reason.
-    """
-    from sk_runner.probe import probe_values
-
-    seed_config = load_json_file(session.seed_config_path)
-    by_option: dict[str, list[Any]] = {}
-    for cand in protocol_candidates():
-        by_option.setdefault(cand.option, []).append(cand.value)
-    accepted = None
-    if session.task is not None:
-        accepted = {(v["option"], canonical_json(v["value"])) for v in session.task.get("accepted_option_values", [])}
-    records: list[dict[str, Any]] = []
-    for option, values in by_option.items():
-        say(f"  探测 {option}: {len(values)} 个精确取值")
-        result = probe_values(option, values, backend, out_dir=session.root / PROBES_DIR, base_config=seed_config,
-                              base_source=session.seed_config_path, env=env, hosts=hosts)
-        for probe in result.values:
-            record = probe.to_record()
-            if accepted is not None and (option, canonical_json(probe.value)) not in accepted:
-                record["ready"] = False
-                record["evidence"] = {**record["evidence"], "task": "调度任务未列出该取值为当前封装已接受的取值"}
-            records.append(record)
-    return records
-
-
 def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None, hosts: Hosts | None = None) -> None:
     """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet; on a multi-host
-    session's first host, under its lease) unless it exists already."""
+    session's hosts, each under its lease) unless it exists already."""
     if (session.root / MATRIX_NAME).is_file():
         return
     say("构建选项矩阵：对每个候选精确取值做 ready=true 探测")
@@ -93,16 +64,19 @@ def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: La
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
                 seed_source=session.seed_config_path)
+    unlisted = sum(p["evidence"].get("task") is not None for p in probes)  # never probed: the task does not list them
     session.append(
         "matrix_built",
         {"probes": f"{PROBES_DIR}/probes.json", "probes_fingerprint": fingerprint(probes),
-         "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes),
-         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值已探测，{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
+         "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes), "not_listed": unlisted,
+         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值（{unlisted} 个任务未列出，未探测），"
+                       f"{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
     )
 
 
-def describe(action: m.Action) -> str:
-    """One progress line for an action (Chinese, as the rest of the terminal output)."""
+def describe(action: m.Action, lang: str = "zh") -> str:
+    """One progress line for an action (Chinese, as the rest of the terminal output; a blocked entry's cause
+    in ``lang``, a stop with the failure scene it refers to)."""
     if isinstance(action, m.RunTrial):
         what = {"o0": "O0 正确性 + 5 次干净运行", "trial": "试验：正确性 + 3 次干净运行", "top_up": "补足至 5 次干净运行",
                 "repair": "DCCI 联合修复试验：正确性 + 3 次干净运行"}[action.phase]
@@ -120,9 +94,13 @@ def describe(action: m.Action) -> str:
     if isinstance(action, m.ProbeRepair):
         return "[DCCI] 联合修复列表的同环境精确值探测"
     if isinstance(action, m.Settle):
+        cause = action.evidence.get("cause") if isinstance(action.evidence, Mapping) else None
+        if lang == "en" and isinstance(cause, Mapping):
+            return f"[{action.entry_id}] → {action.status}: {cause.get('en')}"
         return f"[{action.entry_id}] → {action.status}：{action.reason_zh}"
     if isinstance(action, m.Stop):
-        return f"[停止] {action.reason_zh}"
+        scene = action.evidence.get("scene") if isinstance(action.evidence, Mapping) else None
+        return f"[停止] {action.reason_zh}" + (f"；失败现场 {scene}" if scene else "")
     if isinstance(action, m.FreezeBase):
         return f"[BASE] 冻结 Sbest-BASE = {action.round}"
     if isinstance(action, m.WriteHandoff):
@@ -160,6 +138,7 @@ def run_sweep(
     held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
     try:
         lifetime.attach(session.root)
+        drop_unreferenced_manifests(session.root, read_records(session.root))  # of an append cut short: vouch for nothing
         return _loop(session, say, lang, max_actions, on_action, step, held, hosts)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
@@ -230,7 +209,7 @@ def _loop(
             fp = freeze_session_matrix(session.root)
             say(f"选项矩阵已冻结：{len(matrix['entries'])} 个条目，指纹 {fp[:12]}")
         else:
-            say(describe(action))
+            say(describe(action, lang))
             kind, data = executor.execute(action)
             session.append(kind, data)
             if kind not in ("entry_settled", "session_stopped") and "summary_zh" in data:

@@ -33,6 +33,7 @@ from sk_runner.config import PointerChange, derive_config
 from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ, lease_record
 from sk_runner.hosts.base import Hosts
 from sk_runner.sweep.base import freeze_base
+from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.session import SweepSession, session_relative
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
 
@@ -98,6 +99,7 @@ class Executor:
             top_up_to=top_up_to,
             control=control,
             seed=self.session.seed,
+            cwd=self.session.backend.workdir,
             rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
             same_identity_as=None if base_round is None else self.round_dir(base_round),
             lease=self.lease(),
@@ -262,7 +264,8 @@ class Executor:
         spec = ProfileSpec(
             session=self.root, round=DCCI_DIR, role=a.role, config=self.config_of(a.config_round), backend=self.backend,
             control=Control(c.ranks, a.iterations or self.session.policy.profile_iterations, c.warmup, self.session.policy.timeout_s),
-            seed=self.session.seed, lease=self.lease(),  # held by the sweep: both sides of the pair inside one lease
+            seed=self.session.seed, cwd=self.session.backend.workdir,
+            lease=self.lease(),  # held by the sweep: both sides of the pair inside one lease
             hosts=self.hosts,  # every host's ranks under one manifest, each host's lease held for the whole session
         )
         result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
@@ -305,7 +308,8 @@ class Executor:
             changes = [PointerChange(c.pointer, c.value) for c in a.values]
             config = derive_config(base, changes, joint_dcci=True).config
             check = runtime_check(options, self.backend, out_dir=self.root / "experiments" / "Sbest" / DCCI_DIR / "PROBE",
-                                  config=config, seed=self.session.seed, env=lease_environ(self.lease(), os.environ), hosts=self.hosts)
+                                  config=config, seed=self.session.seed, control=probe_control(self.session),
+                                  cwd=self.session.backend.workdir, env=lease_environ(self.lease(), os.environ), hosts=self.hosts)
             runtime = check.to_json()
             ready = check.status == "accepted"
         return "probe_result", {

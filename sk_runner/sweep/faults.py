@@ -11,6 +11,7 @@ unsealed scene, a torn ledger tail) and is set aside or ignored by the resume.
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -50,8 +51,17 @@ def environment_stop(root: Path, action: m.Action | None, exc: BaseException) ->
     if recorded is None:
         extra = {"errno": code, "action": step} if code else {"action": step}
         recorded = record_blocker(root / EXPERIMENTS / round_name, round_name=round_name, stage=step, message=what, extra=extra)
-    note = f"recorded in {recorded.relative_to(root)}" if recorded is not None else "not recorded: the session folder is not writable"
+    note = f"recorded in {_inside(recorded, root)}" if recorded is not None else "not recorded: the session folder is not writable"
     stop = EnvironmentBlocker(f"{round_name} {step}: {what}; nothing was decided ({note}). "
-                              f"Free the cause, then: sk-run sweep --resume {shlex.quote(str(root))}")
+                              f"Free the cause, then: sk-run sweep --resume {shlex.quote(str(root.absolute()))}")
     stop.recorded_in = recorded
     return stop
+
+
+def _inside(path: Path, root: Path) -> str:
+    """``path`` as the session names it: relative to ``root`` when it lies there, whichever of the two is
+    relative to the current folder (a relative ``--session`` and a trial's absolute record path), else as is."""
+    try:
+        return str(Path(os.path.realpath(path)).relative_to(os.path.realpath(root)))
+    except ValueError:
+        return str(path)

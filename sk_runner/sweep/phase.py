@@ -200,7 +200,23 @@ def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Contro
         raise InputError(path, f"workload/iterations {control.iterations} is not more than workload/warmup {control.warmup}",
                          record="workload/iterations", expected="decode samples left after warm-up")
     seed = _number(workload.get("seed", 0), path, "workload/seed", minimum=0, integer=True)
-    return BackendSpec(name, network, None if noise is None else float(noise), tuple(command)), control, seed
+    return BackendSpec(name, network, None if noise is None else float(noise), tuple(command), _cwd(workload, name, path)), control, seed
+
+
+def _cwd(workload: dict[str, Any], backend: str, path: Path) -> str | None:
+    """The working directory of every process of the workload: ``workload/cwd`` (relative to the task file),
+    else the folder sk-run was started from; recorded in the session, so a resume from elsewhere runs it alike.
+    None for the simulator, whose command names every path absolutely."""
+    value = workload.get("cwd")
+    if value is None:
+        return None if backend == "sim" else str(Path.cwd().resolve())
+    if not isinstance(value, str) or not value:
+        raise InputError(path, f"workload/cwd is {value!r}", record="workload/cwd", expected="a folder path (relative to the task file)")
+    folder = _relative(path.parent, value)
+    if not folder.is_dir():
+        raise InputError(path, f"workload/cwd {value!r} is not a folder ({folder})", record="workload/cwd",
+                         expected="an existing working directory of the workload")
+    return str(folder.resolve())
 
 
 def _policy(raw: Any, path: Path) -> Policy:
@@ -263,6 +279,9 @@ def enter_phase(
 
     ``placement`` pins a new campaign session to its node (recorded in session.json)."""
     task = validate_task(task_path)
+    check = getattr(task.backend.build(), "check_command", None)
+    if check is not None:  # a workload command that cannot start: before any session folder exists
+        check()
     root = session_dir or task.session
     if root is None:
         raise InputError(task_path, "no session folder: give --session or the task's 'session'", record="session")

@@ -40,20 +40,27 @@ class BackendSpec:
     network: str | None = None
     noise: float | None = None
     command: tuple[str, ...] = ()
+    cwd: str | None = None
+    """Working directory of every workload process of the session (absolute; None: the folder sk-run runs in)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "network": self.network, "noise": self.noise, "command": list(self.command)}
+        data: dict[str, Any] = {"name": self.name, "network": self.network, "noise": self.noise, "command": list(self.command)}
+        return data if self.cwd is None else {**data, "cwd": self.cwd}  # sessions without one keep their identity
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BackendSpec:
-        return cls(data["name"], data.get("network"), data.get("noise"), tuple(data.get("command") or ()))
+        return cls(data["name"], data.get("network"), data.get("noise"), tuple(data.get("command") or ()), data.get("cwd"))
+
+    @property
+    def workdir(self) -> Path | None:
+        return None if self.cwd is None else Path(self.cwd)
 
     def build(self) -> Backend:
         """The runner backend object (:func:`~sk_runner.backends.make_backend`: npu imports torch_npu lazily);
         the simulator's extra arguments are its ``--noise``."""
         if self.name == "sim":
             return make_backend("sim", ["--noise", repr(self.noise)] if self.noise is not None else [], network=self.network)
-        return make_backend(self.name, self.command)
+        return make_backend(self.name, self.command, cwd=self.cwd)
 
 
 @dataclass(frozen=True)

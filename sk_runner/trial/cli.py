@@ -61,7 +61,7 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
 @click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="decode warm-up samples per rank")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
 @click.option("--seed", type=int, default=None, help="session seed (default: session.json, else 0)")
-@click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None, help="working directory of the workload")
+@click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None, help="working directory of every process of the trial (probe, correctness, clean runs) [default: the current one]")
 @click.option("--same-identity-as", default=None, metavar="ROUND",
               help="round of the session whose recorded source/workload/controls/environment this trial must share "
                    "(the incumbent it will be compared with); a difference blocks the trial before it starts")
@@ -86,7 +86,7 @@ def trial(
         session=session,
         round=round_name,
         base_config=base_config,
-        backend=make_backend(backend, list(workload), network=network),
+        backend=make_backend(backend, list(workload), network=network, cwd=cwd),
         changes=tuple(parse_set(s) for s in sets),
         joint_dcci=joint_dcci,
         incumbent=incumbent,

@@ -34,6 +34,7 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.io_seam import as_blocker
+from sk_runner.backends.base import at_workdir
 from sk_runner.devices.lease import HeldLease, LeaseFault, hold
 from sk_runner.devices.occupancy import occupancy_source
 from sk_runner.devices.proof import CleanDeviceProof
@@ -63,7 +64,8 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     InputError/UsageError for bad input and EnvironmentBlocker (also recorded
     in ``environment-blockers.jsonl``) when nothing could start.
     """
-    spec = replace(spec, session=Path(spec.session).resolve(), base_config=Path(spec.base_config).resolve())
+    backend, cwd = at_workdir(spec.backend, spec.cwd)  # one working directory for every process, checks and fingerprints
+    spec = replace(spec, session=Path(spec.session).resolve(), base_config=Path(spec.base_config).resolve(), backend=backend, cwd=cwd)
     trial = TrialState(spec, progress)
     trial.validate()
     trial.check_environment()

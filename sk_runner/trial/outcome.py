@@ -15,6 +15,7 @@ from sk_analytics.ingest.timings import parse_rank_logs
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Control
 from sk_runner.process import ProcessResult
+from sk_runner.process.stderr_tail import stderr_note
 
 
 @dataclass
@@ -31,13 +32,13 @@ class RunOutcome:
 
 
 def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_correctness: bool) -> RunOutcome:
-    """ok, or the first failure: timeout, crash, wrong output, bad logs."""
-    if result.timed_out:
-        return RunOutcome("timeout", f"no exit within {control.timeout_s} s: process group terminated")
-    if result.signal is not None:
-        return RunOutcome("crash", f"killed by {result.signal_name}")
-    if result.exit_code != 0:
-        return RunOutcome("crash", f"exit status {result.exit_code}")
+    """ok, or the first failure: timeout, crash, wrong output, bad logs (a timeout or crash
+    ends with the workload's last stderr lines, from ``stderr.txt`` of the run folder)."""
+    if not result.ok:
+        tail = stderr_note(run_dir / "stderr.txt")
+        if result.timed_out:
+            return RunOutcome("timeout", f"no exit within {control.timeout_s} s: process group terminated{tail}")
+        return RunOutcome("crash", f"killed by {result.signal_name}{tail}" if result.signal is not None else f"exit status {result.exit_code}{tail}")
     correctness = None
     corr_path = run_dir / "correctness.json"
     if corr_path.is_file():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,11 +14,16 @@ from sk_analytics.fingerprint import sha256_file
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
 from sk_runner.devices.lease import lease_environ
 from sk_runner.fingerprint import env_hash
-from sk_runner.probe import runtime_check
+from sk_runner.probe import ProbeEvidenceMissing, runtime_check
 from sk_runner.process import ProcessResult
 from sk_runner.trial.scene import SceneRecord, seal_scene
 from sk_runner.trial.spec import TrialResult, complete_runs, derive_seed
 from sk_runner.trial.state import TrialState
+
+
+def relocated(message: str, old: Path, new: Path | None) -> str:
+    """``message`` naming the files of folder ``old`` where they are now, in ``new`` (the folder was moved aside)."""
+    return message if new is None else message.replace(f"{old}{os.sep}", f"{new}{os.sep}")
 
 
 class Round:
@@ -78,13 +84,17 @@ class Round:
         if rejected:  # nothing started: an environment blocker, not a scene
             raise trial.blocker("probe", EnvironmentBlocker(f"wrapper rejects the exact value: {'; '.join(rejected)}"))
         trial.tell("probe", 1, 1, "exact-value probe")
-        check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config,
-                              env=lease_environ(trial.lease, trial.env),  # the probe process runs on the leased devices too
-                              seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control, hosts=spec.hosts)
+        try:  # in the workload's own cwd, like every process of the trial
+            check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config,
+                                  env=lease_environ(trial.lease, trial.env),  # on the leased devices too
+                                  seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control, cwd=trial.workload_cwd,
+                                  hosts=spec.hosts)
+        except ProbeEvidenceMissing as exc:  # the workload wrote no probe evidence: the environment, not the value
+            raise trial.blocker("probe", exc) from None
         if check.status != "accepted":
             proc = check.process
-            outcome = {"invalid_default": "invalid_value", "no_evidence": "bad_logs"}.get(
-                check.status, "timeout" if proc is not None and proc.timed_out else "crash")
+            outcome = "invalid_value" if check.status == "invalid_default" else (
+                "timeout" if proc is not None and proc.timed_out else "crash")
             scene = self.seal("probe", "PROBE", outcome, check.reason, check.argv, check.contract_env, proc,
                               check.attempt_dir, check.config_path, "not_run", "none")
             return self.result("failed", outcome, check.reason, "not_run", scene)
@@ -107,8 +117,8 @@ class Round:
         if outcome.status != "ok":
             scene = self.seal("correctness", "CORRECTNESS", outcome.status, outcome.message, argv, request.contract_env(),
                               proc, corr_dir, self.config_path, "failed", "none" if self.spec.incumbent else "probe")
-            trial.move_aside(corr_dir)
-            return self.result("failed", outcome.status, outcome.message, "failed", scene)
+            message = relocated(outcome.message, corr_dir, trial.move_aside(corr_dir))
+            return self.result("failed", outcome.status, message, "failed", scene)
         meta = trial.meta("correctness", "CORRECTNESS", request, argv, proc, outcome, self.config_sha, self.trial_fp)
         write_json(corr_dir / "meta.json", meta)
         return None
@@ -132,8 +142,8 @@ class Round:
                 trial.ingest(run_dir, run_name, k, meta, outcome)
                 scene = self.seal("clean", run_name, outcome.status, outcome.message, argv, request.contract_env(), proc,
                                   run_dir, self.config_path, "passed", "correctness")
-                trial.move_aside(run_dir)
-                return self.result("failed", outcome.status, f"{run_name}: {outcome.message}", "passed", scene)
+                message = relocated(outcome.message, run_dir, trial.move_aside(run_dir))
+                return self.result("failed", outcome.status, f"{run_name}: {message}", "passed", scene)
             trial.ingest(run_dir, run_name, k, meta, outcome)
             write_json(run_dir / "meta.json", meta)  # last: the run is complete
             trial.durations.append(time.monotonic() - started)

@@ -15,6 +15,7 @@ each in ``<round dir>/environment-blockers.jsonl``, never a scene.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import stat
 import time
@@ -144,7 +145,8 @@ def scene_document(record: SceneRecord, attempt: int, folder: Path, files: list[
         },
         "observable_failure": {
             "outcome": record.outcome,
-            "message": record.message,
+            # the scene names its own copy of a file, not the run folder that is moved aside after sealing
+            "message": record.message.replace(f"{record.raw_dir}{os.sep}", f"{folder / 'artifacts' / 'run'}{os.sep}"),
             **({} if proc is None else proc.to_json()),
             "stderr_tail": tail_text(record.stderr_path, STDERR_TAIL_CHARS),
         },

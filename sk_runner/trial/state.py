@@ -17,7 +17,7 @@ from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.io_seam import move
 from sk_analytics.ingest.collect import ingest_run_dir
 from sk_analytics.schema import RUNS, TIMINGS
-from sk_analytics.stage_o.identity import identity_differences
+from sk_analytics.stage_o.identity import changed_files, identity_differences
 from sk_analytics.strict_json import load_json_file
 from sk_analytics.tables import write_table
 from sk_runner.backends.base import RunRequest
@@ -51,6 +51,27 @@ from sk_runner.trial.spec import (
 )
 
 T = TypeVar("T")
+
+
+def rerun_differences(old: Any, new: Mapping[str, Any]) -> str:
+    """What differs between a round's recorded identity and a rerun's, down to the field of a record
+    (``backend.command_template`` rather than ``backend``: only the command changed), with both values when short."""
+    old = old if isinstance(old, Mapping) else {}
+    parts = []
+    for key in sorted(set(new) | set(old)):
+        was, now = old.get(key), new.get(key)
+        if was == now:
+            continue
+        if isinstance(was, Mapping) and isinstance(now, Mapping):
+            parts += [f"{key}.{sub}{_values(was.get(sub), now.get(sub))}" for sub in sorted(set(was) | set(now)) if was.get(sub) != now.get(sub)]
+        else:
+            parts.append(f"{key}{_values(was, now)}")
+    return ", ".join(parts)
+
+
+def _values(was: Any, now: Any, limit: int = 600) -> str:
+    text = f": recorded {json.dumps(was, ensure_ascii=False)}, now {json.dumps(now, ensure_ascii=False)}"
+    return text if len(text) <= limit else ""
 
 
 class TrialState:
@@ -104,8 +125,10 @@ class TrialState:
     def require_same_identity(self, recorded_in: Path, recorded: Mapping[str, Any], current: Mapping[str, Any]) -> None:
         differences = identity_differences(recorded, current)
         if differences:
+            edited = changed_files(recorded, current)  # no git: name the workload files that changed
+            what = ", ".join(differences) + (f" (changed since: {', '.join(edited)})" if edited else "")
             raise self.blocker("identity", EnvironmentBlocker(
-                f"{recorded_in}: this process would run with another {', '.join(differences)} than recorded there; "
+                f"{recorded_in}: this process would run with another {what} than recorded there; "
                 "only the declared option may change (protocol §5.1): restore the recorded source/workload/environment"))
 
     def session_seed(self) -> int:
@@ -155,7 +178,7 @@ class TrialState:
         trial_path = self.dir / "trial.json"
         config_path = self.dir / "config.json"
         fingerprints = TrialFingerprints(
-            source_revision=source_revision(spec.backend.source_path()),
+            source_revision=source_revision(spec.backend.source_path(), spec.backend.source_files()),
             config=derived.config,
             control=spec.control.to_json(),
             workload=spec.backend.workload(spec.control),
@@ -166,8 +189,7 @@ class TrialState:
             existing = load_json_file(trial_path)
             old = existing.get("identity") if isinstance(existing, dict) else None
             if old != identity:
-                differ = sorted(k for k in identity if not isinstance(old, dict) or old.get(k) != identity[k])
-                raise InputError(trial_path, f"round {spec.round} already holds a different trial (differs in {', '.join(differ)})",
+                raise InputError(trial_path, f"round {spec.round} already holds a different trial (differs in {rerun_differences(old, identity)})",
                                  expected="the same base config, --set, backend, controls and seed to resume, or a new --round")
             if not config_path.is_file() or fingerprint(load_json_file(config_path)) != identity["trial_config_sha256"]:
                 raise InputError(config_path, "trial config changed since the trial started", expected="the config written by sk-run trial")

@@ -1,0 +1,93 @@
+"""SIGINT and SIGTERM end a command with 130 / 143, whatever window they land in.
+
+The handler (:func:`install`) *records* the signal, then raises :class:`Interrupted`
+(a ``KeyboardInterrupt``) so the command unwinds as for Ctrl-C. Where it lands
+decides what reaches the CLI's error mapping: usually the interrupt itself, but
+Python 3.11 wraps one raised in ``__set_name__`` during class creation (a module
+imported lazily, e.g. at the hand-off) in a ``RuntimeError``, and a C extension or
+a broad ``except`` may turn it into any other exception. :func:`interrupt_of`
+recognises the interrupt in an exception's ``__cause__``/``__context__`` chain,
+or, failing that, by the recorded signal, so that such an exception is never
+reported as a bug of sk-tune (exit 70). Standard library only: the CLIs install
+the handler before they import anything heavy.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_received: int | None = None
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM received by a command: unwinds like Ctrl-C, exits 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.reason = "terminated" if signum == signal.SIGTERM else "interrupted"
+
+
+def note(signum: int) -> None:
+    """Record that ``signum`` arrived (the handler's first act, before anything can go wrong)."""
+    global _received
+    _received = signum
+
+
+def received() -> int | None:
+    """The signal recorded since the last :func:`clear` (None: none)."""
+    return _received
+
+
+def clear() -> None:
+    """Forget a recorded signal (a command starts: one that ended earlier in this process does not count)."""
+    global _received
+    _received = None
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    note(signum)
+    raise Interrupted(signum)
+
+
+def install(handler: Callable[[int, Any], None] = _on_signal) -> None:
+    """SIGINT/SIGTERM -> ``handler`` (by default: recorded, then :class:`Interrupted`); main thread only,
+    an ignored signal stays ignored. A handler of its own must call :func:`note` first."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
+def hold_at_exit() -> None:
+    """Block SIGINT/SIGTERM once the command has its exit code: the interpreter's shutdown
+    restores their default action, so a late Ctrl-C would kill it by signal (exit -2, no
+    message) instead of letting it report what it decided. A signal that arrived just
+    before is raised here (``pthread_sigmask`` runs pending handlers), never later."""
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def interrupt_of(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt behind ``exc``: ``exc`` itself or one in its cause/context chain when it is a
+    ``KeyboardInterrupt``, else :class:`Interrupted` for the signal recorded, else None (a real error)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None and id(e) not in seen]
+    return None if _received is None else Interrupted(_received)
+
+
+def exit_code(interrupt: BaseException) -> int:
+    """130 for Ctrl-C (a plain ``KeyboardInterrupt`` too), 128 + signal for an :class:`Interrupted`."""
+    code = getattr(interrupt, "exit_code", 130)
+    return code if isinstance(code, int) else 130

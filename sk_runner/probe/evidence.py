@@ -1,0 +1,87 @@
+"""What one probe process showed about the values it was given, and when that is the environment's fault.
+
+A probe is only evidence when the workload wrote it: ``super_kernel.log``
+below its run folder with an option line for every probed option (formats.md
+§4/§5). A workload that writes no such file, or a file that names none of the
+probed options, has not been told the contract, or its runtime dumps the file
+elsewhere: that is the same for every value, so it must stop the session at
+the first probe with one line saying which file was expected where
+(:class:`ProbeEvidenceMissing`, exit 3), never settle every value ``blocked``
+(issue 37). A crash, a timeout or an invalid-and-defaulted line is the value's
+own outcome and stays a verdict on that value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sk_analytics.errors import EnvironmentBlocker
+
+CONTRACT_DOC = "docs/runner.md#probe-mode"
+"""Where the probe mode of the workload contract is written down (named in every stop)."""
+SWITCH = "ASCEND_OP_COMPILE_SAVE_KERNEL_META=1"
+WORK_PATH_ENV = "ASCEND_WORK_PATH"
+"""Where CANN writes what it would otherwise write into the cwd (kernel_meta, …): set to the run folder of
+a probe or profile process, which runs in the workload's own working directory, not in that folder."""
+
+MISSING = ("no_evidence", "not_named")
+"""Statuses that say the workload wrote no usable evidence: an environment stop, not a verdict."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How one probe process came out: ``status`` and the reason in one sentence."""
+
+    status: str  # accepted | invalid_default | process_failed | no_evidence | not_named
+    reason: str
+
+
+def judge(
+    options: Mapping[str, Any],
+    *,
+    failed: str | None,
+    stderr: str,
+    logs: Sequence[str],
+    unnamed: Sequence[str],
+    invalid_lines: Sequence[str],
+    set_lines: Sequence[str],
+) -> Verdict:
+    """The verdict of a probe process. ``failed``: how it failed (``exit 2``, ``timed out``) or None when it
+    exited 0; ``stderr``: the note of its last stderr lines; ``logs``: the super_kernel.log files found;
+    ``unnamed``: the probed options no option line names."""
+    if failed is not None:
+        return Verdict("process_failed", f"probe process failed ({failed}){stderr}")
+    if not logs:
+        return Verdict("no_evidence", "no super_kernel.log written: the runtime use of the value cannot be confirmed")
+    if invalid_lines:
+        return Verdict("invalid_default", f"runtime reports the value as invalid and uses the default: {invalid_lines[0]}")
+    if unnamed:
+        return Verdict("not_named", f"super_kernel.log names no option {', '.join(unnamed)}: the runtime use of the value cannot be confirmed")
+    seen = "set-value line found" if set_lines else "no invalid-value line"
+    return Verdict("accepted", f"wrapper accepted and runtime used the value ({seen})")
+
+
+def _value_text(options: Mapping[str, Any]) -> str:
+    import json
+
+    return ", ".join(f"{name}={json.dumps(value, ensure_ascii=False, separators=(',', ':'))}" for name, value in options.items())
+
+
+class ProbeEvidenceMissing(EnvironmentBlocker):
+    """The probe process wrote no ``super_kernel.log`` (or none naming the option): the workload does not
+    follow the probe mode of the contract. Exit 3, at the first probe, one line."""
+
+    def __init__(self, status: str, options: Mapping[str, Any], run_dir: Path, logs: Sequence[str]) -> None:
+        what = f"probe of {_value_text(options)}" if options else "probe of the unchanged config"
+        if status == "no_evidence":
+            text = (f"{what}: no super_kernel.log below {run_dir}; a probe process ({SWITCH}) must write super_kernel.log "
+                    "below its run folder $SK_RUN_DIR with a line 'OptionName: <name>, set value: <value>' for every SK option it set")
+        else:
+            example = next(iter(options), "<name>")
+            text = (f"{what}: super_kernel.log below {run_dir} ({', '.join(logs)}) names no option {', '.join(options)}; "
+                    f"it needs a line 'OptionName: {example}, set value: <value>' for every probed option")
+        super().__init__(f"{text} (see {CONTRACT_DOC})")
+        self.status = status
