@@ -25,6 +25,7 @@ import pytest
 from campaign_helpers import write_task
 from sweep_helpers import small_session, sweep_outcome
 from test_campaign_ray import FAST_HEALTH, _netns_problem, finish, kinds, session_folders, sk_run, wait_for, workload_processes
+from test_campaign_ray import ray_session_folders_removed  # noqa: F401 - autouse: this module's Ray session folders go too
 from test_devices_lease import holding
 
 pytestmark = pytest.mark.slow
@@ -235,6 +236,78 @@ def test_sigkill_of_the_campaign_driver_leaves_no_process_of_the_session_on_any_
 
     for server in SERVERS:  # the agents (the lease holders) are gone: every host's NPUs can be leased at once
         acquire(Need(str(fleet.locks(server)), tuple(range(8))), timeout_s=10, on_wait=None).release()
+
+
+def _left_on_the_cluster(fleet: Fleet) -> list[str]:
+    """What of a session's reservation the cluster still holds: a placement group not removed, NPUs not free, an
+    agent's worker process (Ray titles it ``ray::RayAgent...``) still alive."""
+    import ray
+
+    left = [f"placement group {pg_id[:12]} {pg['state']}" for pg_id, pg in ray.util.placement_group_table().items()
+            if pg["state"] != "REMOVED"]
+    free, total = ray.available_resources().get("NPU", 0), ray.cluster_resources().get("NPU", 0)
+    if free != total:
+        left.append(f"{free:g} of {total:g} NPUs free")
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"RayAgent" in (proc / "cmdline").read_bytes():
+                left.append(f"pid {proc.name}: {(proc / 'cmdline').read_bytes()[:80]!r}")
+        except OSError:
+            continue
+    return left
+
+
+def test_a_signalled_multi_host_sweep_stops_every_hosts_group_and_gives_the_hosts_back(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Ctrl-C to ``sk-run sweep --hosts 2``, then SIGTERM to its ``--resume``, each while both hosts' groups of a run are
+    held and the sweep waits on Ray for them: exit 130, then 143, each with the ``--resume`` line; after each, no group
+    of the run is alive on any host, the cluster holds nothing of the session (no placement group, every NPU free, no
+    agent's process) and every host's lease can be taken. The resumed sweep ran on the session's recorded hosts."""
+    if not inside(request):
+        return
+    import ray
+
+    from sk_runner.devices.lease import acquire
+    from sk_runner.devices.markers import Need
+    from sk_runner.process import process_alive
+
+    fleet: Fleet = request.getfixturevalue("fleet")
+    session = tmp_path / "s"
+    task = str(request.getfixturevalue("task"))
+    fleet.hold.touch()
+    ray.init(address=fleet.address, log_to_driver=False, logging_level="ERROR")  # the test only looks at the cluster
+    try:
+        for signum, code, args in ((signal.SIGINT, 130, ["--task", task, "--session", str(session), "--hosts", "2", "--npus-per-host", "8"]),
+                                   (signal.SIGTERM, 143, ["--resume", str(session)])):
+            sweep = sk_run("sweep", *args, "--quiet", "--ray-address", fleet.address)
+            try:
+                held = wait_for(lambda: fleet.held() if len(fleet.held()) == 2 else None, 300, sweep)
+                sweep.send_signal(signum)
+                returned, out = finish(sweep, 120)
+            finally:
+                sweep.kill()
+            assert returned == code, out[-4000:]
+            assert f"continue with: sk-run sweep --resume {session}" in out, out[-4000:]
+            def survivors() -> list[str]:
+                return [f"pid {pid} of a group" for pid in held if process_alive(pid)] + _left_on_the_cluster(fleet)
+
+            try:
+                wait_for(lambda: not survivors(), 60)
+            except AssertionError:
+                raise AssertionError(f"left after the signal: {survivors()}") from None
+            assert workload_processes(tmp_path) == []
+            for server in SERVERS:
+                acquire(Need(str(fleet.locks(server)), tuple(range(8))), timeout_s=10, on_wait=None).release()
+            for marker in fleet.base.glob("hold.held-*"):  # the next run's groups write their own
+                marker.unlink()
+    finally:
+        ray.shutdown()
+        fleet.release()
+    placement = json.loads((session / "session.json").read_text())["placement"]
+    assert sorted(h["node_name"] for h in placement["hosts"]) == list(SERVERS)
+    from sk_analytics.ledger import read_records
+
+    assert "trial_result" not in [r.kind for r in read_records(session)]  # both interrupted runs decided nothing
 
 
 def test_a_multi_host_sweep_by_hand_waits_for_a_host_lease_then_stops_with_nothing_run(

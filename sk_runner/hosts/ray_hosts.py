@@ -19,6 +19,8 @@ Ray is imported here only, when a run spans hosts.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -51,10 +53,14 @@ def connect(address: str | None) -> Any:
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is None:
         raise UsageError(f"a run that spans hosts needs a Ray cluster: {RAY_HINT}")
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="ERROR", configure_logging=True)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise EnvironmentBlocker(f"cannot join Ray at {address}: {' '.join(str(exc).split())[:300]}") from exc
+    finally:  # ray.init makes SIGTERM a bare sys.exit; sk-run's own handler stops the run (exit 143, --resume line)
+        if on_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_sigterm)
     return ray
 
 
