@@ -439,3 +439,24 @@ def test_a_multi_host_session_never_runs_on_one_host(tmp_path: Path, capsys: pyt
     with pytest.raises(UsageError, match="spans hosts: it continues only on the hosts it recorded"):
         run_sweep(load_session(root), say=lambda _: None)
     assert _raw_ledger(root) == ledger
+
+
+def test_hosts_without_ray_installed_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Ray in the environment: ``--hosts 2`` is exit 2 naming the extra to install, before any session exists; the
+    hosts' connection itself says the same (a session that recorded hosts, resumed where Ray is missing)."""
+    import importlib.util
+
+    from sk_runner.hosts.ray_hosts import connect
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "ray" else find_spec(name, *args))
+    task = write_task(tmp_path / "tasks" / "m", seed=3, ranks=16)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(tmp_path / "s"), "--hosts", "2", "--npus-per-host", "8",
+                                   "--ray-address", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--hosts 2: a run that spans hosts needs Ray, which is not installed (pip install 'sk-tune[ray]'" in err[0], err
+    assert not (tmp_path / "s").exists()
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails
+    with pytest.raises(UsageError, match=r"a run that spans hosts needs Ray, which is not installed: pip install 'sk-tune\[ray\]'"):
+        connect("127.0.0.1:1")

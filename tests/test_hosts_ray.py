@@ -16,7 +16,8 @@ import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -208,39 +209,21 @@ def test_a_lost_host_mid_run_is_an_environment_failure_and_the_resumed_session_d
     assert workload_processes(root) == []
 
 
-def test_sigkill_of_the_campaign_driver_leaves_no_process_of_the_session_on_any_host(
-        request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """The driver is killed while both hosts' groups run: Ray ends its job, the sweep dies with its worker, the sweep's
-    Ray job (its placement group and agents) ends with it, each agent's group with the agent, and every host's lease
-    is free again."""
-    if not inside(request):
-        return
-    fleet: Fleet = request.getfixturevalue("fleet")
-    spec = _spec(tmp_path, request.getfixturevalue("task"))
-    root = tmp_path / "root"
-    fleet.hold.touch()
-    driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", fleet.address)
+@contextmanager
+def watching(fleet: Fleet) -> Iterator[None]:
+    """This test process connected to the fleet for the block, only to look at what the cluster holds."""
+    import ray
+
+    ray.init(address=fleet.address, log_to_driver=False, logging_level="ERROR")
     try:
-        held = wait_for(lambda: fleet.held() if len(fleet.held()) == 2 else None, 300, driver)
-        sweep = json.loads((root / "run" / "t0-1.json").read_text())["pid"]
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
-        from sk_runner.process import process_alive
-
-        wait_for(lambda: not any(process_alive(pid) for pid in (*held, sweep)) and workload_processes(root) == [], 60)
+        yield
     finally:
-        driver.kill()
-        fleet.release()
-    from sk_runner.devices.lease import acquire
-    from sk_runner.devices.markers import Need
-
-    for server in SERVERS:  # the agents (the lease holders) are gone: every host's NPUs can be leased at once
-        acquire(Need(str(fleet.locks(server)), tuple(range(8))), timeout_s=10, on_wait=None).release()
+        ray.shutdown()
 
 
-def _left_on_the_cluster(fleet: Fleet) -> list[str]:
-    """What of a session's reservation the cluster still holds: a placement group not removed, NPUs not free, an
-    agent's worker process (Ray titles it ``ray::RayAgent...``) still alive."""
+def _left_on_the_cluster() -> list[str]:
+    """What of a session's reservation the cluster still holds (inside :func:`watching`): a placement group not
+    removed, NPUs not free, an agent's worker process (Ray titles it ``ray::RayAgent...``) still alive."""
     import ray
 
     left = [f"placement group {pg_id[:12]} {pg['state']}" for pg_id, pg in ray.util.placement_group_table().items()
@@ -257,6 +240,56 @@ def _left_on_the_cluster(fleet: Fleet) -> list[str]:
     return left
 
 
+def _survivors(pids: Sequence[int]) -> list[str]:
+    """What is left of a stopped session on any node: the given processes of its run, and its Ray reservation."""
+    from sk_runner.process import process_alive
+
+    return [f"pid {pid}" for pid in pids if process_alive(pid)] + _left_on_the_cluster()
+
+
+def _gone(pids: Sequence[int], timeout_s: float = 60) -> None:
+    """Wait (at most ``timeout_s``; it matters only when something is broken) until nothing of the session is left."""
+    try:
+        wait_for(lambda: not _survivors(pids), timeout_s)
+    except AssertionError:
+        raise AssertionError(f"left after the session was stopped: {_survivors(pids)}") from None
+
+
+def _every_lease_free(fleet: Fleet) -> None:
+    """Every host's NPUs can be leased at once: the agents, the lease holders, are gone."""
+    from sk_runner.devices.lease import acquire
+    from sk_runner.devices.markers import Need
+
+    for server in SERVERS:
+        acquire(Need(str(fleet.locks(server)), tuple(range(8))), timeout_s=10, on_wait=None).release()
+
+
+def test_sigkill_of_the_campaign_driver_leaves_no_process_of_the_session_on_any_host(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The driver is killed while both hosts' groups run: Ray ends its job, the sweep dies with its worker, the sweep's
+    Ray job (its placement group and agents) ends with it, each agent's group with the agent: no process of the
+    session on any node, no placement group, every NPU free, and every host's lease free again."""
+    if not inside(request):
+        return
+    fleet: Fleet = request.getfixturevalue("fleet")
+    spec = _spec(tmp_path, request.getfixturevalue("task"))
+    root = tmp_path / "root"
+    fleet.hold.touch()
+    driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", fleet.address)
+    try:
+        held = wait_for(lambda: fleet.held() if len(fleet.held()) == 2 else None, 300, driver)
+        sweep = json.loads((root / "run" / "t0-1.json").read_text())["pid"]
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        with watching(fleet):
+            _gone([*held, sweep])
+        assert workload_processes(root) == []
+    finally:
+        driver.kill()
+        fleet.release()
+    _every_lease_free(fleet)
+
+
 def test_a_signalled_multi_host_sweep_stops_every_hosts_group_and_gives_the_hosts_back(
         request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Ctrl-C to ``sk-run sweep --hosts 2``, then SIGTERM to its ``--resume``, each while both hosts' groups of a run are
@@ -265,17 +298,10 @@ def test_a_signalled_multi_host_sweep_stops_every_hosts_group_and_gives_the_host
     agent's process) and every host's lease can be taken. The resumed sweep ran on the session's recorded hosts."""
     if not inside(request):
         return
-    import ray
-
-    from sk_runner.devices.lease import acquire
-    from sk_runner.devices.markers import Need
-    from sk_runner.process import process_alive
-
     fleet: Fleet = request.getfixturevalue("fleet")
     session = tmp_path / "s"
     task = str(request.getfixturevalue("task"))
     fleet.hold.touch()
-    ray.init(address=fleet.address, log_to_driver=False, logging_level="ERROR")  # the test only looks at the cluster
     try:
         for signum, code, args in ((signal.SIGINT, 130, ["--task", task, "--session", str(session), "--hosts", "2", "--npus-per-host", "8"]),
                                    (signal.SIGTERM, 143, ["--resume", str(session)])):
@@ -288,20 +314,13 @@ def test_a_signalled_multi_host_sweep_stops_every_hosts_group_and_gives_the_host
                 sweep.kill()
             assert returned == code, out[-4000:]
             assert f"continue with: sk-run sweep --resume {session}" in out, out[-4000:]
-            def survivors() -> list[str]:
-                return [f"pid {pid} of a group" for pid in held if process_alive(pid)] + _left_on_the_cluster(fleet)
-
-            try:
-                wait_for(lambda: not survivors(), 60)
-            except AssertionError:
-                raise AssertionError(f"left after the signal: {survivors()}") from None
+            with watching(fleet):
+                _gone(held)
             assert workload_processes(tmp_path) == []
-            for server in SERVERS:
-                acquire(Need(str(fleet.locks(server)), tuple(range(8))), timeout_s=10, on_wait=None).release()
+            _every_lease_free(fleet)
             for marker in fleet.base.glob("hold.held-*"):  # the next run's groups write their own
                 marker.unlink()
     finally:
-        ray.shutdown()
         fleet.release()
     placement = json.loads((session / "session.json").read_text())["placement"]
     assert sorted(h["node_name"] for h in placement["hosts"]) == list(SERVERS)
