@@ -77,6 +77,9 @@ def run(folder: Path, warmup: int) -> dict[str, Any]:
             structure=pl.concat([pl.read_parquet(p) for p in sorted((folder / side).glob("structure-*.parquet"))]),
             markers=pl.DataFrame(schema={**SK_MARKERS.schema, "process": pl.Utf8}),
             symbols=pl.concat([pl.read_parquet(p) for p in sorted((folder / side).glob("symbols-*.parquet"))]),
+            by_process={  # each rank's own file, as the loaders give them (issue 34: the diff reads rank by rank)
+                f"{SIDES[side][0]}-{p.stem.split('-')[1]}": pl.scan_parquet(p) for p in (folder / side).glob("events-*.parquet")
+            },
         )
         for side in SIDES
     }

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 _received: int | None = None
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+"""The signals a command turns into :class:`Interrupted` (and holds at its exit)."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -56,12 +58,19 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 def install(handler: Callable[[int, Any], None] = _on_signal) -> None:
     """SIGINT/SIGTERM -> ``handler`` (by default: recorded, then :class:`Interrupted`); main thread only,
-    an ignored signal stays ignored. A handler of its own must call :func:`note` first."""
+    an ignored signal stays ignored. A handler of its own must call :func:`note` first.
+
+    Both are unblocked too: a parent that started us with them blocked (a supervisor, a test harness
+    after :func:`hold_at_exit`) would otherwise leave a Ctrl-C or a SIGTERM pending for ever, and the
+    command would end with whatever it decided instead of 130/143; the processes it starts inherit the
+    unblocked mask."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in HANDLED:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, handler)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
 
 
 def hold_at_exit() -> None:
@@ -70,7 +79,7 @@ def hold_at_exit() -> None:
     message) instead of letting it report what it decided. A signal that arrived just
     before is raised here (``pthread_sigmask`` runs pending handlers), never later."""
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
 
 
 def interrupt_of(exc: BaseException) -> KeyboardInterrupt | None:

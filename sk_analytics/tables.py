@@ -7,6 +7,7 @@ reads every run of a session with the partition values as columns.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -82,16 +83,23 @@ class TableStream:
     folders it created, so an ingest that fails later leaves no trace. The
     file holds the same rows, order, dtypes and metadata as :func:`write_table`
     of all rows at once (byte for byte up to one row group; past it the row
-    groups are :data:`ROW_GROUP_ROWS` long, not 1 Mi). ``metadata`` must be
-    known when the stream opens: the Arrow schema that Parquet stores, its
-    metadata included, is written first.
+    groups are :data:`ROW_GROUP_ROWS` long, not 1 Mi). The key/value metadata
+    lives in the file's footer, written at :meth:`commit`: metadata known only
+    once every row was written (the sources of ``sk_events``) goes there.
+
+    ``group_per_write``: each :meth:`write` is a row group of its own (split
+    at :data:`ROW_GROUP_ROWS`), nothing is held between writes. For wide rows
+    written one source at a time (an sk_prof trace per rank): a reader of one
+    source's rows skips the other row groups by their statistics.
     """
 
-    def __init__(self, table: Table, data_dir: str | Path, partition: Mapping[str, str], metadata: Mapping[str, str] | None = None) -> None:
+    def __init__(self, table: Table, data_dir: str | Path, partition: Mapping[str, str], metadata: Mapping[str, str] | None = None,
+                 *, group_per_write: bool = False) -> None:
         self.table = table
         self.metadata = dict(metadata or {})
+        self.group_per_write = group_per_write
         self.target = _partition_dir(Path(data_dir), table, partition) / PART_FILE
-        schema = _file_arrow(pl.DataFrame(schema=table.schema), table, self.metadata).schema
+        schema = _file_arrow(pl.DataFrame(schema=table.schema), table, None).schema.remove_metadata()  # the footer gets it at commit
         self._made = _missing_folders(self.target.parent)
         self._tmp: Path | None = None
         self._writer: pq.ParquetWriter | None = None
@@ -109,8 +117,8 @@ class TableStream:
         arrow = _file_arrow(frame, self.table, self.metadata)
         self._pending.append(arrow)
         self._rows += arrow.num_rows
-        if self._rows >= ROW_GROUP_ROWS:
-            self._flush(final=False)
+        if self.group_per_write or self._rows >= ROW_GROUP_ROWS:
+            self._flush(final=self.group_per_write)
 
     def _open_writer(self) -> pq.ParquetWriter:
         if self._writer is None:
@@ -130,10 +138,14 @@ class TableStream:
         rest = held.slice(done)
         self._pending, self._rows = ([rest] if rest.num_rows else []), rest.num_rows
 
-    def commit(self) -> Path:
-        """Write the last rows, close the file and put it in place of the target; return the target."""
+    def commit(self, metadata: Mapping[str, str] | None = None) -> Path:
+        """Write the last rows, the footer with the key/value metadata (the stream's, then ``metadata``)
+        and put the file in place of the target; return the target."""
         self._flush(final=True)
-        self._open_writer().close()
+        writer = self._open_writer()
+        empty = pl.DataFrame(schema=self.table.schema)
+        writer.add_key_value_metadata(footer_metadata(_file_arrow(empty, self.table, {**self.metadata, **(metadata or {})}).schema))
+        writer.close()
         self._writer = None
         if self._tmp is not None:
             commit_temp(self._tmp, self.target, site="parquet")
@@ -155,6 +167,19 @@ class TableStream:
                 folder.rmdir()
             except OSError:  # a folder made by a later stream (discard those first) or a file landed there: not ours to remove
                 break
+
+
+ARROW_SCHEMA_KEY = "ARROW:schema"
+"""Parquet key/value key under which pyarrow stores the Arrow schema of the file."""
+
+
+def footer_metadata(schema: pa.Schema) -> dict[str, str]:
+    """The key/value metadata :func:`pyarrow.parquet.write_table` stores for an Arrow table of ``schema``:
+    the schema's own pairs, then ``ARROW:schema`` (the IPC-serialized schema, base64), from which
+    pyarrow reads the schema back, its metadata included. Given to a writer opened with a bare schema,
+    the file is byte for byte the one ``write_table`` makes (``tests/test_ingest_stream.py``)."""
+    stored = {key.decode(): value.decode() for key, value in (schema.metadata or {}).items()}
+    return {**stored, ARROW_SCHEMA_KEY: base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")}
 
 
 def _missing_folders(folder: Path) -> list[Path]:

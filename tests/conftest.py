@@ -4,11 +4,16 @@ simulated-device registry and no inherited device lease.
 Session-scoped and set in ``os.environ`` before any other fixture (autouse
 fixtures of a scope run first), so the sweeps, CLIs and Ray workers the tests
 start sign with it too. No test writes into ``~`` or the user's registry in the temp folder. Every process of the run
-gets a fresh ``TMPDIR`` that must be empty when the run ends (``tests/tmp_guard.py``).
+gets a fresh ``TMPDIR`` that must be empty when the run ends (``tests/tmp_guard.py``). A test that runs a
+CLI's ``main`` in this process leaves SIGINT/SIGTERM blocked and handled (its exit hold): each test's
+signal state is put back after it, so that the next one's children do not inherit it; and SIGINT/SIGTERM
+are unblocked when the run starts (a harness may hand them on blocked; tests that start Python directly
+check what a signal does to it).
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +23,8 @@ from sk_analytics.signing import KEY_ENV, TRUSTED_ENV
 from sk_runner.devices.markers import DEVICES_ENV, MARKERS, ROOT_ENV, TIMEOUT_ENV, VISIBLE
 from sk_runner.devices.registry import REGISTRY_ENV
 from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
+
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # a harness may start pytest with them blocked
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,3 +48,15 @@ def simulated_devices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
         for name in (*MARKERS, ROOT_ENV, DEVICES_ENV, TIMEOUT_ENV, VISIBLE):
             mp.delenv(name, raising=False)
         yield registry
+
+
+@pytest.fixture(autouse=True)
+def signal_state() -> Iterator[None]:
+    """This process's signal mask and SIGINT/SIGTERM handlers as they were before the test."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)

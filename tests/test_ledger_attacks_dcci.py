@@ -22,6 +22,7 @@ from sk_analytics.contract.manifest import MANIFEST_NAME, load_manifest
 from sk_analytics.contract.scan import MARKER_NAME
 from sk_analytics.evidence import fold
 from sk_analytics.ledger import read_records
+from sk_analytics.stale_temps import is_leftover
 from sk_analytics.handoff.proof import collection_finding
 from sk_runner.sweep.driver import run_sweep
 from sweep_helpers import small_session
@@ -143,10 +144,13 @@ def test_dcci_diff_edited_and_reports_rerendered_fails_verify(session: Path, cap
 
 
 def test_file_planted_in_a_collection_under_a_name_verify_skips(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """An atomic-write temp name is not evidence, but inside a collection root the contract lists it: refused."""
-    (session / BASELINE / ".planted.tmp").write_text("x", encoding="utf-8")
+    """A name of sk-tune's own atomic-write temps is machinery to the evidence walk, but inside a collection
+    root the contract lists it: refused by the collection rule."""
+    planted = ".kernel_details.csv.a1b2c3d4.tmp"
+    assert is_leftover(planted)
+    (session / BASELINE / planted).write_text("x", encoding="utf-8")
     code, text = _run(capsys, "ledger", "verify", str(session))
-    assert code == 2 and f"FAIL file {BASELINE} [rule no-files-after-finalize]" in text and ".planted.tmp" in text, text
+    assert code == 2 and f"FAIL file {BASELINE} [rule no-files-after-finalize]" in text and planted in text, text
     assert f"{session / BASELINE}: rule no-files-after-finalize:" in text, text
 
 

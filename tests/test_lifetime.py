@@ -79,10 +79,18 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_PROF", "SK_RUN", "ASCEND_OP_COMPILE", "SK_TUNE_LIFETIME"))}
 
 
-def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid") -> tuple[subprocess.Popen[bytes], int]:
+def _block_interrupts() -> None:
+    """In a child before exec: SIGINT and SIGTERM blocked, as a supervisor or a harness may hand them on."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid", *,
+                blocked: bool = False) -> tuple[subprocess.Popen[bytes], int]:
     """sk-run trial whose workload has started its grandchild (``setsid``: leaves the group;
-    ``wipe``: stays in it with an empty environment); returns (sk-run, grandchild pid)."""
-    proc = subprocess.Popen(_trial(tmp_path, marker, grandchild), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ``wipe``: stays in it with an empty environment); returns (sk-run, grandchild pid). ``blocked``:
+    sk-run starts with SIGINT/SIGTERM blocked."""
+    proc = subprocess.Popen(_trial(tmp_path, marker, grandchild), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=_block_interrupts if blocked else None)
     pid_file = tmp_path / "session/experiments/Sbest/O0/CORRECTNESS/grandchild.pid"
     deadline = time.monotonic() + 60
     while not (pid_file.is_file() and pid_file.read_text()):
@@ -97,6 +105,12 @@ def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid") -> tupl
         assert b"SK_TUNE_LIFETIME" not in Path(f"/proc/{pid}/environ").read_bytes()
         assert os.getpgid(pid) == os.getpgid(int((pid_file.parent / "workload.pid").read_text()))
     return proc, pid
+
+
+def _sig_blocked(pid: int) -> int:
+    """The blocked-signal mask of ``pid`` (/proc/PID/status SigBlk)."""
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigBlk:"))
+    return int(line.split()[1], 16)
 
 
 def _kill_every_supervisor(proc: subprocess.Popen[bytes], record: dict) -> None:
@@ -180,12 +194,16 @@ def test_interrupt_while_a_process_starts_is_raised_once_it_is_owned_and_kills_i
             signal.signal(sig, handler)
 
 
-def test_sigint_and_sigterm_of_sk_run_exit_130_and_143_and_kill_the_tree(tmp_path: Path) -> None:
+@pytest.mark.parametrize("blocked", [False, True], ids=["default-mask", "started-blocked"])
+def test_sigint_and_sigterm_of_sk_run_exit_130_and_143_and_kill_the_tree(tmp_path: Path, blocked: bool) -> None:
+    """Also when sk-run's parent started it with both signals blocked: sk-run unblocks what it handles
+    (else the signal would wait for ever and the trial end 0), and its workload gets an empty mask."""
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         marker = f"sk-tune-tree-{uuid.uuid4().hex}"
         root = tmp_path / sig.name
         root.mkdir()
-        proc, _ = _start_tree(root, marker)
+        proc, pid = _start_tree(root, marker, blocked=blocked)
+        assert _sig_blocked(pid) == 0  # the grandchild inherited the workload's mask
         started = time.monotonic()
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == code

@@ -92,14 +92,25 @@ def test_missing_working_directory_is_named_not_the_executable(tmp_path: Path) -
 
 def test_workload_gets_exactly_its_environment_and_default_signal_dispositions(tmp_path: Path) -> None:
     """Started under a keeper (a Python process), the workload still sees only the environment given plus
-    its marker (no LC_CTYPE from Python's locale coercion) and ignores no signal (Python ignores SIGPIPE)."""
-    res = run_process(["/bin/sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ; grep SigIgn /proc/$$/status"], cwd=tmp_path,
-                      env={"PATH": os.environ.get("PATH", ""), "MARK": "m1"}, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
-                      timeout_s=30)
+    its marker (no LC_CTYPE from Python's locale coercion), ignores no signal (Python ignores SIGPIPE) and
+    blocks none, even when sk-run's process had SIGINT/SIGTERM/SIGHUP blocked. Signals the C library
+    reserves for itself (32, 33) cannot be set from Python: what a parent ignored there stays so. The masks
+    are read by the shell's own process once it exec'd grep (a shell waiting for a child blocks everything)."""
+    blocked = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        res = run_process(["/bin/sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ; exec grep -E 'Sig(Ign|Blk)' /proc/self/status"],
+                          cwd=tmp_path, env={"PATH": os.environ.get("PATH", ""), "MARK": "m1"}, stdout_path=tmp_path / "o",
+                          stderr_path=tmp_path / "e", timeout_s=30)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
     assert res.ok, (tmp_path / "e").read_text()
     lines = (tmp_path / "o").read_text().splitlines()
-    assert sorted(line.split("=", 1)[0] for line in lines[:-1]) == ["MARK", "PATH", "SK_TUNE_LIFETIME"]
-    assert lines[-1].split() == ["SigIgn:", "0000000000000000"]
+    assert sorted(line.split("=", 1)[0] for line in lines[:-2]) == ["MARK", "PATH", "SK_TUNE_LIFETIME"]
+    masks = {line.split()[0]: int(line.split()[1], 16) for line in lines[-2:]}
+    settable = sum(1 << (int(sig) - 1) for sig in signal.valid_signals() if int(sig) < 65)
+    assert masks["SigIgn:"] & settable == 0, lines[-2:]
+    assert masks["SigBlk:"] == 0, lines[-2:]
 
 
 @pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's")

@@ -47,9 +47,11 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
     if report_md is not None:
         write_text(report_md, render(result, lang))
     if trace_out is not None:
+        from sk_analytics.dcci.rank_events import process_events
         from sk_analytics.dcci.trace import write_trace
 
-        write_trace(trace_out, result, {"baseline": pair.baseline.events, "candidate": pair.candidate.events})
+        sides = {"baseline": pair.baseline, "candidate": pair.candidate}
+        write_trace(trace_out, result, {role: process_events(side.events, side.by_process) for role, side in sides.items()})
     click.echo(summary_line(result))
     repair = result["repair"]
     return EXIT_OK if repair["proposed"] else EXIT_NEGATIVE

@@ -9,6 +9,7 @@ repair config and its two-pointer diff, or the reason no repair is proposed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -36,14 +37,8 @@ from sk_analytics.dcci.classify import (
 from sk_analytics.dcci.coverage import coverage, mark_repair
 from sk_analytics.dcci.explained import explained_fraction
 from sk_analytics.dcci.ranks import across_ranks_json, deciding_ranks
-from sk_analytics.dcci.occurrences import (
-    EVENT_COLUMNS,
-    SK_KEYS,
-    child_timings,
-    map_sides,
-    occurrence_completeness,
-    sk_occurrences,
-)
+from sk_analytics.dcci.occurrences import SK_KEYS, map_sides, occurrence_completeness
+from sk_analytics.dcci.rank_events import child_timings_by_process, occurrences_by_process, process_events
 from sk_analytics.dcci.repair import (
     AFTER,
     BEFORE,
@@ -83,27 +78,31 @@ class SideInput:
     identity: dict[str, Any] = field(default_factory=dict)
     spill: object | None = field(default=None, repr=False, compare=False)
     """Owner of the files ``events`` scans, when they were spilled to disk (kept alive with the side)."""
+    by_process: Mapping[str, pl.LazyFrame] | None = field(default=None, repr=False, compare=False)
+    """``events`` of each process, each scan reading that process's rows only (the loader knows where
+    they lie); None: ``events`` filtered by process (:mod:`sk_analytics.dcci.rank_events`)."""
 
 
 @dataclass(frozen=True)
 class _Side:
-    """Derived per-side frames: the needed event columns (lazy) and the SK occurrences."""
+    """Derived per-side frames: each process's events (lazy) and the SK occurrences."""
 
     name: str
     data: SideInput
-    events: pl.LazyFrame
+    events: dict[str, pl.LazyFrame]
     occurrences: pl.DataFrame
 
 
 def _sides(baseline: SideInput, candidate: SideInput) -> list[_Side]:
-    """Both sides' event columns and their occurrences (cut side by side in two threads).
+    """Both sides' events by process and their occurrences (cut side by side in two threads).
 
-    The events stay lazy: each pass (span events here, child events of the slower SKs later) streams
-    from the source with its filters pushed down, rather than holding every column of every event.
+    The events stay lazy and are read a process (rank) at a time: each pass (span events here, child
+    events of the slower SKs later) streams one rank's rows from the source with its filters pushed
+    down, so the peak follows the largest rank, not the rank count (:mod:`sk_analytics.dcci.rank_events`).
     """
     inputs = {"baseline": baseline, "candidate": candidate}
-    events = [data.events.select(EVENT_COLUMNS) for data in inputs.values()]
-    occurrences = map_sides(sk_occurrences, events)
+    events = [process_events(data.events, data.by_process) for data in inputs.values()]
+    occurrences = map_sides(occurrences_by_process, events)
     return [_Side(name, inputs[name], e, occ) for name, e, occ in zip(inputs, events, occurrences)]
 
 
@@ -243,8 +242,8 @@ def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl
     occurrences = {}
     for side in sides:
         usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_in(slower))
-        occurrences[side.name] = side.occurrences.join(usable.select(*SK_KEYS), on=list(SK_KEYS), how="semi")
-    collected = map_sides(child_timings, [s.events for s in sides], [occurrences[s.name] for s in sides])
+        occurrences[side.name] = side.occurrences.join(usable.select(*SK_KEYS), on=list(SK_KEYS), how="semi", maintain_order="left")
+    collected = map_sides(child_timings_by_process, [s.events for s in sides], [occurrences[s.name] for s in sides])
     timings = {side.name: frame for side, frame in zip(sides, collected)}
     completeness = [
         occurrence_completeness(occurrences[name], frame).with_columns(side=pl.lit(name)) for name, frame in timings.items()

@@ -30,6 +30,8 @@ class IngestedEvents:
     warnings: dict[str, list[str]]
     """source_file -> the warnings of parsing it."""
     path: Path
+    by_process: dict[str, pl.LazyFrame]
+    """process -> its events: the rows of its own source files, the other row groups skipped by their statistics."""
 
 
 def ingested_events(
@@ -55,5 +57,20 @@ def ingested_events(
         events = pl.scan_parquet(part, hive_partitioning=False).with_columns(
             pl.col("source_file").replace_strict(process_of, return_dtype=pl.Utf8).alias("process")
         )
-        return IngestedEvents(events, {rel: list(records[rel].get("warnings", [])) for rel in wanted}, part)
+        warnings = {rel: list(records[rel].get("warnings", [])) for rel in wanted}
+        return IngestedEvents(events, warnings, part, _by_process(part, files))
     return None
+
+
+def _by_process(part: Path, files: Sequence[tuple[str, str]]) -> dict[str, pl.LazyFrame]:
+    """Each process's rows of ``part``: a filter on its source files that Parquet statistics can answer
+    (the ingest writes one row group per source file), the process as a constant column."""
+    sources: dict[str, list[str]] = {}
+    for rel, process in files:
+        sources.setdefault(process, []).append(rel)
+    scan = pl.scan_parquet(part, hive_partitioning=False)
+    return {
+        process: scan.filter(pl.col("source_file") == rels[0] if len(rels) == 1 else pl.col("source_file").is_in(rels))
+        .with_columns(pl.lit(process, dtype=pl.Utf8).alias("process"))
+        for process, rels in sources.items()
+    }

@@ -96,7 +96,7 @@ def load_side(
     reused = ingested_events(data_dir, root, files, vouched or {}) if data_dir is not None else None
     spill = None if reused is not None else tempfile.TemporaryDirectory(prefix="sk-tune-dcci-events-")
     warnings: list[str] = []
-    events: list[Path] = []
+    events: dict[str, list[Path]] = {}
     structure: list[pl.DataFrame] = []
     markers: list[pl.DataFrame] = []
     symbols: list[pl.DataFrame] = []
@@ -106,7 +106,7 @@ def load_side(
         prof_files = prof[process]
         before = len(warnings)
         if reused is None:
-            events += _spill_events(prof_files, process, root, warnings, Path(spill.name))  # type: ignore[union-attr]
+            events[process] = _spill_events(prof_files, process, root, warnings, Path(spill.name))  # type: ignore[union-attr]
         else:
             warnings += [w for path in prof_files for w in reused.warnings[relative_source(path, root)]]
         if any(TRUNCATION_WORD in w for w in warnings[before:]):
@@ -126,7 +126,7 @@ def load_side(
                          expected="a profile collected with ASCEND_PROF_SK_ON=<KB>")
     return SideInput(
         root=root,
-        events=reused.events if reused is not None else pl.scan_parquet(events),
+        events=reused.events if reused is not None else pl.scan_parquet([p for paths in events.values() for p in paths]),
         structure=_concat(structure, SK_STRUCTURE),
         markers=_concat(markers, SK_MARKERS),
         symbols=_concat(symbols, SYMBOLS),
@@ -134,4 +134,5 @@ def load_side(
         warnings=tuple(warnings),
         identity=dict(identity or {}),
         spill=spill,
+        by_process=reused.by_process if reused is not None else {process: pl.scan_parquet(paths) for process, paths in events.items() if paths},
     )

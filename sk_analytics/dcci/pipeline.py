@@ -16,7 +16,7 @@ from sk_analytics.contract import BASELINE_PROFILE, CANDIDATE_PROFILE, MANIFEST_
 from sk_analytics.contract.ledger_pair import check_recorded_pair
 from sk_analytics.dcci.analysis import SideInput, analyze
 from sk_analytics.dcci.load import load_side
-from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
+from sk_analytics.dcci.rank_events import child_timings_by_process, occurrences_by_process, process_events
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ingest.sources import sealed_hashes
@@ -108,12 +108,13 @@ def dcci_diff(
 
 def write_derived_tables(pair: CollectionPair, data_dir: Path) -> list[Path]:
     """Write both sides' ``sk_occurrences`` and ``sk_children`` (every SK, every child) as Parquet,
-    partitioned ``round=dcci-diff/role=<baseline|candidate>/run=<root folder name>``."""
+    partitioned ``round=dcci-diff/role=<baseline|candidate>/run=<root folder name>``.
+    The events are read a process (rank) at a time, as the diff reads them."""
     written = []
     for role, side in (("baseline", pair.baseline), ("candidate", pair.candidate)):
-        events = side.events.select(EVENT_COLUMNS).collect()
-        occurrences = sk_occurrences(events)
-        children = child_timings(events, occurrences)
+        events = process_events(side.events, side.by_process)
+        occurrences = occurrences_by_process(events)
+        children = child_timings_by_process(events, occurrences)
         partition = {"round": "dcci-diff", "role": role, "run": side.root.name}
         written.append(write_table(occurrences, SK_OCCURRENCES, data_dir, partition))
         written.append(write_table(children, SK_CHILDREN, data_dir, partition))

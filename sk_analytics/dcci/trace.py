@@ -15,8 +15,10 @@ sides: ``cat`` ``sk,slower``, ``cname`` ``terrible`` and ``args.flag``
 
 :func:`trace_document` is pure (the result JSON and each side's
 ``sk_occurrences``/``sk_children`` frames in, the trace text out);
-:func:`side_timings` derives the frames from a loaded side and
-:func:`write_trace` writes atomically.
+:func:`side_timings` derives the frames from a loaded side, one process (rank)
+at a time as the diff reads it (:mod:`sk_analytics.dcci.rank_events`: the same
+rows, a peak that follows the largest rank), and :func:`write_trace` writes
+atomically.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from sk_analytics.dcci.occurrences import EVENT_COLUMNS, child_timings, sk_occurrences
+from sk_analytics.dcci.rank_events import ProcessEvents, child_timings_by_process, occurrences_by_process
 
 SIDES = ("baseline", "candidate")
 SLOWER = "significantly_slower"
@@ -68,13 +70,13 @@ def child_flags(result: Mapping[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"uid": pl.Int64, "child_index": pl.Int64, "op": pl.Utf8, "slower": pl.Boolean})
 
 
-def side_timings(events: pl.LazyFrame, uids_with_children: pl.DataFrame, slots: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(``sk_occurrences``, ``sk_children`` of the decomposed SKs only) of one side's sk_events."""
-    lazy = events.select(EVENT_COLUMNS)
-    occurrences = sk_occurrences(lazy)
+def side_timings(parts: ProcessEvents, uids_with_children: pl.DataFrame, slots: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(``sk_occurrences``, ``sk_children`` of the decomposed SKs only) of one side's sk_events, given as
+    each process's events (:func:`~sk_analytics.dcci.rank_events.process_events`) and read a process at a time."""
+    occurrences = occurrences_by_process(parts)
     wanted = slots.join(uids_with_children.select("uid").unique(), on="uid").select("process", "model_id", "sk_id")
-    children = child_timings(lazy, occurrences.join(wanted, on=["process", "model_id", "sk_id"], how="semi"))
-    return occurrences, children
+    decomposed = occurrences.join(wanted, on=["process", "model_id", "sk_id"], how="semi", maintain_order="left")
+    return occurrences, child_timings_by_process(parts, decomposed)
 
 
 def _meta(pid: int, name: str, sort: int) -> list[dict[str, Any]]:
@@ -145,8 +147,9 @@ def trace_document(result: Mapping[str, Any], occurrences: Mapping[str, pl.DataF
     return '{"traceEvents": [\n' + head + '\n], "displayTimeUnit": "ms", "otherData": ' + json.dumps(other) + "}\n"
 
 
-def write_trace(path: Path, result: Mapping[str, Any], sides: Mapping[str, pl.LazyFrame]) -> Path:
-    """Derive both sides' timings from their sk_events (``sides[side]``) and write the trace atomically."""
+def write_trace(path: Path, result: Mapping[str, Any], sides: Mapping[str, ProcessEvents]) -> Path:
+    """Derive both sides' timings from their sk_events (``sides[side]``: each process's events) and write the
+    trace atomically."""
     from sk_analytics.atomic import write_text
 
     slots = slot_map(result)

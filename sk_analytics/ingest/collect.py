@@ -7,7 +7,8 @@ output folder untouched. Several files of one table in one partition (the 8
 rank logs of a run, the sk_prof traces of several devices) go into one file.
 
 Memory follows a row group, not the logs: a rank log is parsed a batch at a
-time (:func:`stream_artifact`), and a partition's rows past :data:`HOLD_ROWS` are
+time (:func:`stream_artifact`), an sk_prof trace one file (one rank) at a time, and
+a partition's rows past :data:`HOLD_ROWS` are
 streamed into a temp file beside their target (:class:`_PartitionRows`),
 renamed into place only once every artifact parsed; any error removes the
 temp files (and the folders made for them).
@@ -158,10 +159,12 @@ class _PartitionRows:
 
     Few rows (under :data:`HOLD_ROWS`) are held as frames and written at the end by
     :func:`write_table`, as they always were. More (a run's 10-million-sample rank
-    log) go on into a :class:`~sk_analytics.tables.TableStream` temp file instead,
-    so memory stays near one row group whatever the logs hold. A table whose file
-    metadata depends on every source (``sk_events`` records its sources) is
-    always held: the stream must know its metadata when it opens.
+    log, the sk_prof traces of many ranks) go on into a
+    :class:`~sk_analytics.tables.TableStream` temp file instead, so memory stays near
+    one row group (one parsed trace) whatever the files hold. A table whose file
+    metadata names every source (``sk_events``) gets that metadata in the footer,
+    at :meth:`write`, and one row group per source file (a reader of one rank's
+    events skips the others').
     """
 
     def __init__(self, table: str, out: Path, partition: Partition) -> None:
@@ -178,15 +181,15 @@ class _PartitionRows:
             return
         self.frames.append(frame)
         self.rows += frame.height
-        if self.rows >= HOLD_ROWS and self.table.name not in SOURCED_TABLES:
-            self.stream = TableStream(self.table, self.out, self.partition)
+        if self.rows >= HOLD_ROWS:
+            self.stream = TableStream(self.table, self.out, self.partition, group_per_write=self.table.name in SOURCED_TABLES)
             while self.frames:
                 self.stream.write(self.frames.pop(0))
 
     def write(self, metadata: Mapping[str, str] | None) -> Path:
         """The file in place (the streamed temp committed, or the held rows written); its path."""
         if self.stream is not None:
-            return self.stream.commit()
+            return self.stream.commit(metadata)
         frame = pl.concat(self.frames, how="vertical") if len(self.frames) > 1 else self.frames[0]
         self.frames = []
         return write_table(frame, self.table, self.out, self.partition, metadata)

@@ -49,6 +49,8 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 KILL_LIMIT_S = 60.0
 """How long the keeper keeps killing a subtree that keeps forking before it gives up and exits."""
+KEEPER_SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""What the keeper handles (a child's end, or someone ending the keeper); its workload gets their defaults."""
 
 _available: bool | None = None
 
@@ -264,8 +266,9 @@ class _Keeper:
         os.set_blocking(wake_w, False)
         self.wake = wake_r
         signal.set_wakeup_fd(wake_w)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in KEEPER_SIGNALS:
             signal.signal(sig, self._on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, KEEPER_SIGNALS)  # blocked by whoever started sk-run, they would never come
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if signum != signal.SIGCHLD:
@@ -357,8 +360,9 @@ def _exec(argv: list[str], env: dict[str, str], libc: Any, keeper: int, err_w: i
         if os.getppid() != keeper:
             os._exit(137)
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ, *KEEPER_SIGNALS):
             signal.signal(sig, signal.SIG_DFL)  # Python ignores SIGPIPE and SIGXFSZ: the workload must not inherit that
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # nor a blocked signal of sk-run's parent (a TERM would not end it)
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
         os.write(err_w, str(exc.errno or 0).encode())
