@@ -84,13 +84,16 @@ def hold_at_exit() -> None:
 
 def interrupt_of(exc: BaseException) -> KeyboardInterrupt | None:
     """The interrupt behind ``exc``: ``exc`` itself or one in its cause/context chain when it is a
-    ``KeyboardInterrupt``, else :class:`Interrupted` for the signal recorded, else None (a real error)."""
+    ``KeyboardInterrupt``, else :class:`Interrupted` for the signal recorded, else None (a real error).
+    A plain ``KeyboardInterrupt`` raised after the handler recorded a signal is that signal's: a C
+    extension that runs the handler and raises its own (Ray's ``ray.wait``/``ray.get`` do) loses
+    which signal it was, SIGTERM's 143 included."""
     seen: set[int] = set()
     todo: list[BaseException] = [exc]
     while todo:
         current = todo.pop()
         if isinstance(current, KeyboardInterrupt):
-            return current
+            return current if isinstance(current, Interrupted) or _received is None else Interrupted(_received)
         seen.add(id(current))
         todo += [e for e in (current.__cause__, current.__context__) if e is not None and id(e) not in seen]
     return None if _received is None else Interrupted(_received)

@@ -67,7 +67,7 @@ def test_spec_yaml_defaults_and_priority(tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text(
         "schema_version: sk-tune-campaign-v1\nroot: out\ndefaults: {timeout_s: 900, priority: 1}\ntasks:\n"
         "  - {id: a, task: tasks/a/task.json}\n  - {id: b, task: tasks/b/task.json, priority: 5, resources: {CPU: 2}}\n"
-        "  - {id: n, task: tasks/n/task.json}\n", encoding="utf-8")
+        "  - {id: n, task: tasks/n/task.json, lease_root: locks}\n", encoding="utf-8")  # real NPUs: the hosts' lease root
     spec = load_spec(tmp_path / "spec.yaml")
     assert [t.id for t in spec.tasks] == ["b", "a", "n"]
     assert spec.task("a").resources == {"CPU": 1.0} and spec.task("b").resources == {"CPU": 2.0}

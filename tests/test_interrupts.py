@@ -75,6 +75,22 @@ def test_an_error_after_a_swallowed_interrupt_is_the_interrupt(handlers: None, c
     assert capsys.readouterr().err == "sk-analyze: terminated\n"
 
 
+@pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_plain_keyboard_interrupt_raised_for_a_recorded_signal_is_that_signal(
+        handlers: None, sig: signal.Signals, code: int, word: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """What Ray's ``ray.wait``/``ray.get`` do: run the handler inside C, swallow its interrupt, raise a plain
+    ``KeyboardInterrupt`` of their own; SIGTERM stays 143 (it was 130, "interrupted")."""
+    def ray_like() -> int:
+        try:
+            signal.raise_signal(sig)
+        except KeyboardInterrupt:
+            pass
+        raise KeyboardInterrupt()
+
+    assert run_cli(_group(ray_like), "sk-run", ["go"]) == code
+    assert capsys.readouterr().err.lstrip("\n") == f"sk-run: {word}\n"  # click ends the ^C line first
+
+
 def test_a_bug_without_a_signal_is_still_exit_70(handlers: None, capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import tempfile

@@ -15,7 +15,7 @@ from sk_runner.sim.options import resolve
 
 
 def test_builtin_scenarios() -> None:
-    assert builtin_names() == ["dcci-gain", "dcci-neutral", "dcci-unrepairable", "moe-decode"]
+    assert builtin_names() == ["dcci-gain", "dcci-neutral", "dcci-unrepairable", "moe-decode", "moe-decode-2host"]
     assert load_network(None).name == "moe-decode"
 
 

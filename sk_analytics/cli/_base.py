@@ -149,7 +149,7 @@ def run_main(group: click.Group, prog_name: str, argv: list[str] | None = None) 
         finally:
             interrupts.hold_at_exit()  # raises a signal that arrived just before; none can arrive after it
     except KeyboardInterrupt as exc:
-        return interrupts.exit_code(exc)
+        return interrupts.exit_code(interrupts.interrupt_of(exc) or exc)
 
 
 class PathArg(click.Path):
@@ -202,6 +202,7 @@ def save_traceback(prog_name: str, argv: Sequence[str], exc: BaseException) -> P
 
 def _interrupted(prog_name: str, interrupt: BaseException | None, default: str) -> int:
     """Exit 130 for Ctrl-C; an interrupt that carries its own code (SIGTERM: 143) keeps it."""
+    interrupt = None if interrupt is None else interrupts.interrupt_of(interrupt)  # a plain one: the signal recorded
     click.echo(f"{prog_name}: {getattr(interrupt, 'reason', default)}", err=True)
     return interrupts.exit_code(interrupt) if interrupt is not None else 130
 

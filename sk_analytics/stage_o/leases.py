@@ -2,7 +2,8 @@
 
 Each ``trial_result`` record carries the lease its trial ran under
 (``lease``: ``mode`` acquired | inherited, ``root``, ``device_ids``; ``mode``
-null or no ``lease`` at all: unleased) and the runs it discarded because a
+null or no ``lease`` at all: unleased; a run that spans hosts also ``hosts``,
+each host's own, whose roots and devices the summary lists) and the runs it discarded because a
 foreign process used the devices (``foreign_processes``); a ``lease_blocked``
 record is a step that did not run. Pure functions over ``(kind, data)``
 records, shared by the report, the hand-off and ``ledger verify``.
@@ -62,10 +63,11 @@ def summarize(records: Iterable[Any]) -> LeaseSummary:
     held = [lease for lease in leases if lease is not None]
     discarded = tuple(dict(p, round=d.get("round")) for d in trials for p in d.get("foreign_processes") or ())
     blocked = tuple(r.data for r in recs if r.kind == "lease_blocked")
+    parts = [part for lease in held for part in lease.get("hosts") or (lease,)]  # a multi-host run: each host's lease
     return LeaseSummary(
         trials=len(trials), leased=len(held), modes=_unique(str(lease["mode"]) for lease in held),
-        roots=_unique(str(lease.get("root")) for lease in held),
-        device_ids=_unique(tuple(int(i) for i in lease.get("device_ids") or ()) for lease in held),
+        roots=_unique(str(part.get("root")) for part in parts),
+        device_ids=_unique(tuple(int(i) for i in part.get("device_ids") or ()) for part in parts),
         unleased_rounds=_unique(str(d.get("round")) for d, lease in zip(trials, leases) if lease is None),
         discarded_runs=discarded, blocked=blocked,
     )

@@ -49,6 +49,12 @@ def _drive(root: Path, spec: Any, address: str | None, local: bool, quiet: bool,
 
     executor = _executor(address, local)
     try:
+        spanning = [t.id for t in spec.tasks if t.hosts > 1]
+        if spanning and executor.kind == "local":
+            from sk_runner.campaign.ray_executor import INSTALL_HINT
+
+            raise UsageError(f"{source}: task(s) {', '.join(spanning)} span hosts: a multi-host task needs Ray "
+                             f"({INSTALL_HINT}, and no --local); without Ray every session runs on this machine")
         check_resources(spec, executor, source)
         if not resumed:
             if not create_campaign(root, spec):

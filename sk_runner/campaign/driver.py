@@ -38,7 +38,7 @@ from sk_runner.campaign.job import (
     reap_workers,
     same_server,
 )
-from sk_runner.campaign.resources import FITS, Capacity, check_tasks, classify, shortfall
+from sk_runner.campaign.resources import FITS, Capacity, check_tasks, classify, pending_shortfall
 from sk_runner.campaign.spec import CampaignSpec, TaskSpec, revalidate
 from sk_runner.campaign.state import (
     CAMPAIGN_FILE,
@@ -50,9 +50,30 @@ from sk_runner.campaign.state import (
     session_dir,
     session_name,
 )
+from sk_runner.hosts.topology import recorded_spans
 from sk_runner.process.lifetime import start_ticks
 
 POLL_S = 1.0
+HOSTS_SETTLE_S = 15.0
+"""How long a failed job of a multi-host session gives Ray to notice that one of its hosts died."""
+
+
+def pin_of(placement: dict[str, Any], alive: dict[str, NodeInfo]) -> NodeInfo | None:
+    """The alive node a session continues on (None: its server, or one of its hosts, is gone). A session that spans
+    hosts continues only when every one of its hosts is alive; its first host's node is returned."""
+    spans = recorded_spans(placement)
+    records = [placement] if spans is None else spans[1]
+    nodes = [next((n for n in alive.values() if same_server(record, n)), None) for record in records]
+    return None if any(n is None for n in nodes) else nodes[0]
+
+
+def lost_hosts(placement: dict[str, Any], alive: dict[str, NodeInfo]) -> list[dict[str, Any]]:
+    """The recorded hosts (or the one server) of a session that are not alive, as recorded (node id, node name)."""
+    spans = recorded_spans(placement)
+    records = [placement] if spans is None else spans[1]
+    gone = [r for r in records if not any(same_server(r, n) for n in alive.values())]
+    return [{"node_id": r.get("node_id"), "node_name": r.get("node_name"), **({"index": r["index"]} if "index" in r else {})}
+            for r in gone or records[:1]]
 
 
 class Stop(Exception):
@@ -98,7 +119,7 @@ def check_resources(spec: CampaignSpec, executor: Executor, source: str) -> dict
     capacity = executor.capacity()
     if capacity is None:
         return {t.id: FITS for t in spec.tasks}
-    return check_tasks([(t.id, t.resources) for t in spec.tasks], capacity, source)
+    return check_tasks([(t.id, t.resources) for t in spec.tasks], capacity, source, {t.id: t.hosts for t in spec.tasks if t.hosts > 1})
 
 
 def never_ran(root: Path, spec: CampaignSpec) -> bool:
@@ -253,7 +274,7 @@ class Driver:
                 self._assign(task, 1, None)
             return
         placement = placement_of(self.root, st.session)
-        pin = None if placement is None else next((n for n in alive.values() if same_server(placement, n)), None)
+        pin = None if placement is None else pin_of(placement, alive)
         if (placement is None or pin is not None) and st.failures >= self.spec.max_attempts:
             self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "attempts",
                                           "summary_zh": f"{task.id}：会话 {st.session} 失败 {st.failures} 次，放弃（日志见 logs/{st.session}/）"})
@@ -269,12 +290,15 @@ class Driver:
             self._submit(task, st.session, pin, None)
             return
         if not st.lost:
-            self.record("node_lost", {"task": task.id, "session": st.session, "node_id": placement.get("node_id"),
-                                      "node_name": placement.get("node_name"), "policy": self.spec.on_node_lost,
-                                      "summary_zh": f"{task.id}：会话 {st.session} 所在节点 {placement.get('node_name')} 丢失"
+            gone = lost_hosts(placement, alive)
+            self.record("node_lost", {"task": task.id, "session": st.session, "node_id": gone[0].get("node_id"),
+                                      "node_name": gone[0].get("node_name"), "policy": self.spec.on_node_lost,
+                                      **({"hosts_lost": gone} if recorded_spans(placement) else {}),
+                                      "summary_zh": f"{task.id}：会话 {st.session} 所在节点 {', '.join(str(h.get('node_name')) for h in gone)} 丢失"
                                                     f"（策略 {self.spec.on_node_lost}）"})
             Ledger(session_dir(self.root, st.session)).append("node_lost", {
-                "node_id": placement.get("node_id"), "node_name": placement.get("node_name"), "policy": self.spec.on_node_lost,
+                "node_id": gone[0].get("node_id"), "node_name": gone[0].get("node_name"), "policy": self.spec.on_node_lost,
+                **({"hosts_lost": gone} if recorded_spans(placement) else {}),
                 "summary_zh": "会话所在节点丢失：本会话不在其他节点继续（其基线在该节点测得）"})
             st = self.tasks()[task.id]
         if self.spec.on_node_lost == "restart":
@@ -294,10 +318,10 @@ class Driver:
         type could: the start checked), the task is ``pending_unsatisfiable`` for at most ``node_wait_s``,
         then given up; it is never handed to the scheduler to wait without end."""
         capacity = self._capacity
-        if capacity is None or classify(task.resources, capacity) == FITS:
+        if capacity is None or classify(task.resources, capacity, task.hosts) == FITS:
             return True
         if st.pending is None:
-            short = shortfall(task.resources, capacity.nodes)  # what the alive nodes lack
+            short = pending_shortfall(task.resources, capacity, task.hosts)  # what the alive nodes lack
             self.record("task_pending_unsatisfiable", {
                 "task": task.id, "resources": task.resources, "resource": short.resource, "needed": short.needed,
                 "largest": short.largest, "node": short.node, "timeout_s": self.spec.node_wait_s,
@@ -317,7 +341,7 @@ class Driver:
 
     def _submit(self, task: TaskSpec, name: str, pin: NodeInfo | None, supersedes: str | None) -> None:
         job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes, forwarded_env(),
-                  task.lease_root, task.device_ids, task.lease_timeout_s)
+                  task.lease_root, task.device_ids, task.lease_timeout_s, task.hosts, task.npus_per_host, task.cpus_per_host)
         self.running[task.id] = Running(task.id, name, self.ex.submit(job, task.resources, pin))
 
     def _note_placements(self, tasks: dict[str, TaskState]) -> None:
@@ -341,10 +365,24 @@ class Driver:
                                           "error": " ".join(str(exc).split())[:500],
                                           "summary_zh": f"{run.task}：会话 {run.session} 的任务失败（{type(exc).__name__}）"})
             return
-        self.record("session_ended", {"task": run.task, "session": run.session, "outcome": result.outcome, "exit_code": result.exit_code,
+        outcome = result.outcome
+        placement = placement_of(self.root, run.session)
+        if outcome == "failed" and placement is not None and recorded_spans(placement) and self._hosts_gone(placement):
+            outcome = "node_lost"  # a host of the session left the cluster: its policy applies to all its hosts
+        self.record("session_ended", {"task": run.task, "session": run.session, "outcome": outcome, "exit_code": result.exit_code,
                                       "signal": result.signal, "timed_out": result.timed_out, "duration_s": round(result.duration_s, 3),
-                                      "node": result.node, "summary_zh": f"{run.task}：会话 {run.session} 结束（{result.outcome}，"
+                                      "node": result.node, "summary_zh": f"{run.task}：会话 {run.session} 结束（{outcome}，"
                                                                          f"{result.duration_s:.0f} s）"})
+
+    def _hosts_gone(self, placement: dict[str, Any], settle_s: float = HOSTS_SETTLE_S) -> bool:
+        """Whether a host of a multi-host session left the cluster (given Ray ``settle_s`` to notice a death)."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            if pin_of(placement, {n.node_id: n for n in self.ex.nodes()}) is None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
 
     def _stop_all(self, reason: str) -> None:
         """Cancel every running job and wait until its process group is gone; record each as ``reason``."""

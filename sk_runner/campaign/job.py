@@ -23,7 +23,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +39,9 @@ from sk_runner.process import group_alive, kill_group, process_alive, run_proces
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseRequest
 from sk_runner.devices.markers import DEVICES_ENV, ROOT_ENV, TIMEOUT_ENV, marker_need
 from sk_runner.devices.options import lease_request
+from sk_runner.hosts.base import Hosts
+from sk_runner.hosts.topology import DEFAULT_CPUS_PER_HOST, HostsSpec, assigned_npus, recorded_spans, spans_of
+from sk_runner.hosts.topology import same_server as server_matches
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,15 @@ class Job:
     lease_root: str | None = None
     device_ids: tuple[int, ...] | None = None
     lease_timeout_s: float | None = None
+    #: a session whose ranks span hosts: how many, one host's NPUs and CPUs, and the cluster the sweep reserves them on
+    hosts: int = 1
+    npus_per_host: int | None = None
+    cpus_per_host: float = DEFAULT_CPUS_PER_HOST
+    ray_address: str | None = None
+
+    @property
+    def spans(self) -> HostsSpec | None:
+        return spans_of(self.hosts, self.npus_per_host, self.cpus_per_host)
 
 
 @contextmanager
@@ -107,32 +119,33 @@ class JobResult:
 
 def same_server(placement: dict[str, Any], node: NodeInfo) -> bool:
     """True when ``node`` is the server a session was pinned to (same Ray node, or the same named server back)."""
-    return placement.get("node_id") == node.node_id or (
-        bool(placement.get("node_name")) and placement.get("node_name") == node.node_name and placement.get("host") == node.host
-    )
+    return server_matches(placement, node.node_id, node.node_name, node.host)
 
 
 def check_pin(folder: Path, node: NodeInfo) -> bool:
-    """Whether the session at ``folder`` exists; if it does, it must be pinned to ``node``'s server."""
+    """Whether the session at ``folder`` exists; if it does, it must be pinned to ``node``'s server (a session that
+    spans hosts is pinned to its hosts instead, which its sweep reserves again: :mod:`sk_runner.sweep.spans`)."""
     from sk_runner.sweep.session import SESSION_FILE  # light: the sweep's heavy modules are not imported here
 
     if not (folder / SESSION_FILE).is_file():
         return False
     placement = load_json_file(folder / SESSION_FILE).get("placement") or {}
-    if not same_server(placement, node):
+    if recorded_spans(placement) is None and not same_server(placement, node):
         raise IntegrityError(f"{folder}: session is pinned to node {placement.get('node_name')} ({placement.get('node_id')}); "
                              f"it never continues on {node.node_name} ({node.node_id})")
     return True
 
 
-def prepare_session(job: Job, node: NodeInfo) -> Path:
-    """Create the job's session pinned to ``node`` (linked to the session it supersedes), or check its pin."""
+def prepare_session(job: Job, node: NodeInfo, hosts: Hosts | None = None) -> Path:
+    """Create the job's session pinned to ``node`` (to ``hosts`` when its ranks span hosts; linked to the session it
+    supersedes), or check its pin."""
     folder = session_dir(Path(job.campaign_root), job.session)
     if check_pin(folder, node):
         return folder
     from sk_runner.sweep.phase import enter_phase
 
-    placement = {**node.to_json(), "campaign": str(Path(job.campaign_root).resolve()), "task": job.task_id}
+    where = node.to_json() if hosts is None else hosts.placement()
+    placement = {**where, "campaign": str(Path(job.campaign_root).resolve()), "task": job.task_id}
     session, _ = enter_phase(Path(job.task_path), folder, placement=placement)
     if job.supersedes is not None:
         session.append("session_supersedes", {
@@ -156,12 +169,6 @@ def parse_job(payload: str) -> tuple[Job, NodeInfo]:
                   "device_ids": None if ids is None else tuple(ids)}), NodeInfo(**data["node"])
 
 
-def assigned_npus(accelerator_ids: Mapping[str, Sequence[str]]) -> tuple[int, ...] | None:
-    """The NPUs Ray assigned to the running task (``get_accelerator_ids()``), ascending; None when it assigned none."""
-    ids = [int(i) for i in accelerator_ids.get("NPU") or () if str(i).isdigit()]
-    return tuple(sorted(ids)) or None
-
-
 def job_lease(job: Job, env: Mapping[str, str]) -> LeaseRequest:
     """The lease of a job's sweep: the task's root (else ``SK_RUN_LEASE_ROOT`` on the node) and devices (Ray's
     assignment, the task's ids, else ``SK_RUN_DEVICE_IDS``); without a root the session runs unleased (or inherits
@@ -172,6 +179,8 @@ def job_lease(job: Job, env: Mapping[str, str]) -> LeaseRequest:
     except ValueError:
         raise UsageError(f"{TIMEOUT_ENV}={raw_timeout!r}: expected seconds") from None
     root = job.lease_root or env.get(ROOT_ENV, "").strip() or None
+    if job.spans is not None:  # every host's agent leases that host's NPUs; the sweep process holds none
+        return LeaseRequest(None, timeout)
     if root is None:
         return LeaseRequest(marker_need(env), timeout)
     ids = job.device_ids or tuple(env.get(DEVICES_ENV, "").split())
@@ -184,9 +193,14 @@ def run_sweep_process(job: Job, node: NodeInfo, quiet: bool) -> int:
     from sk_runner.sweep.cli import run_and_print
     from sk_runner.sweep.session import load_session
 
+    from sk_runner.sweep.spans import session_hosts
+
     with signing_environment(job.signing_env):
         lease = job_lease(job, os.environ)  # a usage error before the session is created
-        return run_and_print(load_session(prepare_session(job, node)), "zh", quiet, lease)
+        folder = session_dir(Path(job.campaign_root), job.session)
+        with session_hosts(folder, job.spans, address=job.ray_address, lease_root=job.lease_root,
+                           lease_timeout_s=lease.timeout_s) as hosts:  # reserved before a new session records them
+            return run_and_print(load_session(prepare_session(job, node, hosts)), "zh", quiet, None if hosts else lease, hosts)
 
 
 def run_job(job: Job, node: NodeInfo, on_start: Callable[[int], None] | None = None) -> JobResult:

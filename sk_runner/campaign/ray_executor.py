@@ -46,6 +46,8 @@ def _ray_job(job: Job) -> JobResult:
 
     import ray
 
+    if job.spans is not None:  # the sweep reserves the session's hosts on this very cluster
+        return run_job(dataclasses.replace(job, ray_address=ray.get_runtime_context().gcs_address), _this_node())
     npus = assigned_npus(ray.get_runtime_context().get_accelerator_ids())
     return run_job(job if npus is None else dataclasses.replace(job, device_ids=npus), _this_node())
 
@@ -66,7 +68,7 @@ def autoscaler_node_types() -> tuple[NodeCapacity, ...]:
         return ()
     if config is None:
         return ()
-    return tuple(NodeCapacity(f"node type {group.name or '?'}", dict(group.resources))
+    return tuple(NodeCapacity(f"node type {group.name or '?'}", dict(group.resources), None if group.max_count < 0 else group.max_count)
                  for group in config.node_group_configs if group.max_count != 0)
 
 
@@ -135,6 +137,8 @@ class RayExecutor:
         return storage.verdict(root, token, answers)
 
     def submit(self, job: Job, resources: dict[str, float], pin: NodeInfo | None) -> Any:
+        if job.spans is not None:  # the job only runs the sweep, which reserves the hosts (resources = one host's bundle)
+            resources, pin = {"CPU": 0.0}, None
         options: dict[str, Any] = {
             "num_cpus": resources.get("CPU", 0.0),
             "resources": {k: v for k, v in resources.items() if k != "CPU"},

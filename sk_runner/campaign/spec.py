@@ -21,6 +21,7 @@ import jsonschema
 
 from sk_analytics.errors import InputError
 from sk_analytics.strict_json import load_config_file
+from sk_runner.hosts.topology import DEFAULT_CPUS_PER_HOST, HostsSpec, hosts_problem, spans_of
 
 SPEC_SCHEMA = "sk-tune-campaign-v1"
 ON_NODE_LOST = ("restart", "wait")
@@ -41,6 +42,15 @@ class TaskSpec:
     device_ids: tuple[int, ...] | None = None
     """NPUs to lease (a Ray task requesting ``NPU`` gets Ray's assignment instead)."""
     lease_timeout_s: float | None = None
+    hosts: int = 1
+    """Hosts the session's ranks span; above 1, ``resources`` is one host's bundle ``{NPU: npus_per_host, CPU: cpus_per_host}``."""
+    npus_per_host: int | None = None
+    cpus_per_host: float = DEFAULT_CPUS_PER_HOST
+
+    @property
+    def spans(self) -> HostsSpec | None:
+        """The hosts of a multi-host task (None: one host)."""
+        return spans_of(self.hosts, self.npus_per_host, self.cpus_per_host)
 
 
 @dataclass(frozen=True)
@@ -116,19 +126,46 @@ def load_spec(path: Path) -> CampaignSpec:
             raise InputError(path, f"task file {task_path} not found", record=f"/tasks/{i}/task", expected="a superkernel-stage-o-task-v1 file")
         task = validate_task(task_path)
         merged = {**defaults, **item}
-        resources_ = merged.get("resources") or default_resources(task.data)
+        spans = _spans(merged, task.control.ranks, path, i)
+        resources_ = spans.bundle() if spans is not None else merged.get("resources") or default_resources(task.data)
         lease_root = merged.get("lease_root")
+        _require_lease_root(item["id"], task.backend.name, resources_, lease_root, path, i)
         tasks.append(TaskSpec(item["id"], str(task_path), task.fingerprint, {k: float(v) for k, v in resources_.items()},
                               None if merged.get("timeout_s") is None else float(merged["timeout_s"]), int(merged.get("priority", 0)),
                               None if lease_root is None else str((path.parent / lease_root).absolute()),
                               _device_ids(merged.get("device_ids"), path, i),
-                              None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"])))
+                              None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"]),
+                              1 if spans is None else spans.hosts, None if spans is None else spans.npus_per_host,
+                              DEFAULT_CPUS_PER_HOST if spans is None else spans.cpus_per_host))
     order = sorted(range(len(tasks)), key=lambda i: (-tasks[i].priority, i))
     root = data.get("root")
     if root is not None and not Path(root).is_absolute():
         root = str((path.parent / root).resolve())
     return CampaignSpec(data.get("name", path.stem), tuple(tasks[i] for i in order), data.get("on_node_lost", "restart"),
                         float(data.get("node_wait_s", 600)), int(data.get("max_attempts", 2)), root, str(path))
+
+
+def _spans(settings: dict[str, Any], ranks: int, path: Path, index: int) -> HostsSpec | None:
+    """A task's hosts (None: one host), or a one-line error naming the spec and the task: hosts x npus_per_host must be
+    the workload's ranks, and a multi-host task's resources are its per-host bundle, not ``resources``."""
+    hosts = int(settings.get("hosts", 1))
+    problem = hosts_problem(hosts, settings.get("npus_per_host"), ranks, float(settings.get("cpus_per_host", DEFAULT_CPUS_PER_HOST)))
+    if problem is None and hosts > 1 and settings.get("resources") is not None:
+        problem = "a multi-host task reserves {NPU: npus_per_host, CPU: cpus_per_host} on each host; it takes no resources"
+    if problem is not None:
+        raise InputError(path, f"task {settings['id']}: {problem}", record=f"/tasks/{index}",
+                         expected="hosts x npus_per_host = the workload's ranks (one rank per NPU)")
+    return spans_of(hosts, settings.get("npus_per_host"), float(settings.get("cpus_per_host", DEFAULT_CPUS_PER_HOST)))
+
+
+def _require_lease_root(task_id: str, backend: str, resources_: dict[str, Any], lease_root: str | None, path: Path, index: int) -> None:
+    """A task that runs real NPU work (backend ``npu`` or ``command``) on NPUs Ray assigns must name the hosts' lease root:
+    its session then always takes the host's lease, so it and anything else started on those NPUs (a sweep by hand, the
+    controller's own phases) exclude each other (protocol §9). The simulator's NPUs are leased where a root is given."""
+    if backend != "sim" and float(resources_.get("NPU", 0)) > 0 and lease_root is None:
+        raise InputError(path, f"task {task_id} runs on NPUs Ray assigns ({backend} backend) but names no lease_root: "
+                               "its session must take each host's NPU lease", record=f"/tasks/{index}/lease_root",
+                         expected="lease_root in the task or in defaults (the hosts' lease folder, the same path on every node)")
 
 
 def _device_ids(value: list[int | str] | None, path: Path, index: int) -> tuple[int, ...] | None:

@@ -177,7 +177,7 @@ def rows(root: Path, order: list[str], tasks: dict[str, TaskState]) -> list[Sess
         if st.gave_up and not st.done:
             phase = "given_up"
         placement = st.placements.get(name) or _placement(session_dir(root, name))
-        node = None if placement is None else str(placement.get("node_name") or placement.get("node_id"))
+        node = None if placement is None else node_label(placement)
         last = f"{records[-1].kind}" if records else None
         out.append(SessionRow(tid, name, node, phase, rnd, decision, elapsed, len(records), last))
     return out
@@ -208,6 +208,14 @@ def _placement(folder: Path) -> dict[str, Any] | None:
     except (OSError, SkTuneError):  # a half-written file reads as "not placed yet"
         return None
     return data.get("placement") if isinstance(data, dict) else None
+
+
+def node_label(placement: dict[str, Any]) -> str:
+    """The node a session runs on as the live view shows it (``server-a+server-b`` for a session that spans hosts)."""
+    hosts = placement.get("hosts") if isinstance(placement.get("hosts"), list) else None
+    if hosts:
+        return "+".join(str(h.get("node_name") or h.get("node_id")) for h in hosts)
+    return str(placement.get("node_name") or placement.get("node_id"))
 
 
 def placement_of(root: Path, name: str) -> dict[str, Any] | None:

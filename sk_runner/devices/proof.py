@@ -62,8 +62,10 @@ class CleanDeviceProof:
     """Before/after checks of one trial's clean runs on ``lease``'s devices, recorded in its round folder."""
 
     def __init__(self, lease: HeldLease, source: OccupancySource, round_dir: Path, round_name: str, *,
-                 wait_s: float, say: Callable[[str], None] | None = None) -> None:
+                 wait_s: float, say: Callable[[str], None] | None = None, host: str | None = None) -> None:
         self.lease, self.source, self.round_dir, self.round_name = lease, source, round_dir, round_name
+        self.host = host
+        """The host of the devices, named in every record (a multi-host run proves each host's devices on that host)."""
         self.wait_s = wait_s
         self.say = say or _announce
         self.discarded: list[dict[str, Any]] = []
@@ -73,7 +75,8 @@ class CleanDeviceProof:
 
     def _note(self, run: str, sighting: Sighting, action: str, **extra: Any) -> dict[str, Any]:
         entry = {"ts_ns": time.time_ns(), "kind": FOREIGN, "round": self.round_name, "run": run, "action": action,
-                 "devices": list(self.lease.device_ids), **sighting.to_json(), **extra}
+                 "devices": list(self.lease.device_ids), **({} if self.host is None else {"host": self.host}),
+                 **sighting.to_json(), **extra}
         self.round_dir.mkdir(parents=True, exist_ok=True)
         append_bytes(self.round_dir / FOREIGN_FILE, (json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
         return entry

@@ -39,6 +39,7 @@ from sk_analytics.stage_o.options import both_names, options_root, runtime_name
 from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
+from sk_runner.hosts.base import Hosts
 from sk_runner.probe.evidence import MISSING, WORK_PATH_ENV, ProbeEvidenceMissing, judge
 from sk_runner.process import ProcessResult, run_process
 from sk_runner.process.stderr_tail import last_lines, stderr_note
@@ -201,11 +202,13 @@ def runtime_check(
     control: Control = PROBE_CONTROL,
     seed: int = 0,
     env: Mapping[str, str] | None = None,
+    hosts: Hosts | None = None,
     cwd: Path | None = None,
     label: str | None = None,
 ) -> RuntimeCheck:
     """Run one metadata-dumping workload process on ``config`` and check that the
-    runtime used each of ``options`` (name -> exact value) without falling back.
+    runtime used each of ``options`` (name -> exact value) without falling back
+    (``hosts``: a multi-host session's, one rank group per host as in its clean runs).
 
     The process runs in ``cwd`` (default: ours), the working directory of every
     process of the workload, so a relative script path works as in its clean runs.
@@ -224,7 +227,11 @@ def runtime_check(
     child_env = {**scrub_env(os.environ if env is None else env), **request.contract_env(), **switches}
     stdout_path, stderr_path = attempt / "stdout.txt", attempt / "stderr.txt"
     workdir = (cwd or Path.cwd()).resolve()
-    result = run_process(argv, cwd=workdir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
+    if hosts is not None:
+        result = hosts.run(argv, cwd=workdir, contract_env={**request.contract_env(), **switches}, stdout_path=stdout_path,
+                           stderr_path=stderr_path, timeout_s=control.timeout_s)
+    else:
+        result = run_process(argv, cwd=workdir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
     logs = sorted(run_dir.rglob("super_kernel.log"))
     check = RuntimeCheck("accepted", "", attempt, argv, config_path, stdout_path, stderr_path, result,
                          {**request.contract_env(), **switches}, [p.relative_to(attempt).as_posix() for p in logs], cwd=workdir)
@@ -253,6 +260,7 @@ def probe_values(
     base_source: str | Path | None = None,
     control: Control = PROBE_CONTROL,
     env: Mapping[str, str] | None = None,
+    hosts: Hosts | None = None,
     cwd: Path | None = None,
 ) -> ProbeResult:
     """Probe each exact value; a value the wrapper rejects starts no process.
@@ -268,7 +276,8 @@ def probe_values(
         runtime = None
         if verdict.accepted:
             config = probe_config(option, value, base_config, source=base_source)
-            runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env, cwd=cwd)
+            runtime = runtime_check({option: value}, backend, out_dir=out_dir, config=config, control=control, env=env, hosts=hosts,
+                                    cwd=cwd)
         probes.append(ValueProbe(option, value, verdict, runtime))
     return ProbeResult(option, backend.name, probes)
 

@@ -43,9 +43,9 @@ from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.probe.evidence import WORK_PATH_ENV
 from sk_runner.backends.base import Backend, Control, RunRequest, at_workdir
 from sk_runner.config import load_config, scrub_env
-from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_devices, lease_environ, lease_record
-from sk_runner.devices.markers import fits
+from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_environ, lease_record
 from sk_runner.fingerprint import source_revision
+from sk_runner.hosts.base import Hosts, ranks_problem
 from sk_runner.process import lifetime
 from sk_runner.process import ProcessResult, run_process
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
@@ -131,6 +131,8 @@ class ProfileSpec:
     ingest: bool = True
     lease: LeaseLike = None
     """The device lease: held by the caller (a sweep: both sides of a DCCI pair inside one lease), taken for this collection, or None."""
+    hosts: Hosts | None = None
+    """The hosts of a multi-host collection (every host's group writes into the one capture root; each host's lease held there)."""
     cwd: Path | None = None
     """Working directory of the producer (None: ours), the same as for every process of the workload's trials;
     ``ASCEND_WORK_PATH`` points CANN's cwd-relative output into the capture root instead."""
@@ -267,12 +269,15 @@ class _Collector:
         session = begin(spec.role, root, session_path)
         base = AttemptRecord(n, str(root), iterations, "running", "", "", session["session_fingerprint"], argv=argv)
         self.progress(f"{spec.role} attempt {n}: {iterations} iterations into {root}")
-        env = {**scrub_env(self.env), **request.contract_env(), WORK_PATH_ENV: str(request.run_dir)}
+        streams = {"stdout_path": stem.with_name(f"attempt-{n}.stdout.log"), "stderr_path": stem.with_name(f"attempt-{n}.stderr.log"),
+                   "timeout_s": control.timeout_s}
+        contract_env = {**request.contract_env(), WORK_PATH_ENV: str(request.run_dir)}
+        workdir = (spec.cwd or Path.cwd()).resolve()
         try:
-            result = run_process(
-                argv, cwd=(spec.cwd or Path.cwd()).resolve(), env=env, stdout_path=stem.with_name(f"attempt-{n}.stdout.log"),
-                stderr_path=stem.with_name(f"attempt-{n}.stderr.log"), timeout_s=control.timeout_s,
-            )
+            if spec.hosts is not None:  # every host's ranks under one manifest: the root is on the session's storage
+                result = spec.hosts.run(argv, cwd=workdir, contract_env=contract_env, **streams)
+            else:
+                result = run_process(argv, cwd=workdir, env={**scrub_env(self.env), **contract_env}, **streams)
         except EnvironmentBlocker as exc:
             self.record(replace(base, status="blocked", reason=exc.one_line(),
                                 reason_zh=f"采集进程无法启动：{exc.one_line()}"))
@@ -309,7 +314,8 @@ class _Collector:
     def record(self, attempt: AttemptRecord) -> None:
         # attempt numbers are allocated by an exclusive mkdir, so this name is new
         target = self.spec.diag_dir / f"attempt-{attempt.attempt}.json"
-        write_json(target, {"role": self.spec.role, "round": self.spec.round, **attempt.to_json(), "lease": lease_record(self.lease)})
+        lease = lease_record(self.lease) if self.spec.hosts is None else self.spec.hosts.lease_record()
+        write_json(target, {"role": self.spec.role, "round": self.spec.round, **attempt.to_json(), "lease": lease})
         self.progress(f"{self.spec.role} attempt {attempt.attempt}: {attempt.status} — {attempt.reason}")
 
 
@@ -323,8 +329,7 @@ def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> Pr
     and the caller re-collects the longer side with the shorter window.
     Every attempt runs inside ``spec.lease`` (:func:`sk_runner.devices.lease.hold`).
     """
-    devices = lease_devices(spec.lease)
-    problem = None if devices is None else fits(devices, spec.control.ranks)
+    problem = ranks_problem(spec.hosts, spec.lease, spec.control.ranks)
     if problem is not None:
         raise UsageError(problem)
     with hold(spec.lease, env=os.environ if spec.env is None else spec.env, session=spec.session) as lease:

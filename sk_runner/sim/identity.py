@@ -12,7 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -73,11 +73,12 @@ def new_process_ids(rank: int = 0, pid: int | None = None) -> ProcessIds:
     )
 
 
-def rank_process_ids(ranks: Iterable[int]) -> dict[int, ProcessIds]:
-    """Ids of the given ranks of one tensor-parallel launch, rank r on device r.
+def rank_process_ids(ranks: Iterable[int], first: int = 0) -> dict[int, ProcessIds]:
+    """Ids of the given ranks of one tensor-parallel launch (``first``: the first rank on this host), rank r on device r - first.
 
-    The simulator is one OS process standing in for all ranks: rank 0 has this
-    process's pid, rank r the pid r after it, and every rank its own ids (each
+    The simulator is one OS process standing in for all ranks of its host: its first rank has this
+    process's pid, rank r the pid r - first after it, and every rank its own ids (each
     numbers its model, scopes, nodes and tasks independently, as real ranks do)."""
     pid = os.getpid()
-    return {r: new_process_ids(rank=r, pid=pid + r) for r in ranks}
+    ids = {r: new_process_ids(rank=r, pid=pid + r - first) for r in ranks}
+    return {r: replace(i, device_id=r - first) for r, i in ids.items()} if first else ids

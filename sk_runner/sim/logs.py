@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,10 +66,11 @@ def rank_log_text(rank: int, ranks: int, header: list[str], prefill_ms: float, d
     return "\n".join(lines) + "\n"
 
 
-def write_rank_logs(run_dir: Path, header: list[str], prefill_ms: np.ndarray, decode_ms: np.ndarray, footer: list[str]) -> None:
-    """``log_<rank>.log`` for every rank; ``decode_ms`` is ranks x samples."""
+def write_rank_logs(run_dir: Path, header: list[str], prefill_ms: np.ndarray, decode_ms: np.ndarray, footer: list[str],
+                    only: Sequence[int] | None = None) -> None:
+    """``log_<rank>.log`` for every rank (``only``: the ranks of this host's group); ``decode_ms`` is ranks x samples."""
     ranks = decode_ms.shape[0]
-    for rank in range(ranks):
+    for rank in range(ranks) if only is None else only:
         write_text(run_dir / f"log_{rank}.log", rank_log_text(rank, ranks, header, float(prefill_ms[rank]), decode_ms[rank], footer))
 
 

@@ -158,7 +158,7 @@ def step_model(graph: Graph, options: EffectiveOptions) -> StepModel:
     return StepModel(graph, options, bits.astype(np.int64), child, start, launch_us, launch_offset, step, outcome_of(options, net))
 
 
-def compile_model(network: Network, options: EffectiveOptions) -> StepModel:
-    """Expand the graph for the options' breaker bypass bits, then time one step."""
-    graph = expand(network, options.aggressive["value_breaker_bypass"])
+def compile_model(network: Network, options: EffectiveOptions, ranks: int = 1) -> StepModel:
+    """Expand the graph for the options' breaker bypass bits (and a ``ranks``-rank run's collectives), then time one step."""
+    graph = expand(network, options.aggressive["value_breaker_bypass"], network.comm_factor(ranks))
     return step_model(graph, options)

@@ -77,6 +77,8 @@ class Timing:
     prefill_factor: float = 9.0
     dcci_flush_us: float = 1.0
     split_sync_us: float = 8.0
+    inter_host_comm_factor: float = 1.0
+    """Collectives (COMMUNICATION ops) of a run whose ranks span hosts take this many times longer."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,15 @@ class Network:
     layer: tuple[ItemSpec, ...]
     epilogue: tuple[ItemSpec, ...]
     source: str
+    ranks_per_host: int | None = None
+    """Ranks on one host of the deployment the network models (None: any number of ranks is one host)."""
+
+    def comm_factor(self, ranks: int) -> float:
+        """How much slower the collectives of a ``ranks``-rank run are: ``inter_host_comm_factor`` once the ranks
+        span hosts (more than ``ranks_per_host``). A property of the modelled deployment, not of where the
+        simulator's processes run: one process of all ranks and one group per host compute the same times."""
+        spans = self.ranks_per_host is not None and ranks > self.ranks_per_host
+        return self.timing.inter_host_comm_factor if spans else 1.0
 
     def symbol(self, op: str, variant: str) -> str:
         """The kernel symbol of (op, variant) in this build: stable across processes."""
@@ -166,6 +177,7 @@ def load_network(name_or_path: str | None) -> Network:
             layer=tuple(_item(i, ops, source, "layer") for i in raw.get("layer", []) or []),
             epilogue=tuple(_item(i, ops, source, "epilogue") for i in raw.get("epilogue", []) or []),
             source=source,
+            ranks_per_host=None if raw.get("ranks_per_host") is None else int(raw["ranks_per_host"]),
         )
     except InputError:
         raise
@@ -173,6 +185,9 @@ def load_network(name_or_path: str | None) -> Network:
         raise InputError(source, f"invalid network spec: {exc!r}", expected="the spec format of docs/simulator.md") from None
     if network.layers < 1 or not (network.layer or network.prologue or network.epilogue):
         raise InputError(source, "network has no items", expected="layers >= 1 and at least one item")
+    if (network.ranks_per_host is not None and network.ranks_per_host < 1) or not timing.inter_host_comm_factor > 0:
+        raise InputError(source, "ranks_per_host must be at least 1 and timing.inter_host_comm_factor positive",
+                         expected="ranks_per_host >= 1, inter_host_comm_factor > 0")
     return network
 
 
@@ -264,8 +279,9 @@ class Graph:
         return len(self.member_op)
 
 
-def expand(network: Network, value_breaker_bypass: int = 0) -> Graph:
-    """Unroll prologue, layers and epilogue into one graph; split scopes at non-bypassed breakers."""
+def expand(network: Network, value_breaker_bypass: int = 0, comm_factor: float = 1.0) -> Graph:
+    """Unroll prologue, layers and epilogue into one graph; split scopes at non-bypassed breakers; collectives take
+    ``comm_factor`` times their base time (:meth:`Network.comm_factor`)."""
     launches: list[tuple[bool, str, int, int, int, list[MemberSpec]]] = []
     sequence = [(-1, network.prologue)] + [(k, network.layer) for k in range(network.layers)] + [(network.layers, network.epilogue)]
     for layer, items in sequence:
@@ -304,7 +320,8 @@ def expand(network: Network, value_breaker_bypass: int = 0) -> Graph:
         member_breaker=[m.breaker or "" for _, _, m in members],
         member_kernel_type=[op.kernel_type if op is not None else "" for op in ops],
         member_blocks=np.array([op.blocks if op is not None else 0 for op in ops], dtype=np.int64),
-        member_base_us=np.array([op.base_us * m.scale if op is not None else 0.0 for (_, _, m), op in zip(members, ops)]),
+        member_base_us=np.array([op.base_us * m.scale * (comm_factor if op.kernel_type == "COMMUNICATION" else 1.0) if op is not None
+                                 else 0.0 for (_, _, m), op in zip(members, ops)]),
         member_penalty_us=np.array([op.coherence_penalty_us if op is not None else 0.0 for op in ops]),
         member_flush_us=np.array(
             [(op.flush_us if op.flush_us is not None else timing.dcci_flush_us) if op is not None else 0.0 for op in ops]

@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 from sk_analytics.atomic import write_text
 from sk_analytics.errors import InputError
 from sk_analytics.strict_json import load_config_file
+from sk_runner.hosts.topology import HOSTS_ENV, local_ranks
 from sk_runner.limits import size_problem
 from sk_runner.sim import logs
 from sk_runner.sim.devices import occupy
@@ -49,6 +51,8 @@ FAILING_AFTER_SAMPLES = 3
 SK_PROF_MAX_KB = 5120
 COMPILE_NS = 1_500_000_000
 """Host time between process start and the first prefill (graph compile)."""
+HOLD_ENV = "SK_SIM_HOLD"
+"""A file that, while it exists, holds every simulated workload process before its first step (:func:`hold`)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,19 @@ class SimRequest:
             raise InputError("ASCEND_PROF_SK_ON", f"value {raw!r} is not a positive integer", expected="KB per core, e.g. 1024")
         kb = int(raw)
         return min(-(-kb // 64) * 64, SK_PROF_MAX_KB)
+
+
+def hold(env: Mapping[str, str], lead: int, poll_s: float = 0.05) -> None:
+    """Fault-test hook: while the file ``$SK_SIM_HOLD`` exists, a workload process (not a probe) waits on its devices
+    before its first step, after writing ``<file>.held-<first rank>-<pid>`` beside it, so a test can kill a host, a
+    driver or a sweep in the middle of a run at a point it chose, never after a guessed delay."""
+    raw = env.get(HOLD_ENV, "").strip()
+    if not raw or not Path(raw).exists():
+        return
+    gate = Path(raw)
+    write_text(gate.with_name(f"{gate.name}.held-{lead}-{os.getpid()}"), f"{os.getpid()}\n")
+    while gate.exists():
+        time.sleep(poll_s)
 
 
 def resolve_seed(request: SimRequest) -> int:
@@ -236,22 +253,31 @@ def _header(request: SimRequest, model: StepModel, seed: int) -> list[str]:
 
 
 def run(request: SimRequest) -> int:
-    """Run one simulated process on its devices (:mod:`sk_runner.sim.devices`); returns the exit code (a hang never returns)."""
+    """Run one simulated process on its devices (:mod:`sk_runner.sim.devices`); returns the exit code (a hang never returns).
+
+    Under a multi-host run's group variables (:func:`sk_runner.hosts.topology.local_ranks`) the process runs its
+    host's ranks only: it computes every rank's times from the seed, as one process of all ranks would, and writes
+    its own ranks' logs and artifacts (``correctness.json`` is the group of rank 0's), on its host's devices."""
     problem = size_problem(request.ranks, request.iterations, 0) or size_problem(1, None, request.warmup)
     if problem is not None:  # before anything is allocated: sizes come from the command line
         raise InputError(None, problem)
-    with occupy(request.env, request.ranks) as slowdown:
-        return _run(request, slowdown)
+    try:
+        local = local_ranks(request.env, request.ranks)
+    except ValueError as exc:
+        raise InputError(HOSTS_ENV, str(exc), expected="the rank-group variables of a multi-host run (docs/runner.md)") from None
+    with occupy(request.env, len(local)) as slowdown:
+        return _run(request, slowdown, local)
 
 
-def _run(request: SimRequest, slowdown: np.ndarray) -> int:
-    """The process on its devices; ``slowdown`` per rank from foreign loads there (1.0: none)."""
+def _run(request: SimRequest, slowdown: np.ndarray, local: range) -> int:
+    """The process on its devices; ``slowdown`` per rank of ``local`` (this host's ranks) from foreign loads there (1.0: none)."""
     options = load_options(request)
     network = load_network(request.network)
-    model = compile_model(network, options)
+    model = compile_model(network, options, request.ranks)
     sk_prof_kb = request.sk_prof_kb()
-    profiled = request.profiled_ranks() if request.profiler_on or sk_prof_kb is not None or request.save_meta else [0]
-    ids = rank_process_ids(profiled if 0 in profiled else [0, *profiled])
+    lead = local.start
+    profiled = [r for r in request.profiled_ranks() if r in local] if request.profiler_on or sk_prof_kb is not None or request.save_meta else [lead]
+    ids = rank_process_ids(profiled if lead in profiled else [lead, *profiled], first=lead)
     seed = resolve_seed(request)
     variant = draw_variant(seed)
     rng = np.random.default_rng(seed)
@@ -260,13 +286,15 @@ def _run(request: SimRequest, slowdown: np.ndarray) -> int:
         print(f"[WARNING] SK option {line.text()}", file=sys.stderr)
 
     if request.probe_only:
-        folder = write_super_kernel_log(request, ids[0], model, sk_prof_kb, [])
+        folder = write_super_kernel_log(request, ids[lead], model, sk_prof_kb, [])
         print(f"[INFO] probe only: options written to {folder / 'super_kernel.log'}")
         return 0
 
+    hold(request.env, lead)
     params = NoiseParams(factor=request.noise)
     mult = step_multipliers(rng, request.ranks, request.iterations, request.warmup, params)
-    overhead = slowdown.copy()
+    overhead = np.ones(request.ranks)
+    overhead[local] = slowdown
     if request.profiler_on:
         overhead[profiled] *= PROFILER_OVERHEAD
     if sk_prof_kb is not None:
@@ -279,7 +307,7 @@ def _run(request: SimRequest, slowdown: np.ndarray) -> int:
 
     if outcome.kind in ("crash", "device_fault", "hang"):
         n = min(FAILING_AFTER_SAMPLES, request.iterations)
-        logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms[:, :n], [])
+        logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms[:, :n], [], only=local)
         if request.save_meta or sk_prof_kb is not None:
             for r in profiled:
                 write_partial_profile(request, ids[r], model, decode_ms[r, :n], float(prefill_ms[r]), seed, params, sk_prof_kb,
@@ -296,10 +324,11 @@ def _run(request: SimRequest, slowdown: np.ndarray) -> int:
             write_profile(request, ids[r], model, decode_ms[r], float(prefill_ms[r]), seed, params, sk_prof_kb, variant)
 
     footer = [f"decode steps: {request.iterations}, mean {decode_ms.mean():.3f} ms", "finished"]
-    logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms, footer)
+    logs.write_rank_logs(request.run_dir, header, prefill_ms, decode_ms, footer, only=local)
     result = logs.correctness(network.build_id, outcome.kind == "wrong_output", rng, outcome.detail)
-    logs.write_correctness(request.run_dir, result)
+    if 0 in local:  # the group of rank 0 writes the run's correctness record
+        logs.write_correctness(request.run_dir, result)
     print(f"Correctness check: {'PASS' if result.passed else 'FAIL'}")
-    if request.ground_truth is not None:
+    if request.ground_truth is not None and 0 in local:
         write_ground_truth(request.ground_truth, network)
     return 0

@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_analytics.interrupts import interrupt_of
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_runner.devices.options import lease_options, lease_request
+from sk_runner.hosts.options import hosts_options, hosts_request
+from sk_runner.hosts.topology import HostsSpec, check_hosts
 
 if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help stays fast
     from sk_runner.devices.lease import LeaseRequest
+    from sk_runner.hosts.base import Hosts
     from sk_runner.sweep.session import SweepSession
 
 
-def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, lease: LeaseRequest | None = None) -> int:
+def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, lease: LeaseRequest | None = None,
+                  hosts: Hosts | None = None) -> int:
     """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped).
 
-    ``lease``: the devices the sweep holds from its first device command to its hand-off."""
+    ``lease``: the devices the sweep holds from its first device command to its hand-off; ``hosts``: the hosts
+    of a session that spans hosts (each holding its own lease), held by the caller."""
     from sk_analytics.cli._base import OUTPUT_LABELS
     from sk_runner.sweep.driver import run_sweep
 
@@ -34,7 +40,7 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
     for notice in session.notices:
         click.echo(f"sk-run: warning: {notice}", err=True)
     try:
-        outcome = run_sweep(session, say=say, lang=lang, lease=lease)
+        outcome = run_sweep(session, say=say, lang=lang, lease=lease, hosts=hosts)
     except BaseException as exc:  # Ctrl-C / SIGTERM (also one Python wrapped): every started process is already killed
         if interrupt_of(exc) is not None:
             click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
@@ -70,26 +76,42 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @lease_options
+@hosts_options
 def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path | None, plan_only: bool, network: str | None,
           seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool,
-          lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float) -> int:
+          lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float,
+          hosts: int, npus_per_host: int | None, cpus_per_host: float, ray_address: str | None) -> int:
     """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).
 
     The sweep holds its device lease from its first device command to its hand-off; --resume takes it again
-    (by default the lease its trials recorded). With --demo the lease lives under the session."""
+    (by default the lease its trials recorded). With --demo the lease lives under the session. With --hosts
+    above 1 (a task on a Ray cluster) the ranks span hosts: one rank group per host, each host leasing the NPUs
+    Ray assigns it; --resume continues such a session on the same hosts."""
     if sum((task is not None, resume is not None, demo)) != 1:
         raise UsageError("give exactly one of --task FILE, --resume SESSION or --demo")
     if plan_only and task is None:
         raise UsageError("--plan-only goes with --task")
     if gate is not None and not demo:
         raise UsageError("--gate goes with --demo (a task sets policy.gate; a resumed session keeps its own)")
+    if demo and hosts > 1:
+        raise UsageError("--hosts goes with --task (or --resume of a session that spans hosts); the demo runs on this host")
     if resume is not None:
         if session_dir is not None:
             raise UsageError("--resume takes the session folder itself; --session is for new sessions")
         from sk_runner.sweep.demo import recorded_need
         from sk_runner.sweep.session import load_session
+        from sk_runner.sweep.spans import recorded
 
         session = load_session(resume)
+        spans = recorded(resume)
+        if spans is None and hosts > 1:
+            raise UsageError(f"{resume} runs on one host: --resume continues a session on the hosts it recorded (a new session "
+                             "spans hosts with --task ... --hosts)")
+        if spans is not None:
+            spec = hosts_request(spans[0].hosts, spans[0].npus_per_host, spans[0].cpus_per_host, ray_address, ranks=session.control.ranks,
+                                 device_ids=device_ids)
+            return _on_hosts(resume, spec, ray_address, lease_root, lease_timeout,
+                             lambda held: run_and_print(session, lang, quiet, None, held))
         return run_and_print(session, lang, quiet, lease_request(lease_root, device_ids, lease_timeout, default=recorded_need(session)))
     if demo:
         from dataclasses import replace
@@ -104,14 +126,51 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
         if request.need is None:
             request = replace(request, need=demo_need(session))
         return run_and_print(session, lang, quiet, request)
-    from sk_runner.sweep.phase import enter_phase
-    from sk_runner.sweep.plan import workload_plan
+    from sk_runner.sweep.phase import enter_phase, validate_task
+    from sk_runner.sweep.spans import recorded
 
     assert task is not None
+    checked = validate_task(task)
+    root = session_dir or checked.session
+    spans = None if root is None else recorded(root)  # a session that spans hosts, entered again: on its own hosts
+    if (hosts > 1 or spans is not None) and not plan_only:
+        if spans is not None and hosts == 1:
+            hosts, npus_per_host, cpus_per_host = spans[0].hosts, spans[0].npus_per_host, spans[0].cpus_per_host
+        spec = hosts_request(hosts, npus_per_host, cpus_per_host, ray_address, ranks=checked.control.ranks, device_ids=device_ids)
+        if lease_root is None and spans is None and checked.backend.name != "sim":  # entered again: the roots it recorded
+            raise UsageError(f"--hosts {hosts} with the {checked.backend.name} backend: every host must lease its NPUs; give "
+                             "--lease-root DIR (the hosts' lease folder, the same path on every host) or SK_RUN_LEASE_ROOT")
+        if root is None:
+            raise UsageError(f"{task}: no session folder: give --session or the task's 'session'")
+
+        def run(held: Hosts | None) -> int:
+            assert held is not None
+            session, plan = enter_phase(task, root, placement=held.placement())
+            _echo_plan(session, plan)
+            return run_and_print(session, lang, quiet, None, held)
+
+        return _on_hosts(root, spec, ray_address, lease_root, lease_timeout, run)
+    check_hosts(hosts, npus_per_host, checked.control.ranks, cpus_per_host)  # --plan-only: the values, not the cluster
     request = lease_request(lease_root, device_ids, lease_timeout)
     session, plan = enter_phase(task, session_dir)
-    # the recorded plan (formats.md §8) plus what each mode of the workload will run, resolved
-    click.echo(json.dumps({**plan, "workload": workload_plan(session)}, ensure_ascii=False, indent=2))
+    _echo_plan(session, plan)
     if plan_only:
         return EXIT_OK
     return run_and_print(session, lang, quiet, request)
+
+
+def _echo_plan(session: SweepSession, plan: dict[str, Any]) -> None:
+    """The recorded plan (formats.md §8) plus what each mode of the workload will run, resolved."""
+    from sk_runner.sweep.plan import workload_plan
+
+    click.echo(json.dumps({**plan, "workload": workload_plan(session)}, ensure_ascii=False, indent=2))
+
+
+def _on_hosts(root: Path, spec: HostsSpec | None, ray_address: str | None, lease_root: Path | None, lease_timeout: float,
+              run: Callable[[Hosts | None], int]) -> int:
+    """``run`` with the session's hosts reserved on Ray (pinned to its recorded ones), given back at the end."""
+    from sk_runner.sweep.spans import session_hosts
+
+    with session_hosts(root, spec, address=ray_address, lease_root=None if lease_root is None else str(lease_root),
+                       lease_timeout_s=lease_timeout) as held:
+        return run(held)

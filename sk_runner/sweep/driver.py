@@ -28,8 +28,9 @@ from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_cand
 from sk_analytics.strict_json import load_json_file
 from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
-from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_devices, lease_environ
-from sk_runner.devices.markers import fits
+from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ
+from sk_runner.hosts.base import Hosts, ranks_problem
+from sk_runner.hosts.topology import recorded_spans
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
@@ -52,12 +53,13 @@ class SweepOutcome:
     html: Path
 
 
-def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None) -> None:
-    """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet) unless it exists already."""
+def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None, hosts: Hosts | None = None) -> None:
+    """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet; on a multi-host
+    session's hosts, each under its lease) unless it exists already."""
     if (session.root / MATRIX_NAME).is_file():
         return
     say("构建选项矩阵：对每个候选精确取值做 ready=true 探测")
-    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ))
+    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ), hosts)
     probes_path = session.root / PROBES_DIR / "probes.json"
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
@@ -114,13 +116,17 @@ def run_sweep(
     max_actions: int | None = None,
     on_action: Callable[[m.Action], None] | None = None,
     lease: LeaseRequest | None = None,
+    hosts: Hosts | None = None,
 ) -> SweepOutcome | None:
     """Run the session until the hand-off is written (or ``max_actions`` ran: None).
 
     ``lease``: the devices, taken at the first device command and held to the end (every trial, the
-    incumbent's and the DCCI pair's collections on the same exclusively held devices)."""
-    devices = lease_devices(lease)
-    problem = None if devices is None else fits(devices, session.control.ranks)
+    incumbent's and the DCCI pair's collections on the same exclusively held devices). ``hosts``: the hosts
+    of a session whose ranks span hosts, held by the caller (each with its own lease) for the whole sweep."""
+    problem = ranks_problem(hosts, lease, session.control.ranks)
+    if hosts is None and recorded_spans(session.placement) is not None:  # never one host's run of a multi-host session
+        problem = (f"{session.root} spans hosts: it continues only on the hosts it recorded "
+                   "(sk-run sweep --resume SESSION --ray-address HOST:PORT)")
     if problem is not None:
         raise UsageError(problem)
     lock = FileLock(str(session.root / ".sweep.lock"))
@@ -133,7 +139,7 @@ def run_sweep(
     try:
         lifetime.attach(session.root)
         drop_unreferenced_manifests(session.root, read_records(session.root))  # of an append cut short: vouch for nothing
-        return _loop(session, say, lang, max_actions, on_action, step, held)
+        return _loop(session, say, lang, max_actions, on_action, step, held, hosts)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
         if stop is None:
@@ -170,12 +176,13 @@ def _loop(
     session: SweepSession, say: Say, lang: str, max_actions: int | None, on_action: Callable[[m.Action], None] | None,
     step: _Step,
     devices: LazyLease | None = None,
+    hosts: Hosts | None = None,
 ) -> SweepOutcome | None:
     _drop_leftovers(session.root, say)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
     backend = session.backend.build()
     backend.check_ready()
-    ensure_matrix(session, backend, say, devices)
-    executor = Executor(session, backend, say, devices)
+    ensure_matrix(session, backend, say, devices, hosts)
+    executor = Executor(session, backend, say, devices, hosts)
     state = m.fold(read_records(session.root))
     if state.matrix_fingerprint is not None:
         check_frozen(load_matrix(session.root / MATRIX_NAME), session.root / MATRIX_NAME, expected=state.matrix_fingerprint)

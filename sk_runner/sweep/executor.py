@@ -31,6 +31,7 @@ from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
 from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ, lease_record
+from sk_runner.hosts.base import Hosts
 from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.session import SweepSession, session_relative
@@ -50,6 +51,8 @@ class Executor:
     say: Say = lambda text: None
     devices: LazyLease | None = None
     """The session's device lease, taken at the first device command and held to the hand-off."""
+    hosts: Hosts | None = None
+    """The hosts of a session whose ranks span hosts (each host's lease held by its agent), held to the hand-off."""
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -100,6 +103,7 @@ class Executor:
             rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
             same_identity_as=None if base_round is None else self.round_dir(base_round),
             lease=self.lease(),
+            hosts=self.hosts,
         )
 
     def do_RunTrial(self, a: m.RunTrial) -> Record:
@@ -262,6 +266,7 @@ class Executor:
             control=Control(c.ranks, a.iterations or self.session.policy.profile_iterations, c.warmup, self.session.policy.timeout_s),
             seed=self.session.seed, cwd=self.session.backend.workdir,
             lease=self.lease(),  # held by the sweep: both sides of the pair inside one lease
+            hosts=self.hosts,  # every host's ranks under one manifest, each host's lease held for the whole session
         )
         result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
         return "profile_result", {
@@ -269,7 +274,8 @@ class Executor:
             "ok": result.ok, "root": self.rel(result.root) if result.root else None,
             "requested_iterations": a.iterations, "iterations": result.iterations,
             "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
-            "attempts": [self.rel(r.root) for r in result.attempts], "lease": lease_record(self.devices and self.devices.lease),
+            "attempts": [self.rel(r.root) for r in result.attempts],
+            "lease": self.hosts.lease_record() if self.hosts is not None else lease_record(self.devices and self.devices.lease),
             "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
         }
 
@@ -303,7 +309,7 @@ class Executor:
             config = derive_config(base, changes, joint_dcci=True).config
             check = runtime_check(options, self.backend, out_dir=self.root / "experiments" / "Sbest" / DCCI_DIR / "PROBE",
                                   config=config, seed=self.session.seed, control=probe_control(self.session),
-                                  cwd=self.session.backend.workdir, env=lease_environ(self.lease(), os.environ))
+                                  cwd=self.session.backend.workdir, env=lease_environ(self.lease(), os.environ), hosts=self.hosts)
             runtime = check.to_json()
             ready = check.status == "accepted"
         return "probe_result", {

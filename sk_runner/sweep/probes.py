@@ -27,6 +27,7 @@ from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_analytics.stage_o.probe_cause import NOT_LISTED, probe_cause
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
+from sk_runner.hosts.base import Hosts
 from sk_runner.probe.evidence import CONTRACT_DOC
 from sk_runner.sweep.session import SweepSession
 
@@ -63,6 +64,7 @@ class ControlProbe:
     backend: Backend
     say: Say
     env: Mapping[str, str] | None = None
+    hosts: Hosts | None = None
     checked: bool = False
 
     def require_environment(self, failure: dict[str, Any]) -> None:
@@ -77,7 +79,7 @@ class ControlProbe:
         seed_config = load_json_file(self.session.seed_config_path)
         check = runtime_check({}, self.backend, out_dir=self.session.root / PROBES_DIR, config=seed_config,
                               control=probe_control(self.session), seed=self.session.seed, cwd=self.session.backend.workdir,
-                              label=CONTROL_LABEL, env=self.env)
+                              label=CONTROL_LABEL, env=self.env, hosts=self.hosts)
         if check.status == "process_failed":
             raise EnvironmentBlocker(
                 f"the workload fails in probe mode whatever the option value: {failure.get('reason')} "
@@ -86,10 +88,11 @@ class ControlProbe:
                 f"(see {CONTRACT_DOC})")
 
 
-def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Mapping[str, str] | None = None,
+                     hosts: Hosts | None = None) -> list[dict[str, Any]]:
     """Exact-value probes of every protocol candidate (wrapper + runtime), in one folder, with the child environment
-    ``env`` (the device lease's markers); every record's evidence carries its ``cause`` when it is not ready
-    (:func:`~sk_analytics.stage_o.probe_cause.probe_cause`)."""
+    ``env`` (the device lease's markers; ``hosts``: a multi-host session's, one rank group per host as its trials);
+    every record's evidence carries its ``cause`` when it is not ready (:func:`~sk_analytics.stage_o.probe_cause.probe_cause`)."""
     from sk_runner.probe import probe_values
 
     seed_config = load_json_file(session.seed_config_path)
@@ -97,7 +100,7 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Map
     for cand in protocol_candidates():
         by_option.setdefault(cand.option, []).append(cand.value)
     listed = listed_values(session)
-    control = ControlProbe(session, backend, say, env)
+    control = ControlProbe(session, backend, say, env, hosts)
     records: list[dict[str, Any]] = []
     for option, values in by_option.items():
         probed = [v for v in values if listed is None or (option, canonical_json(v)) in listed]
@@ -110,7 +113,7 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Map
             # one value at a time: the control probe follows the first failed process at once
             [probe] = probe_values(option, [value], backend, out_dir=session.root / PROBES_DIR, base_config=seed_config,
                                    base_source=session.seed_config_path, control=probe_control(session),
-                                   cwd=session.backend.workdir, env=env).values
+                                   cwd=session.backend.workdir, env=env, hosts=hosts).values
             record = probe.to_record()
             runtime = record["evidence"].get("runtime") or {}
             if runtime.get("status") == "process_failed":

@@ -82,8 +82,11 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     try:
         lifetime.attach(spec.session)
         with _devices(trial) as trial.lease:  # every process of the trial, probe included, runs inside the lease
-            trial.proof = None if trial.lease is None else CleanDeviceProof(
-                trial.lease, occupancy_source(spec.backend.name, trial.env), trial.dir, spec.round, wait_s=trial.lease.timeout_s)
+            if spec.hosts is not None:  # each host proves its own leased devices
+                trial.proof = spec.hosts.proof(trial.dir, spec.round, spec.backend.name)
+            else:
+                trial.proof = None if trial.lease is None else CleanDeviceProof(
+                    trial.lease, occupancy_source(spec.backend.name, trial.env), trial.dir, spec.round, wait_s=trial.lease.timeout_s)
             steps = Round(trial, derived, seed)
             return steps.probe() or steps.correctness() or steps.clean_runs()
     except (EnvironmentBlocker, OSError) as exc:

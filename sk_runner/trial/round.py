@@ -12,7 +12,7 @@ from sk_analytics.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.fingerprint import sha256_file
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
-from sk_runner.devices.lease import lease_environ, lease_record
+from sk_runner.devices.lease import lease_environ
 from sk_runner.fingerprint import env_hash
 from sk_runner.probe import ProbeEvidenceMissing, runtime_check
 from sk_runner.process import ProcessResult
@@ -45,7 +45,7 @@ class Round:
 
     def result(self, status: str, outcome: str, message: str, correctness: str, scene: Path | None = None) -> TrialResult:
         return TrialResult(self.spec.round, self.trial.dir, status, outcome, message, complete_runs(self.trial.dir), self.target,
-                           self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene, lease_record(self.trial.lease),
+                           self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene, self.trial.lease_record(),
                            [] if self.trial.proof is None else list(self.trial.proof.discarded))
 
     def gate_progress(self, correctness: str, last: str) -> dict[str, Any]:
@@ -87,7 +87,8 @@ class Round:
         try:  # in the workload's own cwd, like every process of the trial
             check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config,
                                   env=lease_environ(trial.lease, trial.env),  # on the leased devices too
-                                  seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control, cwd=trial.workload_cwd)
+                                  seed=derive_seed(self.seed, spec.round, "probe"), control=spec.control, cwd=trial.workload_cwd,
+                                  hosts=spec.hosts)
         except ProbeEvidenceMissing as exc:  # the workload wrote no probe evidence: the environment, not the value
             raise trial.blocker("probe", exc) from None
         if check.status != "accepted":

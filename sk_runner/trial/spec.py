@@ -12,6 +12,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
 from sk_runner.backends.base import Backend, Control
 from sk_runner.devices.lease import LeaseLike
+from sk_runner.hosts.base import Hosts
 
 TRIAL_SCHEMA = "sk-tune-trial-v1"
 META_SCHEMA = "sk-tune-run-meta-v1"
@@ -54,6 +55,8 @@ class TrialSpec:
     """Round folder whose recorded source/workload/controls/environment this trial must share."""
     lease: LeaseLike = None
     """The device lease: held by the caller (a sweep), a request taken for this trial, or None (unleased)."""
+    hosts: Hosts | None = None
+    """The hosts a multi-host trial spans (held by the caller, each with its own lease); None: this host."""
 
     @property
     def target_runs(self) -> int:

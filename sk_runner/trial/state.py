@@ -21,8 +21,8 @@ from sk_analytics.stage_o.identity import changed_files, identity_differences
 from sk_analytics.strict_json import load_json_file
 from sk_analytics.tables import write_table
 from sk_runner.backends.base import RunRequest
-from sk_runner.devices.lease import HeldLease, lease_devices, lease_environ, lease_record, with_devices
-from sk_runner.devices.markers import fits
+from sk_runner.devices.lease import HeldLease, lease_environ, lease_record, with_devices
+from sk_runner.hosts.base import ranks_problem
 from sk_runner.devices.proof import CleanDeviceProof
 from sk_runner.config import (
     DerivedConfig,
@@ -106,8 +106,7 @@ class TrialState:
         if spec.cwd is not None and not Path(spec.cwd).is_dir():
             raise InputError(spec.cwd, "working directory not found", expected="an existing folder for --cwd")
         spec.control.check()
-        devices = lease_devices(spec.lease)
-        problem = None if devices is None else fits(devices, spec.control.ranks)
+        problem = ranks_problem(spec.hosts, spec.lease, spec.control.ranks)
         if problem is not None:
             raise UsageError(problem)
 
@@ -183,7 +182,8 @@ class TrialState:
             config=derived.config,
             control=spec.control.to_json(),
             workload=spec.backend.workload(spec.control),
-            environment=with_devices(spec.backend.environment(), self.lease),
+            environment=with_devices(spec.backend.environment(), self.lease) if spec.hosts is None
+            else {**spec.backend.environment(), **spec.hosts.environment()},
         ).to_json()
         if trial_path.is_file():
             existing = load_json_file(trial_path)
@@ -242,12 +242,19 @@ class TrialState:
         """ok, or the first failure (:func:`sk_runner.trial.outcome.classify`)."""
         return classify(result, run_dir, self.spec.control, need_correctness=need_correctness)
 
+    def lease_record(self) -> dict[str, Any]:
+        """The lease the trial's processes run under: this host's, or every host's of a multi-host trial."""
+        return self.spec.hosts.lease_record() if self.spec.hosts is not None else lease_record(self.lease)
+
     def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
         request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
         argv = self.spec.backend.argv(request)
+        streams = {"stdout_path": run_dir / "stdout.txt", "stderr_path": run_dir / "stderr.txt", "timeout_s": self.spec.control.timeout_s}
         try:
-            result = run_process(argv, cwd=self.workload_cwd, env=self.child_env(request.contract_env()), stdout_path=run_dir / "stdout.txt",
-                                 stderr_path=run_dir / "stderr.txt", timeout_s=self.spec.control.timeout_s)
+            if self.spec.hosts is not None:  # one group per host, started together (docs/runner.md "Runs that span hosts")
+                result = self.spec.hosts.run(argv, cwd=self.workload_cwd, contract_env=request.contract_env(), **streams)
+            else:
+                result = run_process(argv, cwd=self.workload_cwd, env=self.child_env(request.contract_env()), **streams)
         except EnvironmentBlocker as exc:
             moved_to = self.move_aside(run_dir)
             if isinstance(exc, EnvironmentFault) and moved_to is not None:
@@ -290,7 +297,7 @@ class TrialState:
             "command": argv,
             "cwd": str(self.workload_cwd),
             "contract_env": request.contract_env(),
-            "env_hash": env_hash(self.child_env(request.contract_env())),
+            "env_hash": _env_hash(self.child_env(request.contract_env()), result),
             "config_path": str(request.config_path),
             "config_sha256": config_sha,
             "seed": request.seed,
@@ -299,7 +306,7 @@ class TrialState:
             "rank_logs": outcome.logs,
             "correctness": outcome.correctness,
             "trial_fingerprint": trial_fp,
-            "lease": lease_record(self.lease),
+            "lease": self.lease_record(),
         }
         if device_proof is not None:
             meta["device_proof"] = dict(device_proof)
@@ -337,3 +344,8 @@ class TrialState:
             eta = sum(self.durations) / len(self.durations) * (n - k + 1)
         self.progress(Progress(stage, k, n, time.monotonic() - self.t0, eta, message))
 
+
+def _env_hash(child_env: Mapping[str, str], result: ProcessResult) -> str:
+    """The run's environment hash: of this host's child environment, or of every host's for a multi-host run."""
+    groups = getattr(result, "groups", ())
+    return fingerprint([g.get("env_hash") for g in groups]) if groups else env_hash(child_env)

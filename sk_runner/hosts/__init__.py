@@ -1,0 +1,28 @@
+"""Runs that span hosts: one rank group per host, started together, stopped together (docs/runner.md).
+
+:mod:`.topology` (the per-host bundle, the rank groups and their environment,
+pure), :mod:`.base` (the :class:`Hosts` seam the engines use, each host's
+record, one result for all groups), :mod:`.agent` (one host's lease holder and
+group starter), :mod:`.proof` (the clean-device proof on every host),
+:mod:`.ray_hosts` (the placement group on Ray; Ray is imported there only).
+This face loads them on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sk_analytics.lazy_module import lazy_face
+
+if TYPE_CHECKING:
+    from sk_runner.hosts.base import HostLost, Hosts, HostSlot, MultiHostResult
+    from sk_runner.hosts.ray_hosts import RayHosts, reserve
+    from sk_runner.hosts.topology import HostsSpec, check_hosts, group_env, local_ranks
+
+_HOMES = {
+    **dict.fromkeys(("HostLost", "Hosts", "HostSlot", "MultiHostResult"), "base"),
+    **dict.fromkeys(("RayHosts", "reserve"), "ray_hosts"),
+    **dict.fromkeys(("HostsSpec", "check_hosts", "group_env", "local_ranks"), "topology"),
+}
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_face(__name__, _HOMES)
