@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_", "SK_RUN_"))}
+def clean_env() -> dict[str, str]:
+    """The test's environment without run switches, read when a test starts (conftest's session fixtures,
+    such as the simulated-device registry, are set after this module is imported)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_", "SK_RUN_"))}
 
 
 def _config(tmp_path: Path, options: dict) -> Path:
@@ -24,7 +27,7 @@ def _config(tmp_path: Path, options: dict) -> Path:
 def _sim(tmp_path: Path, options: dict, *extra: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "sk_runner.sim", "--config", str(_config(tmp_path, options)), "--run-dir", str(tmp_path / "run"),
            "--ranks", "2", "--iterations", "20", "--seed", "1", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**CLEAN_ENV, **(env or {})})
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**clean_env(), **(env or {})})
 
 
 def test_task_breaker_bypass_crashes_with_device_error(tmp_path: Path) -> None:
@@ -45,7 +48,7 @@ def test_event_breaker_bypass_is_a_device_fault(tmp_path: Path) -> None:
 def test_both_value_breakers_hang_until_killed(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "sk_runner.sim", "--config", str(_config(tmp_path, {"aggressive_opt_strategies": {"value_breaker_bypass": 3}})),
            "--run-dir", str(tmp_path / "run"), "--ranks", "1", "--iterations", "50"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=CLEAN_ENV, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(), start_new_session=True)
     try:
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=4)
@@ -101,7 +104,7 @@ def test_bad_config_is_exit_2_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "c.json"
     bad.write_text("{nope")
     proc = subprocess.run([sys.executable, "-m", "sk_runner.sim", "--config", str(bad), "--run-dir", str(tmp_path / "r")],
-                          capture_output=True, text=True, env=CLEAN_ENV, timeout=60)
+                          capture_output=True, text=True, env=clean_env(), timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "c.json" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -109,7 +112,7 @@ def test_bad_config_is_exit_2_one_line(tmp_path: Path) -> None:
 def test_sk_run_group_exposes_sim(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("sk-run")
     proc = subprocess.run([str(exe), "sim", "--config", str(_config(tmp_path, {})), "--run-dir", str(tmp_path / "r"), "--ranks", "1", "--iterations", "9"],
-                          capture_output=True, text=True, env=CLEAN_ENV, timeout=60)
+                          capture_output=True, text=True, env=clean_env(), timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r" / "log_0.log").read_text().count("Inference time (decode)") == 9
 
