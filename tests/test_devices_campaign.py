@@ -13,7 +13,8 @@ from test_devices_lease import holding
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ledger import read_records
-from sk_runner.campaign.job import Job, assigned_npus, job_lease
+from sk_runner.campaign.job import Job, job_lease
+from sk_runner.hosts.topology import assigned_npus
 from sk_runner.campaign.spec import load_spec
 from sk_runner.campaign.state import session_dir
 from sk_runner.cli import cli

@@ -340,8 +340,7 @@ class Driver:
         self._submit(task, name, None, supersedes)
 
     def _submit(self, task: TaskSpec, name: str, pin: NodeInfo | None, supersedes: str | None) -> None:
-        job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes, forwarded_env(),
-                  task.lease_root, task.device_ids, task.lease_timeout_s, task.hosts, task.npus_per_host, task.cpus_per_host)
+        job = Job(str(self.root.resolve()), task.id, task.task, name, task.timeout_s, supersedes, forwarded_env(), **task.placement())
         self.running[task.id] = Running(task.id, name, self.ex.submit(job, task.resources, pin))
 
     def _note_placements(self, tasks: dict[str, TaskState]) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 from sk_analytics.atomic import write_json
 from sk_analytics.errors import IntegrityError, SkTuneError, UsageError
 from sk_analytics.strict_json import load_json_file
+from sk_runner.campaign.spec import Placement
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
 from sk_runner.process import lifetime
 from sk_runner.process.lifetime import start_ticks
@@ -40,7 +41,7 @@ from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseRequest
 from sk_runner.devices.markers import DEVICES_ENV, ROOT_ENV, TIMEOUT_ENV, marker_need
 from sk_runner.devices.options import lease_request
 from sk_runner.hosts.base import Hosts
-from sk_runner.hosts.topology import DEFAULT_CPUS_PER_HOST, HostsSpec, assigned_npus, recorded_spans, spans_of
+from sk_runner.hosts.topology import recorded_spans
 from sk_runner.hosts.topology import same_server as server_matches
 
 
@@ -57,8 +58,8 @@ class NodeInfo:
 
 
 @dataclass(frozen=True)
-class Job:
-    """Run (or continue) one session of one task."""
+class Job(Placement):
+    """Run (or continue) one session of one task, where its task's placement says."""
 
     campaign_root: str
     task_id: str
@@ -68,19 +69,8 @@ class Job:
     supersedes: str | None = None
     #: the driver's SK_TUNE_SIGNING_KEY / SK_TUNE_TRUSTED_KEYS (absolute): the node signs the session with them
     signing_env: tuple[tuple[str, str], ...] = ()
-    #: the host's NPU lease folder, the devices to lease (Ray's assignment on a Ray node) and how long to wait for them
-    lease_root: str | None = None
-    device_ids: tuple[int, ...] | None = None
-    lease_timeout_s: float | None = None
-    #: a session whose ranks span hosts: how many, one host's NPUs and CPUs, and the cluster the sweep reserves them on
-    hosts: int = 1
-    npus_per_host: int | None = None
-    cpus_per_host: float = DEFAULT_CPUS_PER_HOST
+    #: the cluster a multi-host session reserves its hosts on
     ray_address: str | None = None
-
-    @property
-    def spans(self) -> HostsSpec | None:
-        return spans_of(self.hosts, self.npus_per_host, self.cpus_per_host)
 
 
 @contextmanager
@@ -163,10 +153,8 @@ def job_argv(job: Job, node: NodeInfo) -> list[str]:
 def parse_job(payload: str) -> tuple[Job, NodeInfo]:
     """Inverse of the payload of :func:`job_argv` (JSON turns the signing pairs into lists)."""
     data = json.loads(payload)
-    job = data["job"]
-    ids = job.get("device_ids")
-    return Job(**{**job, "signing_env": tuple((name, value) for name, value in job.get("signing_env", ())),
-                  "device_ids": None if ids is None else tuple(ids)}), NodeInfo(**data["node"])
+    job = Placement.from_json_fields(data["job"])
+    return Job(**{**job, "signing_env": tuple((name, value) for name, value in job.get("signing_env", ()))}), NodeInfo(**data["node"])
 
 
 def job_lease(job: Job, env: Mapping[str, str]) -> LeaseRequest:

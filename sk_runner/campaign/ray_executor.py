@@ -14,8 +14,9 @@ from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.campaign import storage
-from sk_runner.campaign.job import Job, JobResult, NodeInfo, assigned_npus, run_job
+from sk_runner.campaign.job import Job, JobResult, NodeInfo, run_job
 from sk_runner.campaign.resources import Capacity, NodeCapacity
+from sk_runner.hosts.topology import assigned_npus
 
 INSTALL_HINT = "pip install 'sk-tune[ray]'"
 #: Embedded Ray's object store: sessions exchange only small records through it.

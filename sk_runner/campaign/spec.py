@@ -11,7 +11,7 @@ a resume re-validates the task files against those fingerprints.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -27,16 +27,11 @@ SPEC_SCHEMA = "sk-tune-campaign-v1"
 ON_NODE_LOST = ("restart", "wait")
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    """One task of the campaign: its dispatched task file and how to schedule it."""
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where a task's session runs: the host's NPU lease and the hosts its ranks span. The task carries it from the
+    spec and its job carries it to the node, so both are one record (keyword fields, after each record's own)."""
 
-    id: str
-    task: str  # absolute path of the superkernel-stage-o-task-v1 file
-    task_fingerprint: str
-    resources: dict[str, float]
-    timeout_s: float | None
-    priority: int
     lease_root: str | None = None
     """The host's NPU lease folder (absolute); None: ``SK_RUN_LEASE_ROOT`` on the node, else unleased."""
     device_ids: tuple[int, ...] | None = None
@@ -51,6 +46,28 @@ class TaskSpec:
     def spans(self) -> HostsSpec | None:
         """The hosts of a multi-host task (None: one host)."""
         return spans_of(self.hosts, self.npus_per_host, self.cpus_per_host)
+
+    def placement(self) -> dict[str, Any]:
+        """The placement fields alone, to hand to another record (a task's to its job)."""
+        return {f.name: getattr(self, f.name) for f in fields(Placement)}
+
+    @staticmethod
+    def from_json_fields(data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with its JSON list of device ids turned back into the tuple the record holds."""
+        ids = data.get("device_ids")
+        return {**data, "device_ids": None if ids is None else tuple(ids)}
+
+
+@dataclass(frozen=True)
+class TaskSpec(Placement):
+    """One task of the campaign: its dispatched task file, how to schedule it and where it runs."""
+
+    id: str
+    task: str  # absolute path of the superkernel-stage-o-task-v1 file
+    task_fingerprint: str
+    resources: dict[str, float]
+    timeout_s: float | None
+    priority: int
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,7 @@ class CampaignSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CampaignSpec:
-        tasks = tuple(TaskSpec(**{**t, "device_ids": None if t.get("device_ids") is None else tuple(t["device_ids"])}) for t in data["tasks"])
+        tasks = tuple(TaskSpec(**Placement.from_json_fields(t)) for t in data["tasks"])
         return cls(data["name"], tasks, data["on_node_lost"], float(data["node_wait_s"]), int(data["max_attempts"]), data.get("root"))
 
     def task(self, task_id: str) -> TaskSpec:
@@ -130,13 +147,14 @@ def load_spec(path: Path) -> CampaignSpec:
         resources_ = spans.bundle() if spans is not None else merged.get("resources") or default_resources(task.data)
         lease_root = merged.get("lease_root")
         _require_lease_root(item["id"], task.backend.name, resources_, lease_root, path, i)
+        where = Placement(lease_root=None if lease_root is None else str((path.parent / lease_root).absolute()),
+                          device_ids=_device_ids(merged.get("device_ids"), path, i),
+                          lease_timeout_s=None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"]),
+                          **({} if spans is None else {"hosts": spans.hosts, "npus_per_host": spans.npus_per_host,
+                                                       "cpus_per_host": spans.cpus_per_host}))
         tasks.append(TaskSpec(item["id"], str(task_path), task.fingerprint, {k: float(v) for k, v in resources_.items()},
                               None if merged.get("timeout_s") is None else float(merged["timeout_s"]), int(merged.get("priority", 0)),
-                              None if lease_root is None else str((path.parent / lease_root).absolute()),
-                              _device_ids(merged.get("device_ids"), path, i),
-                              None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"]),
-                              1 if spans is None else spans.hosts, None if spans is None else spans.npus_per_host,
-                              DEFAULT_CPUS_PER_HOST if spans is None else spans.cpus_per_host))
+                              **where.placement()))
     order = sorted(range(len(tasks)), key=lambda i: (-tasks[i].priority, i))
     root = data.get("root")
     if root is not None and not Path(root).is_absolute():
