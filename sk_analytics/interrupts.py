@@ -57,18 +57,20 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def install(handler: Callable[[int, Any], None] = _on_signal) -> None:
-    """SIGINT/SIGTERM -> ``handler`` (by default: recorded, then :class:`Interrupted`); main thread only,
-    an ignored signal stays ignored. A handler of its own must call :func:`note` first.
+    """SIGINT/SIGTERM -> ``handler`` (by default: recorded, then :class:`Interrupted`); main thread only.
+    A handler of its own must call :func:`note` first.
 
     Both are unblocked too: a parent that started us with them blocked (a supervisor, a test harness
     after :func:`hold_at_exit`) would otherwise leave a Ctrl-C or a SIGTERM pending for ever, and the
     command would end with whatever it decided instead of 130/143; the processes it starts inherit the
-    unblocked mask."""
+    unblocked mask. And both are handled even when the parent ignored them (a shell's ``cmd &`` ignores
+    SIGINT): Polars puts its own SIGINT handler over an inherited ignore on import, so an "ignored" Ctrl-C
+    would still break whichever Polars call runs when it lands, at random; handled, it always ends the
+    command with 130 and a resumable state (shield a background run with ``setsid``: docs/faults.md)."""
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in HANDLED:
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, handler)
+        signal.signal(sig, handler)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
 

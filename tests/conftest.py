@@ -7,8 +7,8 @@ start sign with it too. No test writes into ``~`` or the user's registry in the 
 gets a fresh ``TMPDIR`` that must be empty when the run ends (``tests/tmp_guard.py``). A test that runs a
 CLI's ``main`` in this process leaves SIGINT/SIGTERM blocked and handled (its exit hold): each test's
 signal state is put back after it, so that the next one's children do not inherit it; and SIGINT/SIGTERM
-are unblocked when the run starts (a harness may hand them on blocked; tests that start Python directly
-check what a signal does to it).
+are unblocked, and set back to their default when ignored, as the run starts (a harness may hand them on
+blocked, a shell's ``make test &`` ignored; tests that start Python directly check what a signal does to it).
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from sk_runner.devices.registry import REGISTRY_ENV
 from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
 
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # a harness may start pytest with them blocked
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # or ignoring them: a shell does for `make test &`, and the
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # children inherit an ignored signal through exec
+if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session", autouse=True)

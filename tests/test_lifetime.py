@@ -84,13 +84,26 @@ def _block_interrupts() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
+def _ignore_like_a_background_job() -> None:
+    """In a child before exec: what a shell without job control does to ``cmd &`` (and ``nohup`` to SIGHUP)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _sig_mask(pid: int, name: str) -> int:
+    """A signal mask of ``pid`` (/proc/PID/status ``SigBlk``, ``SigIgn``)."""
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(f"{name}:"))
+    return int(line.split()[1], 16)
+
+
 def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid", *,
-                blocked: bool = False) -> tuple[subprocess.Popen[bytes], int]:
+                blocked: bool = False, ignoring: bool = False) -> tuple[subprocess.Popen[bytes], int]:
     """sk-run trial whose workload has started its grandchild (``setsid``: leaves the group;
     ``wipe``: stays in it with an empty environment); returns (sk-run, grandchild pid). ``blocked``:
-    sk-run starts with SIGINT/SIGTERM blocked."""
+    sk-run starts with SIGINT/SIGTERM blocked; ``ignoring``: with SIGINT/SIGQUIT/SIGHUP ignored."""
+    start = _block_interrupts if blocked else _ignore_like_a_background_job if ignoring else None
     proc = subprocess.Popen(_trial(tmp_path, marker, grandchild), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=_block_interrupts if blocked else None)
+                            stderr=subprocess.DEVNULL, preexec_fn=start)
     pid_file = tmp_path / "session/experiments/Sbest/O0/CORRECTNESS/grandchild.pid"
     deadline = time.monotonic() + 60
     while not (pid_file.is_file() and pid_file.read_text()):
@@ -108,9 +121,8 @@ def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid", *,
 
 
 def _sig_blocked(pid: int) -> int:
-    """The blocked-signal mask of ``pid`` (/proc/PID/status SigBlk)."""
-    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigBlk:"))
-    return int(line.split()[1], 16)
+    """The blocked-signal mask of ``pid``."""
+    return _sig_mask(pid, "SigBlk")
 
 
 def _kill_every_supervisor(proc: subprocess.Popen[bytes], record: dict) -> None:
@@ -194,16 +206,22 @@ def test_interrupt_while_a_process_starts_is_raised_once_it_is_owned_and_kills_i
             signal.signal(sig, handler)
 
 
-@pytest.mark.parametrize("blocked", [False, True], ids=["default-mask", "started-blocked"])
-def test_sigint_and_sigterm_of_sk_run_exit_130_and_143_and_kill_the_tree(tmp_path: Path, blocked: bool) -> None:
+@pytest.mark.parametrize("started", ["default", "blocked", "ignoring"], ids=["default-mask", "started-blocked", "started-ignoring"])
+def test_sigint_and_sigterm_of_sk_run_exit_130_and_143_and_kill_the_tree(tmp_path: Path, started: str) -> None:
     """Also when sk-run's parent started it with both signals blocked: sk-run unblocks what it handles
-    (else the signal would wait for ever and the trial end 0), and its workload gets an empty mask."""
+    (else the signal would wait for ever and the trial end 0), and its workload gets an empty mask. And when
+    the parent ignored SIGINT/SIGQUIT (a shell's ``cmd &``) and SIGHUP (``nohup``): sk-run handles SIGINT all
+    the same (docs/faults.md), and its workload starts with every signal at its default action."""
+    launcher_ignores = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGQUIT - 1)) | (1 << (signal.SIGHUP - 1))
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         marker = f"sk-tune-tree-{uuid.uuid4().hex}"
         root = tmp_path / sig.name
         root.mkdir()
-        proc, pid = _start_tree(root, marker, blocked=blocked)
+        proc, pid = _start_tree(root, marker, blocked=started == "blocked", ignoring=started == "ignoring")
+        if started == "ignoring":  # what sk-run was started with; an exec keeps an ignored signal ignored
+            assert _sig_mask(proc.pid, "SigIgn") & launcher_ignores == launcher_ignores & ~(1 << (signal.SIGINT - 1))
         assert _sig_blocked(pid) == 0  # the grandchild inherited the workload's mask
+        assert _sig_mask(pid, "SigIgn") & launcher_ignores == 0  # and its dispositions
         started = time.monotonic()
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == code

@@ -96,14 +96,22 @@ def test_workload_gets_exactly_its_environment_and_default_signal_dispositions(t
     its marker (no LC_CTYPE from Python's locale coercion), ignores no signal (Python ignores SIGPIPE) and
     blocks none, even when sk-run's process had SIGINT/SIGTERM/SIGHUP blocked. Signals the C library
     reserves for itself (32, 33) cannot be set from Python: what a parent ignored there stays so. The masks
-    are read by the shell's own process once it exec'd grep (a shell waiting for a child blocks everything)."""
+    are read by the shell's own process once it exec'd grep (a shell waiting for a child blocks everything).
+    Also when sk-run's process was started ignoring SIGINT/SIGQUIT (a shell's ``cmd &``) and SIGHUP (``nohup``):
+    the keeper inherits those ignores through exec, the workload gets the defaults."""
     blocked = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    ignored = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+    handlers = {sig: signal.getsignal(sig) for sig in ignored}
     before = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
     try:
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
         res = run_process(["/bin/sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ; exec grep -E 'Sig(Ign|Blk)' /proc/self/status"],
                           cwd=tmp_path, env={"PATH": os.environ.get("PATH", ""), "MARK": "m1"}, stdout_path=tmp_path / "o",
                           stderr_path=tmp_path / "e", timeout_s=30)
     finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
     assert res.ok, (tmp_path / "e").read_text()
     lines = (tmp_path / "o").read_text().splitlines()

@@ -370,14 +370,26 @@ def _exec(argv: list[str], env: dict[str, str], libc: Any, keeper: int, err_w: i
         if os.getppid() != keeper:
             os._exit(137)
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, *KEEPER_SIGNALS):
-            signal.signal(sig, signal.SIG_DFL)  # Python ignores SIGPIPE and SIGXFSZ: the workload must not inherit that
+        _default_dispositions()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())  # nor a blocked signal of sk-run's parent (a TERM would not end it)
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
         os.write(err_w, str(exc.errno or 0).encode())
     finally:
         os._exit(127)
+
+
+def _default_dispositions() -> None:
+    """Every signal back to its default action. Ours are handled here, Python ignores SIGPIPE and SIGXFSZ, and
+    a launcher may have ignored more (a shell ignores SIGINT and SIGQUIT for ``cmd &``, ``nohup`` SIGHUP): an
+    exec keeps an ignored signal ignored, and the workload must behave the same however sk-run was started."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):  # the C library's own real-time signals (32, 33) are out of Python's reach
+            pass
 
 
 def _returncode(status: int) -> int:
