@@ -34,6 +34,8 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'sk-t
 
 INSIDE = "SK_HOSTS_NETNS"
 SERVERS = ("server-a", "server-b")
+SPARE = "server-c"
+"""A third server, there only while the restart-policy test runs."""
 HEAD = {"num_cpus": 1, "object_store_memory": 78 * 1024 * 1024}
 TASK = {"ranks": 16, "iterations": 20, "network": "moe-decode-2host"}
 """The 16-rank task: 2 hosts x 8 NPUs of the two-host MoE network, few samples (the claims need no more)."""
@@ -207,6 +209,105 @@ def test_a_lost_host_mid_run_is_an_environment_failure_and_the_resumed_session_d
         ("acquired", str(fleet.locks(h["node_name"]))) for h in placement["hosts"]]  # each host its own lease, Ray's NPUs
     assert verify(root).ok and verify(session).ok
     assert workload_processes(root) == []
+
+
+def test_a_lost_host_under_the_restart_policy_gives_a_new_session_on_two_other_hosts_deciding_as_one_node(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """A third server (server-c) joins; one host of the session's placement group dies while both its groups of a run
+    are held. With on_node_lost restart the whole placement group is given up: the session is superseded (linked in
+    both session ledgers and the campaign index), a fresh session of the task reserves the two hosts still alive and
+    runs, uninterrupted, to the decisions of the one-node sweep; every ledger verifies and nothing is left running."""
+    if not inside(request):
+        return
+    fleet: Fleet = request.getfixturevalue("fleet")
+    reference = request.getfixturevalue("one_node")
+    spec = _spec(tmp_path, request.getfixturevalue("task"), on_node_lost="restart", max_attempts=1)
+    root = tmp_path / "root"
+    fleet.add(SPARE)
+    victim = None
+    try:
+        fleet.hold.touch()
+        driver = sk_run("campaign", "run", str(spec), "--root", str(root), "--address", fleet.address)
+        try:
+            wait_for(lambda: len(fleet.held()) == 2, 300, driver)  # both hosts' groups of the first run are running
+            first = session_folders(root)["t0-1"]
+            hosts = [h["node_name"] for h in json.loads((first / "session.json").read_text())["placement"]["hosts"]]
+            victim = hosts[-1]
+            fleet.remove(victim)
+            from sk_analytics.ledger import read_records
+
+            wait_for(lambda: any(r.kind == "session_superseded" for r in read_records(root)), 300, driver)
+            fleet.release()  # the new session's runs go on without a hold
+            code, out = finish(driver)
+        finally:
+            driver.kill()
+            fleet.release()
+    finally:
+        if victim is not None and victim not in fleet.nodes:
+            fleet.add(victim)  # the module's fleet as the other tests expect it: server-a and server-b
+        fleet.remove(SPARE)
+    assert code == 0, out[-4000:]
+    from sk_analytics.ledger import read_records, verify
+
+    folders = session_folders(root)
+    assert set(folders) == {"t0-1", "t0-2"}, out[-3000:]
+    index = read_records(root)
+    assert [[h["node_name"] for h in r.data["hosts_lost"]] for r in index if r.kind == "node_lost"] == [[victim]]
+    assert [r.data["policy"] for r in index if r.kind == "node_lost"] == ["restart"]
+    assert [(r.data["session"], r.data["by"]) for r in index if r.kind == "session_superseded"] == [("t0-1", "t0-2")]
+    assert kinds(folders["t0-1"])[-2:] == ["node_lost", "session_superseded"] and "trial_result" not in kinds(folders["t0-1"])
+    lost = [b for b in _blockers(folders["t0-1"]) if "was lost during the run" in b["message"]]
+    assert len(lost) == 1 and victim in lost[0]["message"] and "not a measurement" in lost[0]["message"], _blockers(folders["t0-1"])
+    assert "session_supersedes" in kinds(folders["t0-2"])
+    placement = json.loads((folders["t0-2"] / "session.json").read_text())["placement"]
+    alive = sorted({*SERVERS, SPARE} - {victim})
+    assert sorted(h["node_name"] for h in placement["hosts"]) == alive and placement["spans"]["hosts"] == 2
+    assert sweep_outcome(folders["t0-2"]) == reference  # the same decisions, and gate numbers, as on one 16-NPU node
+    assert verify(root).ok and all(verify(folder).ok for folder in folders.values())
+    assert workload_processes(root) == []
+
+
+def test_thirty_two_ranks_on_four_hosts_by_hand_decide_as_one_thirty_two_npu_node_and_leave_nothing(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Two more servers join (four of 8 NPUs); ``sk-run sweep --hosts 4 --npus-per-host 8`` of a 32-rank task runs,
+    uninterrupted, on a placement group of one bundle per server: every run writes the 32 ranks' logs into its run
+    folder, each of its four groups ran on the placement's host in order under that host's own lease, the decisions
+    and gate numbers are those of the same task on one simulated 32-NPU node, the ledger verifies, and the cluster
+    holds nothing of the session afterwards."""
+    if not inside(request):
+        return
+    fleet: Fleet = request.getfixturevalue("fleet")
+    task = write_task(tmp_path / "task32", seed=3, **{**TASK, "ranks": 32})
+    code, out = finish(sk_run("sweep", "--task", str(task), "--session", str(tmp_path / "one-node"), "--quiet"))
+    assert code == 0, out[-3000:]
+    session = tmp_path / "four-hosts"
+    extra = (SPARE, "server-d")
+    try:
+        for server in extra:
+            fleet.add(server)
+        code, out = finish(sk_run("sweep", "--task", str(task), "--session", str(session), "--hosts", "4", "--npus-per-host", "8",
+                                  "--quiet", "--ray-address", fleet.address))
+        assert code == 0, out[-4000:]
+        with watching(fleet):
+            assert _left_on_the_cluster() == []
+    finally:
+        for server in extra:
+            if server in fleet.nodes:
+                fleet.remove(server)
+    assert sweep_outcome(session) == sweep_outcome(tmp_path / "one-node")
+    placement = json.loads((session / "session.json").read_text())["placement"]
+    hosts = [h["node_name"] for h in placement["hosts"]]
+    assert sorted(hosts) == sorted({*SERVERS, *extra}) and placement["spans"]["hosts"] == 4
+    run = session / "experiments/Sbest/O1/CLEAN/run-1"
+    assert sorted(p.name for p in run.glob("log_*.log")) == sorted(f"log_{r}.log" for r in range(32))
+    meta = json.loads((run / "meta.json").read_text())
+    assert [g["node_name"] for g in meta["process"]["groups"]] == hosts
+    assert [(h["node_name"], h["mode"], h["root"]) for h in meta["lease"]["hosts"]] == [
+        (name, "acquired", str(fleet.locks(name))) for name in hosts]
+    from sk_analytics.ledger import verify
+
+    assert verify(session).ok
+    assert workload_processes(tmp_path) == []
 
 
 @contextmanager
