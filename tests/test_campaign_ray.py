@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from campaign_helpers import DRIVER_COMMANDS, check_finished_session, write_spec
+from netns_helpers import netns_problem, pytest_in_private_netns
 
 pytestmark = pytest.mark.slow
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'sk-tune[ray]'); campaign-on-Ray tests need it")
@@ -32,29 +33,18 @@ NODE = {"num_cpus": 1, "resources": {"NPU": 8}, "object_store_memory": 78 * 1024
 FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 1000}
 
 
-def _netns_problem() -> str | None:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "unshare/ip not available: cannot make a private network namespace for Ray"
-    probe = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True, text=True, check=False)
-    if probe.returncode != 0:
-        return f"private network namespaces not permitted here ({probe.stderr.strip()[:120]}): Ray must not bind outside loopback"
-    return None
-
-
 def in_private_netns(request: pytest.FixtureRequest) -> bool:
     """True inside the namespace (run the test); outside, run this very test in one and assert it passed."""
     if os.environ.get(INSIDE) == "1":
         return True
-    problem = _netns_problem()
+    problem = netns_problem()
     if problem:
         pytest.skip(problem)
     node = f"{Path(request.node.fspath)}::{request.node.name}"
     tmp = request.getfixturevalue("tmp_path")
-    cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable, "-m", "pytest", "-x", "-p", "no:logging",
-           "-p", "no:cacheprovider", "--basetemp", str(tmp / "inner"), node]
-    result = subprocess.run(cmd, env={**os.environ, INSIDE: "1"}, capture_output=True, text=True, timeout=900, check=False)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert "1 passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-3000:]
+    code, out = pytest_in_private_netns(["-x", "--basetemp", str(tmp / "inner"), node], INSIDE, tmp, 900)
+    assert code == 0, out[-9000:]
+    assert "1 passed" in out and "skipped" not in out, out[-3000:]
     return False
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,9 +22,18 @@ from typing import Any
 
 import pytest
 from campaign_helpers import write_task
+from netns_helpers import netns_problem, pytest_in_private_netns
 from sweep_helpers import small_session, sweep_outcome
-from test_campaign_ray import FAST_HEALTH, _netns_problem, finish, kinds, session_folders, sk_run, wait_for, workload_processes
-from test_campaign_ray import ray_session_folders_removed  # noqa: F401 - autouse: this module's Ray session folders go too
+from test_campaign_ray import (
+    FAST_HEALTH,
+    finish,
+    kinds,
+    ray_session_folders_removed,  # noqa: F401 - autouse: this module's Ray session folders go too
+    session_folders,
+    sk_run,
+    wait_for,
+    workload_processes,
+)
 from test_devices_lease import holding
 
 pytestmark = pytest.mark.slow
@@ -47,20 +54,18 @@ def netns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str] | None:
     inside a private network namespace (one Ray cluster for all of them)."""
     if os.environ.get(INSIDE) == "1":
         return None
-    problem = _netns_problem()
+    problem = netns_problem()
     if problem:
         pytest.skip(problem)
     tmp = tmp_path_factory.mktemp("netns")
     xml = tmp / "inner.xml"
-    cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable, "-m", "pytest", "-p", "no:logging",
-           "-p", "no:cacheprovider", "--basetemp", str(tmp / "inner"), f"--junitxml={xml}", str(Path(__file__))]
-    result = subprocess.run(cmd, env={**os.environ, INSIDE: "1"}, capture_output=True, text=True, timeout=1800, check=False)
+    _, out = pytest_in_private_netns(["--basetemp", str(tmp / "inner"), f"--junitxml={xml}", str(Path(__file__))], INSIDE, tmp, 1800)
     outcomes: dict[str, str] = {}
     if xml.is_file():
         for case in ET.parse(xml).getroot().iter("testcase"):
             problems = [child for child in case if child.tag in ("failure", "error", "skipped")]
             outcomes[case.get("name", "")] = "passed" if not problems else f"{problems[0].tag}: {problems[0].get('message')}\n{problems[0].text}"
-    assert outcomes, result.stdout[-6000:] + result.stderr[-3000:]
+    assert outcomes, out[-9000:]
     return outcomes
 
 
