@@ -77,7 +77,7 @@ def test_a_killed_test_process_takes_the_inner_runs_hidden_descendants_with_it(i
         [sys.executable, "-c", "import sys; from pathlib import Path; from netns_helpers import pytest_in_private_netns as run; "
                                "run(['--basetemp', sys.argv[2], sys.argv[1]], 'SK_NETNS_TEST', Path(sys.argv[3]), 600)",
          str(inner), str(tmp_path / "base"), str(tmp_path)],
-        env={**os.environ, "SLEEPER_PID": str(pid_file), "INNER_WAITS": "1",
+        env={**os.environ, "SLEEPER_PID": str(pid_file), "INNER_WAITS": "1", "TMPDIR": str(tmp_path),  # its own temp folder too, killed
              "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])})
     try:
         pid = _sleeper(pid_file)
@@ -86,3 +86,20 @@ def test_a_killed_test_process_takes_the_inner_runs_hidden_descendants_with_it(i
         outer.kill()
         outer.wait()
     assert _gone(pid), f"the sleeper {pid} outlived the killed test process"
+
+
+def test_each_inner_run_has_a_temporary_folder_of_its_own_and_it_is_removed(tmp_path: Path) -> None:
+    """Ray keeps its session folders (sockets) under ``$TMPDIR/ray``, and each Ray module's clean-up removes the new
+    ones: two Ray modules on two xdist workers sharing one TMPDIR removed each other's live clusters' sockets. Each
+    inner run now gets its own folder (short enough for Ray's socket paths), removed when it ends."""
+    if netns_problem():
+        pytest.skip(netns_problem())
+    inner = tmp_path / "inner" / "test_tmp.py"
+    inner.parent.mkdir()
+    seen = tmp_path / "seen"
+    inner.write_text(f"import os\ndef test_tmp():\n    open({str(seen)!r}, 'w').write(os.environ['TMPDIR'])\n", encoding="utf-8")
+    code, out = pytest_in_private_netns(["--basetemp", str(tmp_path / "base"), str(inner)], "SK_NETNS_TEST", tmp_path, 120)
+    assert code == 0, out[-3000:]
+    folder = Path(seen.read_text())
+    assert folder != Path(os.environ["TMPDIR"]) and folder.name.startswith("ns-") and not folder.exists()
+    assert len(str(folder / "ray" / "session_2026-12-04_23-08-29_424242_12100" / "sockets" / "raylet")) < 107
