@@ -166,3 +166,35 @@ def test_a_failing_job_is_retried_on_its_node_then_given_up(tmp_path: Path) -> N
     assert fleet.submitted == [("t-1", None), ("t-1", "server-a")]
     outcomes = [r.data["outcome"] for r in read_records(root) if r.kind == "session_ended"]
     assert outcomes == ["failed", "failed"]
+
+
+def test_a_multi_host_session_whose_launcher_fails_while_host_1_is_gone_is_node_lost(tmp_path: Path) -> None:
+    """The job of a two-host session (only the sweep's launcher, on any node) fails while its host 1 left the cluster;
+    host 0 is alive. The session ended node_lost, not failed: the policy applies to the whole placement group."""
+    root, spec = campaign(tmp_path, "wait", wait_s=0.001)
+    fleet = Fleet([A, B])
+    real_submit = fleet.submit
+
+    def submit_on_two_hosts(job: Job, resources: dict[str, float], pin: NodeInfo | None) -> str:
+        folder = session_dir(Path(job.campaign_root), job.session)
+        if not (folder / "session.json").exists():
+            folder.mkdir(parents=True)
+            hosts = [{"index": i, **n.to_json()} for i, n in enumerate((A, B))]
+            (folder / "session.json").write_text(json.dumps({"placement": {**A.to_json(), "spans": {"hosts": 2, "npus_per_host": 8},
+                                                                           "hosts": hosts}}))
+        return real_submit(job, resources, pin)
+
+    def scripted(handles: list[str], timeout: float) -> list[str]:
+        if B in fleet.alive:
+            fleet.alive.remove(B)
+            fleet.results["t-1"] = RuntimeError("the launcher's worker died")  # not a node failure of its own node
+        return [h for h in handles if h in fleet.results]
+
+    fleet.submit = submit_on_two_hosts  # type: ignore[method-assign]
+    fleet.wait = scripted  # type: ignore[method-assign]
+    driver = Driver(root, spec, fleet, Silent())
+    driver.sleep = lambda s: None  # type: ignore[assignment]
+    driver.run(resumed=False)
+    records = read_records(root)
+    assert [r.data["outcome"] for r in records if r.kind == "session_ended"] == ["node_lost"]
+    assert [[h["node_name"] for h in r.data["hosts_lost"]] for r in records if r.kind == "node_lost"] == [["server-b"]]

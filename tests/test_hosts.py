@@ -123,6 +123,15 @@ def test_the_agent_leases_rays_npus_and_gives_its_group_the_hosts_environment(tm
     assert (seen["SK_RUN_RANKS"], seen["WORLD_SIZE"], seen["MASTER_PORT"], seen["SK_RUN_HOST_INDEX"]) == ("4", "4", "4242", "0")
 
 
+def test_an_agent_given_a_lease_root_but_no_npu_ids_by_ray_refuses_instead_of_running_unleased(tmp_path: Path) -> None:
+    agent = HostAgent(0, (), lease_root=str(tmp_path / "locks"), lease_timeout_s=0.5, session=None, command="t", env={}, name="s")
+    answer = agent.start()
+    assert set(answer) == {"fault"} and "no NPU ids" in answer["fault"] and str(tmp_path / "locks") in answer["fault"]
+    assert agent.lease is None
+    plain = HostAgent(0, (), lease_root=None, lease_timeout_s=0.5, session=None, command="t", env={}, name="s").start()
+    assert plain["lease"]["mode"] is None  # no root anywhere: the simulator's unleased host, as before
+
+
 def test_stop_ends_a_running_group_and_one_not_started_yet(tmp_path: Path) -> None:
     agent = _agent(tmp_path)
     marker = tmp_path / "started"
@@ -138,6 +147,71 @@ def test_stop_ends_a_running_group_and_one_not_started_yet(tmp_path: Path) -> No
     runner.join(60)
     assert done["stopped"] and done["process"].signal is not None  # type: ignore[union-attr]
     assert not agent.stop("r2") and agent.run("r2", sleeper, str(tmp_path), {}, {}, str(tmp_path / "o2"), str(tmp_path / "e2"), 600)["stopped"]
+
+
+def test_a_group_whose_streams_cannot_be_opened_on_its_host_is_a_fault_in_one_line(tmp_path: Path) -> None:
+    """The session folder is not writable on this host (here: a file where the run folder should be): the agent answers
+    a fault naming the path, not a Python error that Ray would carry back as a remote traceback."""
+    (tmp_path / "run-1").write_text("not a folder", encoding="utf-8")
+    record = _agent(tmp_path).run("r1", [sys.executable, "-c", "pass"], str(tmp_path), {}, {}, str(tmp_path / "run-1" / "out.txt"),
+                                  str(tmp_path / "run-1" / "err.txt"), 60)
+    assert set(record) == {"index", "fault"} and record["fault"].startswith("cannot start the group: ")
+    assert str(tmp_path / "run-1") in record["fault"] and "\n" not in record["fault"]
+
+
+class _Ref:
+    """A fake Ray object ref: ready with a value or an error, or never ready."""
+
+    def __init__(self, value: object = None, error: BaseException | None = None, ready: bool = True) -> None:
+        self.value, self.error, self.ready = value, error, ready
+
+
+class _FakeRay:
+    class exceptions:  # noqa: N801 - the shape of ray.exceptions
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
+            pass
+
+    def get(self, ref: _Ref, timeout: float | None = None) -> object:
+        if ref.error is not None:
+            raise ref.error
+        return ref.value
+
+    def wait(self, refs: list[_Ref], num_returns: int = 1, timeout: float | None = None) -> tuple[list[_Ref], list[_Ref]]:
+        ready = [r for r in refs if r.ready][:num_returns]
+        return ready, [r for r in refs if r not in ready]
+
+
+class _Method:
+    def __init__(self, answer: object, calls: list[tuple[object, ...]]) -> None:
+        self.answer, self.calls = answer, calls
+
+    def remote(self, *args: object) -> object:
+        self.calls.append(args)
+        return self.answer() if callable(self.answer) else self.answer
+
+
+def test_an_error_of_one_hosts_call_stops_every_other_hosts_group_before_it_is_raised() -> None:
+    """Host 0's call fails with an error that is not a lost host (a bug in the agent, say) while host 1's group still
+    runs: host 1 is told to stop its group before the error goes up, so no rank waits on for a rendezvous."""
+    from sk_runner.hosts.ray_hosts import RayHosts
+
+    ray = _FakeRay()
+    stops: list[tuple[object, ...]] = []
+    agents = []
+    for answer in (_Ref(error=ray.exceptions.RayTaskError("boom")), _Ref(ready=False)):
+        agent = type("Agent", (), {})()
+        agent.run = _Method(answer, [])
+        agent.stop = _Method(None, stops)
+        agent.free_port = _Method(_Ref(4242), [])
+        agents.append(agent)
+    slots = [HostSlot(i, f"n{i}", f"server-{i}", "h", "1.2.3.4", (0, 1)) for i in range(2)]
+    hosts = RayHosts(ray, HostsSpec(2, 2), None, agents, slots, 1.0)
+    with pytest.raises(ray.exceptions.RayTaskError):
+        hosts.run(["w"], cwd=Path("."), contract_env={}, stdout_path=Path("o"), stderr_path=Path("e"), timeout_s=None)
+    assert len(stops) == 1 and stops[0] == agents[1].run.calls[0][:1]  # host 1, this run's id
 
 
 def test_each_host_proves_its_own_devices_and_a_foreign_process_blocks(tmp_path: Path) -> None:
@@ -317,6 +391,7 @@ def test_a_multi_host_task_reserves_one_bundle_per_host(tmp_path: Path) -> None:
     ({"hosts": 2, "npus_per_host": 8}, 12, "sim", "task m: hosts 2 x npus_per_host 8 = 16 ranks, but the workload runs 12"),
     ({"hosts": 2}, 16, "sim", "task m: hosts 2 needs npus_per_host"),
     ({"hosts": 2, "npus_per_host": 8, "resources": {"NPU": 16}}, 16, "sim", "a multi-host task reserves {NPU: npus_per_host"),
+    ({"hosts": 2, "npus_per_host": 8, "device_ids": ["0-7"]}, 16, "sim", "assigns there; it takes no device_ids"),
     ({"hosts": 2, "npus_per_host": 8}, 16, "npu", "task m runs on NPUs Ray assigns (npu backend) but names no lease_root"),
     ({}, 8, "command", None),
     ({"resources": {"NPU": 8}}, 8, "command", "task m runs on NPUs Ray assigns (command backend) but names no lease_root"),
@@ -330,6 +405,14 @@ def test_impossible_multi_host_tasks_and_unleased_npu_tasks_are_refused_in_one_l
     with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")) as info:
         load_spec(path)
     assert info.value.exit_code == 2 and "\n" not in info.value.one_line()
+
+
+def test_the_defaults_resources_and_device_ids_are_for_one_host_tasks_and_do_not_refuse_a_multi_host_one(tmp_path: Path) -> None:
+    """A campaign whose defaults give its one-host tasks ``resources`` and ``device_ids`` may still hold a multi-host task:
+    that task reserves its per-host bundle and leases the NPUs Ray assigns."""
+    spec = _spec(tmp_path, {"hosts": 2, "npus_per_host": 8}, defaults={"resources": {"NPU": 8}, "device_ids": ["0-7"]})
+    task = load_spec(spec).tasks[0]
+    assert (task.hosts, task.resources, task.device_ids) == (2, {"NPU": 8.0, "CPU": 1.0}, None)
 
 
 def test_the_campaigns_lease_root_default_leases_every_npu_task(tmp_path: Path) -> None:
@@ -397,6 +480,55 @@ def test_local_campaigns_and_sweeps_without_ray_refuse_hosts_in_one_line(tmp_pat
     one_host = small_session(tmp_path / "one", []).root  # a session that runs on one host stays on one host
     assert run_cli(cli, "sk-run", ["sweep", "--resume", str(one_host), "--hosts", "2", "--npus-per-host", "1", "--ray-address", "x:1"]) == 2
     assert "runs on one host: --resume continues a session on the hosts it recorded" in capsys.readouterr().err
+
+
+def test_a_multi_host_command_that_cannot_start_is_said_before_any_host_is_reserved(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workload's executable is missing: exit 3 naming it at once, not after Ray placed and leased every host (the
+    cluster address here is never reached: a connection would be another error)."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    task = write_task(tmp_path / "tasks" / "m", seed=3, ranks=16, backend="command", command=["no-such-infer-script", "{config}"])
+    code = run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(tmp_path / "s"), "--hosts", "2", "--npus-per-host", "8",
+                                   "--ray-address", "127.0.0.1:1", "--lease-root", str(tmp_path / "locks")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and "workload executable 'no-such-infer-script' not found on PATH" in err[0], err
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_ray_address_where_nothing_answers_is_one_line_at_once_not_a_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray retries an address where nothing listens for minutes (``sk-run sweep --hosts`` sat there over ten minutes):
+    exit 3 naming the address, before any session exists."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    task = write_task(tmp_path / "tasks" / "m", seed=3, ranks=16)
+    started = time.monotonic()
+    code = run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(tmp_path / "s"), "--hosts", "2", "--npus-per-host", "8",
+                                   "--ray-address", "127.0.0.1:1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and "cannot join Ray at 127.0.0.1:1: nothing answers there" in err[0], err
+    assert time.monotonic() - started < 60 and not (tmp_path / "s").exists()
+
+
+def test_a_sigterm_during_the_ray_join_is_sk_runs_interrupt_not_rays_bare_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ray.init`` installs ``sys.exit(signum)`` for SIGTERM while it joins: a SIGTERM landing then ended sk-run with
+    exit 15 and no ``--resume`` line. It is sk-run's interrupt (exit 143), and sk-run's handler is back afterwards."""
+    import signal
+
+    from sk_analytics import interrupts
+    from sk_runner.hosts import ray_hosts
+
+    class JoiningRay:
+        def init(self, address: str, **options: object) -> None:
+            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # what ray.init does
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)  # the signal lands here
+
+    monkeypatch.setattr(ray_hosts, "unreachable", lambda address, timeout_s=0.0: None)
+    interrupts.install()
+    ours = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(interrupts.Interrupted) as info:
+        ray_hosts.join(JoiningRay(), "127.0.0.1:6379")
+    assert info.value.exit_code == 143 and signal.getsignal(signal.SIGTERM) is ours
 
 
 def _raw_ledger(root: Path) -> bytes:

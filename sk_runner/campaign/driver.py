@@ -55,7 +55,7 @@ from sk_runner.process.lifetime import start_ticks
 
 POLL_S = 1.0
 HOSTS_SETTLE_S = 15.0
-"""How long a failed job of a multi-host session gives Ray to notice that one of its hosts died."""
+"""How long the driver gives Ray to notice that the server (or a host) of a session whose job failed died."""
 
 
 def pin_of(placement: dict[str, Any], alive: dict[str, NodeInfo]) -> NodeInfo | None:
@@ -359,7 +359,12 @@ class Driver:
             result = self.ex.result(run.handle)
         except Exception as exc:  # noqa: BLE001 - any failure of the job is recorded; the policy decides what follows
             placement = placement_of(self.root, run.session)
-            lost = placement is not None and (self.ex.is_node_failure(exc) and not self.ex.node_alive(placement["node_id"], settle_s=15.0))
+            if placement is None:
+                lost = False
+            elif recorded_spans(placement):  # the job (the sweep's launcher) runs anywhere: what counts is every host of the session
+                lost = self._hosts_gone(placement)
+            else:
+                lost = self.ex.is_node_failure(exc) and not self.ex.node_alive(placement["node_id"], settle_s=HOSTS_SETTLE_S)
             self.record("session_ended", {"task": run.task, "session": run.session, "outcome": "node_lost" if lost else "failed",
                                           "error": " ".join(str(exc).split())[:500],
                                           "summary_zh": f"{run.task}：会话 {run.session} 的任务失败（{type(exc).__name__}）"})

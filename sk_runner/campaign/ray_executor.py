@@ -1,6 +1,6 @@
 """Sessions as Ray tasks: Ray places a new session by its resources, a resumed one by hard node affinity.
 
-Ray is imported here only, when a campaign runs on it. With no address it starts
+Ray is imported here lazily, when a campaign runs on it. With no address it starts
 an embedded local Ray (this machine, its CPUs and any NPUs Ray detects); with
 an address (or ``RAY_ADDRESS``) it joins that cluster.
 """
@@ -16,6 +16,7 @@ from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.campaign import storage
 from sk_runner.campaign.job import Job, JobResult, NodeInfo, run_job
 from sk_runner.campaign.resources import Capacity, NodeCapacity
+from sk_runner.hosts.ray_hosts import join
 from sk_runner.hosts.topology import assigned_npus
 
 INSTALL_HINT = "pip install 'sk-tune[ray]'"
@@ -82,15 +83,14 @@ class RayExecutor:
         ray = self.ray = import_ray()
         address = address or os.environ.get("RAY_ADDRESS") or None
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
-        try:
-            if address:
-                ray.init(address=address, **quiet)
-            else:
-                # embedded: this machine only, bound to loopback (nothing of it is reachable from outside)
+        if address:
+            join(ray, address, **quiet)
+        else:
+            try:  # embedded: this machine only, bound to loopback (nothing of it is reachable from outside)
                 ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                          object_store_memory=EMBEDDED_OBJECT_STORE, **quiet)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise EnvironmentBlocker(f"cannot start or join Ray at {address or 'local'}: {' '.join(str(exc).split())[:300]}") from exc
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise EnvironmentBlocker(f"cannot start Ray on this machine: {' '.join(str(exc).split())[:300]}") from exc
         self.address = address or "embedded"
         self._job = ray.remote(_ray_job)
         self._probe = ray.remote(_ray_probe)

@@ -33,7 +33,8 @@ class Placement:
     spec and its job carries it to the node, so both are one record (keyword fields, after each record's own)."""
 
     lease_root: str | None = None
-    """The host's NPU lease folder (absolute); None: ``SK_RUN_LEASE_ROOT`` on the node, else unleased."""
+    """The host's NPU lease folder (absolute). Required for npu/command tasks on NPUs (:func:`load_spec` refuses them
+    without); None (simulator tasks only): ``SK_RUN_LEASE_ROOT`` on the node, else unleased."""
     device_ids: tuple[int, ...] | None = None
     """NPUs to lease (a Ray task requesting ``NPU`` gets Ray's assignment instead)."""
     lease_timeout_s: float | None = None
@@ -143,12 +144,12 @@ def load_spec(path: Path) -> CampaignSpec:
             raise InputError(path, f"task file {task_path} not found", record=f"/tasks/{i}/task", expected="a superkernel-stage-o-task-v1 file")
         task = validate_task(task_path)
         merged = {**defaults, **item}
-        spans = _spans(merged, task.control.ranks, path, i)
+        spans = _spans(merged, item, task.control.ranks, path, i)
         resources_ = spans.bundle() if spans is not None else merged.get("resources") or default_resources(task.data)
         lease_root = merged.get("lease_root")
         _require_lease_root(item["id"], task.backend.name, resources_, lease_root, path, i)
         where = Placement(lease_root=None if lease_root is None else str((path.parent / lease_root).absolute()),
-                          device_ids=_device_ids(merged.get("device_ids"), path, i),
+                          device_ids=None if spans is not None else _device_ids(merged.get("device_ids"), path, i),
                           lease_timeout_s=None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"]),
                           **({} if spans is None else {"hosts": spans.hosts, "npus_per_host": spans.npus_per_host,
                                                        "cpus_per_host": spans.cpus_per_host}))
@@ -163,17 +164,23 @@ def load_spec(path: Path) -> CampaignSpec:
                         float(data.get("node_wait_s", 600)), int(data.get("max_attempts", 2)), root, str(path))
 
 
-def _spans(settings: dict[str, Any], ranks: int, path: Path, index: int) -> HostsSpec | None:
+def _spans(settings: dict[str, Any], own: dict[str, Any], ranks: int, path: Path, index: int) -> HostsSpec | None:
     """A task's hosts (None: one host), or a one-line error naming the spec and the task: hosts x npus_per_host must be
-    the workload's ranks, and a multi-host task's resources are its per-host bundle, not ``resources``."""
+    the workload's ranks, and a multi-host task's resources are its per-host bundle and its NPUs those Ray assigns, so
+    the task itself (``own``) names neither ``resources`` nor ``device_ids``; the defaults' are for one-host tasks."""
     hosts = int(settings.get("hosts", 1))
-    problem = hosts_problem(hosts, settings.get("npus_per_host"), ranks, float(settings.get("cpus_per_host", DEFAULT_CPUS_PER_HOST)))
-    if problem is None and hosts > 1 and settings.get("resources") is not None:
-        problem = "a multi-host task reserves {NPU: npus_per_host, CPU: cpus_per_host} on each host; it takes no resources"
+    cpus = float(settings.get("cpus_per_host", DEFAULT_CPUS_PER_HOST))
+    problem = hosts_problem(hosts, settings.get("npus_per_host"), ranks, cpus)
+    expected = "hosts x npus_per_host = the workload's ranks (one rank per NPU)"
+    if problem is None and hosts > 1:
+        taken = [key for key in ("resources", "device_ids") if own.get(key) is not None]
+        if taken:
+            problem = (f"a multi-host task reserves {{NPU: npus_per_host, CPU: cpus_per_host}} on each host and leases the NPUs Ray "
+                       f"assigns there; it takes no {' and no '.join(taken)}")
+            expected = "hosts and npus_per_host (and cpus_per_host), without resources or device_ids"
     if problem is not None:
-        raise InputError(path, f"task {settings['id']}: {problem}", record=f"/tasks/{index}",
-                         expected="hosts x npus_per_host = the workload's ranks (one rank per NPU)")
-    return spans_of(hosts, settings.get("npus_per_host"), float(settings.get("cpus_per_host", DEFAULT_CPUS_PER_HOST)))
+        raise InputError(path, f"task {settings['id']}: {problem}", record=f"/tasks/{index}", expected=expected)
+    return spans_of(hosts, settings.get("npus_per_host"), cpus)
 
 
 def _require_lease_root(task_id: str, backend: str, resources_: dict[str, Any], lease_root: str | None, path: Path, index: int) -> None:

@@ -4,7 +4,7 @@
 pure), :mod:`.base` (the :class:`Hosts` seam the engines use, each host's
 record, one result for all groups), :mod:`.agent` (one host's lease holder and
 group starter), :mod:`.proof` (the clean-device proof on every host),
-:mod:`.ray_hosts` (the placement group on Ray; Ray is imported there only).
+:mod:`.ray_hosts` (the placement group on Ray; Ray is imported there, lazily).
 This face loads them on first use.
 """
 

@@ -46,6 +46,7 @@ class HostAgent:
         self.device_ids = device_ids
         self.env = dict(os.environ if env is None else env)
         root = lease_root or self.env.get(ROOT_ENV, "").strip() or None
+        self.root = root
         self.request = LeaseRequest(None if root is None or not device_ids else Need(lease_root_text(root), tuple(sorted(device_ids))),
                                     lease_timeout_s)
         self.session, self.command = session, command
@@ -59,6 +60,9 @@ class HostAgent:
     # -- the lease ------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
         """Take the host's lease (waits up to its timeout); ``{"lease": record}`` or ``{"fault": ...}`` naming why not."""
+        if self.root is not None and not self.device_ids:  # a lease root is given: this host never runs unleased
+            return {"fault": f"Ray assigned this host's bundle no NPU ids, so its NPUs cannot be leased under {self.root} "
+                             "(does the node declare NPU as Ray's accelerator resource?); nothing ran"}
         try:
             self.lease = take(self.request, env=self.env, holder=Holder.current(self.session, self.command), on_wait=None)
         except LeaseFault as exc:
@@ -94,6 +98,8 @@ class HostAgent:
                                  timeout_s=timeout_s, on_start=started)
         except EnvironmentBlocker as exc:
             return {"index": self.index, "fault": exc.one_line()}
+        except OSError as exc:  # the group's streams cannot be opened here (the session folder not writable on this host)
+            return {"index": self.index, "fault": f"cannot start the group: {exc.strerror or exc} ({exc.filename or stdout_path})"}
         finally:
             with self._lock:
                 self._running.pop(run_id, None)

@@ -13,13 +13,14 @@ even by SIGKILL, Ray ends the agents, each agent's death kills its group
 (parent-death signal and :mod:`sk_runner.process.lifetime`'s watchdog), and the
 kernel drops its locks: nothing of the session survives on any host.
 
-Ray is imported here only, when a run spans hosts.
+Ray is imported here lazily, only when a run spans hosts (and by the campaign's executor).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -40,6 +41,8 @@ RESERVE_TIMEOUT_S = 120.0
 ANSWER_GRACE_S = 120.0
 """How long past a run's own timeout a host may take to answer before it counts as lost."""
 NODE_ID_LABEL = "ray.io/node-id"
+JOIN_CHECK_S = 10.0
+"""How long :func:`join` waits for a TCP answer at the cluster's address before it says nothing answers there."""
 
 
 def connect(address: str | None) -> Any:
@@ -53,15 +56,44 @@ def connect(address: str | None) -> Any:
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is None:
         raise UsageError(f"a run that spans hosts needs a Ray cluster: {RAY_HINT}")
+    join(ray, address, namespace=NAMESPACE, log_to_driver=False, logging_level="ERROR", configure_logging=True)
+    return ray
+
+
+def unreachable(address: str, timeout_s: float = JOIN_CHECK_S) -> str | None:
+    """Why nothing answers at a ``host:port`` Ray address (None: something does, or the address is another form:
+    ``auto``, ``ray://``). Ray itself retries an address that does not answer for minutes."""
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit() or not host:
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
+def join(ray: Any, address: str, **options: Any) -> None:
+    """``ray.init(address=...)`` that ends in one line instead of hanging on an address where nothing answers, and
+    keeps this process's SIGTERM handling: ``ray.init`` installs a bare ``sys.exit`` for SIGTERM, which sk-run's own
+    handler replaces again (exit 143 and the ``--resume`` line), also for a SIGTERM that lands during the join."""
+    problem = unreachable(address)
+    if problem is not None:
+        raise EnvironmentBlocker(f"cannot join Ray at {address}: nothing answers there ({problem}); is the cluster up "
+                                 "(ray start --head) and the address its GCS's (host:6379)?")
     on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
-        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="ERROR", configure_logging=True)
+        ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise EnvironmentBlocker(f"cannot join Ray at {address}: {' '.join(str(exc).split())[:300]}") from exc
-    finally:  # ray.init makes SIGTERM a bare sys.exit; sk-run's own handler stops the run (exit 143, --resume line)
+    except SystemExit as exc:  # Ray's own SIGTERM handler, run during the join
+        if exc.code != signal.SIGTERM or not callable(on_sigterm):
+            raise
+        on_sigterm(signal.SIGTERM, None)  # sk-run's handler: records the signal and raises its interrupt
+        raise
+    finally:
         if on_sigterm is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, on_sigterm)
-    return ray
 
 
 class RayAgent(HostAgent):
@@ -159,32 +191,36 @@ class RayHosts:
         lost: HostLost | None = None
         fault: str | None = None
         stopping = False
-        while pending:
-            wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
-            if not ready:  # a host that answers nothing past the run's own timeout is as good as lost
-                i = next(iter(pending.values()))
-                lost = lost or HostLost(f"{self.slots[i].describe()} did not answer within {timeout_s:g} s + {ANSWER_GRACE_S:g} s; "
-                                        "the run is not a measurement")
-                self._stop(run_id, pending.values())
-                break
-            for ref in ready:
-                i = pending.pop(ref)
-                try:
-                    record = ray.get(ref)
-                except Exception as exc:
-                    if not _lost(ray, exc):
-                        raise
-                    lost = lost or self._lost_error(i, exc, "during the run")
-                    record = None
-                if record is not None and "fault" in record:
-                    fault = fault or f"{self.slots[i].describe()}: {record['fault']}"
-                elif record is not None:
-                    records[i] = {**record, "node_name": self.slots[i].node_name, "host": self.slots[i].host}
-                failed = record is None or "fault" in record or not record["process"].ok
-                if failed and not stopping:
-                    stopping = True
+        try:
+            while pending:
+                wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
+                if not ready:  # a host that answers nothing past the run's own timeout is as good as lost
+                    i = next(iter(pending.values()))
+                    lost = lost or HostLost(f"{self.slots[i].describe()} did not answer within {timeout_s:g} s + {ANSWER_GRACE_S:g} s; "
+                                            "the run is not a measurement")
                     self._stop(run_id, pending.values())
+                    break
+                for ref in ready:
+                    i = pending.pop(ref)
+                    try:
+                        record = ray.get(ref)
+                    except Exception as exc:
+                        if not _lost(ray, exc):
+                            raise
+                        lost = lost or self._lost_error(i, exc, "during the run")
+                        record = None
+                    if record is not None and "fault" in record:
+                        fault = fault or f"{self.slots[i].describe()}: {record['fault']}"
+                    elif record is not None:
+                        records[i] = {**record, "node_name": self.slots[i].node_name, "host": self.slots[i].host}
+                    failed = record is None or "fault" in record or not record["process"].ok
+                    if failed and not stopping:
+                        stopping = True
+                        self._stop(run_id, pending.values())
+        except BaseException:  # an error of ours or an interrupt: no host's group of this run goes on
+            self._stop(run_id, pending.values())
+            raise
         if lost is not None:
             raise lost
         if fault is not None:
@@ -287,10 +323,13 @@ def reserve(spec: HostsSpec, *, address: str | None, lease_root: str | None, lea
               .remote(i, lease_root=roots[i], lease_timeout_s=lease_timeout_s, session=session, command=f"{command} (host {i})")
               for i in range(spec.hosts)]
     hosts = RayHosts(ray, spec, group, agents, [], lease_timeout_s)
-    try:
-        answers = [ray.get(agent.start.remote(), timeout=lease_timeout_s + ANSWER_GRACE_S) for agent in agents]
+    try:  # every host takes its lease at once: none holds its NPUs idle while another waits for its own
+        answers = ray.get([agent.start.remote() for agent in agents], timeout=lease_timeout_s + ANSWER_GRACE_S)
     except Exception as exc:
         hosts.close()
+        if isinstance(exc, ray.exceptions.GetTimeoutError):
+            raise EnvironmentBlocker(f"a host's agent did not answer within {lease_timeout_s + ANSWER_GRACE_S:g} s (the lease timeout "
+                                     f"+ {ANSWER_GRACE_S:g} s); nothing ran") from exc
         if _lost(ray, exc):
             raise HostLost(f"a host was lost while its agent started: {' '.join(str(exc).split())[:300]}") from exc
         raise

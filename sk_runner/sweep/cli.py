@@ -126,7 +126,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
         if request.need is None:
             request = replace(request, need=demo_need(session))
         return run_and_print(session, lang, quiet, request)
-    from sk_runner.sweep.phase import enter_phase, validate_task
+    from sk_runner.sweep.phase import check_workload_command, enter_phase, validate_task
     from sk_runner.sweep.spans import recorded
 
     assert task is not None
@@ -142,6 +142,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
                              "--lease-root DIR (the hosts' lease folder, the same path on every host) or SK_RUN_LEASE_ROOT")
         if root is None:
             raise UsageError(f"{task}: no session folder: give --session or the task's 'session'")
+        check_workload_command(checked)  # a command that cannot start is said now, not after the hosts are reserved
 
         def run(held: Hosts | None) -> int:
             assert held is not None

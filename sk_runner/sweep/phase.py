@@ -272,6 +272,13 @@ def plan(task: StageOTask, session: Path) -> dict[str, Any]:
     }
 
 
+def check_workload_command(task: StageOTask) -> None:
+    """Raise the backend's one-line error when the task's workload command cannot start (no check: nothing to do)."""
+    check = getattr(task.backend.build(), "check_command", None)
+    if check is not None:
+        check()
+
+
 def enter_phase(
     task_path: Path, session_dir: Path | None, *, placement: dict[str, Any] | None = None
 ) -> tuple[SweepSession, dict[str, Any]]:
@@ -279,9 +286,7 @@ def enter_phase(
 
     ``placement`` pins a new campaign session to its node (recorded in session.json)."""
     task = validate_task(task_path)
-    check = getattr(task.backend.build(), "check_command", None)
-    if check is not None:  # a workload command that cannot start: before any session folder exists
-        check()
+    check_workload_command(task)  # before any session folder exists
     root = session_dir or task.session
     if root is None:
         raise InputError(task_path, "no session folder: give --session or the task's 'session'", record="session")

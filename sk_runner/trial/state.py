@@ -24,6 +24,7 @@ from sk_runner.backends.base import RunRequest
 from sk_runner.devices.lease import HeldLease, lease_environ, lease_record, with_devices
 from sk_runner.hosts.base import ranks_problem
 from sk_runner.devices.proof import CleanDeviceProof
+from sk_runner.hosts.proof import HostsProof
 from sk_runner.config import (
     DerivedConfig,
     derive_config,
@@ -86,7 +87,7 @@ class TrialState:
         self.durations: list[float] = []
         self.lease: HeldLease | None = None
         """The lease held while the trial runs (set by :func:`~sk_runner.trial.engine.run_trial`)."""
-        self.proof: CleanDeviceProof | None = None
+        self.proof: CleanDeviceProof | HostsProof | None = None
         """Before/after checks of the leased devices around each clean run (None: unleased)."""
 
     # -- preparation ---------------------------------------------------------------
