@@ -18,7 +18,7 @@ from campaign_helpers import write_task
 from hosts_fake import ThreadHosts
 
 from sk_analytics.cli._base import run_cli
-from sk_analytics.errors import InputError, UsageError
+from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_runner.campaign.driver import lost_hosts, pin_of
 from sk_runner.campaign.job import Job, NodeInfo, job_argv, job_lease, parse_job
 from sk_runner.campaign.resources import FITS, LATER, NEVER, Capacity, NodeCapacity, check_tasks, classify, pending_shortfall
@@ -174,7 +174,9 @@ class _FakeRay:
         class RayTaskError(RayError):
             pass
 
-    def get(self, ref: _Ref, timeout: float | None = None) -> object:
+    def get(self, ref: _Ref | list[_Ref], timeout: float | None = None) -> object:
+        if isinstance(ref, list):
+            return [self.get(r) for r in ref]
         if ref.error is not None:
             raise ref.error
         return ref.value
@@ -212,6 +214,39 @@ def test_an_error_of_one_hosts_call_stops_every_other_hosts_group_before_it_is_r
     with pytest.raises(ray.exceptions.RayTaskError):
         hosts.run(["w"], cwd=Path("."), contract_env={}, stdout_path=Path("o"), stderr_path=Path("e"), timeout_s=None)
     assert len(stops) == 1 and stops[0] == agents[1].run.calls[0][:1]  # host 1, this run's id
+
+
+def test_an_agent_sees_the_file_the_session_wrote_only_with_its_content(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("abc", encoding="utf-8")
+    agent = _agent(tmp_path)
+    assert agent.sees(str(token), "abc") is None
+    assert "holds other content there" in (agent.sees(str(token), "xyz") or "")  # another folder mounted at the same path
+    assert "cannot read" in (agent.sees(str(tmp_path / "missing"), "abc") or "")  # the path is not on this host's storage
+
+
+def test_a_host_that_does_not_see_the_sessions_storage_stops_the_sweep_before_anything_runs(tmp_path: Path) -> None:
+    """Host 1 reads the token the sweep wrote as missing (its folder is on a local disk there): an environment blocker
+    naming host 1 before any run, instead of runs whose host-1 logs land where the session never sees them (which
+    would look like a failed run and blame the option). The token is gone afterwards."""
+    from sk_runner.hosts.ray_hosts import RayHosts
+
+    ray = _FakeRay()
+    seen: list[tuple[object, ...]] = []
+    agents = []
+    for index in range(2):
+        agent = type("Agent", (), {})()
+        agent.sees = _Method(lambda index=index: _Ref(None if index == 0 else "cannot read /shared/.t there (No such file or directory)"),
+                             seen)
+        agents.append(agent)
+    slots = [HostSlot(i, f"n{i}", f"server-{i}", "h", "1.2.3.4", (0, 1)) for i in range(2)]
+    with pytest.raises(EnvironmentBlocker, match=r"host 1 \(server-1, node n1\) does not see the session's storage: cannot read") as info:
+        RayHosts(ray, HostsSpec(2, 2), None, agents, slots, 1.0).check_storage(tmp_path / "sessions")
+    assert "nothing ran" in info.value.one_line() and len(seen) == 2
+    assert list((tmp_path / "sessions").iterdir()) == []  # the token is removed
+    agents[1].sees = _Method(_Ref(None), seen)
+    RayHosts(ray, HostsSpec(2, 2), None, agents, slots, 1.0).check_storage(tmp_path / "sessions")  # every host sees it
+    assert list((tmp_path / "sessions").iterdir()) == []
 
 
 def test_each_host_proves_its_own_devices_and_a_foreign_process_blocks(tmp_path: Path) -> None:

@@ -121,6 +121,15 @@ class HostAgent:
     def free_port(self) -> int:
         return free_port()
 
+    def sees(self, path: str, content: str) -> str | None:
+        """Why this host does not see the file ``path`` with ``content`` that the session's process wrote (None: it
+        does): every host writes its group's logs into the session's folders, so they must share its storage."""
+        try:
+            found = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            return f"cannot read {path} there ({exc.strerror or type(exc).__name__})"
+        return None if found == content else f"{path} holds other content there (another folder at the same path)"
+
     # -- the clean-device proof on this host -------------------------------------------
     def proof(self, phase: str, key: str, round_dir: str, round_name: str, backend: str, run: str = "", before: Any = None, after: Any = None,
               moved_to: str | None = None, first: int = 0) -> Any:

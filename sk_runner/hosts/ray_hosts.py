@@ -227,6 +227,22 @@ class RayHosts:
             raise EnvironmentBlocker(fault)
         return combine([records[i] for i in indices])
 
+    def check_storage(self, folder: Path) -> None:
+        """Every host sees ``folder`` (the session folder's parent) as this process does: a file written here is read
+        back on each host. Else an :class:`EnvironmentBlocker` naming the first host that does not, before anything
+        runs; its groups would write their logs where the session never sees them (and the run would look failed)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        token, content = folder / f".sk-storage-check-{uuid.uuid4().hex}", uuid.uuid4().hex
+        token.write_text(content, encoding="utf-8")
+        try:
+            answers = self.ray.get([agent.sees.remote(str(token), content) for agent in self.agents], timeout=ANSWER_GRACE_S)
+        finally:
+            token.unlink(missing_ok=True)
+        for slot, problem in zip(self.slots, answers):
+            if problem is not None:
+                raise EnvironmentBlocker(f"{slot.describe()} does not see the session's storage: {problem}; the session folder must "
+                                         "be on storage every host shares, at the same path; nothing ran")
+
     def _stop(self, run_id: str, indices: Any) -> None:
         """Tell every host still running ``run_id`` to end its group (a lost host's call simply fails)."""
         for i in list(indices):

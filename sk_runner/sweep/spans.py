@@ -61,6 +61,7 @@ def session_hosts(root: Path, spec: HostsSpec | None, *, address: str | None, le
                                                         "summary_zh": f"多主机设备租约未取得，未运行、未决策；--resume 将重试：{exc.one_line()}"})
         raise
     try:
+        hosts.check_storage(Path(root).absolute().parent)  # every host writes its group's logs into the session's folders
         yield hosts
     finally:
         hosts.close()
