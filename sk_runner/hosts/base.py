@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.devices.lease import LeaseLike, lease_devices
+from sk_runner.devices.lease import LeaseLike, lease_devices, lease_record
 from sk_runner.devices.markers import fits
-from sk_runner.process import ProcessResult
+from sk_runner.process import ProcessResult, run_process
 
 
 class HostLost(EnvironmentBlocker):
@@ -95,6 +95,20 @@ def ranks_problem(hosts: Hosts | None, lease: LeaseLike, ranks: int) -> str | No
                                                                  "give it no lease of its own")
     devices = lease_devices(lease)
     return None if devices is None else fits(devices, ranks)
+
+
+def run_lease_record(hosts: Hosts | None, lease: LeaseLike) -> dict[str, Any]:
+    """The lease a run's processes ran under, as its records keep it: every host's of a multi-host run, else this host's."""
+    return hosts.lease_record() if hosts is not None else lease_record(lease)
+
+
+def launch(hosts: Hosts | None, argv: list[str], *, cwd: Path, local_env: Mapping[str, str], contract_env: Mapping[str, str],
+           stdout_path: Path, stderr_path: Path, timeout_s: float | None) -> ProcessResult:
+    """One run of ``argv``: one rank group per host, each in its host's environment plus ``contract_env`` (docs/runner.md
+    "Runs that span hosts"), or one process here in ``local_env`` (this host's, already scrubbed, with the contract)."""
+    if hosts is not None:
+        return hosts.run(argv, cwd=cwd, contract_env=contract_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=timeout_s)
+    return run_process(argv, cwd=cwd, env=dict(local_env), stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=timeout_s)
 
 
 class ProofLike(Protocol):

@@ -39,9 +39,9 @@ from sk_analytics.stage_o.options import both_names, options_root, runtime_name
 from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
-from sk_runner.hosts.base import Hosts
+from sk_runner.hosts.base import Hosts, launch
 from sk_runner.probe.evidence import MISSING, WORK_PATH_ENV, ProbeEvidenceMissing, judge
-from sk_runner.process import ProcessResult, run_process
+from sk_runner.process import ProcessResult
 from sk_runner.process.stderr_tail import last_lines, stderr_note
 
 #: The switch that makes the runtime write super_kernel.log (formats §4).
@@ -227,11 +227,8 @@ def runtime_check(
     child_env = {**scrub_env(os.environ if env is None else env), **request.contract_env(), **switches}
     stdout_path, stderr_path = attempt / "stdout.txt", attempt / "stderr.txt"
     workdir = (cwd or Path.cwd()).resolve()
-    if hosts is not None:
-        result = hosts.run(argv, cwd=workdir, contract_env={**request.contract_env(), **switches}, stdout_path=stdout_path,
-                           stderr_path=stderr_path, timeout_s=control.timeout_s)
-    else:
-        result = run_process(argv, cwd=workdir, env=child_env, stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
+    result = launch(hosts, argv, cwd=workdir, local_env=child_env, contract_env={**request.contract_env(), **switches},
+                    stdout_path=stdout_path, stderr_path=stderr_path, timeout_s=control.timeout_s)
     logs = sorted(run_dir.rglob("super_kernel.log"))
     check = RuntimeCheck("accepted", "", attempt, argv, config_path, stdout_path, stderr_path, result,
                          {**request.contract_env(), **switches}, [p.relative_to(attempt).as_posix() for p in logs], cwd=workdir)

@@ -43,11 +43,11 @@ from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.probe.evidence import WORK_PATH_ENV
 from sk_runner.backends.base import Backend, Control, RunRequest, at_workdir
 from sk_runner.config import load_config, scrub_env
-from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_environ, lease_record
+from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_environ
 from sk_runner.fingerprint import source_revision
-from sk_runner.hosts.base import Hosts, ranks_problem
+from sk_runner.hosts.base import Hosts, launch, ranks_problem, run_lease_record
 from sk_runner.process import lifetime
-from sk_runner.process import ProcessResult, run_process
+from sk_runner.process import ProcessResult
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 from sk_runner.trial import ROUND_NAME, round_dir_of
 from sk_runner.process.session import require_session
@@ -273,11 +273,9 @@ class _Collector:
                    "timeout_s": control.timeout_s}
         contract_env = {**request.contract_env(), WORK_PATH_ENV: str(request.run_dir)}
         workdir = (spec.cwd or Path.cwd()).resolve()
-        try:
-            if spec.hosts is not None:  # every host's ranks under one manifest: the root is on the session's storage
-                result = spec.hosts.run(argv, cwd=workdir, contract_env=contract_env, **streams)
-            else:
-                result = run_process(argv, cwd=workdir, env={**scrub_env(self.env), **contract_env}, **streams)
+        try:  # on hosts: every host's ranks under one manifest (the root is on the session's storage)
+            result = launch(spec.hosts, argv, cwd=workdir, local_env={**scrub_env(self.env), **contract_env}, contract_env=contract_env,
+                            **streams)
         except EnvironmentBlocker as exc:
             self.record(replace(base, status="blocked", reason=exc.one_line(),
                                 reason_zh=f"采集进程无法启动：{exc.one_line()}"))
@@ -314,7 +312,7 @@ class _Collector:
     def record(self, attempt: AttemptRecord) -> None:
         # attempt numbers are allocated by an exclusive mkdir, so this name is new
         target = self.spec.diag_dir / f"attempt-{attempt.attempt}.json"
-        lease = lease_record(self.lease) if self.spec.hosts is None else self.spec.hosts.lease_record()
+        lease = run_lease_record(self.spec.hosts, self.lease)
         write_json(target, {"role": self.spec.role, "round": self.spec.round, **attempt.to_json(), "lease": lease})
         self.progress(f"{self.spec.role} attempt {attempt.attempt}: {attempt.status} — {attempt.reason}")
 

@@ -30,8 +30,8 @@ from sk_analytics.stage_o import machine as m
 from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
-from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ, lease_record
-from sk_runner.hosts.base import Hosts
+from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ
+from sk_runner.hosts.base import Hosts, run_lease_record
 from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.session import SweepSession, session_relative
@@ -275,7 +275,7 @@ class Executor:
             "requested_iterations": a.iterations, "iterations": result.iterations,
             "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
             "attempts": [self.rel(r.root) for r in result.attempts],
-            "lease": self.hosts.lease_record() if self.hosts is not None else lease_record(self.devices and self.devices.lease),
+            "lease": run_lease_record(self.hosts, self.devices and self.devices.lease),
             "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
         }
 

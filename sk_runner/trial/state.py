@@ -21,8 +21,8 @@ from sk_analytics.stage_o.identity import changed_files, identity_differences
 from sk_analytics.strict_json import load_json_file
 from sk_analytics.tables import write_table
 from sk_runner.backends.base import RunRequest
-from sk_runner.devices.lease import HeldLease, lease_environ, lease_record, with_devices
-from sk_runner.hosts.base import ranks_problem
+from sk_runner.devices.lease import HeldLease, lease_environ, with_devices
+from sk_runner.hosts.base import launch, ranks_problem, run_lease_record
 from sk_runner.devices.proof import CleanDeviceProof
 from sk_runner.hosts.proof import HostsProof
 from sk_runner.config import (
@@ -35,7 +35,7 @@ from sk_runner.config import (
     scrub_env,
 )
 from sk_runner.fingerprint import TrialFingerprints, env_hash, source_revision
-from sk_runner.process import ProcessResult, run_process
+from sk_runner.process import ProcessResult
 from sk_runner.process.faults import EnvironmentFault
 from sk_runner.process.session import require_session
 from sk_runner.trial.scene import record_blocker
@@ -245,17 +245,15 @@ class TrialState:
 
     def lease_record(self) -> dict[str, Any]:
         """The lease the trial's processes run under: this host's, or every host's of a multi-host trial."""
-        return self.spec.hosts.lease_record() if self.spec.hosts is not None else lease_record(self.lease)
+        return run_lease_record(self.spec.hosts, self.lease)
 
     def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
         request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
         argv = self.spec.backend.argv(request)
         streams = {"stdout_path": run_dir / "stdout.txt", "stderr_path": run_dir / "stderr.txt", "timeout_s": self.spec.control.timeout_s}
-        try:
-            if self.spec.hosts is not None:  # one group per host, started together (docs/runner.md "Runs that span hosts")
-                result = self.spec.hosts.run(argv, cwd=self.workload_cwd, contract_env=request.contract_env(), **streams)
-            else:
-                result = run_process(argv, cwd=self.workload_cwd, env=self.child_env(request.contract_env()), **streams)
+        try:  # one group per host, started together, or one process here
+            result = launch(self.spec.hosts, argv, cwd=self.workload_cwd, local_env=self.child_env(request.contract_env()),
+                            contract_env=request.contract_env(), **streams)
         except EnvironmentBlocker as exc:
             moved_to = self.move_aside(run_dir)
             if isinstance(exc, EnvironmentFault) and moved_to is not None:
