@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_runner.hosts.agent import HostAgent
-from sk_runner.hosts.base import HostSlot, MultiHostResult, combine, hosts_lease_record
+from sk_runner.hosts.base import HostSlot, MultiHostResult, combine, group_fault, hosts_lease_record
 from sk_runner.hosts.proof import HostsProof
 from sk_runner.hosts.topology import HostsSpec, group_env, host_path, hosts_problem
 
@@ -45,7 +45,11 @@ class ThreadHosts:
         futures = [self.pool.submit(self.agents[i].run, run_id, argv, str(cwd), dict(contract_env),
                                     group_env(i, self.spec.hosts, self.spec.npus_per_host, "127.0.0.1", 29500),
                                     str(host_path(stdout_path, i)), str(host_path(stderr_path, i)), timeout_s) for i in range(self.spec.hosts)]
-        return combine([f.result() for f in futures])
+        records = [f.result() for f in futures]
+        for slot, record in zip(self.slots, records):
+            if "fault" in record:
+                raise group_fault(record, slot.describe())
+        return combine(records)
 
     def proof(self, round_dir: Path, round_name: str, backend: str) -> HostsProof:
         key = uuid.uuid4().hex

@@ -159,6 +159,21 @@ def test_a_group_whose_streams_cannot_be_opened_on_its_host_is_a_fault_in_one_li
     assert str(tmp_path / "run-1") in record["fault"] and "\n" not in record["fault"]
 
 
+ENOSPC_LINE = "OSError: [Errno 28] No space left on device: 'log_3.log'"
+
+
+def test_a_group_that_died_of_a_full_disk_answers_the_fault_itself_not_only_its_text(tmp_path: Path) -> None:
+    """The environment fault crosses the host boundary whole: command, errno, evidence and stderr path, so the session
+    can raise it as a one-host run would (and name the stderr where the run is moved)."""
+    fail = [sys.executable, "-c", f"import sys; print({ENOSPC_LINE!r}, file=sys.stderr); sys.exit(1)"]
+    record = _agent(tmp_path).run("r1", fail, str(tmp_path), {}, {}, str(tmp_path / "out.txt"), str(tmp_path / "err.txt"), 60)
+    assert record["fault"].startswith(f"{sys.executable} -c ") and "died of an environment fault (ENOSPC: " in record["fault"]
+    assert record["environment_fault"] == {"argv": fail, "errno_name": "ENOSPC", "evidence": ENOSPC_LINE, "stderr": str(tmp_path / "err.txt")}
+    plain = _agent(tmp_path).run("r2", [sys.executable, "-c", "import sys; sys.exit(1)"], str(tmp_path), {}, {}, str(tmp_path / "o2"),
+                                 str(tmp_path / "e2"), 60)
+    assert "fault" not in plain and plain["process"].exit_code == 1  # a plain failure stays the workload's, for the trial to judge
+
+
 class _Ref:
     """A fake Ray object ref: ready with a value or an error, or never ready."""
 
@@ -214,6 +229,42 @@ def test_an_error_of_one_hosts_call_stops_every_other_hosts_group_before_it_is_r
     with pytest.raises(ray.exceptions.RayTaskError):
         hosts.run(["w"], cwd=Path("."), contract_env={}, stdout_path=Path("o"), stderr_path=Path("e"), timeout_s=None)
     assert len(stops) == 1 and stops[0] == agents[1].run.calls[0][:1]  # host 1, this run's id
+
+
+def test_a_hosts_group_that_died_of_the_machine_is_raised_as_that_environment_fault_naming_the_host() -> None:
+    """Host 1's group died of a full disk while host 0's still runs: the session gets the
+    :class:`EnvironmentFault` (errno kept for the blocker record, stderr path movable), prefixed with host 1; host 0 is
+    stopped. A fault without one (a group that could not start) stays a plain blocker naming its host."""
+    from sk_runner.hosts.ray_hosts import RayHosts
+    from sk_runner.process.faults import EnvironmentFault
+
+    ray = _FakeRay()
+    fault = {"argv": ["w", "--x"], "errno_name": "ENOSPC", "evidence": ENOSPC_LINE, "stderr": "/s/run-1/stderr.host-1.txt"}
+    for answer, kind in (({"index": 1, "fault": "w --x died …", "environment_fault": fault}, EnvironmentFault),
+                         ({"index": 1, "fault": "cannot start the group: Permission denied (/s/run-1)"}, EnvironmentBlocker)):
+        stops: list[tuple[object, ...]] = []
+        running = _Ref(ready=False)  # host 0's group: it ends (stopped) only when told to stop
+
+        def stop(ref: _Ref = running) -> None:
+            ref.ready, ref.value = True, {"index": 0, "stopped": True, "process": ProcessResult(1, None, 15, False, 0, 1, 0.0)}
+
+        agents = []
+        for ref in (running, _Ref(answer)):
+            agent = type("Agent", (), {})()
+            agent.run, agent.stop, agent.free_port = _Method(ref, []), _Method(stop, stops), _Method(_Ref(4242), [])
+            agents.append(agent)
+        slots = [HostSlot(i, f"n{i}", f"server-{i}", "h", "1.2.3.4", (0, 1)) for i in range(2)]
+        with pytest.raises(EnvironmentBlocker) as info:
+            RayHosts(ray, HostsSpec(2, 2), None, agents, slots, 1.0).run(["w", "--x"], cwd=Path("."), contract_env={}, stdout_path=Path("o"),
+                                                                         stderr_path=Path("e"), timeout_s=None)
+        assert type(info.value) is kind and info.value.one_line().startswith("host 1 (server-1, node n1): ")
+        assert len(stops) == 1 and stops[0] == agents[0].run.calls[0][:1]  # host 0's group of this run is stopped
+    assert info.value.errno_name is None
+    raised = EnvironmentFault.from_json(fault, "host 1 (server-1, node n1)")
+    assert raised.errno_name == "ENOSPC" and raised.one_line() == (f"host 1 (server-1, node n1): w --x died of an environment fault "
+                                                                  f"(ENOSPC: {ENOSPC_LINE}); its stderr: /s/run-1/stderr.host-1.txt")
+    raised.moved(Path("/s/run-1"), Path("/s/INCOMPLETE/run-1-x"))
+    assert raised.one_line().endswith("its stderr: /s/INCOMPLETE/run-1-x/stderr.host-1.txt") and raised.one_line().startswith("host 1 ")
 
 
 def test_an_agent_sees_the_file_the_session_wrote_only_with_its_content(tmp_path: Path) -> None:
@@ -329,6 +380,38 @@ def test_a_trial_on_two_hosts_logs_what_one_process_of_all_ranks_logs(tmp_path: 
     for rank in range(4):
         timings = [[line for line in (d / f"log_{rank}.log").read_text().splitlines() if line.startswith("Inference")] for d in (run, one)]
         assert timings[0] == timings[1]
+
+
+def test_a_trial_whose_host_1_group_died_of_a_full_disk_records_the_errno_and_the_moved_stderr(tmp_path: Path) -> None:
+    """As a one-host run's ENOSPC (protocol §8): a blocker, never a decision, with the errno in
+    ``environment-blockers.jsonl`` and the message naming host 1 and its stderr where the run was moved aside."""
+    from sk_analytics.atomic import write_json
+    from sk_runner.backends.base import Control
+    from sk_runner.backends.command import CommandBackend
+    from sk_runner.process.faults import EnvironmentFault
+    from sk_runner.sweep.demo import DEMO_SEED_CONFIG
+    from sk_runner.trial import TrialSpec, run_trial
+
+    config = tmp_path / "seed.json"
+    write_json(config, DEMO_SEED_CONFIG)
+    workload = tmp_path / "workload.py"
+    workload.write_text(f"import os, sys\nif os.environ['SK_RUN_HOST_INDEX'] == '1':\n    print({ENOSPC_LINE!r}, file=sys.stderr)\n"
+                        "    sys.exit(1)\n", encoding="utf-8")
+    (tmp_path / "s").mkdir()
+    hosts = ThreadHosts(tmp_path / "hosts", HostsSpec(2, 2))
+    try:
+        spec = TrialSpec(session=tmp_path / "s", round="O0-INCUMBENT", base_config=config, backend=CommandBackend([sys.executable, str(workload)]),
+                         incumbent=True, runs=1, control=Control(ranks=4, iterations=12, warmup=2, timeout_s=60), seed=1, hosts=hosts)
+        with pytest.raises(EnvironmentFault) as info:
+            run_trial(spec)
+    finally:
+        hosts.close()
+    rd = tmp_path / "s" / "experiments" / "Sbest" / "O0-INCUMBENT"
+    blocker = json.loads((rd / "environment-blockers.jsonl").read_text())
+    assert blocker["errno"] == "ENOSPC" and blocker["message"].startswith("host 1 (host-1, node node-1): ")
+    stderr = Path(blocker["message"].rsplit("; its stderr: ", 1)[1])
+    assert stderr.name == "stderr.host-1.txt" and stderr.parent.parent == rd / "INCOMPLETE" and ENOSPC_LINE in stderr.read_text()
+    assert info.value.stderr_path == stderr and not (rd / "FAILURE_SCENES").exists()
 
 
 def test_a_trial_that_spans_hosts_takes_no_lease_of_its_own(tmp_path: Path) -> None:

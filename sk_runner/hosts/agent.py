@@ -28,6 +28,7 @@ from sk_runner.devices.lease import HeldLease, Holder, LeaseFault, LeaseRequest,
 from sk_runner.devices.markers import ROOT_ENV, Need, lease_root_text
 from sk_runner.fingerprint import env_hash
 from sk_runner.process import kill_group, run_process
+from sk_runner.process.faults import EnvironmentFault
 
 
 def free_port() -> int:
@@ -96,6 +97,8 @@ class HostAgent:
         try:
             result = run_process(argv, cwd=Path(cwd), env=env, stdout_path=Path(stdout_path), stderr_path=Path(stderr_path),
                                  timeout_s=timeout_s, on_start=started)
+        except EnvironmentFault as exc:  # the group died of the machine (disk full …): the session raises this very fault
+            return {"index": self.index, "fault": exc.one_line(), "environment_fault": exc.to_json()}
         except EnvironmentBlocker as exc:
             return {"index": self.index, "fault": exc.one_line()}
         except OSError as exc:  # the group's streams cannot be opened here (the session folder not writable on this host)

@@ -20,6 +20,7 @@ from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.devices.lease import LeaseLike, lease_devices, lease_record
 from sk_runner.devices.markers import fits
 from sk_runner.process import ProcessResult, run_process
+from sk_runner.process.faults import EnvironmentFault
 
 
 class HostLost(EnvironmentBlocker):
@@ -75,6 +76,15 @@ def combine(groups: Sequence[Mapping[str, Any]]) -> MultiHostResult:
     records = tuple({**{k: v for k, v in g.items() if k != "process"}, "process": g["process"].to_json()} for g in groups)
     return MultiHostResult(pid=procs[0].pid, exit_code=exit_code, signal=sig, timed_out=timed_out, started_ns=started, ended_ns=ended,
                            duration_s=max(p.duration_s for p in procs), groups=records)
+
+
+def group_fault(record: Mapping[str, Any], where: str) -> EnvironmentBlocker:
+    """The blocker of a host whose group could not run (``record["fault"]``), named by ``where``: the
+    :class:`~sk_runner.process.faults.EnvironmentFault` itself when the group died of the machine, so the session
+    records its errno and names its stderr where the run is moved, as for a one-host run."""
+    if "environment_fault" in record:
+        return EnvironmentFault.from_json(record["environment_fault"], where)
+    return EnvironmentBlocker(f"{where}: {record['fault']}")
 
 
 def hosts_lease_record(slots: Sequence[HostSlot]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_runner.devices.lease import LeaseFault
 from sk_runner.hosts.agent import HostAgent
-from sk_runner.hosts.base import HostLost, HostSlot, MultiHostResult, combine, hosts_lease_record
+from sk_runner.hosts.base import HostLost, HostSlot, MultiHostResult, combine, group_fault, hosts_lease_record
 from sk_runner.hosts.proof import HostsProof
 from sk_runner.hosts.topology import RAY_HINT, SPANS, HostsSpec, assigned_npus, group_env, host_path, hosts_problem, same_server
 
@@ -171,7 +171,8 @@ class RayHosts:
             timeout_s: float | None) -> MultiHostResult:
         """Every host's group at once; the first that fails by itself, times out or is lost
         stops all the others. A lost host raises :class:`HostLost`, a host that could not start its group an
-        :class:`EnvironmentBlocker`; otherwise one result for all groups."""
+        :class:`EnvironmentBlocker` (:func:`~sk_runner.hosts.base.group_fault`: a group that died of the machine
+        raises its :class:`~sk_runner.process.faults.EnvironmentFault`); otherwise one result for all groups."""
         ray = self.ray
         indices = list(range(self.spec.hosts))
         run_id = uuid.uuid4().hex
@@ -189,7 +190,7 @@ class RayHosts:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s + ANSWER_GRACE_S
         records: dict[int, Mapping[str, Any]] = {}
         lost: HostLost | None = None
-        fault: str | None = None
+        fault: EnvironmentBlocker | None = None
         stopping = False
         try:
             while pending:
@@ -211,7 +212,7 @@ class RayHosts:
                         lost = lost or self._lost_error(i, exc, "during the run")
                         record = None
                     if record is not None and "fault" in record:
-                        fault = fault or f"{self.slots[i].describe()}: {record['fault']}"
+                        fault = fault or group_fault(record, self.slots[i].describe())
                     elif record is not None:
                         records[i] = {**record, "node_name": self.slots[i].node_name, "host": self.slots[i].host}
                     failed = record is None or "fault" in record or not record["process"].ok
@@ -224,7 +225,7 @@ class RayHosts:
         if lost is not None:
             raise lost
         if fault is not None:
-            raise EnvironmentBlocker(fault)
+            raise fault
         return combine([records[i] for i in indices])
 
     def check_storage(self, folder: Path) -> None:

@@ -17,9 +17,10 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
 
@@ -62,19 +63,29 @@ class EnvironmentFault(EnvironmentBlocker):
     """A started process died of an environment fault: a blocker, never a decision.
 
     The message names the command as configured (for ``python -m x …`` the
-    module and its arguments, not just the interpreter) and its stderr file.
+    module and its arguments, not just the interpreter), its stderr file and,
+    for one host's group of a multi-host run, that host (``where``).
     """
 
-    def __init__(self, argv: Sequence[str], evidence: FaultEvidence, stderr_path: Path) -> None:
+    def __init__(self, argv: Sequence[str], evidence: FaultEvidence, stderr_path: Path, where: str | None = None) -> None:
         self.argv = list(argv)
         self.evidence = evidence
         self.errno_name = evidence.errno_name
         self.stderr_path = stderr_path
+        self.where = where
         super().__init__(self._message())
 
     def _message(self) -> str:
-        return (f"{command_text(self.argv)} died of an environment fault ({self.evidence.describe()}); "
-                f"its stderr: {self.stderr_path}")
+        return (f"{'' if self.where is None else self.where + ': '}{command_text(self.argv)} died of an environment fault "
+                f"({self.evidence.describe()}); its stderr: {self.stderr_path}")
+
+    def to_json(self) -> dict[str, object]:
+        """What a host's agent sends back so the session raises this fault, not a plain blocker (:meth:`from_json`)."""
+        return {"argv": self.argv, "errno_name": self.errno_name, "evidence": self.evidence.evidence, "stderr": str(self.stderr_path)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str | None = None) -> EnvironmentFault:
+        return cls(list(data["argv"]), FaultEvidence(str(data["errno_name"]), str(data["evidence"])), Path(data["stderr"]), where)
 
     def moved(self, old: Path, new: Path) -> None:
         """The folder ``old`` holding the stderr file was moved to ``new``: name the file where it is now."""
