@@ -168,6 +168,58 @@ def test_a_failing_job_is_retried_on_its_node_then_given_up(tmp_path: Path) -> N
     assert outcomes == ["failed", "failed"]
 
 
+def two_host_fleet() -> Fleet:
+    """A fleet whose jobs record a session on hosts A and B (the job itself, the sweep's launcher, runs anywhere)."""
+    fleet = Fleet([A, B])
+    real_submit = fleet.submit
+
+    def submit_on_two_hosts(job: Job, resources: dict[str, float], pin: NodeInfo | None) -> str:
+        folder = session_dir(Path(job.campaign_root), job.session)
+        if not (folder / "session.json").exists():
+            folder.mkdir(parents=True)
+            hosts = [{"index": i, **n.to_json()} for i, n in enumerate((A, B))]
+            (folder / "session.json").write_text(json.dumps({"placement": {**A.to_json(), "spans": {"hosts": 2, "npus_per_host": 8},
+                                                                           "hosts": hosts}}))
+        return real_submit(job, resources, pin)
+
+    fleet.submit = submit_on_two_hosts  # type: ignore[method-assign]
+    return fleet
+
+
+def ended(session: str, exit_code: int) -> JobResult:
+    return JobResult(session, A.to_json(), exit_code, None, False, 1.0)
+
+
+def test_a_multi_host_sweep_stopped_by_a_lost_host_waits_for_ray_to_see_the_host_gone(tmp_path: Path) -> None:
+    """The sweep ends exit 3 (a host was lost) before Ray reports host B dead: the driver looks again (after a pause)
+    and records node_lost, not a failure that would count against the task's attempts."""
+    root, spec = campaign(tmp_path, "wait", wait_s=0.001)
+    fleet = two_host_fleet()
+    fleet.wait = lambda handles, timeout: (fleet.results.setdefault("t-1", ended("t-1", 3)), list(handles))[1]  # type: ignore[method-assign]
+    driver = Driver(root, spec, fleet, Silent())
+    pauses: list[float] = []
+    driver.sleep = lambda s: (pauses.append(s), B in fleet.alive and fleet.alive.remove(B))  # type: ignore[assignment]
+    driver.run(resumed=False)
+    records = read_records(root)
+    assert [r.data["outcome"] for r in records if r.kind == "session_ended"] == ["node_lost"] and pauses[:1] == [0.5]
+    assert [[h["node_name"] for h in r.data["hosts_lost"]] for r in records if r.kind == "node_lost"] == [["server-b"]]
+
+
+def test_a_multi_host_sweep_that_failed_by_itself_is_failed_at_once(tmp_path: Path) -> None:
+    """The sweep ends exit 2 (bad input) with both hosts alive: ``failed`` without waiting for Ray (it used to wait
+    15 s for a host death that nothing suggested), then retried on the same hosts."""
+    root, spec = campaign(tmp_path, "wait")
+    fleet = two_host_fleet()
+    answers = iter([ended("t-1", 2), ok("t-1", A)])
+    fleet.wait = lambda handles, timeout: (fleet.results.setdefault("t-1", next(answers)), list(handles))[1]  # type: ignore[method-assign]
+    driver = Driver(root, spec, fleet, Silent())
+    pauses: list[float] = []
+    driver.sleep = pauses.append  # type: ignore[assignment]
+    assert driver.run(resumed=False) == 0
+    assert [r.data["outcome"] for r in read_records(root) if r.kind == "session_ended"] == ["failed", "base"]
+    assert pauses == [] and fleet.submitted == [("t-1", None), ("t-1", "server-a")]
+
+
 def test_a_multi_host_session_whose_launcher_fails_while_host_1_is_gone_is_node_lost(tmp_path: Path) -> None:
     """The job of a two-host session (only the sweep's launcher, on any node) fails while its host 1 left the cluster;
     host 0 is alive. The session ended node_lost, not failed: the policy applies to the whole placement group."""

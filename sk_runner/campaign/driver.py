@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from filelock import FileLock, Timeout
 
 from sk_analytics.atomic import write_json
-from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, SkTuneError, UsageError
+from sk_analytics.errors import EXIT_ENVIRONMENT, EXIT_NEGATIVE, EXIT_OK, IntegrityError, SkTuneError, UsageError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger import Ledger, read_records
 from sk_analytics.signing import forwarded_env
@@ -55,7 +55,8 @@ from sk_runner.process.lifetime import start_ticks
 
 POLL_S = 1.0
 HOSTS_SETTLE_S = 15.0
-"""How long the driver gives Ray to notice that the server (or a host) of a session whose job failed died."""
+"""How long the driver gives Ray to notice that the server (or a host) of a session whose job failed died (for a
+multi-host session: only when its sweep stopped on an environment blocker, as a lost host makes it)."""
 
 
 def pin_of(placement: dict[str, Any], alive: dict[str, NodeInfo]) -> NodeInfo | None:
@@ -371,7 +372,10 @@ class Driver:
             return
         outcome = result.outcome
         placement = placement_of(self.root, run.session)
-        if outcome == "failed" and placement is not None and recorded_spans(placement) and self._hosts_gone(placement):
+        # Only a sweep that stopped on an environment blocker (exit 3, as a lost host makes it) may be waiting for Ray
+        # to notice a dead host; any other failure is judged on the nodes Ray reports now.
+        settle_s = HOSTS_SETTLE_S if result.exit_code == EXIT_ENVIRONMENT else 0.0
+        if outcome == "failed" and placement is not None and recorded_spans(placement) and self._hosts_gone(placement, settle_s):
             outcome = "node_lost"  # a host of the session left the cluster: its policy applies to all its hosts
         self.record("session_ended", {"task": run.task, "session": run.session, "outcome": outcome, "exit_code": result.exit_code,
                                       "signal": result.signal, "timed_out": result.timed_out, "duration_s": round(result.duration_s, 3),
@@ -386,7 +390,7 @@ class Driver:
                 return True
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(0.5)
+            self.sleep(0.5)
 
     def _stop_all(self, reason: str) -> None:
         """Cancel every running job and wait until its process group is gone; record each as ``reason``."""
