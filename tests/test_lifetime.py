@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,36 @@ time.sleep(300)
 
 
 _with_marker = with_marker
+
+_TREES: list[tuple[subprocess.Popen[bytes], str]] = []
+"""The sk-run trees :func:`_start_tree` started, with their markers."""
+
+
+@pytest.fixture(autouse=True)
+def _end_started_trees() -> Iterator[None]:
+    """After each test, end what its sk-run tree left (nothing, when the test passed): a test that failed halfway
+    must not leave its workload and keeper to fail the next tests of this worker (``keepers_below``)."""
+    yield
+    while _TREES:
+        proc, marker = _TREES.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in _with_marker(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:  # gone meanwhile
+                pass
+        _none_left(marker)
+
+
+def _executed(pid: int) -> bool:
+    """Whether the grandchild ``pid`` runs its own program (``-c`` code): its ``setsid``, or its environment wiped, done.
+    Until its ``exec`` it is a fork of the workload, with the workload's argv (and marker) and environment."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:2] == [b"-c"]
+    except OSError:
+        return False
 
 
 def _none_left(marker: str, timeout_s: float = 15.0) -> bool:
@@ -104,6 +135,7 @@ def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid", *,
     start = _block_interrupts if blocked else _ignore_like_a_background_job if ignoring else None
     proc = subprocess.Popen(_trial(tmp_path, marker, grandchild), env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, preexec_fn=start)
+    _TREES.append((proc, marker))
     pid_file = tmp_path / "session/experiments/Sbest/O0/CORRECTNESS/grandchild.pid"
     deadline = time.monotonic() + 60
     while not (pid_file.is_file() and pid_file.read_text()):
@@ -111,9 +143,10 @@ def _start_tree(tmp_path: Path, marker: str, grandchild: str = "setsid", *,
         time.sleep(0.05)
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 30
-    while len(_with_marker(marker)) < 3 and time.monotonic() < deadline:  # the grandchild's exec may still be on its way
+    while not _executed(pid) and time.monotonic() < deadline:  # the pid file is written at the fork, before the exec
         time.sleep(0.05)
-    assert process_alive(pid) and len(_with_marker(marker)) == 3  # sk-run (the marker is in its argv), workload, grandchild
+    assert _executed(pid) and process_alive(pid)
+    assert len(_with_marker(marker)) == 3  # sk-run (the marker is in its argv), workload, grandchild
     if grandchild == "wipe":
         assert b"SK_TUNE_LIFETIME" not in Path(f"/proc/{pid}/environ").read_bytes()
         assert os.getpgid(pid) == os.getpgid(int((pid_file.parent / "workload.pid").read_text()))
