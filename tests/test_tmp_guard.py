@@ -1,4 +1,4 @@
-"""Issue 36: the suite leaves nothing in the temporary folder it is given (tests/tmp_guard.py)."""
+"""Issue 36: the suite leaves nothing in the temporary folder it is given and no process running (tests/tmp_guard.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tmp_guard import MARK_ENV
+from sk_runner.process import process_alive
+from tmp_guard import GRACE_ENV, MARK_ENV
 
 TESTS = Path(__file__).resolve().parent
 
 
-def _pytest(args: list[str], tmpdir: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _pytest(args: list[str], tmpdir: Path, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     """A fresh pytest run (not nested in this run's guard) whose TMPDIR is ``tmpdir``."""
     env = {k: v for k, v in os.environ.items() if k not in (MARK_ENV, "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
-    env |= {"TMPDIR": str(tmpdir), "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))}
+    env |= {"TMPDIR": str(tmpdir), "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")])), **extra}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900, check=False)
 
@@ -66,3 +67,43 @@ def test_a_test_that_leaves_a_temp_folder_fails_the_run(tmp_path: Path, workers:
     done = _pytest(["-p", "tmp_guard", *workers, "test_leaks.py"], empty, suite)
     assert done.returncode == 0 and "left" not in done.stdout, done.stdout[-3000:]
     assert _only_pytests_own(empty)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_process_a_test_leaves_running_fails_the_run_and_is_killed(tmp_path: Path, workers: list[str]) -> None:
+    """One left its session (``setsid``), one also wiped its environment (found by its working directory, a test's
+    folder); both are named and killed. One that ends by itself within the grace after the last test is not a leftover."""
+    suite, pids = tmp_path / "suite", tmp_path / "pids"
+    suite.mkdir()
+    pids.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (suite / "test_procs.py").write_text(
+        "import pathlib, subprocess, sys\n"
+        f"PIDS = pathlib.Path({str(pids)!r})\n"
+        "SLEEP = 'import sys, time; time.sleep(float(sys.argv[1]))'\n"
+        "def test_detached():\n"
+        "    p = subprocess.Popen([sys.executable, '-c', SLEEP, '300', 'left-running-1'], start_new_session=True)\n"
+        "    (PIDS / 'detached').write_text(str(p.pid))\n"
+        "def test_wiped(tmp_path):\n"
+        "    p = subprocess.Popen([sys.executable, '-c', SLEEP, '300', 'left-running-2'], env={}, cwd=tmp_path, start_new_session=True)\n"
+        "    (PIDS / 'wiped').write_text(str(p.pid))\n"
+        "def test_ends_soon():\n"
+        "    subprocess.Popen([sys.executable, '-c', SLEEP, '2', 'ends-by-itself'], start_new_session=True)\n",
+        encoding="utf-8")
+    empty = tmp_path / "tmp"
+    empty.mkdir()
+    done = _pytest(["-p", "tmp_guard", *workers, "test_procs.py"], empty, suite, **{GRACE_ENV: "12"})
+    out = done.stdout + done.stderr
+    left = {name: int((pids / name).read_text()) for name in ("detached", "wiped")}
+    try:
+        assert done.returncode == 1 and "3 passed" in out, out[-3000:]
+        assert "the tests left 2 process(es) running 12 s after the last test (now killed)" in out, out[-3000:]
+        assert "left-running-1" in out and "left-running-2" in out and "ends-by-itself" not in out, out[-3000:]
+        assert not any(process_alive(pid) for pid in left.values())
+        assert _only_pytests_own(empty)
+    finally:
+        for pid in left.values():
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
