@@ -16,6 +16,7 @@ turned into JSON data).
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from os import PathLike
 from pathlib import Path
@@ -35,37 +36,77 @@ class DuplicateKeyError(InputError):
     rule = "duplicate-key"
 
 
-def _reject_duplicates(source: str) -> Any:
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in seen:
-                raise DuplicateKeyError(
-                    source, f"rule duplicate-key: key {key!r} appears twice in one object", expected="unique keys"
-                )
-            seen[key] = value
-        return seen
+class _Refused(Exception):
+    """A key repeated in one object (``key``) or a NaN/Infinity (``constant``), seen by the parser without its place."""
 
-    return hook
+    def __init__(self, key: str | None = None, constant: str | None = None) -> None:
+        super().__init__(key, constant)
+        self.key, self.constant = key, constant
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Refused(key=key)
+        seen[key] = value
+    return seen
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+    raise _Refused(constant=name)
+
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:]|NaN|-?Infinity')
+"""The tokens :func:`_refused_line` follows: strings (so a ``NaN`` inside one is no token), brackets, colons, constants."""
+
+
+def _refused_line(text: str, refused: _Refused) -> int | None:
+    """The line of what the parser refused: the first NaN/Infinity, or the first key ``refused.key`` that repeats a key
+    of its own object. Only on the error path: the parser reached it, so the text before it is well-formed JSON."""
+    objects: list[set[str] | None] = []  # per open bracket: the keys of an object (None: an array)
+    string: str | None = None
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token.startswith('"'):
+            try:
+                string = json.loads(token)
+            except ValueError:  # an escape the parser would have refused before
+                string = None
+            continue
+        if token == ":" and string is not None and objects and objects[-1] is not None:
+            if string in objects[-1] and string == refused.key:
+                return text.count("\n", 0, match.start()) + 1
+            objects[-1].add(string)
+        elif token in ("{", "["):
+            objects.append(set() if token == "{" else None)
+        elif token in ("}", "]"):
+            if objects:
+                objects.pop()
+        elif token != ":" and refused.constant is not None:
+            return text.count("\n", 0, match.start()) + 1
+        string = None
+    return None
 
 
 def loads_strict(text: str, source: str | PathLike[str] = "<json>") -> Any:
-    """Parse JSON ``text``; duplicate keys and NaN/Infinity raise :class:`InputError`."""
+    """Parse JSON ``text``; duplicate keys and NaN/Infinity raise :class:`InputError` naming their line."""
     src = str(source)
     try:
-        return _shallow(json.loads(text, object_pairs_hook=_reject_duplicates(src), parse_constant=_reject_constant), src)
+        return _shallow(json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant), src)
     except RecursionError:
         raise _too_deep(src) from None
-    except (DuplicateKeyError, _TooDeep):
+    except _TooDeep:
         raise
+    except _Refused as exc:
+        line = _refused_line(text, exc)
+        if exc.key is not None:
+            raise DuplicateKeyError(src, f"rule duplicate-key: key {exc.key!r} appears twice in one object", line=line,
+                                    expected="unique keys") from None
+        raise InputError(src, f"invalid JSON: {exc.constant} is not valid JSON", line=line,
+                         expected="strict JSON without NaN/Infinity") from None
     except json.JSONDecodeError as exc:
         raise InputError(src, f"invalid JSON: {exc.msg}", line=exc.lineno, expected="strict JSON") from exc
-    except ValueError as exc:
-        raise InputError(src, f"invalid JSON: {exc}", expected="strict JSON without NaN/Infinity") from exc
 
 
 class _TooDeep(InputError):

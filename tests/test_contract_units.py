@@ -152,6 +152,21 @@ def test_strict_json_refuses_duplicates_and_nan() -> None:
         loads_strict('{"a":\n ]', "x.json")
 
 
+@pytest.mark.parametrize(("text", "line", "what"), [
+    ('{"a": 1,\n "b": NaN}', 2, "NaN is not valid JSON"),
+    ('{"s": "NaN {[ \\" Infinity",\n "x": [1,\n -Infinity]}', 3, "-Infinity is not valid JSON"),  # not inside a string
+    ('NaN', 1, "NaN is not valid JSON"),
+    ('{"a": 1,\n "c": {"a": 2},\n "a": 3}', 3, "key 'a' appears twice"),  # the same key in an inner object is no repeat
+    ('[{"k": 1},\n {"k": 2,\n  "k": 3}]', 3, "key 'k' appears twice"),  # nor in the array's other object
+], ids=["nan", "inside-strings", "bare", "nested-object", "array-of-objects"])
+def test_strict_json_names_the_line_of_a_refused_constant_or_repeated_key(text: str, line: int, what: str) -> None:
+    """Hypothesis found ``NaN`` refused without a line (file, line, what was expected is the rule for every input)."""
+    with pytest.raises(InputError) as info:
+        loads_strict(text, "x.json")
+    assert info.value.line == line and what in info.value.one_line(), info.value.one_line()
+    assert isinstance(info.value, DuplicateKeyError) == ("twice" in what)
+
+
 def test_strict_yaml(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("model_config:\n  custom_params:\n    a: 1\n    a: 2\n")
