@@ -18,11 +18,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from sk_analytics.signing import KEY_ENV, TRUSTED_ENV
 from sk_runner.devices.markers import DEVICES_ENV, MARKERS, ROOT_ENV, TIMEOUT_ENV, VISIBLE
 from sk_runner.devices.registry import REGISTRY_ENV
 from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
+
+# The property tests draw the same examples on every run (derived from each test's name), so the suite CI runs once
+# passes or fails the same way every time; `pytest --hypothesis-profile=explore` draws new ones, to look for bugs.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore")
+settings.load_profile("repeatable")
 
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # a harness may start pytest with them blocked
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # or ignoring them: a shell does for `make test &`, and the
