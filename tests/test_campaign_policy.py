@@ -224,17 +224,7 @@ def test_a_multi_host_session_whose_launcher_fails_while_host_1_is_gone_is_node_
     """The job of a two-host session (only the sweep's launcher, on any node) fails while its host 1 left the cluster;
     host 0 is alive. The session ended node_lost, not failed: the policy applies to the whole placement group."""
     root, spec = campaign(tmp_path, "wait", wait_s=0.001)
-    fleet = Fleet([A, B])
-    real_submit = fleet.submit
-
-    def submit_on_two_hosts(job: Job, resources: dict[str, float], pin: NodeInfo | None) -> str:
-        folder = session_dir(Path(job.campaign_root), job.session)
-        if not (folder / "session.json").exists():
-            folder.mkdir(parents=True)
-            hosts = [{"index": i, **n.to_json()} for i, n in enumerate((A, B))]
-            (folder / "session.json").write_text(json.dumps({"placement": {**A.to_json(), "spans": {"hosts": 2, "npus_per_host": 8},
-                                                                           "hosts": hosts}}))
-        return real_submit(job, resources, pin)
+    fleet = two_host_fleet()
 
     def scripted(handles: list[str], timeout: float) -> list[str]:
         if B in fleet.alive:
@@ -242,7 +232,6 @@ def test_a_multi_host_session_whose_launcher_fails_while_host_1_is_gone_is_node_
             fleet.results["t-1"] = RuntimeError("the launcher's worker died")  # not a node failure of its own node
         return [h for h in handles if h in fleet.results]
 
-    fleet.submit = submit_on_two_hosts  # type: ignore[method-assign]
     fleet.wait = scripted  # type: ignore[method-assign]
     driver = Driver(root, spec, fleet, Silent())
     driver.sleep = lambda s: None  # type: ignore[assignment]
