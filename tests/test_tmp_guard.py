@@ -72,7 +72,8 @@ def test_a_test_that_leaves_a_temp_folder_fails_the_run(tmp_path: Path, workers:
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_process_a_test_leaves_running_fails_the_run_and_is_killed(tmp_path: Path, workers: list[str]) -> None:
     """One left its session (``setsid``), one also wiped its environment (found by its working directory, a test's
-    folder); both are named and killed. One that ends by itself within the grace after the last test is not a leftover."""
+    folder); both are named and killed. One still alive when the session finishes, that ends by itself within the grace,
+    is not a leftover."""
     suite, pids = tmp_path / "suite", tmp_path / "pids"
     suite.mkdir()
     pids.mkdir()
@@ -87,9 +88,16 @@ def test_a_process_a_test_leaves_running_fails_the_run_and_is_killed(tmp_path: P
         "def test_wiped(tmp_path):\n"
         "    p = subprocess.Popen([sys.executable, '-c', SLEEP, '300', 'left-running-2'], env={}, cwd=tmp_path, start_new_session=True)\n"
         "    (PIDS / 'wiped').write_text(str(p.pid))\n"
-        "def test_ends_soon():\n"
-        "    subprocess.Popen([sys.executable, '-c', SLEEP, '2', 'ends-by-itself'], start_new_session=True)\n",
+        "UNTIL = 'import os, sys, time\\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)'\n"
+        "def test_ends_after_the_last_test():\n"
+        "    subprocess.Popen([sys.executable, '-c', UNTIL, str(PIDS / 'finished'), 'ends-by-itself'], start_new_session=True)\n",
         encoding="utf-8")
+    # alive when the guard starts looking (it ends on a file written as the session finishes, before the guard's hook)
+    (suite / "conftest.py").write_text(
+        "import pathlib\n"
+        "def pytest_sessionfinish(session):\n"
+        "    if not hasattr(session.config, 'workerinput'):\n"
+        f"        pathlib.Path({str(pids / 'finished')!r}).touch()\n", encoding="utf-8")
     empty = tmp_path / "tmp"
     empty.mkdir()
     done = _pytest(["-p", "tmp_guard", *workers, "test_procs.py"], empty, suite, **{GRACE_ENV: "12"})
