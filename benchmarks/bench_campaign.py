@@ -65,7 +65,7 @@ def timed_together(argvs: list[list[str]]) -> float:
 
 def phases(root: Path, t0: float, t_end: float) -> dict[str, Any]:
     """Fixed start-up and per-session overhead of one campaign run, from its ledgers (seconds)."""
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     records = read_records(root)
     at = {r.kind: r.ts_ns / 1e9 for r in reversed(records)}  # first record of each kind
@@ -92,7 +92,7 @@ def campaign_run(spec: Path, root: Path, address: str) -> tuple[float, dict[str,
 def inside(sessions: int) -> None:
     from ray.cluster_utils import Cluster
 
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)

@@ -40,7 +40,7 @@ def _timed(argv: list[str], *, stdin: bytes | None = None, env: dict[str, str] |
 
 
 def evidence_files(session: Path) -> list[str]:
-    from sk_analytics.evidence import walk
+    from sk_analytics.ledger.evidence import walk
 
     return [rel for rel, _ in walk(session)]
 
@@ -74,8 +74,8 @@ def bench_verify(session: Path, repeat: int, baseline: Path | None) -> None:
     results = {name: (min(r[0] for r in got), max(r[1] for r in got)) for name, got in runs.items()}
     for name, (wall, rss) in results.items():
         print(f"  {name:<34} {wall:6.2f} s  {wall and size / wall / 1e9:5.2f} GB/s  peak RSS {rss / 1024:6.1f} MiB")
-    from sk_analytics.evidence_verify import verify_evidence
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.evidence_verify import verify_evidence
+    from sk_analytics.ledger.chain import read_records
 
     records = read_records(session)
     alone = float("inf")
@@ -98,7 +98,7 @@ def bench_verify(session: Path, repeat: int, baseline: Path | None) -> None:
 
 def bench_appends(n: int) -> None:
     """Mean cost of Ledger.append (signing, fsync, head, witness) and of binding an unchanged small session."""
-    from sk_analytics.ledger import Ledger
+    from sk_analytics.ledger.chain import Ledger
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["SK_TUNE_WITNESS"] = str(Path(tmp) / "witness.jsonl")  # never the user's witness
@@ -113,7 +113,7 @@ def bench_appends(n: int) -> None:
             times.append(time.perf_counter() - t0)
         print(f"  Ledger.append: median {statistics.median(times) * 1e3:.3f} ms, mean {statistics.fmean(times) * 1e3:.3f} ms "
               f"over {n} records (witness included)")
-        from sk_analytics import witness
+        from sk_analytics.ledger import witness
 
         t0 = time.perf_counter()
         for i in range(n):
@@ -141,7 +141,7 @@ def bench_appends(n: int) -> None:
 
 def bench_bind(session: Path) -> None:
     """Binding an unchanged session (what each record of a long sweep pays for the walk) and binding it from scratch."""
-    from sk_analytics.evidence import bind, forget
+    from sk_analytics.ledger.evidence import bind, forget
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "copy"

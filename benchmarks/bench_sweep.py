@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import sk_analytics.ledger as ledger_module  # noqa: E402
-from sk_analytics import signing  # noqa: E402
-from sk_analytics.ledger import Ledger, verify  # noqa: E402
+import sk_analytics.ledger.chain as ledger_module  # noqa: E402
+from sk_analytics.ledger import signing  # noqa: E402
+from sk_analytics.ledger.chain import Ledger, verify  # noqa: E402
 from sk_analytics.stage_o.machine import Finished, Policy, next_action  # noqa: E402
 from test_stage_o_machine import LOSS, Script, frozen, make_matrix  # noqa: E402
 

@@ -111,7 +111,7 @@ class EnvironmentBlocker(SkTuneError):
 class ReadFault(EnvironmentBlocker):
     """An input could not be read because the machine failed (I/O error, no file descriptors …), not the input.
 
-    Raised by :func:`sk_analytics.io_seam.read_error`; exit 3, and in a sweep a
+    Raised by :func:`sk_analytics.files.io_seam.read_error`; exit 3, and in a sweep a
     recorded blocker that ``--resume`` retries, never a bad-input verdict.
     """
 

@@ -23,7 +23,7 @@ import jsonpointer
 
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.stage_o.options import is_debug_option
-from sk_analytics.strict_json import load_config_file
+from sk_analytics.files.strict_json import load_config_file
 
 OPTIONS_KEY = "super_kernel_optimize_options"
 DEBUG_OPTIONS_KEY = "super_kernel_debug_options"

@@ -65,8 +65,8 @@ def write_spec(base: Path, n: int, *, resources: dict[str, float] | None = None,
 
 def check_finished_session(folder: Path) -> None:
     """The session verifies and ended as an uninterrupted session of its seed does."""
-    from sk_analytics.ledger import verify
-    from sk_analytics.strict_json import load_json_file
+    from sk_analytics.ledger.chain import verify
+    from sk_analytics.files.strict_json import load_json_file
 
     assert verify(folder).ok, folder
     seed = load_json_file(folder / "session.json")["seed"]

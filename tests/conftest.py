@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from sk_analytics.signing import KEY_ENV, TRUSTED_ENV
+from sk_analytics.ledger.signing import KEY_ENV, TRUSTED_ENV
 from sk_runner.devices.markers import DEVICES_ENV, MARKERS, ROOT_ENV, TIMEOUT_ENV, VISIBLE
 from sk_runner.devices.registry import REGISTRY_ENV
 from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end

@@ -60,10 +60,18 @@ def own_watchdog() -> int | None:
     return None if watchdog is None else watchdog.pid
 
 
+def own_resource_tracker() -> int | None:
+    """multiprocessing's resource tracker of this process, if a test started a ``spawn`` process here (a one-process
+    run): like the watchdog it ends when this process exits, after the check."""
+    tracker_module = sys.modules.get("multiprocessing.resource_tracker")
+    tracker = None if tracker_module is None else getattr(tracker_module, "_resource_tracker", None)
+    return None if tracker is None else getattr(tracker, "_pid", None)
+
+
 def end_leftovers(mark: str, roots: Sequence[str], grace_s: float = GRACE_S) -> list[Leftover]:
     """The run's processes still alive ``grace_s`` after the call, each killed (SIGKILL) and waited for; [] when none."""
     deadline = time.monotonic() + grace_s
-    spared = {pid for pid in (own_watchdog(),) if pid is not None}
+    spared = {pid for pid in (own_watchdog(), own_resource_tracker()) if pid is not None}
     left = run_processes(mark, roots, spared)
     while left and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sk_analytics.atomic import atomic_path, write_text
+from sk_analytics.files.atomic import atomic_path, write_text
 from sk_runner.sim.superlog import logged_lines
 
 H32 = "5f3c0a9e1b2d4c6f8a7e9d0c1b2a3f4e"

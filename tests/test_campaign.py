@@ -14,7 +14,7 @@ from campaign_helpers import DRIVER_COMMANDS, check_finished_session, write_spec
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
-from sk_analytics.ledger import read_records, verify
+from sk_analytics.ledger.chain import read_records, verify
 from sk_runner.cli import cli
 
 
@@ -282,7 +282,7 @@ def test_job_signs_its_session_with_the_drivers_key(tmp_path: Path) -> None:
     the session with it, exactly as here, and leaves the caller's environment as it was."""
     import os
 
-    from sk_analytics.signing import KEY_ENV, signer
+    from sk_analytics.ledger.signing import KEY_ENV, signer
     from sk_runner.campaign.job import Job, NodeInfo, prepare_session, signing_environment
 
     task = write_task(tmp_path / "tasks" / "a", seed=3)
@@ -318,7 +318,7 @@ def test_a_job_checks_its_pin_in_the_worker_and_creates_the_session_in_its_sweep
 def test_progress_rows_from_the_ledgers_live_table_and_event_lines(tmp_path: Path) -> None:
     import io
 
-    from sk_analytics.ledger import Ledger
+    from sk_analytics.ledger.chain import Ledger
     from sk_runner.campaign.progress import LineView, LiveView, table
     from sk_runner.campaign.spec import CampaignSpec, TaskSpec
     from sk_runner.campaign.state import TaskState, rows, session_dir

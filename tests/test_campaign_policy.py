@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_runner.campaign.driver import Driver, create_campaign
 from sk_runner.campaign.job import Job, JobResult, NodeInfo
 from sk_runner.campaign.spec import CampaignSpec, TaskSpec

@@ -108,7 +108,7 @@ def wait_for(what: Callable[[], Any], timeout: float, proc: subprocess.Popen[str
 
 
 def kinds(folder: Path) -> list[str]:
-    from sk_analytics.ledger import raw_records
+    from sk_analytics.ledger.chain import raw_records
 
     return [r.kind for r in raw_records(folder)]
 
@@ -172,7 +172,7 @@ def test_four_sessions_two_nodes_one_node_lost(request: pytest.FixtureRequest, t
     assert kinds(folders[lost])[-2:] == ["node_lost", "session_superseded"]
     assert placement(folders[f"{task}-2"])["node_name"] == "server-a"
     assert "session_supersedes" in kinds(folders[f"{task}-2"])
-    from sk_analytics.ledger import read_records, verify
+    from sk_analytics.ledger.chain import read_records, verify
 
     assert verify(root).ok and verify(folders[lost]).ok
     index = read_records(root)
@@ -212,7 +212,7 @@ def test_embedded_ray_without_an_address_and_status_while_it_runs(request: pytes
     assert live["sessions"][0]["phase"] not in ("pending", "done")
     check_finished_session(folder)
     assert not placement(folder)["node_id"].startswith("local-")  # a Ray node, not the sequential path
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     checked = [r.data for r in read_records(root) if r.kind == "storage_checked"]
     assert [(c["executor"], len(c["nodes"])) for c in checked] == [("ray", 1)]
@@ -246,7 +246,7 @@ def test_driver_killed_then_resumed(request: pytest.FixtureRequest, tmp_path: Pa
     for name, folder in folders.items():
         check_finished_session(folder)
         assert placement(folder) == before[name]  # continued on its own node
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     assert [r.kind for r in read_records(root)].count("campaign_resumed") == 1
 
@@ -282,7 +282,7 @@ def test_a_ray_task_that_fails_is_retried_on_its_node_and_ends_as_uninterrupted(
     folder = session_folders(root)["t0-1"]
     check_finished_session(folder)
     assert placement(folder) == before
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     index = read_records(root)
     assert [(r.data["session"], r.data["outcome"]) for r in index if r.kind == "session_ended"] == [("t0-1", "failed"), ("t0-1", "base")]
@@ -309,7 +309,7 @@ def test_cancel_leaves_no_workload_and_resumes(request: pytest.FixtureRequest, t
         driver.kill()
     assert code == 1, out
     assert workload_processes(root) == []
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     index = read_records(root)
     assert index[-1].kind == "campaign_stopped" and index[-1].data["reason"] == "cancelled"
@@ -410,7 +410,7 @@ def test_pending_unsatisfiable_until_an_autoscaler_node_joins(request: pytest.Fi
     finally:
         driver.kill()
     assert code == 1, out[-4000:]  # t1 was given up: not every session has a Sbest-BASE
-    from sk_analytics.ledger import read_records, verify
+    from sk_analytics.ledger.chain import read_records, verify
 
     index = read_records(root)
     assert sorted((r.data["task"], r.data["resource"], r.data["needed"]) for r in index if r.kind == "task_pending_unsatisfiable") == [

@@ -13,7 +13,7 @@ from campaign_helpers import write_spec
 
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
-from sk_analytics.ledger import Ledger, read_records, verify
+from sk_analytics.ledger.chain import Ledger, read_records, verify
 from sk_runner.campaign import cli as campaign_cli
 from sk_runner.campaign.driver import Driver, create_campaign
 from sk_runner.campaign.job import JobResult, NodeInfo

@@ -44,7 +44,7 @@ def test_environment_blocker_exits_3(capsys: pytest.CaptureFixture[str]) -> None
 ])
 def test_unanticipated_os_error_exits_as_read_error_would(code: int, exit_code: int, capsys: pytest.CaptureFixture[str]) -> None:
     """An OSError no reader wrapped gets the exit code :func:`read_error` gives the same errno (one classification)."""
-    from sk_analytics.io_seam import read_error
+    from sk_analytics.files.io_seam import read_error
 
     exc = OSError(code, os.strerror(code), "some/file")
     assert run_cli(_group_raising(exc), "x", ["boom"]) == exit_code
@@ -163,7 +163,7 @@ def test_symlink_loops_as_existing_path_arguments_are_named_as_loops(tmp_path: P
 
 
 def test_an_output_is_never_written_through_a_link(tmp_path: Path) -> None:
-    from sk_analytics.atomic import write_json
+    from sk_analytics.files.atomic import write_json
 
     target = tmp_path / "real.json"
     target.write_text("kept")
@@ -179,7 +179,7 @@ def test_an_output_is_never_written_through_a_link(tmp_path: Path) -> None:
 
 
 def test_an_append_never_follows_a_link(tmp_path: Path) -> None:
-    from sk_analytics.io_seam import append_bytes
+    from sk_analytics.files.io_seam import append_bytes
 
     target = tmp_path / "elsewhere.jsonl"
     target.write_text("")
@@ -192,7 +192,7 @@ def test_an_append_never_follows_a_link(tmp_path: Path) -> None:
 
 def test_ledger_show_names_the_file_that_fails_verification(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from sk_analytics.cli import cli
-    from sk_analytics.ledger import Ledger
+    from sk_analytics.ledger.chain import Ledger
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     ledger.append("event", {"i": 1})

@@ -5,7 +5,7 @@ The commands and their path parameters are discovered from the click command tre
 this file: a path parameter must be typed ``PathArg`` (or ``ExistingPath``), which refuses
 a loop before the command runs. Values that hold a path inside a string (``NAME=PATH``,
 a Parquet source) and paths read from inside sessions and campaigns are named by the
-CLIs' error mapping (``sk_analytics.link_loop.loop_behind``); they are listed below.
+CLIs' error mapping (``sk_analytics.files.link_loop.loop_behind``); they are listed below.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from sk_analytics.contract import (
     load_session,
 )
 from sk_analytics.fingerprint import fingerprint, sha256_file
-from sk_analytics.strict_json import DuplicateKeyError
+from sk_analytics.files.strict_json import DuplicateKeyError
 
 
 def _producer() -> ProducerInfo:

@@ -21,7 +21,7 @@ from sk_analytics.contract import (
 )
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.strict_json import DuplicateKeyError, load_config_file, loads_strict
+from sk_analytics.files.strict_json import DuplicateKeyError, load_config_file, loads_strict
 
 START, END = 1_000, 2_000
 

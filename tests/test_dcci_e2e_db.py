@@ -10,7 +10,7 @@ import polars as pl
 
 from sk_analytics.dcci.pipeline import dcci_diff
 from sk_analytics.ingest import ingest_path
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from test_dcci_e2e import WARMUP, check_against_truth, pair
 
 

@@ -16,7 +16,7 @@ from sk_analytics.dcci.pipeline import SESSION_DATA, dcci_diff, load_pair
 from sk_analytics.fingerprint import sha256_file
 from sk_analytics.ingest import ingest_run_dir
 from sk_analytics.ingest.sources import SOURCES_KEY, read_sources, sealed_hashes
-from sk_analytics.ledger import Ledger
+from sk_analytics.ledger.chain import Ledger
 from test_dcci_e2e import WARMUP, pair
 
 RANKS = 2

@@ -13,7 +13,7 @@ from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import ContractIntegrityError
 from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.dcci.pipeline import load_pair
-from sk_analytics.ledger import Ledger
+from sk_analytics.ledger.chain import Ledger
 from test_dcci_e2e import WARMUP, pair
 
 

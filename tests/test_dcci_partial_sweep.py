@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from dcci_scenarios import Sk, run
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.stage_o.actions import DcciDiff, Settle
 from sk_runner.sweep.dcci import run_dcci_diff
 from test_dcci_analysis import DISABLE_ALL

@@ -12,7 +12,7 @@ from test_devices_lease import holding
 
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_runner.campaign.job import Job, job_lease
 from sk_runner.hosts.topology import assigned_npus
 from sk_runner.campaign.spec import load_spec

@@ -12,8 +12,8 @@ from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import MANIFEST_NAME
 from sk_analytics.errors import IntegrityError
-from sk_analytics.ledger import Ledger, read_records
-from sk_analytics.strict_json import MAX_DEPTH
+from sk_analytics.ledger.chain import Ledger, read_records
+from sk_analytics.files.strict_json import MAX_DEPTH
 from sk_runner.limits import MAX_ITERATIONS, MAX_RANKS, MAX_SAMPLES
 from sk_runner.cli import cli as run_cli_group
 

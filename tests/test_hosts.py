@@ -346,7 +346,7 @@ def test_the_hosts_proof_discards_a_run_any_host_saw_used_and_blocks_on_a_fault(
 def test_a_trial_on_two_hosts_logs_what_one_process_of_all_ranks_logs(tmp_path: Path) -> None:
     """Two in-process hosts of 2 NPUs each: every rank's log lands in the run folder, the run records each host's group and
     lease, the trial's fingerprint every host, and each rank's timings equal those of the same trial on one host."""
-    from sk_analytics.atomic import write_json
+    from sk_analytics.files.atomic import write_json
     from sk_runner.backends import make_backend
     from sk_runner.backends.base import Control
     from sk_runner.sweep.demo import DEMO_SEED_CONFIG
@@ -385,7 +385,7 @@ def test_a_trial_on_two_hosts_logs_what_one_process_of_all_ranks_logs(tmp_path: 
 def test_a_trial_whose_host_1_group_died_of_a_full_disk_records_the_errno_and_the_moved_stderr(tmp_path: Path) -> None:
     """As a one-host run's ENOSPC (protocol §8): a blocker, never a decision, with the errno in
     ``environment-blockers.jsonl`` and the message naming host 1 and its stderr where the run was moved aside."""
-    from sk_analytics.atomic import write_json
+    from sk_analytics.files.atomic import write_json
     from sk_runner.backends.base import Control
     from sk_runner.backends.command import CommandBackend
     from sk_runner.process.faults import EnvironmentFault

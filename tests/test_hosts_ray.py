@@ -188,7 +188,7 @@ def test_a_lost_host_mid_run_is_an_environment_failure_and_the_resumed_session_d
     lost = [b for b in _blockers(session) if "was lost during the run" in b["message"]]
     assert len(lost) == 1 and "server-b" in lost[0]["message"] and "not a measurement" in lost[0]["message"], _blockers(session)
     assert list(session.glob(f"experiments/Sbest/{lost[0]['round']}/INCOMPLETE/*"))  # the run's folder, moved aside
-    from sk_analytics.ledger import read_records, verify
+    from sk_analytics.ledger.chain import read_records, verify
 
     index = read_records(root)
     assert [r.data["outcome"] for r in index if r.kind == "session_ended"] == ["node_lost"]
@@ -239,7 +239,7 @@ def test_a_lost_host_under_the_restart_policy_gives_a_new_session_on_two_other_h
             hosts = [h["node_name"] for h in json.loads((first / "session.json").read_text())["placement"]["hosts"]]
             victim = hosts[-1]
             fleet.remove(victim)
-            from sk_analytics.ledger import read_records
+            from sk_analytics.ledger.chain import read_records
 
             wait_for(lambda: any(r.kind == "session_superseded" for r in read_records(root)), 300, driver)
             fleet.release()  # the new session's runs go on without a hold
@@ -252,7 +252,7 @@ def test_a_lost_host_under_the_restart_policy_gives_a_new_session_on_two_other_h
             fleet.add(victim)  # the module's fleet as the other tests expect it: server-a and server-b
         fleet.remove(SPARE)
     assert code == 0, out[-4000:]
-    from sk_analytics.ledger import read_records, verify
+    from sk_analytics.ledger.chain import read_records, verify
 
     folders = session_folders(root)
     assert set(folders) == {"t0-1", "t0-2"}, out[-3000:]
@@ -309,7 +309,7 @@ def test_thirty_two_ranks_on_four_hosts_by_hand_decide_as_one_thirty_two_npu_nod
     assert [g["node_name"] for g in meta["process"]["groups"]] == hosts
     assert [(h["node_name"], h["mode"], h["root"]) for h in meta["lease"]["hosts"]] == [
         (name, "acquired", str(fleet.locks(name))) for name in hosts]
-    from sk_analytics.ledger import verify
+    from sk_analytics.ledger.chain import verify
 
     assert verify(session).ok
     assert workload_processes(tmp_path) == []
@@ -430,7 +430,7 @@ def test_a_signalled_multi_host_sweep_stops_every_hosts_group_and_gives_the_host
         fleet.release()
     placement = json.loads((session / "session.json").read_text())["placement"]
     assert sorted(h["node_name"] for h in placement["hosts"]) == list(SERVERS)
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     assert "trial_result" not in [r.kind for r in read_records(session)]  # both interrupted runs decided nothing
 
@@ -482,7 +482,7 @@ def test_a_campaign_npu_task_and_a_sweep_by_hand_on_the_same_lease_root_exclude_
         finish(by_hand, 60)
         hold.unlink(missing_ok=True)
     assert code == 1, out[-3000:]
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
 
     assert [r.data["outcome"] for r in read_records(root) if r.kind == "session_ended"] == ["failed"]
     blocked = [r.data for r in read_records(session_folders(root)["c-1"]) if r.kind == "lease_blocked"]

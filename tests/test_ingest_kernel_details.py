@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sk_analytics.canonical import canonical_op
+from sk_analytics.ingest.canonical import canonical_op
 from sk_analytics.errors import InputError
 from sk_analytics.ingest import kernel_details as kd
 from sk_analytics.ingest.kernel_details import parse_kernel_details

@@ -11,9 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sk_analytics.atomic import write_json, write_text
+from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.errors import EnvironmentBlocker, InputError, ReadFault
-from sk_analytics.io_seam import (
+from sk_analytics.files.io_seam import (
     FAULT_ENV,
     Fault,
     append_bytes,
@@ -23,8 +23,8 @@ from sk_analytics.io_seam import (
     parse_fault,
     read_error,
 )
-from sk_analytics.strict_json import load_json_file
-from sk_analytics.ledger import Ledger, read_records, verify
+from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.ledger.chain import Ledger, read_records, verify
 from sk_analytics.schema import RUNS
 from sk_analytics.tables import write_table
 from sk_runner.process import run_process

@@ -12,8 +12,8 @@ from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import IntegrityError
 from sk_analytics.fingerprint import canonical_json, fingerprint
-from sk_analytics.ledger import GENESIS, HEAD_PURPOSE, Ledger, head_body, head_path, is_json_object_prefix, read_records, recover_torn_tail, verify
-from sk_analytics.signing import signer
+from sk_analytics.ledger.chain import GENESIS, HEAD_PURPOSE, Ledger, head_body, head_path, is_json_object_prefix, read_records, recover_torn_tail, verify
+from sk_analytics.ledger.signing import signer
 
 
 def _make(tmp_path: Path, n: int = 4) -> Path:
@@ -311,7 +311,7 @@ def test_append_checks_only_the_anchored_tail(tmp_path: Path, monkeypatch: pytes
     def full_scan(_path: Path) -> None:
         raise AssertionError("append ran the full chain check")
 
-    monkeypatch.setattr("sk_analytics.ledger_verify.scan", full_scan)
+    monkeypatch.setattr("sk_analytics.ledger.verify.scan", full_scan)
     record = Ledger(path).append("event", {"i": 3})
     assert record.seq == 3
     monkeypatch.undo()

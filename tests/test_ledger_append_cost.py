@@ -19,9 +19,9 @@ import pytest
 from filelock import FileLock, Timeout
 
 from sk_analytics.errors import InputError
-from sk_analytics.flock import FlockLock
-from sk_analytics.ledger import Ledger, drop_stale_temps, head_path, read_records, verify
-from sk_analytics.signing import ed25519_public_key
+from sk_analytics.files.flock import FlockLock
+from sk_analytics.ledger.chain import Ledger, drop_stale_temps, head_path, read_records, verify
+from sk_analytics.ledger.signing import ed25519_public_key
 
 
 def _ledger(tmp_path: Path, n: int = 3) -> Ledger:
@@ -130,7 +130,7 @@ def test_a_killed_writers_head_temp_is_dropped_on_resume(tmp_path: Path) -> None
 
 
 def test_a_failed_head_write_leaves_the_old_head_and_no_temp(tmp_path: Path) -> None:
-    from sk_analytics.io_seam import Fault, inject
+    from sk_analytics.files.io_seam import Fault, inject
 
     ledger = _ledger(tmp_path, 2)
     head_before = head_path(ledger.path).read_bytes()

@@ -23,9 +23,9 @@ import pytest
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import canonical_json
-from sk_analytics.ledger import HEAD_PURPOSE, RECORD_PURPOSE, head_body, head_path, read_records
-from sk_analytics.signing import KEY_ENV, TRUSTED_ENV, signer
-from sk_analytics.witness import WITNESS_ENV
+from sk_analytics.ledger.chain import HEAD_PURPOSE, RECORD_PURPOSE, head_body, head_path, read_records
+from sk_analytics.ledger.signing import KEY_ENV, TRUSTED_ENV, signer
+from sk_analytics.ledger.witness import WITNESS_ENV
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.handoff import write_reports
 from sweep_helpers import settled_statuses, small_session
@@ -362,7 +362,7 @@ def test_tail_resigned_by_a_second_trusted_key(session: Path, tmp_path: Path, ca
 
 def test_hand_over_lets_a_second_signer_continue(session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch, own_witness: Path) -> None:
-    from sk_analytics.ledger import Ledger
+    from sk_analytics.ledger.chain import Ledger
 
     scratch = tmp_path / "plain"
     scratch.mkdir()
@@ -554,7 +554,7 @@ def test_permission_denied_read_is_bad_input(session: Path, capsys: pytest.Captu
     """The chmod-000 case as the read seam sees it (runs as root too): exit 2, never 3, one line naming the file."""
     import errno
 
-    from sk_analytics.io_seam import Fault, inject
+    from sk_analytics.files.io_seam import Fault, inject
 
     before = _tree(session)
     with inject(Fault(errno.EACCES, site="read", nth=40)):
@@ -566,7 +566,7 @@ def test_permission_denied_read_is_bad_input(session: Path, capsys: pytest.Captu
 def test_unreadable_evidence_is_an_environment_fault(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import errno
 
-    from sk_analytics.io_seam import Fault, inject
+    from sk_analytics.files.io_seam import Fault, inject
 
     with inject(Fault(errno.EIO, site="read", nth=40)):
         code, text = _verify(capsys, str(session))

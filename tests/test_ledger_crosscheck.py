@@ -16,7 +16,7 @@ import pytest
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import GENESIS, head_body, head_path
+from sk_analytics.ledger.chain import GENESIS, head_body, head_path
 from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.handoff import write_reports
@@ -150,7 +150,7 @@ def _renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_the_handoff_record_binds_what_a_re_rendering_gives_in_both_languages(session: Path) -> None:
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
     from sk_analytics.session_view import load_view
     from sk_analytics.handoff.outputs import REPORT_LANGS, REPORTS_KEY, report_digests, report_texts, text_digest
 
@@ -184,7 +184,7 @@ def test_reports_without_a_binding_are_re_rendered(session: Path, monkeypatch: p
 def test_a_binding_proves_the_reports_only_from_the_last_record(session: Path) -> None:
     import dataclasses
 
-    from sk_analytics.ledger import read_records
+    from sk_analytics.ledger.chain import read_records
     from sk_analytics.handoff.crosscheck import _bound_reports_match
 
     records = read_records(session)

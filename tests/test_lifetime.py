@@ -16,7 +16,7 @@ import pytest
 from runner_fake import BASE_CONFIG
 from process_helpers import keepers_below, with_marker
 
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.process import lifetime
 from sk_runner.process import process_alive, run_process
 

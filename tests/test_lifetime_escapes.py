@@ -31,7 +31,7 @@ import pytest
 from process_helpers import with_marker
 from runner_fake import BASE_CONFIG
 
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.process import keeper, lifetime
 from sk_runner.process import process_alive
 

@@ -381,7 +381,7 @@ def test_machine_fault_mid_trial_is_a_recorded_blocker(tmp_path: Path, site: str
     records the blocker in the round, like a sweep does, decides nothing, and the same trial run again completes."""
     import errno
 
-    from sk_analytics.io_seam import Fault, inject
+    from sk_analytics.files.io_seam import Fault, inject
 
     spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
     with inject(Fault(errno.EIO, site, nth=2, sticky=False)), pytest.raises(EnvironmentBlocker, match="EIO"):

@@ -22,8 +22,8 @@ from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import MANIFEST_NAME, ContractIntegrityError, load_manifest
 from sk_analytics.errors import ReadFault
 from sk_analytics.fingerprint import fingerprint, sha256_file
-from sk_analytics.ledger import GENESIS, HEAD_PURPOSE, RECORD_PURPOSE, Ledger, head_body, head_path, verify
-from sk_analytics.signing import KEY_ENV, TRUSTED_ENV, SignatureError, parse_trusted_keys, signer, trusted_keys
+from sk_analytics.ledger.chain import GENESIS, HEAD_PURPOSE, RECORD_PURPOSE, Ledger, head_body, head_path, verify
+from sk_analytics.ledger.signing import KEY_ENV, TRUSTED_ENV, SignatureError, parse_trusted_keys, signer, trusted_keys
 
 TARGET = PROFILER_FILES[0]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sk_analytics.atomic import atomic_dir
+from sk_analytics.files.atomic import atomic_dir
 from sk_analytics.contract.roles import OTHER, classify
 from sk_analytics.ingest.discover import discover, kind_of
 from sk_analytics.ingest.timings import parse_rank_log

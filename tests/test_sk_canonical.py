@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sk_analytics.canonical import (
+from sk_analytics.ingest.canonical import (
     SkName,
     canonical_op,
     canonical_op_column,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sk_analytics.canonical import sk_identity
+from sk_analytics.ingest.canonical import sk_identity
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.fused_nodes import parse_fused_nodes
 from sk_analytics.ingest.graph_dump import parse_graph_dump

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sk_analytics.errors import InputError, IntegrityError
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o.matrix import (
     build_matrix,
     check_frozen,

@@ -1,11 +1,11 @@
-"""Which files count as temp files a killed writer left (sk_analytics.stale_temps): sk-tune's own names only."""
+"""Which files count as temp files a killed writer left (sk_analytics.files.stale_temps): sk-tune's own names only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sk_analytics.atomic import TEMP_NAME, atomic_path, temp_beside
-from sk_analytics.stale_temps import describe, find, is_leftover, remove
+from sk_analytics.files.atomic import TEMP_NAME, atomic_path, temp_beside
+from sk_analytics.files.stale_temps import describe, find, is_leftover, remove
 
 
 def test_the_pattern_is_the_one_atomic_writes_use(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sk_analytics.errors import InputError
-from sk_analytics.strict_json import load_config_file, load_json_file
+from sk_analytics.files.strict_json import load_config_file, load_json_file
 
 
 @pytest.mark.parametrize("loader", [load_json_file, load_config_file])

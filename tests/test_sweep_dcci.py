@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sk_analytics.ledger import read_records, verify
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.ledger.chain import read_records, verify
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends.base import RunRequest
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth

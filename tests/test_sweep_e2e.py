@@ -9,9 +9,9 @@ import pytest
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
-from sk_analytics.ledger import read_records, verify
+from sk_analytics.ledger.chain import read_records, verify
 from sk_analytics.handoff.crosscheck import first_disagreement
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth
 from sk_runner.sweep.driver import run_sweep

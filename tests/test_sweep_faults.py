@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sk_analytics.io_seam import Fault, inject
-from sk_analytics.ledger import read_records, verify
+from sk_analytics.files.io_seam import Fault, inject
+from sk_analytics.ledger.chain import read_records, verify
 from sk_analytics.session_view import load_environment_blockers
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.demo import DEMO_SEED_CONFIG
@@ -142,7 +142,7 @@ def _create(root: Path) -> None:
 _KILL_AT_WRITE = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
-from sk_analytics import io_seam
+from sk_analytics.files import io_seam
 from test_sweep_faults import _create
 
 class KillAt(io_seam.FaultPlan):

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from sk_analytics.atomic import temp_beside
+from sk_analytics.files.atomic import temp_beside
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
-from sk_analytics.io_seam import READ, inject
-from sk_analytics.ledger import read_records
+from sk_analytics.files.io_seam import READ, inject
+from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o import machine as m
-from sk_analytics.stale_temps import is_leftover
-from sk_analytics.witness import WITNESS_ENV
+from sk_analytics.files.stale_temps import is_leftover
+from sk_analytics.ledger.witness import WITNESS_ENV
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session
 from sweep_helpers import small_session
@@ -84,7 +84,7 @@ def _temps(root: Path) -> list[str]:
 _KILL_AT_WRITE = """
 import os, signal, sys
 from pathlib import Path
-from sk_analytics import io_seam
+from sk_analytics.files import io_seam
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session
 

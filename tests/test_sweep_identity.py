@@ -11,7 +11,7 @@ import pytest
 from sweep_helpers import settled_statuses, small_session
 
 from sk_analytics.errors import EnvironmentBlocker, IntegrityError
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_runner.backends import sim as sim_backend
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session

@@ -10,7 +10,7 @@ import pytest
 
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_runner.cli import cli
 from sk_runner.sweep.phase import resolve_tool, validate_phase_manifest
 

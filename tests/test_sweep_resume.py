@@ -17,9 +17,9 @@ import pytest
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import IntegrityError
-from sk_analytics.io_seam import Fault
-from sk_analytics.ledger import read_records, verify
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.io_seam import Fault
+from sk_analytics.ledger.chain import read_records, verify
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session
 from sweep_helpers import session_processes, small_session, sweep_outcome, sweep_with_fault
@@ -59,7 +59,7 @@ if kind == "class":
         return set_name(self, owner, name)
     dataclasses.Field.__set_name__ = hook
 else:
-    from sk_analytics import io_seam
+    from sk_analytics.files import io_seam
     site, name, nth = where.split(":")
     due, seen = io_seam._due, []
     def hook(at, path):

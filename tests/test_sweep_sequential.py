@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sk_analytics.errors import InputError
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy

@@ -21,8 +21,8 @@ from sweep_helpers import gate_numbers, settled_statuses
 
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import read_records
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.ledger.chain import read_records
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.cli import cli
 
 RUNNER_MD = Path(__file__).resolve().parents[1] / "docs" / "runner.md"

@@ -17,7 +17,7 @@ from ot_logs import uniform_runs, write_candidate
 from sk_analytics.cli import main as analyze_main
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends import make_backend
 from sk_runner.backends.base import Control, unknown_placeholders
 from sk_runner.backends.command import CommandBackend

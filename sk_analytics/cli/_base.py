@@ -15,11 +15,11 @@ from typing import Any
 import click
 
 from sk_analytics import interrupts
-from sk_analytics.atomic import write_text
+from sk_analytics.files.atomic import write_text
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
-from sk_analytics.io_seam import error_exit_code, reading
+from sk_analytics.files.io_seam import error_exit_code, reading
 from sk_analytics.lazy_module import module_exists as _module_exists
-from sk_analytics.link_loop import loop_behind, loop_in, loop_message
+from sk_analytics.files.link_loop import loop_behind, loop_in, loop_message
 
 
 class LazyGroup(click.Group):

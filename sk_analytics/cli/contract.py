@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from sk_analytics.cli._base import ExistingPath, PathArg
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.contract import (
     CAPTURE_ROLES,
     MANIFEST_NAME,
@@ -26,7 +26,7 @@ from sk_analytics.contract import (
 )
 from sk_analytics.contract.manifest import check_signature, manifest_location
 from sk_analytics.errors import InputError, UsageError
-from sk_analytics.strict_json import load_config_file, loads_strict
+from sk_analytics.files.strict_json import load_config_file, loads_strict
 
 _PATH = PathArg(path_type=Path)
 _EXISTING = ExistingPath(dir_okay=False, path_type=Path)

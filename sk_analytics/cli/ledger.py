@@ -10,7 +10,7 @@ import click
 
 from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_OK, IntegrityError
-from sk_analytics.ledger import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
+from sk_analytics.ledger.chain import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
 
 
 @click.group("ledger")
@@ -32,10 +32,10 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
 
     A session that has not written its hand-off yet is ok, with a note saying how to resume it;
     temp files of interrupted writes are named as machinery to clean (never evidence)."""
-    from sk_analytics.ledger_verify import verify_read
+    from sk_analytics.ledger.verify import verify_read
     from sk_analytics.handoff.crosscheck import SESSION_FILE
     from sk_analytics.handoff.proof import Proof, identity_finding, prove, witness_finding
-    from sk_analytics.witness import witness_path
+    from sk_analytics.ledger.witness import witness_path
 
     path = Path(session_or_file)
     report, records = verify_read(path)  # the one verified read of the ledger; every check below reuses it
@@ -93,7 +93,7 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
 def hand_over_cmd(session_or_file: str, next_key: str) -> int:
     """Authorise the key NEXT_KEY (SHA256:… fingerprint) to sign this ledger from the next record on
     (signed by the current signer; without it a second signer is refused, rule one-signer)."""
-    from sk_analytics.ledger import hand_over
+    from sk_analytics.ledger.chain import hand_over
 
     record = hand_over(session_or_file, next_key)
     click.echo(f"ok: record seq {record.seq} authorises {next_key} to sign {resolve_ledger_path(session_or_file)}")

@@ -64,7 +64,7 @@ def option_trial(
 ) -> int:
     """Compare trial candidates with the five-run incumbent (protocol §5 gate),
     print a table and the statistics beside the gate; exit 0 when accepted."""
-    from sk_analytics.atomic import write_json
+    from sk_analytics.files.atomic import write_json
     from sk_analytics.option_trial.api import evaluate_option_trial, summarize_side
     from sk_analytics.option_trial.gate import Allowances
     from sk_analytics.option_trial.report import render_option_trial
@@ -116,7 +116,7 @@ def stability(source: str, warmup: int, expected_ranks: int, json_out: Path | No
 
     Exit 1 when not stable; a SOURCE with another number of runs gets no
     verdict: exit 2 saying it needs 5 runs."""
-    from sk_analytics.atomic import write_json
+    from sk_analytics.files.atomic import write_json
     from sk_analytics.option_trial.api import stability as stability_check
     from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS
     from sk_analytics.option_trial.report import render_stability

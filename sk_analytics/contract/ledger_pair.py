@@ -15,7 +15,7 @@ from os import PathLike
 from pathlib import Path
 
 from sk_analytics.contract.rules import ContractIntegrityError
-from sk_analytics.ledger import LedgerRecord, read_records
+from sk_analytics.ledger.chain import LedgerRecord, read_records
 
 
 def recorded_collections(session: Path, records: list[LedgerRecord]) -> dict[str, tuple[int, str | None]]:

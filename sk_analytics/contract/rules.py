@@ -12,7 +12,7 @@ from __future__ import annotations
 from os import PathLike
 
 from sk_analytics.errors import InputError, IntegrityError
-from sk_analytics.signing import SIGNING_RULES
+from sk_analytics.ledger.signing import SIGNING_RULES
 
 #: rule id -> what the rule demands (shown in docs/contract.md and messages).
 RULES: dict[str, str] = {

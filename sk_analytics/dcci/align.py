@@ -5,7 +5,7 @@ Inside one process, an sk_prof launch (modelId, skId) maps to the SK of
 event's nodeId to the member ``[nodeId]`` of that SK. Across processes the
 only identity is structural (formats.md §4): ``structure_key`` (scope name,
 boundary ops, ordered canonical child ops, from
-:func:`sk_analytics.canonical.sk_identity`) plus its **graph context**: ranks
+:func:`sk_analytics.ingest.canonical.sk_identity`) plus its **graph context**: ranks
 and graphs of the two sides are paired (:mod:`sk_analytics.dcci.pairing`),
 then each graph pair's ordered sequences of structural identities are aligned
 (:mod:`sk_analytics.dcci.seqalign`: anchored on structures that occur once,
@@ -28,7 +28,7 @@ import numpy as np
 
 import polars as pl
 
-from sk_analytics.canonical import sk_identity
+from sk_analytics.ingest.canonical import sk_identity
 from sk_analytics.dcci import seqalign
 from sk_analytics.dcci.occurrences import SK_KEYS
 from sk_analytics.dcci.pairing import GraphPair, pair_graphs, pair_ranks

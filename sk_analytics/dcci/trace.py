@@ -150,7 +150,7 @@ def trace_document(result: Mapping[str, Any], occurrences: Mapping[str, pl.DataF
 def write_trace(path: Path, result: Mapping[str, Any], sides: Mapping[str, ProcessEvents]) -> Path:
     """Derive both sides' timings from their sk_events (``sides[side]``: each process's events) and write the
     trace atomically."""
-    from sk_analytics.atomic import write_text
+    from sk_analytics.files.atomic import write_text
 
     slots = slot_map(result)
     decomposed = child_flags(result)

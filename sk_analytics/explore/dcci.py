@@ -20,7 +20,7 @@ import polars as pl
 from sk_analytics.dcci.groups import group_sks, occurrence_ranges
 from sk_analytics.dcci.occurrences import SK_KEYS
 from sk_analytics.explore.frames import records_frame
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 
 _STATS = {"count": pl.Int64, "p50_us": pl.Float64, "p90_us": pl.Float64, "mad_us": pl.Float64}
 

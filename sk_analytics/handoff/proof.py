@@ -8,8 +8,8 @@ any working directory, after ``cp -a`` or ``mv``. Each check returns the first
 1. ``identity`` — a ledger with no records, a session ledger (first record
    ``session_started``) without ``session.json``, or a non-empty ledger without its head;
 2. ``witness`` — the head is older than, or diverges from, what the witness saw
-   (:mod:`sk_analytics.witness`);
-3. the evidence rules of :mod:`sk_analytics.evidence_verify` (every file re-hashed);
+   (:mod:`sk_analytics.ledger.witness`);
+3. the evidence rules of :mod:`sk_analytics.ledger.evidence_verify` (every file re-hashed);
 4. the collection rules of :mod:`sk_analytics.contract` for each DCCI collection the
    ledger recorded (manifest fingerprint = the recorded one, signature, files; archive mode);
 5. ``ledger-agreement`` — :mod:`sk_analytics.handoff.crosscheck` (handoff, BASE, matrix, reports).
@@ -22,12 +22,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sk_analytics.evidence import BOUND_KEY, FileState
-from sk_analytics.evidence_verify import QUICK_LIMIT, verify_evidence
-from sk_analytics.ledger import LedgerRecord, head_path
+from sk_analytics.ledger.evidence import BOUND_KEY, FileState
+from sk_analytics.ledger.evidence_verify import QUICK_LIMIT, verify_evidence
+from sk_analytics.ledger.chain import LedgerRecord, head_path
 from sk_analytics.handoff.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
 from sk_analytics.stage_o.leases import unleased_note
-from sk_analytics.witness import WITNESS_RULE, rollback
+from sk_analytics.ledger.witness import WITNESS_RULE, rollback
 
 IDENTITY = "identity"
 
@@ -86,7 +86,7 @@ def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Map
     from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
     from sk_analytics.contract.scan import list_files
     from sk_analytics.contract.session import MARKER_NAME
-    from sk_analytics.strict_json import load_json_file
+    from sk_analytics.files.strict_json import load_json_file
 
     for record in records:
         rel = record.data.get("root")
@@ -161,7 +161,7 @@ def _relative(path: Path, root: Path) -> str | None:
 
 def _created_at(root: Path) -> str | None:
     from sk_analytics.stage_o.layout import HANDOFF_FILE
-    from sk_analytics.strict_json import load_json_file
+    from sk_analytics.files.strict_json import load_json_file
 
     handoff = root / HANDOFF_FILE
     if not handoff.is_file():

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from sk_analytics.errors import InputError
-from sk_analytics.io_seam import reading
+from sk_analytics.files.io_seam import reading
 
 LOG_PREFIX = r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+ \[[0-9]+:[0-9]+\] \[[A-Z]+\] \[[^\]]*\] (?:\[[A-Za-z_][A-Za-z0-9_]*\] )?"
 """The CANN logger prefix (date, time, [pid:tid], [LEVEL], [file:line], optional [Function])."""

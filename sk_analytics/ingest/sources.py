@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.fingerprint import sha256_file
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 
 SOURCES_KEY = "sk_sources"
 """Parquet key/value metadata key holding the JSON source records."""

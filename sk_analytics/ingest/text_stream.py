@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sk_analytics.errors import InputError
-from sk_analytics.io_seam import open_regular, reading
+from sk_analytics.files.io_seam import open_regular, reading
 
 READ_BYTES = 1 << 20
 """Bytes read (and checked) at a time."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sk_analytics.evidence import LEASE_DIR
+from sk_analytics.ledger.evidence import LEASE_DIR
 from sk_analytics.markdown import table
 from sk_analytics.report.text import TEXT, word
 from sk_analytics.session_view import SessionView

@@ -29,7 +29,7 @@ from sk_analytics.stage_o.options import (
     option_pointer,
     options_root,
 )
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 
 MATRIX_SCHEMA = "superkernel-winner-option-matrix-v1"
 DCCI_DISABLE_ALL = [".*"]

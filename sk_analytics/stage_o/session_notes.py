@@ -3,7 +3,7 @@
 Neither is a finding: nothing was tampered with and the exit status stays 0. A Stage O session
 whose ledger holds no ``handoff_written`` record (and was not superseded by its campaign) stopped
 before its hand-off: a kill, a power cut or an environment fault cut it short, and ``sk-run sweep
---resume`` continues it. Temp files of writes a killed writer left (:mod:`sk_analytics.stale_temps`)
+--resume`` continues it. Temp files of writes a killed writer left (:mod:`sk_analytics.files.stale_temps`)
 are machinery, never evidence; the next resume removes them.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sk_analytics import stale_temps
+from sk_analytics.files import stale_temps
 
 SETTLED = frozenset({"handoff_written", "session_superseded"})
 """Record kinds after which a session is not to be resumed: its hand-off, or its campaign moved it aside."""

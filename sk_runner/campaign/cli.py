@@ -14,7 +14,7 @@ import click
 
 from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_OK, UsageError
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 
 ADDRESS_HELP = "Join this Ray cluster (default: $RAY_ADDRESS; neither: an embedded local Ray, or sessions one by one without Ray)."
 
@@ -181,7 +181,7 @@ def cancel(root: Path, address: str | None, wait_s: float) -> int:
     The campaign stays resumable ('sk-run campaign resume ROOT')."""
     from filelock import FileLock, Timeout
 
-    from sk_analytics.ledger import Ledger
+    from sk_analytics.ledger.chain import Ledger
     from sk_runner.campaign.job import reap_workers
     from sk_runner.campaign.state import CAMPAIGN_FILE
     from sk_runner.process import process_alive
@@ -220,7 +220,7 @@ def cancel(root: Path, address: str | None, wait_s: float) -> int:
 def _record_cancelled_sessions(root: Path) -> None:
     """With the driver dead, nobody recorded how its sessions ended: each current session that has not
     ended is recorded as cancelled, so ``status`` says so instead of the last phase its ledger reached."""
-    from sk_analytics.ledger import Ledger, read_records
+    from sk_analytics.ledger.chain import Ledger, read_records
     from sk_runner.campaign.state import FINAL, fold
 
     ledger = Ledger(root)

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import IntegrityError, SkTuneError, UsageError
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.campaign.spec import Placement
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
 from sk_runner.process import lifetime

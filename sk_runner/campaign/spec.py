@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 
 from sk_analytics.errors import InputError
-from sk_analytics.strict_json import load_config_file
+from sk_analytics.files.strict_json import load_config_file
 from sk_runner.hosts.topology import DEFAULT_CPUS_PER_HOST, HostsSpec, hosts_problem, spans_of
 
 SPEC_SCHEMA = "sk-tune-campaign-v1"

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sk_analytics.atomic import atomic_path, write_text
+from sk_analytics.files.atomic import atomic_path, write_text
 
 START_NS = 1_736_405_443_881_410_320
 """First kernel start of a generated sample (host clock, ns): the first row of

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 from jsonpointer import JsonPointer
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log

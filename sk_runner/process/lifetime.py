@@ -156,7 +156,7 @@ class _Owner:
                 "groups": [{"pgid": pid, "start_ticks": ticks} for pid, ticks in sorted(self.groups.items())]}
 
     def write_record(self, folder: Path) -> None:
-        from sk_analytics.atomic import write_json  # here: `sk-run --help` installs the handlers without it
+        from sk_analytics.files.atomic import write_json  # here: `sk-run --help` installs the handlers without it
 
         write_json(folder / TABLE_DIR / f"{self.token}.json", self.record())
 
@@ -261,7 +261,7 @@ def reap_survivors(folder: Path) -> list[int]:
     other hosts (a session on shared storage) are left alone.
     """
     from sk_analytics.errors import SkTuneError
-    from sk_analytics.strict_json import load_json_file
+    from sk_analytics.files.strict_json import load_json_file
 
     table = Path(folder) / TABLE_DIR
     killed: list[int] = []

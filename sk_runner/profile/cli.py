@@ -10,7 +10,7 @@ import click
 from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.contract import CAPTURE_ROLES
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError
-from sk_analytics.strict_json import load_config_file
+from sk_analytics.files.strict_json import load_config_file
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, lease_request

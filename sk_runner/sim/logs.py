@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sk_analytics.atomic import write_json, write_text
+from sk_analytics.files.atomic import write_json, write_text
 
 RELATIVE_TOLERANCE = 1e-4
 WRONG_OUTPUT_ERROR = 0.031

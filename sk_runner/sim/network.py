@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.errors import InputError
-from sk_analytics.strict_json import load_config_file
+from sk_analytics.files.strict_json import load_config_file
 
 BUILTIN_DIR = "networks"
 DEFAULT_NETWORK = "moe-decode"

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sk_analytics.atomic import atomic_dir
+from sk_analytics.files.atomic import atomic_dir
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.model import StepModel
 from sk_runner.sim.profiler_comm import communication_matrix_text, communication_text

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from sk_analytics.atomic import atomic_path
+from sk_analytics.files.atomic import atomic_path
 
 SCHEMA_VERSION = (1, 0, 0)
 NOT_IN_GRAPH = 4294967295

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sk_analytics.atomic import write_text
+from sk_analytics.files.atomic import write_text
 from sk_analytics.stage_o.options import BY_NAME
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.model import StepModel

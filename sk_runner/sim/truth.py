@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_runner.sim.model import StepModel, compile_model
 from sk_runner.sim.network import Graph, Network
 from sk_runner.sim.options import resolve

@@ -50,7 +50,7 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
     click.echo(f"{labels['html']}{outcome.html}")
     click.echo(f"{labels['handoff']}{outcome.handoff}")
     if outcome.outcome != "base":  # a session stopped at O0: where its failure is, as the report and hand-off say
-        from sk_analytics.strict_json import load_json_file
+        from sk_analytics.files.strict_json import load_json_file
 
         scene = ((load_json_file(outcome.handoff).get("stop") or {}).get("evidence") or {}).get("scene")
         if scene:

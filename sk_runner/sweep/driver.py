@@ -17,15 +17,15 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
-from sk_analytics.evidence import drop_unreferenced_manifests
+from sk_analytics.ledger.evidence import drop_unreferenced_manifests
 from sk_analytics.fingerprint import canonical_json, fingerprint
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_candidates
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
 from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.stage_o import machine as m
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
 from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ
@@ -215,7 +215,7 @@ class Executor:
         candidate round and decide again, up to the incumbent's run count (so an accepted round is never larger
         than the five-run baseline it replaces). The looks are replayed from the runs on disk, so a resumed gate
         continues where it stopped. A failed run ends the top-ups: the gate then decides on the runs there are."""
-        from sk_analytics.ledger import read_records
+        from sk_analytics.ledger.chain import read_records
 
         trial = next((r.data for r in reversed(read_records(self.root)) if r.kind == "trial_result" and r.data.get("round") == a.round), None)
         if trial is None:

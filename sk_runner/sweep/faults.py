@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_analytics.io_seam import as_blocker
+from sk_analytics.files.io_seam import as_blocker
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import EXPERIMENTS
 from sk_runner.trial.scene import record_blocker

@@ -1,7 +1,7 @@
 """A resumed sweep first removes the temp files that a killed sk-run left in its session.
 
 An atomic write killed between filling its temp file and renaming it (SIGKILL, a power cut) leaves
-``.<name>.<8 random>.tmp`` beside the target (:mod:`sk_analytics.stale_temps`); the step is redone
+``.<name>.<8 random>.tmp`` beside the target (:mod:`sk_analytics.files.stale_temps`); the step is redone
 on resume and writes a new one, so the old one would stay for good. :func:`drop_leftover_temps` runs
 once :func:`~sk_runner.sweep.driver.run_sweep` holds the session's ``.sweep.lock`` and has ended the
 survivors of an earlier sk-run on the session (``lifetime.attach``): no other sweep can be writing
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from sk_analytics import stale_temps
+from sk_analytics.files import stale_temps
 from sk_runner.trial import LOCK_NAME
 
 

@@ -25,7 +25,7 @@ def init_matrix(
     """
     from jsonpointer import JsonPointerException, resolve_pointer
 
-    from sk_analytics.atomic import write_json
+    from sk_analytics.files.atomic import write_json
     from sk_analytics.stage_o.matrix import build_matrix, load_matrix
     from sk_analytics.stage_o.options import options_root
 
@@ -46,9 +46,9 @@ def init_matrix(
 
 def freeze_session_matrix(session: Path) -> str:
     """Freeze ``<session>/matrix.json`` and record its fingerprint in the ledger."""
-    from sk_analytics.atomic import write_json
-    from sk_analytics.evidence import with_binding
-    from sk_analytics.ledger import Ledger
+    from sk_analytics.files.atomic import write_json
+    from sk_analytics.ledger.evidence import with_binding
+    from sk_analytics.ledger.chain import Ledger
     from sk_analytics.stage_o.matrix import check_frozen, freeze_matrix, load_matrix
 
     target = session / MATRIX_NAME
@@ -83,7 +83,7 @@ def matrix() -> None:
 def init(session: Path, config: Path, probes: Path, root: str | None) -> int:
     """Build superkernel-winner-option-matrix-v1 from the registry and probe results."""
     from sk_analytics.stage_o.matrix import load_matrix
-    from sk_analytics.strict_json import load_config_file, load_json_file
+    from sk_analytics.files.strict_json import load_config_file, load_json_file
 
     seed = load_config_file(config)
     probe_list = load_json_file(probes)

@@ -16,11 +16,11 @@ from typing import Any
 
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger import read_records
+from sk_analytics.ledger.chain import read_records
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
-from sk_analytics.strict_json import load_config_file, load_json_file
+from sk_analytics.files.strict_json import load_config_file, load_json_file
 from sk_runner.backends import BACKENDS
 from sk_runner.backends.base import Control
 from sk_runner.trial import MIN_TRIAL_RUNS

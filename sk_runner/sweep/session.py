@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError, UsageError
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.evidence import with_binding
-from sk_analytics.ledger import Ledger, LedgerRecord, drop_stale_temps, read_records, recover_torn_tail
-from sk_analytics.ledger_verify import ONE_SIGNER, signer_chain
-from sk_analytics.signing import signer
+from sk_analytics.ledger.evidence import with_binding
+from sk_analytics.ledger.chain import Ledger, LedgerRecord, drop_stale_temps, read_records, recover_torn_tail
+from sk_analytics.ledger.verify import ONE_SIGNER, signer_chain
+from sk_analytics.ledger.signing import signer
 from sk_analytics.stage_o.machine import Policy
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends import make_backend
 from sk_runner.backends.base import Backend, Control
 
@@ -88,7 +88,7 @@ class SweepSession:
 
     def append(self, kind: str, data: dict[str, Any]) -> LedgerRecord:
         """Append a record that also binds every evidence file written since the last one
-        (:mod:`sk_analytics.evidence`): hashed once, vouched for by the record's signature."""
+        (:mod:`sk_analytics.ledger.evidence`): hashed once, vouched for by the record's signature."""
         return self.ledger.append(kind, with_binding(self.root, data))
 
     def identity(self) -> dict[str, Any]:

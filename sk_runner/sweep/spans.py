@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import UsageError
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_runner.devices.lease import LeaseFault
 from sk_runner.hosts.base import Hosts
 from sk_runner.hosts.topology import HostsSpec, recorded_spans

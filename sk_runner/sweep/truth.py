@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import InputError
-from sk_analytics.strict_json import load_config_file, load_json_file
+from sk_analytics.files.strict_json import load_config_file, load_json_file
 from sk_runner.sim.model import compile_model
 from sk_runner.sim.network import Network, load_network
 from sk_runner.sim.options import find_options, resolve

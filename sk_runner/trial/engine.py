@@ -33,7 +33,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
-from sk_analytics.io_seam import as_blocker
+from sk_analytics.files.io_seam import as_blocker
 from sk_runner.backends.base import at_workdir
 from sk_runner.devices.lease import HeldLease, LeaseFault, hold
 from sk_runner.devices.occupancy import occupancy_source

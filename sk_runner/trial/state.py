@@ -11,14 +11,14 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.fingerprint import fingerprint, sha256_file
-from sk_analytics.io_seam import move
+from sk_analytics.files.io_seam import move
 from sk_analytics.ingest.collect import ingest_run_dir
 from sk_analytics.schema import RUNS, TIMINGS
 from sk_analytics.stage_o.identity import changed_files, identity_differences
-from sk_analytics.strict_json import load_json_file
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.tables import write_table
 from sk_runner.backends.base import RunRequest
 from sk_runner.devices.lease import HeldLease, lease_environ, with_devices

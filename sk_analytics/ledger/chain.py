@@ -7,7 +7,7 @@ other memory, so the ledger must be impossible to rewrite unnoticed:
   counts from 0, ``prev`` is the previous record's ``hash`` (64 zeros for the
   first), ``hash`` is the canonical-JSON SHA-256 of the record without ``hash``
   and ``sig``, and ``sig`` the Ed25519 signature of ``hash`` by the user's key
-  (:mod:`sk_analytics.signing`): a chain has no secret, so without it anyone could
+  (:mod:`sk_analytics.ledger.signing`): a chain has no secret, so without it anyone could
   re-chain a rewritten history; one valid signature binds every record before it;
 * appends happen under a file lock, are written in one ``write`` and fsynced;
 * after each append the *head* file (``<ledger>.head``) is replaced atomically
@@ -46,9 +46,9 @@ is still refused.
 
 One key signs a ledger unless a ``signer_handover`` record authorises the next
 (:func:`hand_over`, rule ``one-signer``), and each append notes the new head in
-the witness outside the session (:mod:`sk_analytics.witness`). Modules: this one
-appends and reads verified records; :mod:`sk_analytics.ledger_records` holds the
-record and head formats and parsing, :mod:`sk_analytics.ledger_verify` the full check.
+the witness outside the session (:mod:`sk_analytics.ledger.witness`). Modules: this one
+appends and reads verified records; :mod:`sk_analytics.ledger.records` holds the
+record and head formats and parsing, :mod:`sk_analytics.ledger.verify` the full check.
 """
 
 from __future__ import annotations
@@ -60,13 +60,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.atomic import atomic_path, replace_locked
+from sk_analytics.files.atomic import atomic_path, replace_locked
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.fingerprint import canonical_json, sha256_bytes
-from sk_analytics import witness
-from sk_analytics.flock import FlockLock
-from sk_analytics.io_seam import append_bytes
-from sk_analytics.ledger_records import (
+from sk_analytics.ledger import witness
+from sk_analytics.files.flock import FlockLock
+from sk_analytics.files.io_seam import append_bytes
+from sk_analytics.ledger.records import (
     EARLIER_HEAD_SCHEMAS,
     GENESIS,
     HEAD_PURPOSE,
@@ -89,7 +89,7 @@ from sk_analytics.ledger_records import (
     resolve_ledger_path,
     scan,
 )
-from sk_analytics.ledger_verify import HANDOVER_KIND, ONE_SIGNER, VerifyReport, check, signer_chain, verify
+from sk_analytics.ledger.verify import HANDOVER_KIND, ONE_SIGNER, VerifyReport, check, signer_chain, verify
 
 def raw_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
     """Every parseable record, without refusing a ledger that fails verification (for display)."""
@@ -180,7 +180,7 @@ class Ledger:
 
     def _signer(self) -> Any:
         """The signing key, looked up (path, outside-the-session check, load) once per key file identity."""
-        from sk_analytics.signing import key_path, signer
+        from sk_analytics.ledger.signing import key_path, signer
 
         path = key_path()
         try:
@@ -272,7 +272,7 @@ def hand_over(path: str | os.PathLike[str], next_key: str) -> LedgerRecord:
     Appended and signed by the key that signs it now: a session has one signer, and a
     second one (a colleague resuming it) only through this record (rule ``one-signer``).
     """
-    from sk_analytics.signing import signer
+    from sk_analytics.ledger.signing import signer
 
     ledger = Ledger(path)
     current, problem = signer_chain(read_records(ledger.path))
@@ -322,7 +322,7 @@ appends record after record re-reads its own head and need not verify it again."
 def _head_signed(ledger: Path, head: Mapping[str, Any]) -> bool:
     """A trusted key signed this head: an append never re-anchors (and so launders) a head
     forged after records were cut off the end. Its hash covers the anchored record."""
-    from sk_analytics.signing import SignatureError, trusted_keys
+    from sk_analytics.ledger.signing import SignatureError, trusted_keys
 
     if _OWN_HEADS.get(str(ledger)) == canonical_json(dict(head)):
         return True

@@ -3,7 +3,7 @@
 A signed ledger cut back to an older, genuinely signed head (with the matching
 prefix) is internally perfect. The witness is a small append-only JSON Lines
 file kept beside the signing key (``$SK_TUNE_WITNESS`` overrides it): at each
-append :meth:`sk_analytics.ledger.Ledger.append` adds ``{ledger, seq, hash}``
+append :meth:`sk_analytics.ledger.chain.Ledger.append` adds ``{ledger, seq, hash}``
 where ``ledger`` is the hash of the ledger's first record (its identity, the
 same in every copy of the session). ``ledger verify`` (with ``--witness FILE``,
 or the default witness when present) refuses a ledger whose head is older than
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import InputError
-from sk_analytics.strict_json import loads_strict
+from sk_analytics.files.strict_json import loads_strict
 
 WITNESS_ENV = "SK_TUNE_WITNESS"
 WITNESS_RULE = "witness"
@@ -38,7 +38,7 @@ def witness_path() -> Path:
     env = os.environ.get(WITNESS_ENV)
     if env:
         return Path(env).expanduser()
-    from sk_analytics.signing import key_path
+    from sk_analytics.ledger.signing import key_path
 
     return key_path().with_name("witness.jsonl")
 
@@ -82,7 +82,7 @@ def witnessed(path: Path, identity: str) -> dict[int, str]:
     try:
         mode = path.stat().st_mode
         if not stat.S_ISREG(mode):  # a FIFO would block the read forever
-            from sk_analytics.io_seam import kind_of_mode
+            from sk_analytics.files.io_seam import kind_of_mode
 
             raise InputError(path, f"cannot read the witness: {kind_of_mode(mode)}, not a regular file",
                              expected="a readable witness.jsonl")

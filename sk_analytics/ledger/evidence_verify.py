@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.evidence import EVIDENCE_DIR, FileState, fold, hash_file, unreferenced_manifests, walk
+from sk_analytics.ledger.evidence import EVIDENCE_DIR, FileState, fold, hash_file, unreferenced_manifests, walk
 
 QUICK_LIMIT = 1 << 20
 _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device"}

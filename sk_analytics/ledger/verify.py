@@ -1,8 +1,8 @@
 """Full verification of a ledger: every line, the chain, the sequence, the head anchor, the signatures.
 
 :func:`verify` (``sk-analyze ledger verify``) and :func:`check` (used by
-:func:`sk_analytics.ledger.read_records` on every load and resume) re-check every
-record; the rules are described in :mod:`sk_analytics.ledger`.
+:func:`sk_analytics.ledger.chain.read_records` on every load and resume) re-check every
+record; the rules are described in :mod:`sk_analytics.ledger.chain`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import InputError
-from sk_analytics.ledger_records import (
+from sk_analytics.ledger.records import (
     HEAD_PURPOSE,
     RECORD_PURPOSE,
     LedgerRecord,
@@ -65,7 +65,7 @@ def _signature_problems(records: list[LedgerRecord], head: Mapping[str, Any] | N
     how many records it signed. Unsigned, unknown-key and invalid signatures are
     problems, never warnings. The trusted-keys file must lie outside the session.
     """
-    from sk_analytics.signing import SignatureError, trusted_keys
+    from sk_analytics.ledger.signing import SignatureError, trusted_keys
 
     keys = trusted_keys(outside=ledger.parent)
     first: dict[str, Problem] = {}

@@ -4,7 +4,7 @@ A full disk, an I/O error, a read-only remount, a permission change or an
 exhausted file-descriptor table are *environment* faults (protocol §8
 environment blockers): they say nothing about an option and must never be
 recorded as a decision. Every write of a session (atomic files and Parquet
-through :mod:`sk_analytics.atomic`, ledger and blocker appends, scene copies,
+through :mod:`sk_analytics.files.atomic`, ledger and blocker appends, scene copies,
 folders moved aside) passes :func:`guard` with the name of its site, so
 
 * callers can tell such a fault from a bug by its errno alone
@@ -130,7 +130,7 @@ def open_regular(path: Path, what: str) -> int:
 
     Opened non-blocking so a FIFO in its place cannot hang the reader; an
     OSError (missing, no permission, symlink loop) is left to the caller's
-    :func:`~sk_analytics.io_seam.reading`.
+    :func:`~sk_analytics.files.io_seam.reading`.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     mode = os.fstat(fd).st_mode

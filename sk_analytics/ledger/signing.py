@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import IntegrityError, ReadFault, SkTuneError
-from sk_analytics.io_seam import read_error
+from sk_analytics.files.io_seam import read_error
 
 KEY_ENV = "SK_TUNE_SIGNING_KEY"
 TRUSTED_ENV = "SK_TUNE_TRUSTED_KEYS"
@@ -65,7 +65,7 @@ class SignatureError(IntegrityError):
 
 
 def _unreadable(rule: str, path: Path, exc: OSError, what: str) -> SkTuneError:
-    """A key file the machine failed to read (:func:`~sk_analytics.io_seam.read_error`) is a
+    """A key file the machine failed to read (:func:`~sk_analytics.files.io_seam.read_error`) is a
     ReadFault (exit 3, retried on resume); any other failed read breaks ``rule``."""
     error = read_error(path, exc, what)
     return error if isinstance(error, ReadFault) else SignatureError(rule, path, f"cannot read the {what}: {exc.strerror or exc}")
@@ -317,7 +317,7 @@ def trusted_keys(*, outside: str | os.PathLike[str] | None = None) -> TrustedKey
             "trusted-keys", path, f"no trusted-keys file (set {TRUSTED_ENV}, or sign once to create it with your own key)"
         ) from exc
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read forever
-        from sk_analytics.io_seam import kind_of_mode
+        from sk_analytics.files.io_seam import kind_of_mode
 
         raise SignatureError("trusted-keys", path, f"cannot read the trusted-keys file: {kind_of_mode(st.st_mode)}, not a regular file")
     cache_key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)

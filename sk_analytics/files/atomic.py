@@ -1,7 +1,7 @@
 """Atomic writes: every result is written to a temp file in the same folder,
 fsynced, then renamed over the target, so a crash never leaves half a file.
 
-Each write passes the session's write seam (:func:`sk_analytics.io_seam.guard`)."""
+Each write passes the session's write seam (:func:`sk_analytics.files.io_seam.guard`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sk_analytics.errors import InputError
-from sk_analytics.io_seam import guard
+from sk_analytics.files.io_seam import guard
 
 
 @contextmanager
@@ -36,7 +36,7 @@ def atomic_path(target: str | os.PathLike[str], *, site: str = "atomic") -> Iter
 
 TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
 """The name of :func:`temp_beside`'s temp files (``tempfile.mkstemp``'s eight random characters between
-the target's name and ``.tmp``): what :mod:`sk_analytics.stale_temps` finds when a killed writer left one."""
+the target's name and ``.tmp``): what :mod:`sk_analytics.files.stale_temps` finds when a killed writer left one."""
 
 
 def temp_beside(target: Path) -> Path:

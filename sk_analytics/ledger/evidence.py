@@ -10,7 +10,7 @@ manifest's hash, the manifest covers each file's BLAKE3 digest and size. A file 
 disappears (a run moved aside) is listed under ``removed``.
 
 :func:`fold` replays the manifests of a verified ledger into the expected
-content of the folder; :mod:`sk_analytics.evidence_verify` re-hashes it.
+content of the folder; :mod:`sk_analytics.ledger.evidence_verify` re-hashes it.
 
 Not evidence (:func:`is_machinery`): the ledger with its head, lock and torn-tail
 side files, the lock files sk-tune creates, the process registry ``.processes/``, a session's own device
@@ -36,11 +36,11 @@ from typing import Any, TypedDict
 
 from blake3 import blake3
 
-from sk_analytics.atomic import write_json
+from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import IntegrityError
-from sk_analytics.io_seam import reading
-from sk_analytics.strict_json import load_json_file
-from sk_analytics.stale_temps import is_leftover
+from sk_analytics.files.io_seam import reading
+from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.files.stale_temps import is_leftover
 
 EVIDENCE_DIR = "EVIDENCE"
 MANIFEST_SCHEMA = "sk-tune-evidence-manifest-v1"
@@ -165,7 +165,7 @@ def bind(root: Path, records: Sequence[Any] | None = None) -> Bound | None:
     known = _KNOWN.get(key)
     if known is None:
         if records is None:
-            from sk_analytics.ledger import read_records
+            from sk_analytics.ledger.chain import read_records
 
             records = read_records(root) if (root / "ledger.jsonl").exists() else []
         known, problems = fold(root, records)

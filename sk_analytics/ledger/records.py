@@ -1,8 +1,8 @@
 """Ledger record I/O: the record and head formats, parsing every line, reading the head.
 
-Pure reading primitives shared by the writer (:mod:`sk_analytics.ledger`) and the
-verifier (:mod:`sk_analytics.ledger_verify`); the format is described in
-:mod:`sk_analytics.ledger`.
+Pure reading primitives shared by the writer (:mod:`sk_analytics.ledger.chain`) and the
+verifier (:mod:`sk_analytics.ledger.verify`); the format is described in
+:mod:`sk_analytics.ledger.chain`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, BinaryIO
 
 from sk_analytics.errors import InputError
 from sk_analytics.fingerprint import canonical_json, fingerprint
-from sk_analytics.io_seam import reading
-from sk_analytics.strict_json import loads_strict
+from sk_analytics.files.io_seam import reading
+from sk_analytics.files.strict_json import loads_strict
 
 HEAD_SCHEMA = "sk-tune-ledger-head-v2"
 EARLIER_HEAD_SCHEMAS = ("sk-tune-ledger-head-v1",)  # unsigned heads of sk-tune before signing
@@ -38,7 +38,7 @@ class LedgerRecord:
     kind: str
     data: dict[str, Any]
     hash: str
-    sig: dict[str, Any] | None = None  # {key, sig}: Ed25519 over the hash (sk_analytics.signing)
+    sig: dict[str, Any] | None = None  # {key, sig}: Ed25519 over the hash (sk_analytics.ledger.signing)
 
     def body(self) -> dict[str, Any]:
         """The hashed part of the record (everything but ``hash``)."""
@@ -118,7 +118,7 @@ def scan(path: Path) -> Scan:
 
 def _read_regular(path: Path, what: str) -> bytes:
     """The bytes of ``path``, which must be a regular file: a FIFO in its place is refused, never waited on."""
-    from sk_analytics.io_seam import open_regular
+    from sk_analytics.files.io_seam import open_regular
 
     with os.fdopen(open_regular(path, what), "rb") as fh:
         return fh.read()

@@ -1,9 +1,9 @@
 """Temp files that a killed writer left in a session: named by ``ledger verify``, removed by the next sweep.
 
-An atomic write (:mod:`sk_analytics.atomic`) fills ``.<name>.<8 random>.tmp`` beside its target and
+An atomic write (:mod:`sk_analytics.files.atomic`) fills ``.<name>.<8 random>.tmp`` beside its target and
 renames it over the target; a SIGKILL between the two leaves the temp behind (20-65 KB for a hand-off
 file), and so does one during the ledger head's update (``.ledger.jsonl.head.*.tmp``). Such a file
-is machinery, never evidence (:func:`sk_analytics.evidence.is_machinery`): ``ledger verify`` names
+is machinery, never evidence (:func:`sk_analytics.ledger.evidence.is_machinery`): ``ledger verify`` names
 what it finds as machinery to clean, and ``sk-run sweep`` removes it once it holds the session's
 lock (``sk_runner.sweep.driver``), so a live writer's temp is never touched. Only names of
 sk-tune's own patterns are looked at; any other file is left to the evidence rules.
@@ -15,10 +15,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from sk_analytics.atomic import TEMP_NAME
+from sk_analytics.files.atomic import TEMP_NAME
 
 HEAD_TEMP_PREFIX = ".ledger.jsonl.head."
-"""The ledger head's temp files (:func:`sk_analytics.ledger.drop_stale_temps`): ``.ledger.jsonl.head.<…>.tmp``."""
+"""The ledger head's temp files (:func:`sk_analytics.ledger.chain.drop_stale_temps`): ``.ledger.jsonl.head.<…>.tmp``."""
 
 
 def is_leftover(name: str) -> bool:

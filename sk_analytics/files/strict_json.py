@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import InputError
-from sk_analytics.io_seam import reading
+from sk_analytics.files.io_seam import reading
 
 
 MAX_DEPTH = 200
