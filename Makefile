@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench notebook clean torch-npu-sources
+.PHONY: demo test lint bench notebook clean torch-npu-sources
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,bench,notebooks,interop]'
+	$(BIN)/pip install -q -e '.[test,bench,notebooks,interop,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -31,6 +31,11 @@ notebook: $(STAMP)
 # without the cache those tests skip and say to run this.
 torch-npu-sources: $(STAMP)
 	$(BIN)/python tests/torch_npu_sources.py
+
+# ruff (lint and import order) and mypy (strict: pyproject.toml says what is relaxed and why)
+lint: $(STAMP)
+	$(BIN)/ruff check sk_analytics sk_runner tests benchmarks
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
