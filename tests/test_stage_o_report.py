@@ -17,17 +17,27 @@ CJK = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
 
 def test_markdown_to_html_tables_lists_figures() -> None:
     md = "\n".join([
-        "# 标题", "", "**粗体** 与 `代码`", "", "| a | b\\|c |", "|---|---|", "| 1 | <x> |", "",
+        "# 标题", "", "**粗体** 与 `代码`", "", "| a | b\\|c | n |", "|---|---|---:|", "| 1 | <x> | 3 |", "",
         "- 一", "- 二", "", "> 注意", "<!-- figure:run-metrics -->", "<!-- figure:none -->", "见 [d.md](x/d.md)",
     ])
     page = markdown_to_html(md, {"run-metrics": "<svg>fig</svg>"}, "t")
+    flat = page.replace("\n", "")
     assert "<h1>标题</h1>" in page
     assert "<p><strong>粗体</strong> 与 <code>代码</code></p>" in page
-    assert "<table><thead><tr><th>a</th><th>b|c</th></tr></thead><tbody><tr><td>1</td><td>&lt;x&gt;</td></tr></tbody></table>" in page
-    assert "<ul>\n<li>一</li>\n<li>二</li>\n</ul>" in page
-    assert "<blockquote>注意</blockquote>" in page and "<svg>fig</svg>" in page
+    assert ("<table><thead><tr><th>a</th><th>b|c</th><th style=\"text-align:right\">n</th></tr></thead>"
+            "<tbody><tr><td>1</td><td>&lt;x&gt;</td><td style=\"text-align:right\">3</td></tr></tbody></table>") in flat
+    assert "<ul><li>一</li><li>二</li></ul>" in flat
+    assert "<blockquote><p>注意</p></blockquote>" in flat and "<svg>fig</svg>" in page
     assert '<p>见 <a href="x/d.md">d.md</a></p>' in page
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 1
+
+
+def test_markdown_to_html_escapes_raw_html_and_keeps_figure_order() -> None:
+    """A value a workload wrote never becomes markup; figures land where their markers are, in order."""
+    md = "<script>alert(1)</script>\n\n<!-- figure:b -->\ntext\n<!-- figure:a -->"
+    page = markdown_to_html(md, {"a": "<svg>A</svg>", "b": "<svg>B</svg>"}, "<t>")
+    assert "<script>" not in page and "&lt;script&gt;" in page and "<title>&lt;t&gt;</title>" in page
+    assert page.index("<svg>B</svg>") < page.index("<p>text</p>") < page.index("<svg>A</svg>")
 
 
 def _view(tmp_path: Path, *, dcci_diff: dict[str, Any] | None = None) -> SessionView:
