@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -315,6 +316,11 @@ def test_a_job_checks_its_pin_in_the_worker_and_creates_the_session_in_its_sweep
     assert not (root / "run" / "a-1.json").exists() and not (root / "logs" / "a-1").exists()
 
 
+def _plain(terminal: str) -> str:
+    """What a terminal shows of ``terminal``'s text, less its control sequences."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal).replace("\r", "")
+
+
 def test_progress_rows_from_the_ledgers_live_table_and_event_lines(tmp_path: Path) -> None:
     import io
 
@@ -347,12 +353,16 @@ def test_progress_rows_from_the_ledgers_live_table_and_event_lines(tmp_path: Pat
     printed = lines.getvalue().splitlines()
     assert len(printed) == 2 and "O1: win" in printed[0] and "x-1: accepted" in printed[1]
     live = io.StringIO()
-    lv = LiveView(live)
+    lv = LiveView(live, width=160)
     lv.update(tmp_path, spec, tasks)
-    lv.note("event")  # clears the 3-line table, prints the event, redraws the table below it
-    first = live.getvalue()
-    assert first.startswith("task") and "\x1b[3F\x1b[J" in first and first.count("task  session") == 2
-    assert first.index("event") < first.rindex("task  session")
+    drawn = _plain(live.getvalue())
+    assert "server-a" in drawn and "pending" in drawn and "tasks finished" in drawn and "0/2" in drawn and "ETA" in drawn
+    lv.note("event")  # printed above the live table, which is drawn again below it
+    tasks["b"].gave_up = True
+    lv.update(tmp_path, spec, tasks)
+    lv.close()
+    screen = _plain(live.getvalue())
+    assert screen.index("event") < screen.rindex("server-a") and "1/2" in screen[screen.index("event"):]
     tasks["a"].lost = True
     assert rows(tmp_path, ["a"], tasks)[0].phase == "node_lost"
 

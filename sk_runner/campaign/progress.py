@@ -51,38 +51,43 @@ class LineView:
         pass
 
 
+FINISHED_PHASES = frozenset({"done", "stopped", "given_up"})
+"""Phases after which a task's row no longer changes: the progress bar counts them as completed."""
+
+
 class LiveView(LineView):
-    """Redraws the table in place on a terminal; campaign notes scroll above it."""
+    """A live table (rich) redrawn in place on a terminal, with a bar of finished tasks, their elapsed time and an
+    ETA from the pace so far; campaign notes scroll above it."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, *, width: int | None = None) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
         super().__init__(out)
-        self._lines = 0
-        self._last: str = ""
-
-    def _clear(self) -> None:
-        if self._lines:
-            self.out.write(f"\x1b[{self._lines}F\x1b[J")
-            self._lines = 0
+        self._console = Console(file=self.out, force_terminal=True, width=width, highlight=False)
+        self._progress = Progress(TextColumn("tasks finished"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TextColumn("ETA"), TimeRemainingColumn(), console=self._console)
+        self._bar = self._progress.add_task("tasks", total=None)
+        self._live = Live(console=self._console, auto_refresh=False, transient=False)
+        self._live.start()
 
     def note(self, text: str) -> None:
-        self._clear()
-        super().note(text)
-        if self._last:
-            self._draw(self._last)
-
-    def _draw(self, text: str) -> None:
-        self.out.write(text + "\n")
-        self.out.flush()
-        self._lines = text.count("\n") + 1
+        self._console.print(f"{time.strftime('%H:%M:%S')} {text}", markup=False)
 
     def update(self, root: Path, spec: CampaignSpec, tasks: dict[str, TaskState]) -> None:
-        text = table(rows(root, [t.id for t in spec.tasks], tasks))
-        self._clear()
-        self._last = text
-        self._draw(text)
+        from rich.console import Group
+        from rich.table import Table
+
+        items = rows(root, [t.id for t in spec.tasks], tasks)
+        grid = Table(*HEADER, box=None, pad_edge=False)
+        for row in items:
+            grid.add_row(*_cells(row))
+        self._progress.update(self._bar, total=len(items), completed=sum(row.phase in FINISHED_PHASES for row in items))
+        self._live.update(Group(grid, self._progress), refresh=True)
 
     def close(self) -> None:
-        self._lines = 0
+        self._live.stop()
 
 
 def make_view(quiet: bool = False) -> LineView:
