@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import psutil
+
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.devices.registry import registry_root, tenants
 
@@ -123,10 +125,9 @@ def parse_npu_smi(text: str) -> NpuSmiTable:
 def _cmdline(pid: int) -> str | None:
     """The full command line of ``pid`` where this process can see it."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline()) or None
+    except psutil.Error:  # gone, or not ours to read
         return None
-    return " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part) or None
 
 
 def npu_smi_processes(text: str, devices: Iterable[int]) -> list[DeviceProcess]:

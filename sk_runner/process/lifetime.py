@@ -50,7 +50,10 @@ hold_signals_at_exit = interrupts.hold_at_exit
 
 
 def start_ticks(pid: int) -> str | None:
-    """Kernel start time of ``pid`` (tells a recorded process from a later one reusing its pid)."""
+    """Kernel start time of ``pid`` in clock ticks (tells a recorded process from a later one reusing its pid).
+
+    Read from ``/proc/<pid>/stat`` itself, not through psutil: the raw count is the identity stored in
+    process tables, campaign runs and registry entries, and psutil offers only a float derived from it."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):

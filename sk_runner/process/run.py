@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
+
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.process import keeper, lifetime
 from sk_runner.process.faults import EnvironmentFault, process_fault
@@ -224,6 +226,10 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+_GONE = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
+"""States of a process that has ended: a zombie waits only for its parent to reap it."""
+
+
 def group_alive(pgid: int) -> bool:
     """True while a live (non-zombie) process of group ``pgid`` exists.
 
@@ -232,34 +238,23 @@ def group_alive(pgid: int) -> bool:
     """
     if not _signal_group(pgid, 0):
         return False
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+    for process in psutil.process_iter(["status"]):
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            if process.info["status"] not in _GONE and os.getpgid(process.pid) == pgid:
+                return True
+        except OSError:  # ended between the listing and the question
             continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
     return False
 
 
 def process_alive(pid: int) -> bool:
     """True while process ``pid`` exists and is not a zombie."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() not in _GONE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:  # it exists; whose it is does not matter here
         return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
 
 
 def _kill_group(proc: subprocess.Popen[bytes] | keeper.Kept, grace_s: float) -> int:
