@@ -201,8 +201,8 @@ def test_option_effect_signs_on_default_network() -> None:
     assert effects[("constant_codegen", "1")]["sign"] == 0
     assert effects[("split_mode", "3")]["sign"] == 0
     assert effects[("early_start", "1")]["outcome"] == "wrong_output"
-    assert effects[("aggressive_opt_strategies", '{"task_breaker_bypass": 0, "value_breaker_bypass": 1}')]["sign"] == -1
-    assert effects[("aggressive_opt_strategies", '{"task_breaker_bypass": 1, "value_breaker_bypass": 0}')]["outcome"] == "crash"
+    assert effects[("aggressive_opt_strategies", '{"event_breaker_bypass": 0, "task_breaker_bypass": 0, "value_breaker_bypass": 1}')]["sign"] == -1
+    assert effects[("aggressive_opt_strategies", '{"event_breaker_bypass": 0, "task_breaker_bypass": 1, "value_breaker_bypass": 0}')]["outcome"] == "crash"
 
 
 def test_symbols_are_stable_and_realistic() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o.matrix import (
@@ -22,7 +23,6 @@ from sk_analytics.stage_o.matrix import (
 )
 from sk_analytics.stage_o.options import YAML_ROOT, option_pointer
 from sk_runner.cli import cli
-from sk_analytics.cli._base import run_cli
 
 SEED = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {"split_mode": 4}}
 
@@ -63,7 +63,7 @@ def test_build_matrix_entries() -> None:
     probes[1]["ready"] = False  # auto_op_parallel=1 rejected by the wrapper
     matrix = build_matrix(SEED, probes[:-1])  # constant_codegen=1 never probed
     by_id = {e["id"]: e for e in matrix["entries"]}
-    assert len(by_id) == 15
+    assert len(by_id) == len(protocol_candidates())
     dcci = by_id["dcci-disable-all"]
     assert dcci["pointer"] == "/super_kernel_optimize_options/dcci_disable_on_kernel"
     assert (dcci["original"], dcci["default"], dcci["status"]) == (None, [], "pending")
@@ -146,7 +146,8 @@ def test_cli_init_freeze_and_refuse_reinit(tmp_path: Path, capsys: pytest.Captur
     (tmp_path / "probes.json").write_text(json.dumps(_all_ready()))
     args = ["matrix", "init", "--session", str(session), "--config", str(tmp_path / "seed.json"), "--probes", str(tmp_path / "probes.json")]
     assert run_cli(cli, "sk-run", args) == 0
-    assert "15 entries (15 probe-ready)" in capsys.readouterr().out
+    n = len(protocol_candidates())
+    assert f"{n} entries ({n} probe-ready)" in capsys.readouterr().out
     assert run_cli(cli, "sk-run", ["matrix", "freeze", "--session", str(session)]) == 0
     matrix = load_matrix(session / "matrix.json")
     records = read_records(session)

@@ -6,16 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
+from sweep_helpers import base_identity, settled_statuses, small_session
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
-from sk_analytics.ledger.chain import read_records, verify
-from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.handoff.crosscheck import first_disagreement
+from sk_analytics.ledger.chain import read_records, verify
+from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth
 from sk_runner.sweep.driver import run_sweep
-from sweep_helpers import base_identity, settled_statuses, small_session
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +40,8 @@ def test_ordinary_entries_follow_ground_truth(tmp_path: Path) -> None:
     assert _effect(truth, "auto_op_parallel", 1)["sign"] == -1
     assert _effect(truth, "split_mode", 3)["sign"] == 0
     assert _effect(truth, "stream_fusion", 0)["sign"] == 1
-    assert _effect(truth, "aggressive_opt_strategies", {"task_breaker_bypass": 1, "value_breaker_bypass": 0})["outcome"] == "crash"
-    assert _effect(truth, "aggressive_opt_strategies", {"task_breaker_bypass": 0, "value_breaker_bypass": 3})["outcome"] == "hang"
+    assert _effect(truth, "aggressive_opt_strategies", {"event_breaker_bypass": 0, "task_breaker_bypass": 1, "value_breaker_bypass": 0})["outcome"] == "crash"
+    assert _effect(truth, "aggressive_opt_strategies", {"event_breaker_bypass": 0, "task_breaker_bypass": 0, "value_breaker_bypass": 3})["outcome"] == "hang"
 
     root = tmp_path / "s"
     session = small_session(root, ORDINARY)
@@ -114,7 +115,7 @@ def test_demo_command_runs_a_complete_sweep(tmp_path: Path, capsys: pytest.Captu
     assert f"报告：{session / 'EXPERIMENT_REPORT.md'}" in out and f"HTML：{session / 'report.html'}" in out
     assert "[O0-INCUMBENT] O0-INCUMBENT: O0 正确性 + 5 次干净运行" in out and "clean run 3 of 5" in out
     statuses = settled_statuses(session)
-    assert len(statuses) == 15 and "pending" not in statuses.values()
+    assert len(statuses) == len(protocol_candidates()) and "pending" not in statuses.values()
     assert statuses["aggressive-task1-value0"] == "failed" and statuses["aggressive-task0-value3"] == "failed"
     assert statuses["aggressive-event1-task0-value0"] == "blocked" and statuses["early-start-1"] == "blocked"
     assert statuses["stream-fusion-0"] == "rejected"  # about 10 % slower in the ground truth

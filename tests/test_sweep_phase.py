@@ -11,6 +11,7 @@ import pytest
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_runner.cli import cli
 from sk_runner.sweep.phase import resolve_tool, validate_phase_manifest
 
@@ -171,7 +172,8 @@ def test_task_sweep_probes_only_listed_values_and_blocks_the_others_as_not_liste
     out = capsys.readouterr().out
     assert f"报告：{session / 'EXPERIMENT_REPORT.md'}" in out
     probes = json.loads((session / "PROBES" / "probes.json").read_text())
-    assert len(probes) == 15 and [(p["option"], p["value"]) for p in probes if p["evidence"]["wrapper"]] == [("split_mode", 3)]
+    n = len(protocol_candidates())
+    assert len(probes) == n and [(p["option"], p["value"]) for p in probes if p["evidence"]["wrapper"]] == [("split_mode", 3)]
     assert {p["evidence"]["cause"]["kind"] for p in probes if not p["ready"]} == {"not_listed"}
     assert len(list((session / "PROBES").rglob("probe.json"))) == 1  # a value the task does not list starts no process
     ready = [(p["option"], p["value"]) for p in probes if p["ready"]]
@@ -184,7 +186,7 @@ def test_task_sweep_probes_only_listed_values_and_blocks_the_others_as_not_liste
     assert "未列出该取值" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
     assert [r.kind for r in read_records(session)][:4] == ["session_started", "phase_entry", "matrix_built", "matrix_frozen"]
     built = next(r.data for r in read_records(session) if r.kind == "matrix_built")
-    assert (built["probed"], built["not_listed"], built["ready"]) == (15, 14, 1)
+    assert (built["probed"], built["not_listed"], built["ready"]) == (n, n - 1, 1)
 
 
 def test_second_sweep_on_a_session_is_refused(tmp_path: Path) -> None:

@@ -28,6 +28,8 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from sk_analytics.stage_o.options import TORCH_NPU_RELEASES
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache" / "torch-npu"
 """One folder per version: ``<V>/torch_npu/**.py`` and ``<V>/WHEEL`` (name and sha256 of the wheel)."""
@@ -35,17 +37,9 @@ MARKER = "WHEEL"
 """Written last: a version folder without it is not a cache entry."""
 PACKAGE = "torch_npu"
 
-VERSIONS: tuple[str, ...] = (
-    "2.7.1.post11",
-    "2.8.0.post5",
-    "2.9.1",
-    "2.10.0.post7",
-    "2.11.0.post3",
-    "2.12.0.post3",
-    "2.13.0",
-    "2.14.0",
-)
-"""The supported range (docs/runner.md): the newest build of every minor release from 2.7 to 2.14.
+VERSIONS: tuple[str, ...] = TORCH_NPU_RELEASES
+"""The supported range (docs/runner.md), as the option registry names it: the newest build of every minor release
+from 2.7 to 2.14.
 
 Older releases fail the check (read once when the range was set): up to 2.6
 have no ``torch.npu.NPUGraph._validate_options`` (the exact-value probe), up to

@@ -12,30 +12,23 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from os import PathLike
-from typing import Any, Literal, TypedDict
+from typing import Any, TypedDict
 
 from sk_analytics.errors import InputError, IntegrityError
-from sk_analytics.fingerprint import canonical_json, fingerprint
-from sk_analytics.stage_o.options import (
-    BY_NAME,
-    REGISTRY,
-    current_value,
-    is_debug_option,
-    option_pointer,
-    options_root,
-)
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.fingerprint import canonical_json, fingerprint
+from sk_analytics.stage_o import options
+from sk_analytics.stage_o.options import OptionSpec, current_value, option_pointer, options_root
 
 MATRIX_SCHEMA = "superkernel-winner-option-matrix-v1"
-DCCI_DISABLE_ALL = [".*"]
-
-Category = Literal["dcci", "auto_op_parallel", "aggressive", "experimental"]
-Risk = Literal["low", "medium", "high"]
+DCCI_DISABLE_ALL = options.DCCI_DISABLE_ALL
+Category = options.Category
+Risk = options.Risk
 
 
 class ProbeRecord(TypedDict, total=False):
@@ -60,52 +53,24 @@ class Candidate:
     authorisation: str | None = None
 
 
-def _aggressive(task: int, value: int, event: int = 0) -> dict[str, int]:
-    return {"event_breaker_bypass": event, "task_breaker_bypass": task, "value_breaker_bypass": value}
+def protocol_candidates(registry: Sequence[OptionSpec] | None = None) -> list[Candidate]:
+    """The fixed Stage O candidate list in frozen trial order, read from the option registry
+    (:data:`~sk_analytics.stage_o.options.REGISTRY`: each option's trials, ordered by its ``trial_order``).
 
-
-def protocol_candidates() -> list[Candidate]:
-    """The fixed Stage O candidate list in frozen trial order.
-
-    DCCI comes first so that its only first trial (disable-all) is derived from
-    the five-run O0 without DCCI options (protocol §6.1); ``before``/``after``
-    are never explicit trials. Every probed ``aggressive_opt_strategies``
-    combination is its own entry; ``early_start=1`` needs declared operator
-    adaptation and ``event_breaker_bypass`` the user's risk authorisation.
+    A registry with an option that is neither tried nor excluded (it would drop out of the matrix
+    unseen) is a bug of sk-tune: :class:`RuntimeError` naming it.
     """
-    out = [
-        Candidate("dcci-disable-all", "dcci", "dcci_disable_on_kernel", list(DCCI_DISABLE_ALL), "medium"),
-        Candidate("auto-op-parallel-1", "auto_op_parallel", "auto_op_parallel", 1, "low"),
-        Candidate("aggressive-task1-value0", "aggressive", "aggressive_opt_strategies", _aggressive(1, 0), "high"),
-        Candidate("aggressive-task0-value1", "aggressive", "aggressive_opt_strategies", _aggressive(0, 1), "medium"),
-        Candidate("aggressive-task0-value2", "aggressive", "aggressive_opt_strategies", _aggressive(0, 2), "medium"),
-        Candidate("aggressive-task0-value3", "aggressive", "aggressive_opt_strategies", _aggressive(0, 3), "medium"),
-        Candidate(
-            "aggressive-event1-task0-value0",
-            "aggressive",
-            "aggressive_opt_strategies",
-            _aggressive(0, 0, 1),
-            "high",
-            authorisation="event_breaker_bypass",
-        ),
-        Candidate("early-start-1", "experimental", "early_start", 1, "high", prerequisites=("operator_adaptation",)),
+    problems = options.registry_problems(registry)
+    if problems:
+        raise RuntimeError("option registry: " + "; ".join(problems))
+    return [
+        Candidate(str(t.id), str(spec.category), spec.name, copy.deepcopy(t.value), t.risk, t.prerequisites, t.authorisation)
+        for spec in options.trial_ordered(registry)
+        for t in spec.trial_values()
     ]
-    for name in ("preload_code", "split_mode", "stream_fusion", "constant_codegen"):
-        spec = BY_NAME[name]
-        assert spec.low is not None and spec.high is not None
-        for value in range(spec.low, spec.high + 1):
-            if value != spec.default:
-                out.append(Candidate(f"{name.replace('_', '-')}-{value}", "experimental", name, value, "low"))
-    return out
 
 
-_NOT_CANDIDATES_ZH = {
-    "dcci_before_kernel_start": "DCCI before/after 从不作为单独显式试验，只能出现在由回归子节点证据导出的联合修复中",
-    "dcci_after_kernel_end": "DCCI before/after 从不作为单独显式试验，只能出现在由回归子节点证据导出的联合修复中",
-    "kernel_map": "运行时不可设置的选项",
-    "opt_extend_option": "没有经过探测的候选取值，不能凭空构造",
-    "ubuf_lock_ignore_kernel": "没有经过探测的候选取值，不能凭空构造",
-}
+_DEBUG_EXCLUDED_ZH = "调试选项永不进入选项矩阵或干净样本"
 
 
 def _probe_key(option: str, value: Any) -> tuple[str, str]:
@@ -129,14 +94,18 @@ def build_matrix(
     *,
     root: str | None = None,
     probes_source: str = "probes",
+    registry: Sequence[OptionSpec] | None = None,
 ) -> dict[str, Any]:
     """Build the (unfrozen) option matrix from the SEED config and probe results.
 
     Candidates whose value the SEED already carries are excluded with a reason;
     debug options never enter; a candidate without a probe keeps
     ``probe_evidence.probed = false`` and is settled ``blocked`` by the state
-    machine before any run.
+    machine before any run. ``registry``: the option registry (default: the one of
+    :mod:`~sk_analytics.stage_o.options`); every option is either a candidate or excluded.
     """
+    specs = options.current_registry() if registry is None else tuple(registry)
+    defaults = {spec.name: spec.default for spec in specs}
     config = dict(seed_config)
     debug = config.get("super_kernel_debug_options")
     if debug:
@@ -145,7 +114,7 @@ def build_matrix(
     index = _index_probes(probes, probes_source)
     entries: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
-    for cand in protocol_candidates():
+    for cand in protocol_candidates(specs):
         pointer = option_pointer(root, cand.option)
         original = current_value(config, pointer)
         if original is not None and canonical_json(original) == canonical_json(cand.value):
@@ -165,7 +134,7 @@ def build_matrix(
                 "value": copy.deepcopy(cand.value),
                 "pointer": pointer,
                 "original": original,
-                "default": copy.deepcopy(BY_NAME[cand.option].default),
+                "default": copy.deepcopy(defaults[cand.option]),
                 "probe_evidence": evidence,
                 "risk": cand.risk,
                 "prerequisites": list(cand.prerequisites),
@@ -173,11 +142,11 @@ def build_matrix(
                 "status": "pending",
             }
         )
-    for spec in REGISTRY:
-        if is_debug_option(spec.name):
-            excluded.append({"option": spec.name, "reason_zh": "调试选项永不进入选项矩阵或干净样本"})
-        elif spec.name in _NOT_CANDIDATES_ZH:
-            excluded.append({"option": spec.name, "reason_zh": _NOT_CANDIDATES_ZH[spec.name]})
+    for spec in specs:
+        if spec.debug or spec.name.startswith("debug_"):
+            excluded.append({"option": spec.name, "reason_zh": _DEBUG_EXCLUDED_ZH})
+        elif spec.excluded_zh is not None:
+            excluded.append({"option": spec.name, "reason_zh": spec.excluded_zh})
     matrix = {
         "schema_version": MATRIX_SCHEMA,
         "seed": {"config_fingerprint": fingerprint(config)},
@@ -185,22 +154,29 @@ def build_matrix(
         "entries": entries,
         "excluded": excluded,
     }
-    validate_matrix(matrix)
+    validate_matrix(matrix, categories=options.categories(specs))
     return matrix
 
 
-@lru_cache(maxsize=1)
-def matrix_schema() -> dict[str, Any]:
-    """The JSON Schema shipped with the package."""
+def matrix_schema(categories: Sequence[str] | None = None) -> dict[str, Any]:
+    """The JSON Schema shipped with the package, its entry ``category`` enum filled from the option
+    registry (:func:`~sk_analytics.stage_o.options.categories`, or the ``categories`` given)."""
+    return _schema(tuple(options.categories() if categories is None else categories))
+
+
+@lru_cache(maxsize=4)
+def _schema(categories: tuple[str, ...]) -> dict[str, Any]:
     text = resources.files("sk_analytics.stage_o").joinpath("schemas/option-matrix.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    schema["$defs"]["entry"]["properties"]["category"] = {"enum": list(categories)}
+    return schema
 
 
-def validate_matrix(matrix: Any, source: str | PathLike[str] | None = None) -> None:
+def validate_matrix(matrix: Any, source: str | PathLike[str] | None = None, *, categories: Sequence[str] | None = None) -> None:
     """Raise :class:`InputError` naming the first schema violation."""
     import jsonschema  # ~50 ms: only where a matrix is validated
 
-    validator = jsonschema.Draft202012Validator(matrix_schema())
+    validator = jsonschema.Draft202012Validator(matrix_schema(categories))
     errors = sorted(validator.iter_errors(matrix), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]

@@ -21,40 +21,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from sk_analytics.errors import InputError
-from sk_analytics.stage_o.options import REGISTRY, OptionSpec, map_text, spec_of
+from sk_analytics.stage_o.options import (
+    REGISTRY,
+    TORCH_NPU_RELEASES,
+    WRAPPER_TYPES,
+    OptionSpec,
+    map_text,
+    spec_of,
+    wrapper_section,
+)
 from sk_runner.config import DEBUG_OPTIONS_KEY, OPTIONS_KEY
 
 OPTION_MAPS = (OPTIONS_KEY, DEBUG_OPTIONS_KEY)
 STRUCT_FIELDS = ("value_breaker_bypass", "task_breaker_bypass", "event_breaker_bypass")
 
-WRAPPER_TYPES: Mapping[str, str] = {"uint": "int", "pattern_list": "list of str", "map": "str", "struct": "dict of int"}
-"""The ``value_type`` torch_npu's wrapper checks, per registry kind (the same in every release)."""
-
-SETTABLE = frozenset(spec.name for spec in REGISTRY if spec.kind != "not_settable")
-EARLY_WRAPPER = frozenset({"preload_code", "split_mode", "stream_fusion", "debug_sync_all"})
-"""What the wrappers of 2.8 and 2.9 know of the registry (they also know ``debug_dcci_disable_on_kernel``,
-which the registry does not have)."""
-
 RELEASE_OPTIONS: Mapping[str, frozenset[str]] = {
-    "2.7.1.post11": SETTABLE,
-    "2.8.0.post5": EARLY_WRAPPER,
-    "2.9.1": EARLY_WRAPPER,
-    "2.10.0.post7": SETTABLE,
-    "2.11.0.post3": SETTABLE,
-    "2.12.0.post3": SETTABLE,
-    "2.13.0": SETTABLE,
-    "2.14.0": SETTABLE,
+    release: frozenset(spec.name for spec in REGISTRY if release in spec.torch_npu) for release in TORCH_NPU_RELEASES
 }
 """Registry options (runtime names) whose torch_npu name each checked release's wrapper accepts, in the
-table :func:`wrapper_section` names, with the type of :data:`WRAPPER_TYPES`: the newest build of every minor
-release from 2.7 to 2.14 (``tests/torch_npu_sources.py:VERSIONS``)."""
+table :func:`wrapper_section` names, with the type of :data:`WRAPPER_TYPES`: derived from each option's
+``torch_npu`` releases in the registry (the evidence: ``tests/test_torch_npu_api.py`` reads every release's
+own ``_validate_options``). The wrappers of 2.8 and 2.9 also know ``debug_dcci_disable_on_kernel``, which the
+registry does not have."""
 
 _MINOR = re.compile(r"^(\d+\.\d+)\.")
-
-
-def wrapper_section(spec: OptionSpec) -> str:
-    """The ``_validate_options`` table an option is checked in: ``debug_options`` for a debug option."""
-    return "debug_options" if spec.debug else "optimize_options"
 
 
 def checked_release(version: str) -> str | None:

@@ -21,6 +21,12 @@ OutcomeKind = Literal["ok", "wrong_output", "crash", "device_fault", "hang"]
 SPLIT_MODE_MIX_FACTOR = {1: 1.12, 2: 1.05, 3: 1.006, 4: 1.0}
 PRELOAD_DELTA_US = {0: 0.8, 1: 0.0, 2: -0.1}
 CONSTANT_CODEGEN_DELTA_US = -0.04
+KERNEL_DELTA_US: dict[str, dict[int, float]] = {
+    "preload_code": PRELOAD_DELTA_US,
+    "constant_codegen": {0: 0.0, 1: CONSTANT_CODEGEN_DELTA_US},
+}
+"""Integer options that shift every kernel's time by a fixed amount per value (microseconds; a value not
+listed: no shift). A new integer option whose effect is of this kind is one row here."""
 UBUF_LOCK_IGNORE_FACTOR = 0.995
 AUTO_OP_PARALLEL_OVERLAP = 0.4
 EARLY_START_OVERHEAD_FACTOR = 0.5
@@ -93,7 +99,9 @@ def _exec_us(graph: Graph, options: EffectiveOptions, kernel: np.ndarray) -> np.
             factor = factor * f
     if options.get("debug_extend_option"):
         factor = factor * DEBUG_EXTEND_FACTOR
-    delta = PRELOAD_DELTA_US[options.get("preload_code")] + (CONSTANT_CODEGEN_DELTA_US if options.get("constant_codegen") else 0.0)
+    delta = 0.0
+    for name, by_value in KERNEL_DELTA_US.items():
+        delta += by_value.get(options.get(name), 0.0)
     delta += DEBUG_SYNC_ALL_US if options.get("debug_sync_all") else 0.0
     return np.where(kernel, np.maximum(graph.member_base_us * factor + delta, 0.5), 0.0)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from sk_analytics.dcci.pattern import pattern_problem, to_regex
 from sk_analytics.errors import InputError
-from sk_analytics.stage_o.options import BY_NAME, OptionSpec, TORCH_COMPILE_ROOT
+from sk_analytics.stage_o.options import TORCH_COMPILE_ROOT, OptionSpec, current_registry
 
 OPTIONS_KEY = "super_kernel_optimize_options"
 DEBUG_OPTIONS_KEY = "super_kernel_debug_options"
@@ -161,12 +161,14 @@ def _aggressive(value: Any, lines: list[OptionLine]) -> dict[str, int]:
 
 
 def resolve(optimize: dict[str, Any], debug: dict[str, Any]) -> EffectiveOptions:
-    """Validate every given option as the SK option manager does; defaults for the rest."""
-    values: dict[str, Any] = {name: spec.default for name, spec in BY_NAME.items()}
-    values["aggressive_opt_strategies"] = dict(BY_NAME["aggressive_opt_strategies"].default)
+    """Validate every given option as the SK option manager does; defaults for the rest (every option
+    of the registry, read at call time: the simulated runtime knows exactly the registered options)."""
+    specs = {spec.name: spec for spec in current_registry()}
+    values: dict[str, Any] = {name: spec.default for name, spec in specs.items()}
+    values["aggressive_opt_strategies"] = dict(specs["aggressive_opt_strategies"].default)
     lines: list[OptionLine] = []
     for name, raw in [*optimize.items(), *debug.items()]:
-        spec = BY_NAME.get(name)
+        spec = specs.get(name)
         if spec is None or spec.kind == "not_settable":
             lines.append(OptionLine(name, value_text(raw), False, NON_NUMERIC_RANGE, "none"))
             continue

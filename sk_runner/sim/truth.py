@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.files.atomic import write_json
+from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_runner.sim.model import StepModel, compile_model
 from sk_runner.sim.network import Graph, Network
 from sk_runner.sim.options import resolve
@@ -25,27 +26,18 @@ NEUTRAL_PCT = 0.5
 
 DISABLE_ALL = {"dcci_disable_on_kernel": [".*"]}
 
-#: Option values whose effect the truth reports (formats.md §5 probe sets for the breakers).
-EFFECT_PROBES: tuple[tuple[str, Any], ...] = (
-    ("auto_op_parallel", 1),
-    ("preload_code", 0),
-    ("preload_code", 2),
-    ("split_mode", 1),
-    ("split_mode", 2),
-    ("split_mode", 3),
-    ("stream_fusion", 0),
-    ("constant_codegen", 1),
-    ("early_start", 1),
+EXTRA_EFFECT_PROBES: tuple[tuple[str, Any], ...] = (
     ("ubuf_lock_ignore_kernel", [".*"]),
     ("opt_extend_option", "fusion_level=1"),
-    ("dcci_disable_on_kernel", [".*"]),
     ("aggressive_opt_strategies", {"task_breaker_bypass": 0, "value_breaker_bypass": 0}),
-    ("aggressive_opt_strategies", {"task_breaker_bypass": 1, "value_breaker_bypass": 0}),
-    ("aggressive_opt_strategies", {"task_breaker_bypass": 0, "value_breaker_bypass": 1}),
-    ("aggressive_opt_strategies", {"task_breaker_bypass": 0, "value_breaker_bypass": 2}),
-    ("aggressive_opt_strategies", {"task_breaker_bypass": 0, "value_breaker_bypass": 3}),
-    ("aggressive_opt_strategies", {"event_breaker_bypass": 1, "task_breaker_bypass": 0, "value_breaker_bypass": 0}),
 )
+"""Option values the truth reports besides the matrix's candidates (values no Stage O trial uses)."""
+
+
+def effect_probes() -> list[tuple[str, Any]]:
+    """Option values whose effect the truth reports: every candidate of the option registry (the matrix's
+    values, in trial order, read at call time) and :data:`EXTRA_EFFECT_PROBES`."""
+    return [*((c.option, c.value) for c in protocol_candidates()), *EXTRA_EFFECT_PROBES]
 
 
 def sk_identities(graph: Graph) -> list[dict[str, Any]]:
@@ -125,7 +117,7 @@ def option_effects(network: Network) -> list[dict[str, Any]]:
     """Expected effect of each probe value on the step time, and how the process ends."""
     base = compile_model(network, resolve({}, {}))
     out = []
-    for name, value in EFFECT_PROBES:
+    for name, value in effect_probes():
         model: StepModel = compile_model(network, resolve({name: value}, {}))
         delta = _pct(model.step_us, base.step_us)
         out.append(
