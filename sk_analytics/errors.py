@@ -1,14 +1,15 @@
-"""One exception hierarchy for the whole product.
+"""One exception hierarchy for the whole product, and every exit code the commands end with.
 
-The CLIs map every :class:`SkTuneError` to a single line on stderr and a
-documented exit code, so no Python traceback ever reaches a user for bad input:
-
-* 0 ok
-* 1 decision negative / blocked (returned by commands, not raised)
-* 2 bad input or usage (:class:`InputError`, :class:`IntegrityError`)
-* 3 environment (:class:`EnvironmentBlocker`)
-* 70 internal error (``EX_SOFTWARE``): an unexpected exception, i.e. a bug of
-  ours; never 1, so a bug can never read as a negative decision
+The CLIs map every :class:`SkTuneError` to a single line on stderr and the
+``exit_code`` of its class, so no Python traceback ever reaches a user for bad
+input. Each code is written down once, with its one-line ``meaning``, on the
+class that ends a command with it (as click does with ``exit_code``): the
+outcomes 0 and 1 (:data:`OUTCOMES`, returned, not raised), 2
+(:class:`SkTuneError`), 3 (:class:`EnvironmentBlocker`), 70
+(:class:`InternalError`) and 130 / 143
+(:class:`sk_analytics.interrupts.Interrupted`). :func:`exit_codes` lists them;
+docs/cli.md and the exit-code tables of docs/design.md, docs/faults.md and
+docs/index.md are generated from it (``python -m sk_analytics.cli.doc_tables``).
 """
 
 from __future__ import annotations
@@ -16,18 +17,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import ClassVar
 
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 EXIT_INTERNAL = 70
+"""``EX_SOFTWARE`` of sysexits.h: a bug of ours; never 1, so a bug can never read as a negative decision."""
+
+OUTCOMES: dict[int, str] = {
+    EXIT_OK: "ok: done; the gate accepted, the baseline is stable, the values are ready, the repair is proposed, the sweep sealed a BASE",
+    EXIT_NEGATIVE: "decision negative or blocked (returned, not an error): the gate rejected, not stable, a value not ready, no repair, "
+                   "a trial or profile not ok, the sweep ended without BASE, a `--check` found drift",
+}
+"""The two codes a command returns as its result rather than raises."""
 
 
 class SkTuneError(Exception):
     """Base of every error the product raises on purpose."""
 
-    exit_code: int = EXIT_BAD_INPUT
+    exit_code: ClassVar[int] = EXIT_BAD_INPUT
+    meaning: ClassVar[str] = ("bad input or usage: a missing, unreadable or malformed file, line or record, tampered evidence "
+                              "(`InputError`, `IntegrityError`), a usage error")
+    """The one-line meaning of ``exit_code`` in the exit-code tables (a subclass with the same code keeps it)."""
     details: tuple[str, ...] = ()
     """Lines the CLIs print before :meth:`one_line`, one each: the items of an error that names several
     (every task of a campaign no node can hold), so the user fixes them all at once."""
@@ -102,6 +115,8 @@ class EnvironmentBlocker(SkTuneError):
     """The environment cannot run the request (backend missing, dirty env, no device, disk full)."""
 
     exit_code = EXIT_ENVIRONMENT
+    meaning = ("environment (`EnvironmentBlocker`): torch_npu/CANN not loadable, workload not startable, profiling switches set "
+               "for a clean run, any other OS error (e.g. disk full)")
     recorded_in: Path | None = None
     """The ``environment-blockers.jsonl`` that holds it, once someone recorded it."""
     errno_name: str | None = None
@@ -119,6 +134,24 @@ class ReadFault(EnvironmentBlocker):
         self.path = str(path)
         self.errno_name = errno_name
         super().__init__(f"{path}: {kind}: {reason} ({errno_name}), a fault of the machine, not of the input")
+
+
+class InternalError(SkTuneError):
+    """An unexpected exception, i.e. a bug of sk-tune: the CLIs end with this class's code (never raised on purpose)."""
+
+    exit_code = EXIT_INTERNAL
+    meaning = ("internal error (`EX_SOFTWARE`): an unexpected exception, a bug of sk-tune; one line names the command and the "
+               "file its traceback was saved to (docs/faults.md)")
+
+
+def exit_codes() -> list[tuple[int, str]]:
+    """Every exit code of sk-run and sk-analyze with its one-line meaning, ascending: the source of every
+    exit-code table in the docs."""
+    from sk_analytics.interrupts import Interrupted
+
+    rows = [*OUTCOMES.items(), *((cls.exit_code, cls.meaning) for cls in (SkTuneError, EnvironmentBlocker, InternalError)),
+            *Interrupted.MEANINGS.items()]
+    return sorted(rows)
 
 
 def display_path(path: str | Path) -> str:

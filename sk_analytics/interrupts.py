@@ -17,15 +17,24 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 _received: int | None = None
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 """The signals a command turns into :class:`Interrupted` (and holds at its exit)."""
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM received by a command: unwinds like Ctrl-C, exits 128 + signal."""
+
+    MEANINGS: ClassVar[dict[int, str]] = {
+        EXIT_SIGINT: "interrupted (Ctrl-C, SIGINT) or aborted: every process the command started is killed; `--resume` continues "
+                     "(docs/faults.md)",
+        EXIT_SIGTERM: "terminated (SIGTERM to `sk-run` or `sk-analyze`): as 130",
+    }
+    """The exit codes of the handled signals and their one-line meanings (:func:`sk_analytics.errors.exit_codes`)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -103,5 +112,5 @@ def interrupt_of(exc: BaseException) -> KeyboardInterrupt | None:
 
 def exit_code(interrupt: BaseException) -> int:
     """130 for Ctrl-C (a plain ``KeyboardInterrupt`` too), 128 + signal for an :class:`Interrupted`."""
-    code = getattr(interrupt, "exit_code", 130)
-    return code if isinstance(code, int) else 130
+    code = getattr(interrupt, "exit_code", EXIT_SIGINT)
+    return code if isinstance(code, int) else EXIT_SIGINT

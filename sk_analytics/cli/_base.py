@@ -15,11 +15,11 @@ from typing import Any
 import click
 
 from sk_analytics import interrupts
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK, InternalError, SkTuneError
 from sk_analytics.files.atomic import write_text
-from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NEGATIVE, EXIT_OK, SkTuneError
 from sk_analytics.files.io_seam import error_exit_code, reading
-from sk_analytics.lazy_module import module_exists as _module_exists
 from sk_analytics.files.link_loop import loop_behind, loop_in, loop_message
+from sk_analytics.lazy_module import module_exists as _module_exists
 
 
 class LazyGroup(click.Group):
@@ -66,7 +66,8 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy_commands and _module_exists(self.lazy_commands[cmd_name].split(":")[0]):
             module_name, attr = self.lazy_commands[cmd_name].split(":")
-            return getattr(importlib.import_module(module_name), attr)
+            command: click.Command = getattr(importlib.import_module(module_name), attr)
+            return command
         return super().get_command(ctx, cmd_name)
 
 
@@ -76,7 +77,7 @@ def _short_help(entry: str | click.Command, limit: int) -> str:
     return command.get_short_help_str(limit)
 
 
-def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
+def run_cli(group: click.Command, prog_name: str, argv: list[str] | None = None) -> int:
     """Run ``group``; map product errors to one stderr line and their exit code.
 
     Usage errors and unreadable files also become one line: a user never sees
@@ -96,7 +97,7 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
         return exc.exit_code
     except click.ClickException as exc:
         click.echo(f"{_command_path(exc, prog_name)}: error: {' '.join(exc.format_message().split())}{_help_hint(exc)}", err=True)
-        return 2 if exc.exit_code == 1 else exc.exit_code
+        return EXIT_BAD_INPUT if exc.exit_code == click.ClickException.exit_code else exc.exit_code  # click's 1 is not ours
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt as exc:
@@ -107,7 +108,7 @@ def run_cli(group: click.Group, prog_name: str, argv: list[str] | None = None) -
         return _error(prog_name, argv, exc)
     except Exception as exc:  # a bug of ours: its own exit code, never 1 ("decision negative")
         return _unexpected(prog_name, sys.argv[1:] if argv is None else argv, exc)
-    return int(result) if isinstance(result, int) else 0
+    return int(result) if isinstance(result, int) else EXIT_OK
 
 
 def _error(prog_name: str, argv: list[str] | None, exc: SkTuneError | OSError | RuntimeError) -> int:
@@ -182,7 +183,7 @@ def _internal_error(prog_name: str, argv: Sequence[str], exc: Exception) -> int:
     what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
     click.echo(f"{command}: internal error ({what}); {where}. This is a bug in sk-tune, not a result: "
                "please report it with that file", err=True)
-    return EXIT_INTERNAL
+    return InternalError.exit_code
 
 
 def save_traceback(prog_name: str, argv: Sequence[str], exc: BaseException) -> Path | None:
@@ -204,7 +205,7 @@ def _interrupted(prog_name: str, interrupt: BaseException | None, default: str) 
     """Exit 130 for Ctrl-C; an interrupt that carries its own code (SIGTERM: 143) keeps it."""
     interrupt = None if interrupt is None else interrupts.interrupt_of(interrupt)  # a plain one: the signal recorded
     click.echo(f"{prog_name}: {getattr(interrupt, 'reason', default)}", err=True)
-    return interrupts.exit_code(interrupt) if interrupt is not None else 130
+    return interrupts.exit_code(interrupt) if interrupt is not None else interrupts.EXIT_SIGINT
 
 
 def _command_path(exc: click.ClickException, prog_name: str) -> str:
@@ -230,8 +231,9 @@ OUTPUT_LABELS: dict[str, dict[str, str]] = {
 def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check: bool) -> int:
     """Write a generated document, or with ``check`` exit 1 when ``path`` differs from ``text``.
 
-    Shared by the generators of ``docs/schema.md`` and ``docs/cli.md``: a test runs
-    the check on the committed copy so a document can never drift from its source.
+    Shared by the generators of ``docs/schema.md``, ``docs/cli.md`` and the generated tables of the docs
+    (``regenerate``: the command that writes ``path``): a test runs the check on the committed copy so a
+    document can never drift from its source.
     """
     if check:
         current = None
@@ -239,7 +241,7 @@ def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check
             with reading(path, "generated document", expected="a readable regular file"):
                 current = path.read_text(encoding="utf-8")
         if current != text:
-            click.echo(f"{path} is out of date with {source}: run `{regenerate} --out {path}`", err=True)
+            click.echo(f"{path} is out of date with {source}: run `{regenerate}`", err=True)
             return EXIT_NEGATIVE
         click.echo(f"{path} is up to date")
         return EXIT_OK

@@ -13,7 +13,6 @@ from typing import Any
 import click
 
 from sk_analytics.cli._base import ExistingPath, PathArg
-from sk_analytics.files.atomic import write_json
 from sk_analytics.contract import (
     CAPTURE_ROLES,
     MANIFEST_NAME,
@@ -25,7 +24,8 @@ from sk_analytics.contract import (
     validate_set,
 )
 from sk_analytics.contract.manifest import check_signature, manifest_location
-from sk_analytics.errors import InputError, UsageError
+from sk_analytics.errors import EXIT_OK, InputError, UsageError
+from sk_analytics.files.atomic import write_json
 from sk_analytics.files.strict_json import load_config_file, loads_strict
 
 _PATH = PathArg(path_type=Path)
@@ -52,7 +52,7 @@ def begin_cmd(role: str, root: Path, session_out: Path) -> int:
     """Open a collection session before the producer starts."""
     record = begin(role, root, session_out)
     click.echo(json.dumps(record, ensure_ascii=False, sort_keys=True))
-    return 0
+    return EXIT_OK
 
 
 @contract.command("finalize")
@@ -100,7 +100,7 @@ def finalize_cmd(
     )
     count = sum(len(v) for v in manifest["files"].values())
     click.echo(f"sealed {manifest['capture_role']}: {count} files, manifest_fingerprint {manifest['manifest_fingerprint']}")
-    return 0
+    return EXIT_OK
 
 
 _ARCHIVE_HELP = ("archive check of a copied collection: skip the live rules (session-binding to the root's path, "
@@ -118,7 +118,7 @@ def verify_cmd(root: Path, require_sk_prof: bool, archive: bool) -> int:
     signer = check_signature(manifest, manifest_location(root)[0], root)
     click.echo(f"valid {manifest['capture_role']} ({mode} check): manifest_fingerprint {manifest['manifest_fingerprint']},"
                f" signed by {signer}")
-    return 0
+    return EXIT_OK
 
 
 def _role_paths(items: tuple[str, ...]) -> dict[str, Path]:
@@ -148,4 +148,4 @@ def validate_set_cmd(
     if json_out is not None:
         write_json(json_out, record)
     click.echo(f"valid set of {', '.join(record['roles'])}: set_fingerprint {record['set_fingerprint']}")
-    return 0
+    return EXIT_OK

@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 
 from sk_analytics.cli._base import ExistingPath, PathArg
-from sk_analytics.errors import EXIT_OK, IntegrityError
-from sk_analytics.ledger.chain import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_OK, IntegrityError
+from sk_analytics.ledger.chain import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path
+from sk_analytics.ledger.chain import verify as verify_ledger
 
 
 @click.group("ledger")
@@ -32,9 +33,9 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
 
     A session that has not written its hand-off yet is ok, with a note saying how to resume it;
     temp files of interrupted writes are named as machinery to clean (never evidence)."""
-    from sk_analytics.ledger.verify import verify_read
     from sk_analytics.handoff.crosscheck import SESSION_FILE
     from sk_analytics.handoff.proof import Proof, identity_finding, prove, witness_finding
+    from sk_analytics.ledger.verify import verify_read
     from sk_analytics.ledger.witness import witness_path
 
     path = Path(session_or_file)
@@ -117,7 +118,7 @@ def show(session_or_file: str, as_json: bool) -> int:
         where = f"{report.path}:{first.line}" if first.line else str(report.path)
         click.echo(f"WARNING: {where}: ledger fails verification ({len(report.problems)} problem(s); first: rule {first.code}: "
                    f"{' '.join(first.message.split())}); run `sk-analyze ledger verify`", err=True)
-        return 2
+        return EXIT_BAD_INPUT
     return EXIT_OK
 
 

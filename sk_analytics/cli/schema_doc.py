@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sk_analytics.cli._base import PathArg, write_or_check
-from sk_analytics.errors import UsageError
+from sk_analytics.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:  # the schema constants are Polars dtypes: imported when the document is rendered
     from sk_analytics.schema import Table
@@ -88,5 +88,5 @@ def schema(path: Path | None, check: bool) -> int:
         if check:
             raise UsageError("--check needs --out FILE: the document to compare (the repository's is docs/schema.md)")
         click.echo(text, nl=False)
-        return 0
-    return write_or_check(path, text, source="sk_analytics/schema.py", regenerate="sk-analyze schema", check=check)
+        return EXIT_OK
+    return write_or_check(path, text, source="sk_analytics/schema.py", regenerate=f"sk-analyze schema --out {path}", check=check)

@@ -29,20 +29,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, SkTuneError, UsageError
 from sk_analytics.files.atomic import write_json
-from sk_analytics.errors import IntegrityError, SkTuneError, UsageError
 from sk_analytics.files.strict_json import load_json_file
 from sk_runner.campaign.spec import Placement
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
-from sk_runner.process import lifetime
-from sk_runner.process.lifetime import start_ticks
-from sk_runner.process import group_alive, kill_group, process_alive, run_process
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseRequest
 from sk_runner.devices.markers import DEVICES_ENV, ROOT_ENV, TIMEOUT_ENV, marker_need
 from sk_runner.devices.options import lease_request
 from sk_runner.hosts.base import Hosts
 from sk_runner.hosts.topology import recorded_spans
 from sk_runner.hosts.topology import same_server as server_matches
+from sk_runner.process import group_alive, kill_group, lifetime, process_alive, run_process
+from sk_runner.process.lifetime import start_ticks
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,9 @@ class JobResult:
         """base (exit 0), stopped (exit 1, hand-off written), timeout, or failed."""
         if self.timed_out:
             return "timeout"
-        return {0: "base", 1: "stopped"}.get(self.exit_code, "failed") if self.signal is None else "failed"
+        if self.signal is not None or self.exit_code is None:
+            return "failed"
+        return {EXIT_OK: "base", EXIT_NEGATIVE: "stopped"}.get(self.exit_code, "failed")
 
 
 def same_server(placement: dict[str, Any], node: NodeInfo) -> bool:
@@ -180,7 +181,6 @@ def run_sweep_process(job: Job, node: NodeInfo, quiet: bool) -> int:
     the session pinned to ``node`` if needed (check its pin if it exists), then run it to its hand-off."""
     from sk_runner.sweep.cli import run_and_print
     from sk_runner.sweep.session import load_session
-
     from sk_runner.sweep.spans import session_hosts
 
     with signing_environment(job.signing_env):

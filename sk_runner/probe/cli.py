@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from sk_analytics.cli._base import ExistingPath, PathArg
-from sk_analytics.errors import UsageError
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.devices.options import lease_options, lease_request
 
@@ -77,4 +77,4 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
         for record in result.values:
             verdict = "accepted" if record.ready else "blocked" if record.wrapper.blocked else "rejected"
             click.echo(f"  {json.dumps(record.value, ensure_ascii=False)}: {verdict} — {record.reason}")
-    return 0 if result.ready else 1
+    return EXIT_OK if result.ready else EXIT_NEGATIVE

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.errors import InputError
+from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 from sk_analytics.fingerprint import fingerprint
 from sk_runner.backends.base import Backend, Control
 from sk_runner.devices.lease import LeaseLike
@@ -103,7 +103,7 @@ class TrialResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status == "ok" else 1
+        return EXIT_OK if self.status == "ok" else EXIT_NEGATIVE
 
     def to_json(self) -> dict[str, Any]:
         return {
