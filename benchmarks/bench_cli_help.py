@@ -36,9 +36,9 @@ CPU_MARGIN_S = 0.2
 
 def every_command() -> list[tuple[str, list[str]]]:
     """(entry point, argv) of every command and subcommand: the walk that writes docs/cli.md."""
-    from sk_analytics.cli.help_doc import ROOTS, command_contexts, resolve
+    from sk_analytics.cli.help_doc import command_contexts, resolve
 
-    paths = [ctx.command_path.split() for ctx in command_contexts({prog: resolve(t) for prog, t in ROOTS.items()})]
+    paths = [ctx.command_path.split() for ctx in command_contexts({prog: resolve(f"{m}:cli") for prog, m in ENTRY_POINTS.items()})]
     return [(path[0], path[1:]) for path in paths]
 
 

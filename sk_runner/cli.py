@@ -5,7 +5,19 @@ from __future__ import annotations
 import click
 
 from sk_analytics.cli._base import LazyGroup, run_main
-from sk_runner.commands import COMMANDS, SUMMARIES
+from sk_runner.commands import SUMMARIES
+
+COMMANDS = {
+    "sim": "sk_runner.sim.cli:sim",
+    "trial": "sk_runner.trial.cli:trial",
+    "probe": "sk_runner.probe.cli:probe",
+    "profile": "sk_runner.profile.cli:profile",
+    "sweep": "sk_runner.sweep.cli:sweep",
+    "matrix": "sk_runner.sweep.matrix_cli:matrix",
+    "demo": "sk_runner.demo.cli:demo",
+    "campaign": "sk_runner.campaign.cli:campaign",
+}
+"""Where each ``sk-run`` command lives (imported when it is used); their help summaries are :data:`SUMMARIES`."""
 
 
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, summaries=SUMMARIES, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,21 +1,10 @@
-"""The ``sk-run`` commands by name, click-free: where each lives and the first paragraph of its help.
+"""The ``sk-run`` commands by name, click-free: the first paragraph of each one's help.
 
-The root CLI (:mod:`sk_runner.cli`) builds its group from this table, and a
-phase manifest checks that a runtime tool is an installed command
-(:mod:`sk_runner.sweep.phase`) without importing the CLI.
+The root CLI (:mod:`sk_runner.cli`, which says where each command lives) lists
+them without importing them, and a phase manifest checks that a runtime tool is
+an ``sk-run`` command (:mod:`sk_runner.sweep.phase`) without importing the CLI:
+this table names no module, so the runner's ground floor points at no room above it.
 """
-
-COMMANDS = {
-    "sim": "sk_runner.sim.cli:sim",
-    "trial": "sk_runner.trial.cli:trial",
-    "probe": "sk_runner.probe.cli:probe",
-    "profile": "sk_runner.profile.cli:profile",
-    "sweep": "sk_runner.sweep.cli:sweep",
-    "matrix": "sk_runner.sweep.matrix_cli:matrix",
-    "demo": "sk_runner.demo.cli:demo",
-    "campaign": "sk_runner.campaign.cli:campaign",
-}
-
 
 SUMMARIES = {
     "campaign": "Many Stage O sessions on a fleet, each pinned to one server (see docs/campaign.md).",

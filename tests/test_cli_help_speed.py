@@ -10,10 +10,11 @@ import time
 
 import click
 import pytest
+from cli_doc import ROOTS
 
 from sk_analytics.cli import SUMMARIES as ANALYZE_SUMMARIES
 from sk_analytics.cli import cli as analyze_cli
-from sk_analytics.cli.help_doc import ROOTS, command_contexts, resolve
+from sk_analytics.cli.help_doc import command_contexts, resolve
 from sk_runner.cli import SUMMARIES as RUN_SUMMARIES
 from sk_runner.cli import cli as run_cli_group
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 import pytest
+from cli_doc import ROOTS, help_doc
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import LazyGroup, run_cli
-from sk_analytics.cli.help_doc import ROOTS, command_contexts, help_doc, render_cli_markdown, resolve
+from sk_analytics.cli.help_doc import command_contexts, render_cli_markdown, resolve
 from sk_runner.cli import cli as run_cli_group
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +33,7 @@ def _rendered() -> str:
 
 
 def test_committed_cli_doc_matches_the_help() -> None:
-    assert DOC.read_text(encoding="utf-8") == _rendered(), "run `python -m sk_analytics.cli.help_doc` and commit docs/cli.md"
+    assert DOC.read_text(encoding="utf-8") == _rendered(), "run `python tests/cli_doc.py` and commit docs/cli.md"
     assert run_cli(help_doc, "help-doc", ["--check", "--out", str(DOC)]) == 0
 
 

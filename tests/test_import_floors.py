@@ -2,7 +2,10 @@
 
 Counted by folder: each subpackage and each top-level module of ``sk_analytics/``
 and ``sk_runner/`` is one node, and every import is an edge (also those inside
-functions and under ``TYPE_CHECKING``). The node graph must have no cycle, and
+functions and under ``TYPE_CHECKING``), and so is every string in code that names
+a module of the packages the way ``importlib`` takes it (``"pkg.mod"``,
+``"pkg.mod:attr"``: lazy sub-commands, ``python -m`` targets, lazy parsers), which
+is an import made later. The node graph must have no cycle, and
 no edge may point to a higher floor than the one it starts on. The floors are
 read from the table in docs/design.md, so the document and the test cannot
 drift apart; a node the table does not name fails too.
@@ -21,6 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("sk_analytics", "sk_runner")
 DESIGN = REPO / "docs" / "design.md"
+MODULE_STRING = re.compile(r"^(?P<module>(?:sk_analytics|sk_runner)(?:\.\w+)+|(?:sk_analytics|sk_runner)(?=:))(?::[\w.]+)?$")
+"""A string naming a module of the packages: ``"pkg.mod"`` or ``"pkg.mod:attr"`` (``"pkg:attr"`` too)."""
 FLOOR_ROW = re.compile(r"^\|\s*(\d+)\s*\|[^|]*\|([^|]*)\|\s*$")
 """A row of the floors table: ``| <number> | <name> | `node`, `node` … |``."""
 
@@ -71,21 +76,41 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, face: bool, root: P
     return found
 
 
+def _docstrings(tree: ast.Module) -> set[int]:
+    """ids of the docstring constants of a module and its classes and functions (prose, not references)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def string_targets(tree: ast.Module) -> list[tuple[int, str]]:
+    """``(line, module)`` of every string constant (docstrings aside) that names a module as ``"pkg.mod[:attr]"``."""
+    docs = _docstrings(tree)
+    return [(node.lineno, match["module"]) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+            and (match := MODULE_STRING.match(node.value)) is not None]
+
+
 def import_edges(root: Path, packages: Iterable[str] = PACKAGES) -> list[Edge]:
-    """Every import between two different nodes of ``packages`` under ``root``, with its file and line."""
+    """Every import between two different nodes of ``packages`` under ``root``, with its file and line; a string
+    that names a module (:func:`string_targets`) counts as an import of it."""
     packages = tuple(packages)
     edges: dict[Edge, None] = {}  # one edge per statement, in file order, even when it names several modules
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             module, face = _module_name(path, root)
             source = node_of(module, root, packages)
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-                if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                    continue
-                for target in _targets(node, module, face, root):
-                    dest = node_of(target, root, packages)
-                    if dest is not None and source is not None and dest != source:
-                        edges[Edge(source, dest, f"{path.relative_to(root)}:{node.lineno}")] = None
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            found = [(node.lineno, target) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                     for target in _targets(node, module, face, root)]
+            for line, target in sorted(found + string_targets(tree)):
+                dest = node_of(target, root, packages)
+                if dest is not None and source is not None and dest != source:
+                    edges[Edge(source, dest, f"{path.relative_to(root)}:{line}")] = None
     return list(edges)
 
 
@@ -243,3 +268,16 @@ def test_package_faces_load_no_heavy_library() -> None:
             "print('polars' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout.splitlines() == ["[]", "True"], done.stdout + done.stderr
+
+
+def test_a_module_named_in_a_string_is_an_import(tmp_path: Path) -> None:
+    """``"pkg.mod:attr"`` (a lazy command, an importlib target) points the same way as an import: the CLI reference
+    generator of sk_analytics named ``"sk_runner.cli:cli"``, an upward edge the walk of imports did not see."""
+    root = _tree(tmp_path, {**SYNTHETIC, "sk_analytics/base.py": '"""Docs may name sk_runner.cli."""\nROOTS = {"run": "sk_runner.cli:cli"}\n'
+                                                                   'LAZY = "sk_analytics.deep.work"\nTEXT = "sk_runner.cli is not a name"\n'})
+    assert sorted(string_targets(ast.parse((root / "sk_analytics/base.py").read_text()))) == [(2, "sk_runner.cli"), (3, "sk_analytics.deep.work")]
+    problems = floor_problems(import_edges(root), read_floors(SYNTHETIC_FLOORS))
+    assert problems[:2] == [
+        "sk_analytics/base.py:2: sk_analytics.base (floor 0) imports sk_runner.cli (floor 2): imports point down",
+        "sk_analytics/base.py:3: sk_analytics.base (floor 0) imports sk_analytics.deep (floor 1): imports point down",
+    ]

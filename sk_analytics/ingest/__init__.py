@@ -15,17 +15,13 @@ not import the Parquet writer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
     from sk_analytics.ingest.collect import FileRead, IngestReport, ingest_path, ingest_run_dir
 
 __all__ = ["FileRead", "IngestReport", "ingest_path", "ingest_run_dir"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from sk_analytics.ingest import collect
-
-        return getattr(collect, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+_HOMES = dict.fromkeys(__all__, "collect")
+__getattr__ = lazy_face(__name__, _HOMES)

@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.files.strict_json import load_config_file, load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_analytics.stage_o.options import BY_NAME, is_debug_option
-from sk_analytics.files.strict_json import load_config_file, load_json_file
 from sk_runner.backends import BACKENDS
 from sk_runner.backends.base import Control
-from sk_runner.trial import MIN_TRIAL_RUNS
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
+from sk_runner.trial import MIN_TRIAL_RUNS
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
 TASK_SCHEMA = "superkernel-stage-o-task-v1"
@@ -72,10 +72,10 @@ def _our_document(path: Path, schema: str, what: str) -> dict[str, Any]:
 
 
 def resolve_tool(name: str) -> tuple[str, str] | None:
-    """Our command for a runtime tool name, if its module is installed."""
+    """Our command for a runtime tool name: an ``sk-run`` command, or an ``sk-analyze`` one whose module is installed."""
     from sk_analytics.cli import COMMANDS as ANALYZE
     from sk_analytics.lazy_module import module_exists
-    from sk_runner.commands import COMMANDS as RUN
+    from sk_runner.commands import SUMMARIES as RUN
 
     key = name.strip().lower().replace("-", "_")
     parts = key.split()
@@ -85,8 +85,9 @@ def resolve_tool(name: str) -> tuple[str, str] | None:
         target = RUNTIME_TOOLS.get(key)
     if target is None:
         return None
-    table = ANALYZE if target[0] == "sk-analyze" else RUN
-    module = table.get(target[1], "").split(":")[0]
+    if target[0] == "sk-run":
+        return target if target[1] in RUN else None
+    module = ANALYZE.get(target[1], "").split(":")[0]
     return target if module and module_exists(module) else None
 
 
