@@ -89,3 +89,10 @@ def test_every_lazy_face_uses_lazy_face() -> None:
                 assert ast.unparse(assigned[0].value).startswith("lazy_face(__name__"), face
                 lazy.append(face.parent.name)
     assert {"ingest", "campaign", "option_trial", "probe", "trial"} <= set(lazy)
+
+
+def test_the_simulator_page_names_the_effect_of_every_settable_option() -> None:
+    """A new option needs its simulated effect documented (docs/simulator.md), even "no effect"."""
+    text = (DOCS / "simulator.md").read_text("utf-8")
+    missing = [spec.name for spec in REGISTRY if spec.kind != "not_settable" and f"`{spec.name}" not in text]
+    assert missing == []
