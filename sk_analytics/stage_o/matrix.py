@@ -26,7 +26,6 @@ from sk_analytics.stage_o import options
 from sk_analytics.stage_o.options import OptionSpec, current_value, option_pointer, options_root
 
 MATRIX_SCHEMA = "superkernel-winner-option-matrix-v1"
-DCCI_DISABLE_ALL = options.DCCI_DISABLE_ALL
 Category = options.Category
 Risk = options.Risk
 
