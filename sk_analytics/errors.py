@@ -14,6 +14,8 @@ docs/index.md are generated from it (``python -m sk_analytics.cli.doc_tables``).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -162,3 +164,10 @@ def display_path(path: str | Path) -> str:
         return str(rel)
     except ValueError:
         return str(p)
+
+
+def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    """`` (did you mean 'warmup'?)`` for the valid names closest to a mistyped ``name`` (difflib's ratio), else
+    ``""``: what an error about an unknown key or option adds, so the fix is on the same line."""
+    close = difflib.get_close_matches(name, sorted(set(valid)), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""

@@ -22,8 +22,9 @@ import jsonpatch
 import jsonpointer
 
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
-from sk_analytics.stage_o.options import is_debug_option
-from sk_analytics.files.strict_json import load_config_file
+from sk_analytics.files.strict_json import load_config_file, loads_strict
+from sk_analytics.stage_o.option_values import name_problem, value_problem
+from sk_analytics.stage_o.options import is_debug_option, spec_of
 
 OPTIONS_KEY = "super_kernel_optimize_options"
 DEBUG_OPTIONS_KEY = "super_kernel_debug_options"
@@ -79,9 +80,11 @@ def parse_set(text: str) -> PointerChange:
     if pointer == "":
         raise UsageError(f"--set {text!r}: the empty pointer would replace the whole config")
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        raise UsageError(f"--set {text!r}: value {raw!r} is not JSON (quote strings: '\"x\"')") from None
+        value = loads_strict(raw, f"--set {pointer}")
+    except InputError as exc:  # a repeated key, NaN, an integer of thousands of digits: named as in a file
+        if isinstance(exc.__cause__, json.JSONDecodeError):
+            raise UsageError(f"--set {text!r}: value {raw!r} is not JSON (quote strings: '\"x\"')") from None
+        raise UsageError(f"--set {text[:80]!r}: {exc.message}" + (f" (expected {exc.expected})" if exc.expected else "")) from None
     return PointerChange(pointer, value)
 
 
@@ -198,6 +201,19 @@ def debug_violations(config: Mapping[str, Any]) -> list[str]:
         elif key == OPTIONS_KEY and isinstance(value, dict):
             found.extend(f"{path}/{name}" for name in value if is_debug_option(str(name)))
     return found
+
+
+def check_config_options(config: dict[str, Any], source: Path | str) -> None:
+    """Every option of every ``super_kernel_optimize_options`` map of an execution config is a registered option with a
+    valid value (:mod:`~sk_analytics.stage_o.option_values`); else a one-line error naming the option's pointer."""
+    for key, parts, options in option_maps(config):
+        if key != OPTIONS_KEY or not isinstance(options, dict):
+            continue
+        for name, value in options.items():
+            spec = spec_of(name)
+            problem = name_problem(name) if spec is None else value_problem(spec, value)
+            if problem is not None:
+                raise InputError(source, problem, record=jsonpointer.JsonPointer.from_parts([*parts, name]).path)
 
 
 def refuse_debug_options(config: Mapping[str, Any], source: str | Path) -> None:

@@ -31,3 +31,11 @@ def size_problem(ranks: int, iterations: int | None, warmup: int) -> str | None:
         if ranks * iterations > MAX_SAMPLES:
             return f"--ranks {ranks} x --iterations {iterations}: expected at most {MAX_SAMPLES} decode samples per process"
     return None
+
+MAX_TIMEOUT_S = 7 * 24 * 3600
+"""Longest timeout of one workload process (a week): a larger value (``1e308``) is a typo, and no clock
+arithmetic of a deadline may overflow."""
+MAX_RUNS = 1000
+"""Most clean runs of one round (``min_trial_runs``, ``incumbent_runs``, ``--runs``) and most runs of a session budget per entry."""
+MAX_SEED = 2**63 - 1
+"""Largest workload seed: the contract hands it to the workload as a signed 64-bit integer."""

@@ -28,14 +28,19 @@ def _spec(tmp_path: Path, tasks: list[dict[str, Any]], **extra: Any) -> Path:
 @pytest.mark.parametrize(
     ("tasks", "extra", "needle"),
     [
-        ([{"id": "a", "task": "tasks/a/task.json", "colour": "red"}], {}, "/tasks/0: Unevaluated properties are not allowed ('colour'"),
+        ([{"id": "a", "task": "tasks/a/task.json", "colour": "red"}], {}, "campaign spec: unknown key 'colour' in /tasks/0"),
         ([{"id": "a b", "task": "tasks/a/task.json"}], {}, "/tasks/0/id: 'a b' does not match"),
-        ([{"id": "a", "task": "tasks/a/task.json", "timeout_s": 0}], {}, "/tasks/0/timeout_s: 0 is less than or equal to the minimum of 0"),
-        ([{"id": "a", "task": "tasks/a/task.json", "resources": {"NPU": -1}}], {}, "/tasks/0/resources/NPU: -1 is less than the minimum of 0"),
-        ([{"id": "a", "task": "tasks/a/task.json"}], {"on_node_lost": "migrate"}, "/on_node_lost: 'migrate' is not one of"),
+        ([{"id": "a", "task": "tasks/a/task.json", "timeout_s": 0}], {}, "/tasks/0/timeout_s is 0 (expected a number > 0 and <= 31536000 or null)"),
+        ([{"id": "a", "task": "tasks/a/task.json", "resources": {"NPU": -1}}], {}, "/tasks/0/resources/NPU is -1 (expected a number from 0 to 1000000)"),
+        ([{"id": "a", "task": "tasks/a/task.json"}], {"on_node_lost": "migrate"}, "/on_node_lost is \"migrate\" (expected restart or wait)"),
         ([{"id": "a", "task": "tasks/a/task.json"}, {"id": "a", "task": "tasks/a/task.json"}], {}, "task id(s) ['a'] appear more than once"),
         ([{"id": "a", "task": "tasks/none.json"}], {}, "tasks/none.json not found"),
         ([], {}, "/tasks: [] should be non-empty"),
+        ([{"id": "a", "task": "tasks/a/task.json", "timeout_s": 1e308}], {}, "/tasks/0/timeout_s is 1e+308 (expected a number > 0 and <= 31536000"),
+        ([{"id": "a", "task": "tasks/a/task.json", "priority": 10**40}], {}, "/tasks/0/priority is 10000000000000000000000000000000000000000 (expected"),
+        # a typo is named with the closest valid key (issue 44)
+        ([{"id": "a", "task": "tasks/a/task.json", "priorty": 2}], {}, "unknown key 'priorty' in /tasks/0 (did you mean 'priority'?)"),
+        ([{"id": "a", "task": "tasks/a/task.json"}], {"max_attempt": 2}, "unknown key 'max_attempt' in / (did you mean 'max_attempts'?)"),
     ],
 )
 def test_bad_spec_is_refused_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], tasks: list[dict[str, Any]],

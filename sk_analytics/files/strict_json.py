@@ -8,26 +8,33 @@ therefore read through these functions, which raise :class:`InputError`
 naming the file, the line and the offending key.
 
 Hostile input is refused the same way: nesting deeper than
-:data:`MAX_DEPTH` levels (it would otherwise end in a ``RecursionError``), and
+:data:`MAX_DEPTH` levels (it would otherwise end in a ``RecursionError``),
 YAML anchors/aliases (an "alias bomb" of a few lines expands to gigabytes when
-turned into JSON data).
+turned into JSON data), integers of more than :data:`MAX_INT_DIGITS` digits
+(Python refuses to convert them), a number too large for a float (``1e400``
+would silently become ``inf``), and an input that is no regular file (a FIFO
+or a device would hang the reader, a folder cannot be read).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Mapping
 from functools import cache
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.errors import InputError
-from sk_analytics.files.io_seam import reading
-
+from sk_analytics.errors import InputError, did_you_mean
+from sk_analytics.files.io_seam import open_regular, reading
 
 MAX_DEPTH = 200
 """Deepest nesting of arrays/objects accepted in any JSON or YAML input (configs are under 10)."""
+MAX_INT_DIGITS = 4300
+"""Most digits of an integer in any input: Python's own conversion limit (``sys.get_int_max_str_digits``),
+above which it raises instead of parsing; every field bounds its numbers far lower."""
 
 
 class DuplicateKeyError(InputError):
@@ -37,11 +44,12 @@ class DuplicateKeyError(InputError):
 
 
 class _Refused(Exception):
-    """A key repeated in one object (``key``) or a NaN/Infinity (``constant``), seen by the parser without its place."""
+    """A key repeated in one object (``key``), a NaN/Infinity (``constant``) or a number no float or int holds
+    (``number``), seen by the parser without its place."""
 
-    def __init__(self, key: str | None = None, constant: str | None = None) -> None:
-        super().__init__(key, constant)
-        self.key, self.constant = key, constant
+    def __init__(self, key: str | None = None, constant: str | None = None, number: str | None = None) -> None:
+        super().__init__(key, constant, number)
+        self.key, self.constant, self.number = key, constant, number
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -55,6 +63,27 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> Any:
     raise _Refused(constant=name)
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(number=text)
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: too large for a float, Python would make it inf
+        raise _Refused(number=text)
+    return value
+
+
+def _number_problem(text: str) -> str:
+    """What is wrong with a number the parser refused (``text``: as written)."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS and text.lstrip("-").isdigit():
+        return f"an integer of {digits} digits"
+    return f"number {text[:40]}{'…' if len(text) > 40 else ''} is beyond the range of a float"
 
 
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:]|NaN|-?Infinity')
@@ -93,12 +122,17 @@ def loads_strict(text: str, source: str | PathLike[str] = "<json>") -> Any:
     """Parse JSON ``text``; duplicate keys and NaN/Infinity raise :class:`InputError` naming their line."""
     src = str(source)
     try:
-        return _shallow(json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant), src)
+        return _shallow(json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant,
+                                   parse_int=_bounded_int, parse_float=_finite_float), src)
     except RecursionError:
         raise _too_deep(src) from None
     except _TooDeep:
         raise
     except _Refused as exc:
+        if exc.number is not None:
+            at = text.find(exc.number)
+            raise InputError(src, f"invalid JSON: {_number_problem(exc.number)}", line=text.count("\n", 0, at) + 1 if at >= 0 else None,
+                             expected=f"a finite number (integers of at most {MAX_INT_DIGITS} digits)") from None
         line = _refused_line(text, exc)
         if exc.key is not None:
             raise DuplicateKeyError(src, f"rule duplicate-key: key {exc.key!r} appears twice in one object", line=line,
@@ -132,8 +166,8 @@ def read_text_file(path: Path) -> str:
     """A UTF-8 text file's content; missing, unreadable or non-UTF-8 -> :class:`InputError` naming it
     (a read the machine failed: :class:`~sk_analytics.errors.ReadFault`)."""
     try:
-        with reading(path):
-            return path.read_text(encoding="utf-8")
+        with reading(path), open(open_regular(path, "an input file"), encoding="utf-8") as fh:
+            return fh.read()
     except UnicodeDecodeError as exc:
         raise InputError(path, f"cannot read: not UTF-8 text (byte {exc.start})", expected="a UTF-8 text file") from exc
 
@@ -199,6 +233,8 @@ def load_config_file(path: str | PathLike[str]) -> Any:
             loader.dispose()
     except RecursionError:
         raise _too_deep(str(p)) from None
+    except ValueError as exc:  # an integer over Python's conversion limit: int() raises while constructing it
+        raise InputError(p, f"invalid YAML: {exc}".split(";")[0], expected=f"integers of at most {MAX_INT_DIGITS} digits") from None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
         raise InputError(p, f"invalid YAML: {exc.problem}", line=line) from exc
@@ -228,3 +264,84 @@ def _non_string_key(value: Any) -> Any:
         elif isinstance(item, list):
             stack.extend(item)
     return None
+
+
+def check_against_schema(schema: Mapping[str, Any], data: Any, source: str | PathLike[str], what: str) -> None:
+    """Raise :class:`InputError` naming the first violation of the JSON Schema ``schema`` by ``data``: the file, the
+    record's JSON pointer and what was wrong; an unknown key with the closest valid names ("did you mean 'warmup'?").
+
+    One check for every input that has a schema (a dispatched task, a campaign spec); jsonschema is imported on
+    the first check, so a CLI's ``--help`` does not pay for it."""
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(schema)  # type: ignore[arg-type]
+    # the deepest problem first; 'unevaluated' only when nothing more precise is known
+    errors = sorted(validator.iter_errors(data), key=lambda e: (e.validator == "unevaluatedProperties", -len(e.absolute_path)))
+    if not errors:
+        return
+    err = errors[0]
+    where = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
+    if err.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(err.instance, dict):
+        known = _declared_keys(err.schema, schema)
+        unknown = sorted(set(err.instance) - known)
+        if unknown:
+            hint = did_you_mean(unknown[0], known)
+            raise InputError(source, f"{what}: unknown key {unknown[0]!r} in {where}{hint}", record=where,
+                             expected=f"keys among {', '.join(sorted(known))}")
+    if err.validator == "required" and isinstance(err.instance, dict):
+        missing = next((k for k in err.validator_value if k not in err.instance), None)
+        raise InputError(source, f"{what}: {where} has no {missing!r}", record=where, expected=f"the key {missing!r}")
+    if err.validator in _DESCRIBED:
+        shown = json.dumps(err.instance, ensure_ascii=False)
+        raise InputError(source, f"{what}: {where} is {shown[:60]}{'…' if len(shown) > 60 else ''}", record=where,
+                         expected=describe_schema(err.schema))
+    raise InputError(source, f"{what} invalid at {where}: {err.message}", record=where)
+
+
+_DESCRIBED = frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const", "minLength"})
+"""Validators whose failure reads best as "<pointer> is <value> (expected <what the schema allows>)"."""
+_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+               "array": "a list", "object": "a JSON object", "null": "null"}
+
+
+def describe_schema(part: Mapping[str, Any]) -> str:
+    """What a (sub)schema allows, in words: ``an integer from 1 to 1024``, ``a number > 0 and <= 604800 or null``,
+    ``protocol or strict``."""
+    if "const" in part:
+        return json.dumps(part["const"])
+    if "enum" in part:
+        return " or ".join(str(v) for v in part["enum"])
+    types = part.get("type", [])
+    types = [types] if isinstance(types, str) else list(types)
+    main = next((t for t in types if t != "null"), None)
+    words = _TYPE_WORDS.get(main or "", "any value")
+    if main == "array" and isinstance(part.get("items"), Mapping) and part["items"].get("type") == "string":
+        words = "a list of strings"
+    if main == "string" and part.get("minLength"):
+        words = "a non-empty string"
+    low, high = part.get("minimum"), part.get("maximum")
+    if low is not None and high is not None:
+        words += f" from {low} to {high}"
+    else:
+        if low is not None:
+            words += f" >= {low}"
+        if part.get("exclusiveMinimum") is not None:
+            words += f" > {part['exclusiveMinimum']}"
+        if high is not None:
+            words += f" {'and ' if part.get('exclusiveMinimum') is not None else ''}<= {high}"
+    return words + (" or null" if "null" in types and main is not None else "")
+
+
+def _declared_keys(part: Mapping[str, Any], root: Mapping[str, Any]) -> set[str]:
+    """The keys a (sub)schema declares: its ``properties`` and those of the local ``$ref``/``allOf`` parts it merges."""
+    keys = set(part.get("properties", {}))
+    for sub in [*part.get("allOf", []), *([{"$ref": part["$ref"]}] if "$ref" in part else [])]:
+        ref = sub.get("$ref", "")
+        target: Any = root
+        if ref.startswith("#/"):
+            for name in ref[2:].split("/"):
+                target = target.get(name, {})
+            keys |= _declared_keys(target, root)
+        else:
+            keys |= _declared_keys(sub, root)
+    return keys

@@ -17,10 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from sk_analytics.errors import InputError
-from sk_analytics.files.strict_json import load_config_file
+from sk_analytics.files.strict_json import check_against_schema, load_config_file
 from sk_runner.hosts.topology import DEFAULT_CPUS_PER_HOST, HostsSpec, hosts_problem, spans_of
 
 SPEC_SCHEMA = "sk-tune-campaign-v1"
@@ -115,13 +113,7 @@ def default_resources(task_data: dict[str, Any]) -> dict[str, float]:
 
 def validate_spec_data(data: Any, source: Path) -> None:
     """Raise :class:`InputError` naming the first schema violation (file, JSON pointer, what was expected)."""
-    validator = jsonschema.Draft202012Validator(spec_schema())
-    # the deepest problem first; 'unevaluated' only when nothing more precise is known
-    errors = sorted(validator.iter_errors(data), key=lambda e: (e.validator == "unevaluatedProperties", -len(e.absolute_path)))
-    if errors:
-        err = errors[0]
-        where = "/" + "/".join(str(p) for p in err.absolute_path)
-        raise InputError(source, f"campaign spec invalid at {where}: {err.message}", record=where, expected=SPEC_SCHEMA)
+    check_against_schema(spec_schema(), data, source, "campaign spec")
     ids = [t["id"] for t in data["tasks"]]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -15,19 +15,25 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import InputError, IntegrityError
-from sk_analytics.files.strict_json import load_config_file, load_json_file
+from sk_analytics.files.strict_json import check_against_schema, load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import read_records
-from sk_analytics.option_trial.modes import GATE_MODES
-from sk_analytics.stage_o.machine import RISK_ORDER, Policy
-from sk_analytics.stage_o.options import BY_NAME, is_debug_option
-from sk_runner.backends import BACKENDS
+from sk_analytics.stage_o.machine import Policy
+from sk_analytics.stage_o.option_values import name_problem, value_problem
+from sk_analytics.stage_o.options import is_debug_option, spec_of
 from sk_runner.backends.base import Control
-from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
-from sk_runner.trial import MIN_TRIAL_RUNS
+from sk_runner.config import check_config_options, load_config
+from sk_runner.limits import size_problem
+from sk_runner.sweep.session import (
+    SESSION_FILE,
+    BackendSpec,
+    SweepSession,
+    create_session,
+    load_session,
+)
+from sk_runner.sweep.task_schema import TASK_SCHEMA, task_schema
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
-TASK_SCHEMA = "superkernel-stage-o-task-v1"
 PHASE = "stage_o_option_tuning"
 AGENT_ID = "sk-stage-o-option-tuning"
 
@@ -134,75 +140,55 @@ def _relative(base: Path, value: str) -> Path:
 
 
 def validate_task(path: Path) -> StageOTask:
-    """Validate the dispatched task and everything it points at."""
+    """Validate the dispatched task and everything it points at: first its schema (every key known, every value of its
+    type and in its bounds: :func:`~sk_runner.sweep.task_schema.task_schema`), then what a schema cannot say."""
     path = Path(path)
     data = _our_document(path, TASK_SCHEMA, "task")
+    check_against_schema(task_schema(), data, path, "task")
     here = path.parent
-    manifest = validate_phase_manifest(_relative(here, _field(data, "phase_manifest", str, path, "task")))
-    seed = _field(data, "seed", dict, path, "task")
-    if seed.get("name") != "Sbest-SEED" or seed.get("frozen") is not True:
-        raise InputError(path, "seed must be the frozen Sbest-SEED", record="seed", expected='{"name": "Sbest-SEED", "frozen": true, ...}')
-    config_path = _relative(here, _field(seed, "config", str, path, "seed"))
-    seed_config = load_config_file(config_path)
-    if not isinstance(seed_config, dict):
-        raise InputError(config_path, "SEED config must be a JSON object")
-    if fingerprint(seed_config) != _field(seed, "config_fingerprint", str, path, "seed"):
+    manifest = validate_phase_manifest(_relative(here, data["phase_manifest"]))
+    seed = data["seed"]
+    if seed["name"] != "Sbest-SEED" or seed["frozen"] is not True:
+        raise InputError(path, "seed must be the frozen Sbest-SEED", record="/seed", expected='{"name": "Sbest-SEED", "frozen": true, ...}')
+    config_path = _relative(here, seed["config"])
+    seed_config = load_config(config_path)
+    check_config_options(seed_config, config_path)
+    if fingerprint(seed_config) != seed["config_fingerprint"]:
         raise IntegrityError(f"{config_path}: SEED config does not match seed.config_fingerprint of {path} (the SEED is not frozen)")
-    accepted = _field(data, "accepted_option_values", list, path, "task")
-    for i, item in enumerate(accepted):
-        if not isinstance(item, dict) or set(item) != {"option", "value"} or item["option"] not in BY_NAME:
-            raise InputError(path, "accepted option value must be {option, value} with a registered option", record=f"accepted_option_values/{i}")
-        if is_debug_option(item["option"]):
-            raise InputError(path, f"debug option {item['option']} never enters Stage O", record=f"accepted_option_values/{i}")
-    clean = _field(data, "clean_artifacts", dict, path, "task")
-    if clean.get("bound_to") != "S0":
-        raise InputError(path, "clean artifacts are not bound to S0", record="clean_artifacts/bound_to", expected='"S0"')
-    clean_path = _relative(here, _field(clean, "path", str, path, "clean_artifacts"))
+    for i, item in enumerate(data["accepted_option_values"]):
+        problem = name_problem(item["option"]) or value_problem(spec_of(item["option"]), item["value"])  # type: ignore[arg-type]
+        if problem is None and is_debug_option(item["option"]):
+            problem = f"debug option {item['option']} never enters Stage O"
+        if problem is not None:
+            raise InputError(path, problem, record=f"/accepted_option_values/{i}")
+    clean = data["clean_artifacts"]
+    if clean["bound_to"] != "S0":
+        raise InputError(path, "clean artifacts are not bound to S0", record="/clean_artifacts/bound_to", expected='"S0"')
+    clean_path = _relative(here, clean["path"])
     if not clean_path.is_dir() or not any(clean_path.glob("run-*/log_*.log")):
-        raise InputError(clean_path, "S0 clean artifacts not found", record="clean_artifacts/path", expected="a folder with run-*/log_<rank>.log")
-    backend, control, seed_value = _workload(_field(data, "workload", dict, path, "task"), path)
+        raise InputError(clean_path, "S0 clean artifacts not found", record="/clean_artifacts/path", expected="a folder with run-*/log_<rank>.log")
+    backend, control, seed_value = _workload(data["workload"], path)
     session = data.get("session")
     return StageOTask(path, data, manifest, seed_config, backend, control, _policy(data.get("policy"), path), seed_value,
                       _relative(here, session) if isinstance(session, str) else None)
 
 
-def _number(value: Any, path: Path, record: str, *, minimum: float, integer: bool, optional: bool = False, positive: bool = False) -> Any:
-    """``value`` when it is a number (an integer if asked) not below ``minimum``
-    (above 0 when ``positive``; None allowed when ``optional``); else a one-line InputError."""
-    if value is None and optional:
-        return None
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum or (positive and value <= 0):
-        bound = "> 0" if positive else f">= {minimum}"
-        what = f"{'an integer' if integer else 'a number'} {bound}" + (" or null" if optional else "")
-        raise InputError(path, f"{record} is {value!r}", record=record, expected=what)
-    return value
-
-
 def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Control, int]:
-    """Backend, run controls and seed of the task's ``workload`` (every field type-checked)."""
+    """Backend, run controls and seed of the task's schema-checked ``workload``; a size no process can run refused."""
     name = workload.get("backend", "sim")
-    if name not in BACKENDS:
-        raise InputError(path, f"unknown backend {name!r}", record="workload/backend", expected=", ".join(BACKENDS))
     command = workload.get("command") or []
-    if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
-        raise InputError(path, "workload command must be a list of strings", record="workload/command", expected='["python", "infer.py", "{config}"]')
     if name != "sim" and not command:
-        raise InputError(path, f"backend {name} needs a workload command", record="workload/command")
-    network = workload.get("network")
-    if network is not None and not isinstance(network, str):
-        raise InputError(path, f"workload/network is {network!r}", record="workload/network", expected="a scenario name or spec file")
-    noise = _number(workload.get("noise"), path, "workload/noise", minimum=0, integer=False, optional=True)
-    control = Control(
-        _number(workload.get("ranks", 8), path, "workload/ranks", minimum=1, integer=True),
-        _number(workload.get("iterations"), path, "workload/iterations", minimum=1, integer=True, optional=True),
-        _number(workload.get("warmup", 8), path, "workload/warmup", minimum=0, integer=True),
-    )
+        raise InputError(path, f"backend {name} needs a workload command", record="/workload/command")
+    noise = workload.get("noise")
+    control = Control(workload.get("ranks", 8), workload.get("iterations"), workload.get("warmup", 8))
     if control.iterations is not None and control.iterations <= control.warmup:
         raise InputError(path, f"workload/iterations {control.iterations} is not more than workload/warmup {control.warmup}",
-                         record="workload/iterations", expected="decode samples left after warm-up")
-    seed = _number(workload.get("seed", 0), path, "workload/seed", minimum=0, integer=True)
-    return BackendSpec(name, network, None if noise is None else float(noise), tuple(command), _cwd(workload, name, path)), control, seed
+                         record="/workload/iterations", expected="decode samples left after warm-up")
+    problem = size_problem(control.ranks, control.iterations, control.warmup)
+    if problem is not None:  # ranks x iterations over the samples one process may write: what the sweep would refuse
+        raise InputError(path, problem.replace("--", "workload/"), record="/workload")
+    return (BackendSpec(name, workload.get("network"), None if noise is None else float(noise), tuple(command), _cwd(workload, name, path)),
+            control, workload.get("seed", 0))
 
 
 def _cwd(workload: dict[str, Any], backend: str, path: Path) -> str | None:
@@ -212,52 +198,29 @@ def _cwd(workload: dict[str, Any], backend: str, path: Path) -> str | None:
     value = workload.get("cwd")
     if value is None:
         return None if backend == "sim" else str(Path.cwd().resolve())
-    if not isinstance(value, str) or not value:
-        raise InputError(path, f"workload/cwd is {value!r}", record="workload/cwd", expected="a folder path (relative to the task file)")
     folder = _relative(path.parent, value)
     if not folder.is_dir():
-        raise InputError(path, f"workload/cwd {value!r} is not a folder ({folder})", record="workload/cwd",
+        raise InputError(path, f"workload/cwd {value!r} is not a folder ({folder})", record="/workload/cwd",
                          expected="an existing working directory of the workload")
     return str(folder.resolve())
 
 
-def _policy(raw: Any, path: Path) -> Policy:
-    """The task's ``policy`` (absent: the protocol defaults), every field type-checked."""
+def _policy(raw: dict[str, Any] | None, path: Path) -> Policy:
+    """The task's schema-checked ``policy`` (absent: the protocol defaults)."""
     raw = {} if raw is None else raw
-    if not isinstance(raw, dict):
-        raise InputError(path, "policy must be a JSON object", record="policy")
-    known = {f.name for f in dataclasses.fields(Policy)}
-    if set(raw) - known:
-        raise InputError(path, f"unknown policy field(s) {sorted(set(raw) - known)}", record="policy", expected=f"fields among {sorted(known)}")
-    auth = raw.get("authorisations", [])
-    if not isinstance(auth, list) or not all(isinstance(a, str) for a in auth):
-        raise InputError(path, "policy/authorisations must be a list of strings", record="policy/authorisations")
-    if not isinstance(raw.get("operator_adaptation", False), bool):
-        raise InputError(path, "policy/operator_adaptation must be true or false", record="policy/operator_adaptation")
-    if raw.get("max_risk", "high") not in RISK_ORDER:
-        raise InputError(path, f"policy/max_risk is {raw['max_risk']!r}", record="policy/max_risk", expected=" or ".join(RISK_ORDER))
-    for name in ("timeout_s", "risky_timeout_s"):
-        if name in raw:
-            _number(raw[name], path, f"policy/{name}", minimum=0, integer=False, positive=True)
-    for name, minimum in (("min_trial_runs", MIN_TRIAL_RUNS), ("incumbent_runs", MIN_TRIAL_RUNS), ("max_collect_attempts", 1)):
-        if name in raw:
-            _number(raw[name], path, f"policy/{name}", minimum=minimum, integer=True)
-    _number(raw.get("budget_runs"), path, "policy/budget_runs", minimum=1, integer=True, optional=True)
-    if raw.get("gate", "protocol") not in GATE_MODES:
-        raise InputError(path, f"policy/gate is {raw['gate']!r}", record="policy/gate", expected=" or ".join(GATE_MODES))
     if raw.get("gate") == "sequential" and raw.get("budget_runs") is not None:
         # the sequential gate adds candidate runs inside the gate action, which the run budget does not count yet
-        raise InputError(path, "policy/budget_runs cannot be combined with policy/gate sequential", record="policy/budget_runs",
+        raise InputError(path, "policy/budget_runs cannot be combined with policy/gate sequential", record="/policy/budget_runs",
                          expected="no budget_runs, or another gate mode")
-    for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct"):
-        if name in raw:
-            raw = {**raw, name: float(_number(raw[name], path, f"policy/{name}", minimum=0, integer=False))}
-    return Policy.from_json(raw)
+    floats: dict[str, float] = {name: float(raw[name]) for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct") if name in raw}
+    return Policy.from_json({**raw, **floats})
 
 
 def plan(task: StageOTask, session: Path) -> dict[str, Any]:
     """The entry output of formats.md §8."""
-    from sk_runner.sweep.handoff import HANDOFF_SCHEMA  # the hand-off stack (Polars, SciPy): not for validate_task
+    from sk_runner.sweep.handoff import (
+        HANDOFF_SCHEMA,  # the hand-off stack (Polars, SciPy): not for validate_task
+    )
 
     root = str(session.resolve())
     return {

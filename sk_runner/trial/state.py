@@ -11,22 +11,20 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
-from sk_analytics.fingerprint import fingerprint, sha256_file
+from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import move
+from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.collect import ingest_run_dir
 from sk_analytics.schema import RUNS, TIMINGS
 from sk_analytics.stage_o.identity import changed_files, identity_differences
-from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.stage_o.option_values import name_problem
 from sk_analytics.tables import write_table
 from sk_runner.backends.base import RunRequest
-from sk_runner.devices.lease import HeldLease, lease_environ, with_devices
-from sk_runner.hosts.base import launch, ranks_problem, run_lease_record
-from sk_runner.devices.proof import CleanDeviceProof
-from sk_runner.hosts.proof import HostsProof
 from sk_runner.config import (
     DerivedConfig,
+    check_config_options,
     derive_config,
     load_config,
     options_pointer_of,
@@ -34,12 +32,16 @@ from sk_runner.config import (
     refuse_dirty_env,
     scrub_env,
 )
+from sk_runner.devices.lease import HeldLease, lease_environ, with_devices
+from sk_runner.devices.proof import CleanDeviceProof
 from sk_runner.fingerprint import TrialFingerprints, env_hash, source_revision
+from sk_runner.hosts.base import launch, ranks_problem, run_lease_record
+from sk_runner.hosts.proof import HostsProof
 from sk_runner.process import ProcessResult
 from sk_runner.process.faults import EnvironmentFault
 from sk_runner.process.session import require_session
-from sk_runner.trial.scene import record_blocker
 from sk_runner.trial.outcome import RunOutcome, classify
+from sk_runner.trial.scene import record_blocker
 from sk_runner.trial.spec import (
     META_SCHEMA,
     MIN_TRIAL_RUNS,
@@ -145,11 +147,16 @@ class TrialState:
         spec = self.spec
         base = load_config(spec.base_config)
         refuse_debug_options(base, spec.base_config)
+        check_config_options(base, spec.base_config)
         derived = derive_config(base, spec.changes, joint_dcci=spec.joint_dcci, source=spec.base_config)
         refuse_debug_options(derived.config, f"--set {', '.join(derived.allowed_pointers)}")
         for change in spec.changes:
-            if options_pointer_of(change) is None:
+            option = options_pointer_of(change)
+            if option is None:
                 raise UsageError(f"--set {change.pointer}: Stage O trials change an SK option (a pointer inside super_kernel_optimize_options)")
+            problem = name_problem(option[1])  # the value itself is the probe's to judge: the exact value, as the runtime sees it
+            if problem is not None:
+                raise UsageError(f"--set {change.pointer}: {problem}")
         return derived
 
     def identity(self, derived: DerivedConfig, seed: int) -> dict[str, Any]:
