@@ -14,7 +14,12 @@ from sk_analytics.files.strict_json import load_config_file
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, lease_request
-from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
+from sk_runner.limits import MAX_SEED, MAX_TIMEOUT_S
+from sk_runner.profile.defaults import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PROFILE_ITERATIONS,
+    DEFAULT_SK_PROF_KB,
+)
 
 
 @click.command("profile")
@@ -27,7 +32,7 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
               help="iterations of the first window (halved after a full sk_prof buffer)")
 @click.option("--warmup", default=8, show_default=True, type=click.IntRange(min=0), help="warm-up iterations")
 @click.option("--ranks", default=8, show_default=True, type=click.IntRange(min=1), help="ranks (TP)")
-@click.option("--timeout", "timeout_s", default=None, type=click.FloatRange(min=0, min_open=True),
+@click.option("--timeout", "timeout_s", default=None, type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
               help="seconds before the producer's process group is killed")
 @click.option("--backend", default="sim", show_default=True, type=click.Choice(BACKENDS),
               help="where the producer runs: the simulator, a torch_npu script, or any command after '--'")
@@ -43,7 +48,7 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
               help="sk_prof required [default: yes for baseline_profile/candidate_profile]")
 @click.option("--max-attempts", default=DEFAULT_MAX_ATTEMPTS, show_default=True, type=click.IntRange(min=1),
               help="collections at most (each in a new root)")
-@click.option("--seed", default=0, show_default=True, type=int, help="workload seed ({seed} / SK_RUN_SEED)")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=MAX_SEED), help="workload seed ({seed} / SK_RUN_SEED)")
 @click.option("--cwd", type=ExistingPath(file_okay=False, path_type=Path), default=None,
               help="working directory of the producer, as of the workload's trials (default: the current one)")
 @click.option("--no-ingest", is_flag=True, help="do not ingest the profile into <session>/data")
@@ -62,7 +67,10 @@ def profile(
     {run_dir} and {seed} placeholders; it also gets SK_RUN_CONFIG, SK_RUN_DIR,
     SK_RUN_ITERATIONS, SK_RUN_WARMUP and the profiling switches.
     """
-    from sk_runner.profile import ProfileSpec, collect_profile  # Polars, Arrow: when a profile is collected
+    from sk_runner.profile import (  # Polars, Arrow: when a profile is collected
+        ProfileSpec,
+        collect_profile,
+    )
 
     workload = {}
     if workload_path is not None:

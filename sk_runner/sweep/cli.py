@@ -6,10 +6,9 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
-
-from typing import TYPE_CHECKING, Any
 
 from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
@@ -117,7 +116,12 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
         from dataclasses import replace
 
         from sk_runner.backends.base import Control
-        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_need, demo_session
+        from sk_runner.sweep.demo import (
+            DEMO_CONTROL,
+            DEMO_POLICY,
+            demo_need,
+            demo_session,
+        )
 
         request = lease_request(lease_root, device_ids, lease_timeout)  # a usage error before the session exists
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
@@ -161,10 +165,11 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
 
 
 def _echo_plan(session: SweepSession, plan: dict[str, Any]) -> None:
-    """The recorded plan (formats.md §8) plus what each mode of the workload will run, resolved."""
-    from sk_runner.sweep.plan import workload_plan
+    """The recorded plan (formats.md §8) plus what each mode of the workload will run, resolved, and the option
+    matrix the session will freeze (one line per entry)."""
+    from sk_runner.sweep.plan import matrix_plan, workload_plan
 
-    click.echo(json.dumps({**plan, "workload": workload_plan(session)}, ensure_ascii=False, indent=2))
+    click.echo(json.dumps({**plan, "workload": workload_plan(session), "matrix": matrix_plan(session)}, ensure_ascii=False, indent=2))
 
 
 def _on_hosts(root: Path, spec: HostsSpec | None, ray_address: str | None, lease_root: Path | None, lease_timeout: float,

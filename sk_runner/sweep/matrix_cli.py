@@ -18,20 +18,31 @@ def init_matrix(
     session: Path, seed_config: dict[str, Any], probes: list[dict[str, Any]], *, root: str | None = None, probes_source: str = "probes",
     seed_source: str | Path = "SEED config",
 ) -> Path:
-    """Write ``<session>/matrix.json`` (unfrozen); a frozen matrix is never replaced.
+    """Write ``<session>/matrix.json`` (unfrozen, :func:`checked_matrix`); a frozen matrix is never replaced."""
+    from sk_analytics.files.atomic import write_json
+    from sk_analytics.stage_o.matrix import load_matrix
+
+    target = session / MATRIX_NAME
+    if target.exists() and "freeze" in load_matrix(target):
+        raise IntegrityError(f"{target}: the option matrix is frozen and immutable; start a new session to change it")
+    write_json(target, checked_matrix(seed_config, probes, root=root, probes_source=probes_source, seed_source=seed_source))
+    return target
+
+
+def checked_matrix(
+    seed_config: dict[str, Any], probes: list[dict[str, Any]], *, root: str | None = None, probes_source: str = "probes",
+    seed_source: str | Path = "SEED config",
+) -> dict[str, Any]:
+    """The option matrix of these probes (:func:`~sk_analytics.stage_o.matrix.build_matrix`).
 
     The options object (``root``, else the layout's default) must exist in the
     SEED: every trial changes one pointer inside it.
     """
     from jsonpointer import JsonPointerException, resolve_pointer
 
-    from sk_analytics.files.atomic import write_json
-    from sk_analytics.stage_o.matrix import build_matrix, load_matrix
+    from sk_analytics.stage_o.matrix import build_matrix
     from sk_analytics.stage_o.options import options_root
 
-    target = session / MATRIX_NAME
-    if target.exists() and "freeze" in load_matrix(target):
-        raise IntegrityError(f"{target}: the option matrix is frozen and immutable; start a new session to change it")
     pointer = root or options_root(seed_config)
     try:
         options = resolve_pointer(seed_config, pointer, None)
@@ -39,16 +50,14 @@ def init_matrix(
         raise InputError(None, f"--options-root {pointer!r} is not an RFC 6901 pointer: {exc}") from None
     if not isinstance(options, dict):
         raise InputError(seed_source, f"no options object at {pointer}", expected="the super_kernel_optimize_options object of the SEED (--options-root)")
-    matrix = build_matrix(seed_config, probes, root=root, probes_source=probes_source)
-    write_json(target, matrix)
-    return target
+    return build_matrix(seed_config, probes, root=root, probes_source=probes_source)
 
 
 def freeze_session_matrix(session: Path) -> str:
     """Freeze ``<session>/matrix.json`` and record its fingerprint in the ledger."""
     from sk_analytics.files.atomic import write_json
-    from sk_analytics.ledger.evidence import with_binding
     from sk_analytics.ledger.chain import Ledger
+    from sk_analytics.ledger.evidence import with_binding
     from sk_analytics.stage_o.matrix import check_frozen, freeze_matrix, load_matrix
 
     target = session / MATRIX_NAME
@@ -82,8 +91,8 @@ def matrix() -> None:
 @click.option("--options-root", "root", default=None, help="RFC 6901 pointer of the options object (auto-detected).")
 def init(session: Path, config: Path, probes: Path, root: str | None) -> int:
     """Build superkernel-winner-option-matrix-v1 from the registry and probe results."""
-    from sk_analytics.stage_o.matrix import load_matrix
     from sk_analytics.files.strict_json import load_config_file, load_json_file
+    from sk_analytics.stage_o.matrix import load_matrix
 
     seed = load_config_file(config)
     probe_list = load_json_file(probes)

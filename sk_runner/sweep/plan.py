@@ -35,7 +35,10 @@ def _mode(backend: Backend, request: RunRequest, extra: dict[str, str], *, probe
 def workload_plan(session: SweepSession) -> dict[str, Any]:
     """The resolved workload command of every mode; raises when the command could not start
     (unknown placeholder: exit 2, executable not found: exit 3)."""
-    from sk_runner.profile.defaults import DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
+    from sk_runner.profile.defaults import (
+        DEFAULT_PROFILE_ITERATIONS,
+        DEFAULT_SK_PROF_KB,
+    )
     from sk_runner.profile.engine import profile_env
 
     backend = session.backend.build()
@@ -70,3 +73,39 @@ def workload_plan(session: SweepSession) -> dict[str, Any]:
         "modes": modes,
         "note": "paths of the first process of each mode; a probe's folder is named after its option and value",
     }
+
+
+def matrix_plan(session: SweepSession) -> list[str]:
+    """The option matrix the session will freeze, one line per entry (then the excluded values): its frozen
+    ``matrix.json`` once built, else the matrix of the protocol candidates as the probes would find them if every
+    listed value were accepted. Each line says what becomes of the entry: a value the task does not list, or one
+    the policy does not allow (risk, authorisation, operator adaptation), is blocked before any process starts."""
+    from sk_analytics.files.strict_json import load_json_file
+    from sk_analytics.fingerprint import canonical_json
+    from sk_analytics.stage_o.blockers import pre_run_blocker
+    from sk_analytics.stage_o.matrix import load_matrix, protocol_candidates
+    from sk_analytics.stage_o.state import SessionState
+    from sk_runner.sweep.matrix_cli import MATRIX_NAME, checked_matrix
+    from sk_runner.sweep.probes import listed_values, not_listed_record
+
+    frozen = session.root / MATRIX_NAME
+    if frozen.is_file():
+        matrix, planned = load_matrix(frozen), "probed"
+    else:
+        listed = listed_values(session)
+        probes = [{"option": c.option, "value": c.value, "ready": True, "evidence": {"plan": "listed: probed first"}}
+                  if listed is None or (c.option, canonical_json(c.value)) in listed else not_listed_record(c.option, c.value)
+                  for c in protocol_candidates()]
+        matrix = checked_matrix(load_json_file(session.seed_config_path), probes, seed_source=session.seed_config_path)
+        planned = "not yet probed"
+    lines = []
+    for entry in matrix["entries"]:
+        blocker = pre_run_blocker(entry, SessionState(), session.policy)
+        if blocker is None:
+            then = "probe the exact value, then try it" if planned == "not yet probed" else "try it"
+        else:  # a probe's cause in English (not listed, refused …), a policy's reason as the ledger words it
+            then = f"blocked: {(blocker[1].get('cause') or {}).get('en') or blocker[0]}"
+        lines.append(f"{entry['id']}: {entry['option']}={canonical_json(entry['value'])} (risk {entry['risk']}) -> {then}")
+    lines += [f"excluded: {x['option']}" + (f"={canonical_json(x['value'])}" if "value" in x else "") + f" ({x['reason_zh']})"
+              for x in matrix["excluded"]]
+    return lines

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError, UsageError
+from sk_analytics.files.atomic import write_json
+from sk_analytics.files.strict_json import check_against_schema, load_json_file
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger.evidence import with_binding
 from sk_analytics.ledger.chain import Ledger, LedgerRecord, drop_stale_temps, read_records, recover_torn_tail
-from sk_analytics.ledger.verify import ONE_SIGNER, signer_chain
+from sk_analytics.ledger.evidence import with_binding
 from sk_analytics.ledger.signing import signer
+from sk_analytics.ledger.verify import ONE_SIGNER, signer_chain
 from sk_analytics.stage_o.machine import Policy
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends import make_backend
 from sk_runner.backends.base import Backend, Control
 
@@ -222,6 +222,7 @@ def load_session(root: Path) -> SweepSession:
             f"{root / 'ledger.jsonl'}: rule {ONE_SIGNER}: the session is signed by {current}, this key is {own}; "
             f"its holder must first run `sk-analyze ledger hand-over {root} {own}`"
         )
+    frozen_values_runnable(data, path)
     session = SweepSession(
         root,
         int(data["seed"]),
@@ -236,3 +237,23 @@ def load_session(root: Path) -> SweepSession:
     if seed_fp != data["seed_config_fingerprint"]:
         raise IntegrityError(f"{session.seed_config_path}: frozen SEED config changed since the session started")
     return session
+
+
+def frozen_values_runnable(identity: dict[str, Any], path: Path) -> None:
+    """Refuse, with exit 2 and the way forward, a session that froze a policy or run size no sweep can run (a
+    ``timeout_s`` of 1e308 taken before tasks were bounded): every ``--resume`` would fail the same way, so the
+    only fix is a new session from a corrected task."""
+    from sk_runner.limits import size_problem
+    from sk_runner.sweep.task_schema import POLICY_PROPERTIES
+
+    control = identity.get("control") or {}
+    try:
+        check_against_schema({"type": "object", "properties": POLICY_PROPERTIES}, identity.get("policy"), path, "frozen policy")
+        problem = size_problem(control.get("ranks", 1), control.get("iterations"), control.get("warmup", 0))
+    except InputError as exc:
+        problem = exc.message
+    except TypeError:  # a value of the wrong type in the frozen controls
+        problem = f"frozen controls {control} are not numbers"
+    if problem is not None:
+        raise InputError(path, f"{problem}: the session froze a value no sweep can run, so --resume cannot continue it",
+                         expected="a new session from a corrected task: sk-run sweep --task TASK --session NEW_FOLDER")
