@@ -16,6 +16,8 @@ COMMANDS = {
     "matrix": "sk_runner.sweep.matrix_cli:matrix",
     "demo": "sk_runner.demo.cli:demo",
     "campaign": "sk_runner.campaign.cli:campaign",
+    "options": "sk_runner.sweep.task_cli:options",
+    "task": "sk_runner.sweep.task_cli:task",
 }
 """Where each ``sk-run`` command lives (imported when it is used); their help summaries are :data:`SUMMARIES`."""
 

@@ -11,10 +11,13 @@ SUMMARIES = {
     "demo": "Run a complete Stage O sweep on the simulated device (default network) and print where the report is; "
             "--samples: the small ingest-only sample session.",
     "matrix": "Build (init) and seal (freeze) the winner option matrix of a session.",
+    "options": "List every SK option: its type and range, its default and the candidate values the option matrix tries "
+               "(the valid option/value pairs of a task's accepted_option_values).",
     "probe": "Probe exact option values: ready only when the wrapper accepts the value and super_kernel.log does not report "
              "it as invalid-and-defaulted. Exit 0 when every value is ready, 1 when one is not, 3 for the environment.",
     "profile": "Collect a diagnostic profile into a new, contract-sealed root (protocol §6).",
     "sim": "Run the simulated SK device as one workload process (see docs/simulator.md).",
+    "task": "Write a dispatched Stage O task (see docs/sweep.md).",
     "sweep": "Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).",
     "trial": "Run one clean, fingerprinted trial: probe the changed value, run correctness, then N fresh processes; resume "
              "or top up a trial by running the same command again. Workload args after '--' may use {config}, {run_dir}, {seed}.",

@@ -6,16 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.fingerprint import fingerprint
+from sk_runner.sweep import task_init
 
 SEED = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {}}
-MANIFEST = {
-    "schema_version": "superkernel-phase-manifest-v1",
-    "phase": "stage_o_option_tuning",
-    "agent_id": "sk-stage-o-option-tuning",
-    "skill": "superkernel-stage-o",
-    "runtime_tools": ["analyze_performance", "sk-run trial"],
-}
 #: What an uninterrupted session of these tasks ends with, per workload seed: the simulator is
 #: deterministic per seed. auto_op_parallel=1 truly helps (about -3.7 %); with seed 10 the three
 #: trial runs' spread fails the stddev check, so the gate rejects it (checked by test_campaign_local).
@@ -28,25 +21,12 @@ DRIVER_COMMANDS = tuple(f" campaign {verb} " for verb in ("run", "resume", "canc
 
 def write_task(folder: Path, seed: int, accepted: list[dict[str, Any]] | None = None, **workload: Any) -> Path:
     """A small dispatched task (2 ranks, 30 samples): one ready option value, so a session takes well under a minute."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "phase.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
-    (folder / "seed.json").write_text(json.dumps(SEED), encoding="utf-8")
     s0 = folder / "S0" / "run-1"
     s0.mkdir(parents=True, exist_ok=True)
     (s0 / "log_0.log").write_text("Inference time (decode): 10.0 ms\n", encoding="utf-8")
-    task = {
-        "schema_version": "superkernel-stage-o-task-v1",
-        "agent_id": "sk-stage-o-option-tuning",
-        "phase_manifest": "phase.json",
-        "seed": {"name": "Sbest-SEED", "frozen": True, "config": "seed.json", "config_fingerprint": fingerprint(SEED)},
-        "accepted_option_values": accepted if accepted is not None else [{"option": "auto_op_parallel", "value": 1}],
-        "clean_artifacts": {"bound_to": "S0", "path": "S0"},
-        "workload": {"backend": "sim", "ranks": 2, "iterations": 30, "warmup": 8, "seed": seed, **workload},
-        "policy": {"risky_timeout_s": 5.0},
-    }
-    path = folder / "task.json"
-    path.write_text(json.dumps(task), encoding="utf-8")
-    return path
+    return task_init.write_task(folder, SEED, {"backend": "sim", "ranks": 2, "iterations": 30, "warmup": 8, "seed": seed, **workload},
+                                clean_artifacts="S0", accepted=accepted if accepted is not None else [{"option": "auto_op_parallel", "value": 1}],
+                                policy={"risky_timeout_s": 5.0}, session=None).path
 
 
 def write_spec(base: Path, n: int, *, resources: dict[str, float] | None = None, **spec: Any) -> Path:
@@ -65,8 +45,8 @@ def write_spec(base: Path, n: int, *, resources: dict[str, float] | None = None,
 
 def check_finished_session(folder: Path) -> None:
     """The session verifies and ended as an uninterrupted session of its seed does."""
-    from sk_analytics.ledger.chain import verify
     from sk_analytics.files.strict_json import load_json_file
+    from sk_analytics.ledger.chain import verify
 
     assert verify(folder).ok, folder
     seed = load_json_file(folder / "session.json")["seed"]

@@ -20,15 +20,13 @@ import pytest
 from sweep_helpers import gate_numbers, settled_statuses
 
 from sk_analytics.cli._base import run_cli
-from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger.chain import read_records
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.ledger.chain import read_records
 from sk_runner.cli import cli
+from sk_runner.sweep import task_init
 
 RUNNER_MD = Path(__file__).resolve().parents[1] / "docs" / "runner.md"
 SEED = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {}}
-MANIFEST = {"schema_version": "superkernel-phase-manifest-v1", "phase": "stage_o_option_tuning",
-            "agent_id": "sk-stage-o-option-tuning", "skill": "superkernel-stage-o", "runtime_tools": ["sweep", "trial", "probe"]}
 WORKLOAD = {"ranks": 2, "iterations": 24, "warmup": 4, "seed": 11}
 """Small: two ranks, 20 decode samples after warm-up (the sweep tests' size)."""
 AUTO = [{"option": "auto_op_parallel", "value": 1}]
@@ -52,21 +50,10 @@ def without_probe_mode(script: str) -> str:
 
 def write_task(folder: Path, command: list[str], *, accepted: list[dict[str, Any]] = AUTO, **workload: Any) -> Path:
     """A dispatched task in ``folder`` (its phase manifest, SEED config and S0 artifacts beside it)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "phase.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
-    (folder / "seed.json").write_text(json.dumps(SEED), encoding="utf-8")
     (folder / "S0" / "run-1").mkdir(parents=True, exist_ok=True)
     (folder / "S0" / "run-1" / "log_0.log").write_text("Inference time (decode): 10.0 ms\n", encoding="utf-8")
-    task = {
-        "schema_version": "superkernel-stage-o-task-v1", "agent_id": "sk-stage-o-option-tuning", "phase_manifest": "phase.json",
-        "seed": {"name": "Sbest-SEED", "frozen": True, "config": "seed.json", "config_fingerprint": fingerprint(SEED)},
-        "accepted_option_values": accepted, "clean_artifacts": {"bound_to": "S0", "path": "S0"},
-        "workload": {"backend": "command", "command": command, **WORKLOAD, **workload},
-        "policy": {"timeout_s": 60.0, "risky_timeout_s": 30.0}, "session": "session",
-    }
-    path = folder / "task.json"
-    path.write_text(json.dumps(task), encoding="utf-8")
-    return path
+    return task_init.write_task(folder, SEED, {"backend": "command", "command": command, **WORKLOAD, **workload}, clean_artifacts="S0",
+                                accepted=accepted, policy={"timeout_s": 60.0, "risky_timeout_s": 30.0}).path
 
 
 def causes(root: Path) -> dict[str, str]:
