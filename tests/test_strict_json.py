@@ -16,7 +16,8 @@ def test_folder_where_a_file_belongs(tmp_path: Path, loader) -> None:
     folder.mkdir()
     with pytest.raises(InputError) as info:
         loader(folder)
-    assert info.value.one_line() == f"{folder}: cannot read: Is a directory"
+    assert info.value.one_line() == (f"{folder}: cannot read a JSON/YAML input: a folder, not a regular file "
+                                     "(expected a regular file (a JSON/YAML input))")
 
 
 @pytest.mark.parametrize("name", ["c.json", "c.yaml"])

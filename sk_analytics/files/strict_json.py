@@ -166,7 +166,7 @@ def read_text_file(path: Path) -> str:
     """A UTF-8 text file's content; missing, unreadable or non-UTF-8 -> :class:`InputError` naming it
     (a read the machine failed: :class:`~sk_analytics.errors.ReadFault`)."""
     try:
-        with reading(path), open(open_regular(path, "an input file"), encoding="utf-8") as fh:
+        with reading(path), open(open_regular(path, "a JSON/YAML input"), encoding="utf-8") as fh:
             return fh.read()
     except UnicodeDecodeError as exc:
         raise InputError(path, f"cannot read: not UTF-8 text (byte {exc.start})", expected="a UTF-8 text file") from exc

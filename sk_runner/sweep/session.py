@@ -247,13 +247,14 @@ def frozen_values_runnable(identity: dict[str, Any], path: Path) -> None:
     from sk_runner.sweep.task_schema import POLICY_PROPERTIES
 
     control = identity.get("control") or {}
+    record = "/control"
     try:
-        check_against_schema({"type": "object", "properties": POLICY_PROPERTIES}, identity.get("policy"), path, "frozen policy")
+        check_against_schema({"properties": {"policy": {"type": "object", "properties": POLICY_PROPERTIES}}}, identity, path, "session")
         problem = size_problem(control.get("ranks", 1), control.get("iterations"), control.get("warmup", 0))
     except InputError as exc:
-        problem = exc.message
+        problem, record = exc.message, exc.location.record if exc.location else None
     except TypeError:  # a value of the wrong type in the frozen controls
         problem = f"frozen controls {control} are not numbers"
     if problem is not None:
-        raise InputError(path, f"{problem}: the session froze a value no sweep can run, so --resume cannot continue it",
+        raise InputError(path, f"{problem}: the session froze a value no sweep can run, so --resume cannot continue it", record=record,
                          expected="a new session from a corrected task: sk-run sweep --task TASK --session NEW_FOLDER")

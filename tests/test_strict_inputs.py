@@ -1,0 +1,278 @@
+"""Nothing taken loosely (issue 44, cases 1, 2, 7, 8): every key, option value and number of an input is exact or
+refused by name with exit 2, in ``--plan-only`` as in the sweep, never exit 0 with defaults, never 70, never a hang;
+``sk-run options`` lists the valid option values and ``sk-run task init`` writes a task that ``--plan-only`` accepts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from campaign_helpers import SEED, write_spec, write_task
+from runner_fake import write_fake
+from test_workload_contract import doc_workload
+
+from sk_analytics.cli._base import run_cli
+from sk_analytics.fingerprint import fingerprint
+from sk_analytics.stage_o.matrix import protocol_candidates
+from sk_analytics.stage_o.options import REGISTRY
+from sk_analytics.stage_o.state import Policy
+from sk_runner.backends.base import Control
+from sk_runner.cli import cli
+from sk_runner.limits import MAX_SAMPLES, MAX_TIMEOUT_S
+from sk_runner.sweep.session import BackendSpec, create_session
+
+HUGE = "1" * 4301
+"""An integer of 4 301 digits: over Python's conversion limit, which used to end in exit 70."""
+
+
+def _one_line_exit_2(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(n in err for n in needles), err
+    return err
+
+
+def _edit(task: Path, text: str | None = None, **changes: Any) -> Path:
+    """The task with top-level ``changes`` merged in (a dict merges into the object of the same key), or ``text``."""
+    if text is None:
+        data = json.loads(task.read_text(encoding="utf-8"))
+        for key, value in changes.items():
+            data[key] = {**data[key], **value} if isinstance(value, dict) and isinstance(data.get(key), dict) else value
+        text = json.dumps(data)
+    task.write_text(text, encoding="utf-8")
+    return task
+
+
+def _sweep_both_ways(task: Path, capsys: pytest.CaptureFixture[str], *needles: str) -> None:
+    """``--plan-only`` and the sweep itself refuse the task alike: one line, exit 2, no session folder."""
+    for extra in (["--plan-only"], ["--quiet"]):
+        code = run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(task.parent / "session"), *extra])
+        _one_line_exit_2(capsys, code, str(task), *needles)
+        assert not (task.parent / "session").exists()
+
+
+# ------------------------------------------------------------------ case 1: unknown keys, with the closest valid one
+
+
+@pytest.mark.parametrize(("changes", "needles"), [
+    ({"workload": {"iterations": 400, "warmpu": 12}}, ("unknown key 'warmpu' in /workload (did you mean 'warmup'?)", "(record /workload)")),
+    ({"polcy": {"timeout_s": 60}}, ("unknown key 'polcy' in / (did you mean 'policy'?)",)),
+    ({"policy": {"risky_timeout": 5}}, ("unknown key 'risky_timeout' in /policy (did you mean 'risky_timeout_s' or 'timeout_s'?)",)),
+    ({"seed": {"fingerprint": "x"}}, ("unknown key 'fingerprint' in /seed (did you mean 'config_fingerprint'?)",)),
+    ({"clean_artifacts": {"bound": "S0"}}, ("unknown key 'bound' in /clean_artifacts (did you mean 'bound_to'?)",)),
+    ({"accepted_option_values": [{"option": "auto_op_parallel", "value": 1, "valu": 1}]},
+     ("unknown key 'valu' in /accepted_option_values/0 (did you mean 'value'?)",)),
+    ({"workload": {"zzz": 1}}, ("unknown key 'zzz' in /workload (expected keys among backend, command, cwd",)),
+])
+def test_a_typo_key_is_refused_with_the_closest_valid_name(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           changes: dict[str, Any], needles: tuple[str, ...]) -> None:
+    task = _edit(write_task(tmp_path, seed=3), **changes)
+    _sweep_both_ways(task, capsys, *needles)
+
+
+def test_a_campaign_refuses_a_task_with_a_typo_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path, 1)
+    _edit(tmp_path / "tasks" / "t0" / "task.json", workload={"warmpu": 12})
+    code = run_cli(cli, "sk-run", ["campaign", "run", str(spec), "--root", str(tmp_path / "root"), "--local"])
+    _one_line_exit_2(capsys, code, "t0/task.json", "did you mean 'warmup'?")
+    assert not (tmp_path / "root").exists()
+
+
+# ------------------------------------------------------------------ case 2: option values against the registry
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("2", 'value "2" (a string)'),
+    (10**40, f"value {10**40} (an integer)"),
+    ({"a": {"b": 1}}, 'value {"a": {"b": 1}} (an object)'),
+    (7, "value 7 (an integer)"),
+])
+def test_an_option_value_of_the_wrong_type_or_range_is_refused_at_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                        value: Any, shown: str) -> None:
+    task = _edit(write_task(tmp_path, seed=3), accepted_option_values=[{"option": "auto_op_parallel", "value": 1},
+                                                                       {"option": "split_mode", "value": value}])
+    _sweep_both_ways(task, capsys, "(record /accepted_option_values/1)", f"option split_mode {shown}",
+                     "expected an integer from 1 to 4")
+
+
+def test_an_option_typo_names_the_closest_registered_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task = _edit(write_task(tmp_path, seed=3), accepted_option_values=[{"option": "split_mod", "value": 2}])
+    _sweep_both_ways(task, capsys, "(record /accepted_option_values/0): unknown option 'split_mod'", "did you mean 'split_mode'?",
+                     "sk-run options")
+
+
+@pytest.mark.parametrize(("options", "needles"), [
+    ({"split_mode": "2"}, ("seed-config.json (record /super_kernel_optimize_options/split_mode)", "expected an integer from 1 to 4")),
+    ({"auto_op_paralel": 1}, ("(record /super_kernel_optimize_options/auto_op_paralel)", "did you mean 'auto_op_parallel'?")),
+])
+def test_the_seed_configs_options_are_checked_against_the_registry(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   options: dict[str, Any], needles: tuple[str, ...]) -> None:
+    task = write_task(tmp_path, seed=3)
+    seed = {**SEED, "super_kernel_optimize_options": options}
+    (tmp_path / "seed-config.json").write_text(json.dumps(seed), encoding="utf-8")
+    _edit(task, seed={"config_fingerprint": fingerprint(seed)})
+    code = run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"])
+    _one_line_exit_2(capsys, code, *needles)
+
+
+@pytest.mark.parametrize(("options", "sets", "needles"), [
+    ({"split_mode": {"x": [1]}}, ["--set=/super_kernel_optimize_options/auto_op_parallel=1"],
+     ("base.json (record /super_kernel_optimize_options/split_mode)", "an object", "expected an integer from 1 to 4")),
+    ({}, ["--set=/super_kernel_optimize_options/auto_op_paralel=1"], ("unknown option 'auto_op_paralel'", "did you mean 'auto_op_parallel'?")),
+    ({}, ['--set=/super_kernel_optimize_options/opt_extend_option={"a":"1","a":"2"}'], ("key 'a' appears twice",)),
+    ({}, [f"--set=/super_kernel_optimize_options/auto_op_parallel={HUGE}"], ("an integer of 4301 digits",)),
+    ({}, ["--set=/super_kernel_optimize_options/auto_op_parallel=1e400"], ("beyond the range of a float",)),
+])
+def test_a_trials_base_config_and_set_are_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str], options: dict[str, Any],
+                                                 sets: list[str], needles: tuple[str, ...]) -> None:
+    argv = write_fake(tmp_path)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"super_kernel_optimize_options": options}), encoding="utf-8")
+    before = sorted((tmp_path / "session").rglob("*"))
+    code = run_cli(cli, "sk-run", ["trial", "--session", str(tmp_path / "session"), "--round", "O1", "--base-config", str(base), *sets,
+                                   "--backend", "command", "--ranks", "2", "--warmup", "2", "--", *argv])
+    _one_line_exit_2(capsys, code, *needles)
+    assert sorted((tmp_path / "session").rglob("*")) == before
+
+
+# ------------------------------------------------------------------ case 7: numbers bounded, regular files only
+
+
+@pytest.mark.parametrize(("text_of", "needles"), [
+    (lambda t: t.replace('"seed": 3', f'"seed": {HUGE}'), ("task.json:26: invalid JSON: an integer of 4301 digits",)),
+    (lambda t: t.replace('"risky_timeout_s": 5.0', '"risky_timeout_s": 1e400'), ("number 1e400 is beyond the range of a float",)),
+])
+def test_a_number_no_parser_holds_is_refused_by_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text_of: Any,
+                                                      needles: tuple[str, ...]) -> None:
+    task = write_task(tmp_path, seed=3)
+    _sweep_both_ways(_edit(task, text_of(task.read_text(encoding="utf-8"))), capsys, *needles)
+
+
+@pytest.mark.parametrize(("changes", "needles"), [
+    ({"policy": {"timeout_s": 1e308}}, (f"/policy/timeout_s is 1e+308 (expected a number > 0 and <= {MAX_TIMEOUT_S})",)),
+    ({"workload": {"ranks": 10**30}}, ("/workload/ranks is 1000000000000000000000000000000 (expected an integer from 1 to 1024)",)),
+    ({"workload": {"ranks": 1024, "iterations": 10_000}}, (f"expected at most {MAX_SAMPLES} decode samples per process",)),
+    ({"workload": {"seed": 10**40}}, ("/workload/seed is",)),
+    ({"policy": {"min_trial_runs": 10**40}}, ("/policy/min_trial_runs is",)),
+])
+def test_a_value_out_of_bounds_is_refused_in_the_plan_as_in_the_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                      changes: dict[str, Any], needles: tuple[str, ...]) -> None:
+    _sweep_both_ways(_edit(write_task(tmp_path, seed=3), **changes), capsys, *needles)
+
+
+def test_trial_timeout_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = write_fake(tmp_path)
+    code = run_cli(cli, "sk-run", ["trial", "--session", str(tmp_path / "session"), "--round", "O0-INCUMBENT", "--incumbent",
+                                   "--base-config", str(tmp_path / "base.json"), "--timeout", "1e308", "--backend", "command", "--", *argv])
+    assert code == 2 and "1e+308 is not in the range" in capsys.readouterr().err
+
+
+def test_a_session_that_froze_an_unrunnable_timeout_is_refused_on_every_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A session made before tasks were bounded: --resume says why and what to do, exit 2 (it used to be 70, every time)."""
+    root = tmp_path / "session"
+    create_session(root, dict(SEED), seed=3, backend=BackendSpec("sim"), control=Control(2, 30, 8), policy=Policy(timeout_s=1e308))
+    for _ in range(2):
+        code = run_cli(cli, "sk-run", ["sweep", "--resume", str(root)])
+        _one_line_exit_2(capsys, code, "session.json (record /policy/timeout_s)", "/policy/timeout_s is 1e+308", "--resume cannot continue it",
+                         "sk-run sweep --task TASK --session NEW_FOLDER")
+
+
+def _not_regular(tmp_path: Path, kind: str) -> Path:
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        return tmp_path / "fifo"
+    return Path("/dev/zero") if kind == "device" else tmp_path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_an_input_that_is_no_regular_file_is_refused_without_a_hang(tmp_path: Path, kind: str) -> None:
+    """The task, a campaign spec, a trial's base config and a task's SEED config: each a FIFO, /dev/zero or a folder."""
+    task = write_task(tmp_path / "t", seed=3)
+    argv = write_fake(tmp_path)
+    bad = _not_regular(tmp_path, kind)
+    seed_task = _edit(write_task(tmp_path / "s", seed=3), seed={"config": str(bad)})
+    commands = [
+        ["sweep", "--task", str(bad), "--plan-only"],
+        ["sweep", "--task", str(seed_task), "--plan-only"],
+        ["campaign", "run", str(bad), "--root", str(tmp_path / "root"), "--local"],
+        ["trial", "--session", str(task.parent), "--round", "O0-INCUMBENT", "--incumbent", "--base-config", str(bad),
+         "--backend", "command", "--", *argv],
+    ]
+    for command in commands:
+        done = subprocess.run([sys.executable, "-c", "from sk_runner.cli import main; main()", *command], capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 2, (command, done.stderr)
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        assert "not a regular file" in done.stderr or "is a directory" in done.stderr, done.stderr
+
+
+# ------------------------------------------------------------------ case 8: the plan's matrix, the option list, task init
+
+
+def test_plan_only_prints_the_matrix_one_line_per_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task = write_task(tmp_path, seed=3, accepted=[{"option": "auto_op_parallel", "value": 1}, {"option": "split_mode", "value": 2},
+                                                  {"option": "early_start", "value": 1}])
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(tmp_path / "session"), "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    lines = json.loads(out[out.index("{"):])["matrix"]
+    entries = [line for line in lines if not line.startswith("excluded: ")]
+    assert [line.split(":", 1)[0] for line in entries] == [c.id for c in protocol_candidates()]
+    tried = [line for line in entries if line.endswith("-> probe the exact value, then try it")]
+    assert tried == ["auto-op-parallel-1: auto_op_parallel=1 (risk low) -> probe the exact value, then try it",
+                     "split-mode-2: split_mode=2 (risk low) -> probe the exact value, then try it"]
+    assert "early-start-1: early_start=1 (risk high) -> blocked: early_start=1 需要算子侧适配" in "\n".join(entries)  # listed, not declared
+    assert "dcci-disable-all: dcci_disable_on_kernel=[\".*\"] (risk medium) -> blocked: not listed in the task's" in "\n".join(entries)
+    assert any(line.startswith("excluded: kernel_map ") for line in lines)
+
+
+def test_options_lists_every_option_with_its_type_and_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(cli, "sk-run", ["options", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert [row["option"] for row in table] == [spec.name for spec in REGISTRY]
+    split = next(row for row in table if row["option"] == "split_mode")
+    assert (split["kind"], split["low"], split["high"], split["candidates"]) == ("uint", 1, 4, [1, 2, 3])
+    assert sum(len(row["candidates"]) for row in table) == len(protocol_candidates())
+    assert run_cli(cli, "sk-run", ["options"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert len(text) == len(REGISTRY)
+    assert "split_mode: uint, an integer from 1 to 4; default 4; candidates: 1, 2, 3" in text
+    assert "opt_extend_option (torch_npu: opt_extend): map," in "\n".join(text)
+
+
+def test_task_init_writes_a_task_the_plan_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "infer.py").write_text(doc_workload(), encoding="utf-8")
+    (tmp_path / "seed.json").write_text(json.dumps(SEED), encoding="utf-8")
+    monkeypatch.chdir(work)
+    init = ["task", "init", "--seed-config", str(tmp_path / "seed.json"), "--out", str(tmp_path / "task"), "--ranks", "2",
+            "--iterations", "24", "--warmup", "4", "--timeout", "60"]
+    assert run_cli(cli, "sk-run", [*init, "--accept", "split_mode=5", "--", sys.executable, "infer.py"]) == 2
+    assert "--accept split_mode=5: not a value the option matrix tries (expected one of 1, 2, 3)" in capsys.readouterr().err
+    assert not (tmp_path / "task").exists()  # refused before the workload ran
+
+    assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "infer.py"]) == 0
+    assert f"next: sk-run sweep --task {tmp_path / 'task' / 'task.json'} --plan-only" in capsys.readouterr().out
+    task = json.loads((tmp_path / "task" / "task.json").read_text(encoding="utf-8"))
+    assert task["seed"]["config_fingerprint"] == fingerprint(SEED)
+    assert task["accepted_option_values"] == [{"option": c.option, "value": c.value} for c in protocol_candidates()]
+    assert task["workload"] == {"backend": "command", "command": [sys.executable, "infer.py"], "cwd": str(work.resolve()), "ranks": 2,
+                                "iterations": 24, "warmup": 4, "seed": 0}
+    assert task["policy"] == {"timeout_s": 60.0, "gate": "protocol"}
+    logs = sorted(p.name for p in (tmp_path / "task" / task["clean_artifacts"]["path"]).glob("run-*/log_*.log"))
+    assert logs == ["log_0.log", "log_1.log"]  # the S0 run of the workload itself, both ranks
+
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(tmp_path / "task" / "task.json"), "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    lines = json.loads(out[out.index("{"):])["matrix"]
+    assert sum(line.endswith("-> probe the exact value, then try it") for line in lines) >= 10  # every low/medium candidate
+    assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "infer.py"]) == 2
+    assert "task.json exists: choose a new --out folder" in capsys.readouterr().err
