@@ -23,8 +23,8 @@ ALL_COMMANDS = [
     "sk-analyze ledger", "sk-analyze ledger hand-over", "sk-analyze ledger show", "sk-analyze ledger verify", "sk-analyze option-trial",
     "sk-analyze schema", "sk-analyze stability",
     "sk-run", "sk-run campaign", "sk-run campaign cancel", "sk-run campaign resume", "sk-run campaign run",
-    "sk-run campaign status", "sk-run demo", "sk-run matrix", "sk-run matrix freeze", "sk-run matrix init", "sk-run probe",
-    "sk-run profile", "sk-run sim", "sk-run sweep", "sk-run trial",
+    "sk-run campaign status", "sk-run demo", "sk-run matrix", "sk-run matrix freeze", "sk-run matrix init", "sk-run options",
+    "sk-run probe", "sk-run profile", "sk-run sim", "sk-run sweep", "sk-run task", "sk-run task init", "sk-run trial",
 ]
 
 
