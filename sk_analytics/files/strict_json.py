@@ -274,7 +274,7 @@ def check_against_schema(schema: Mapping[str, Any], data: Any, source: str | Pat
     the first check, so a CLI's ``--help`` does not pay for it."""
     from jsonschema import Draft202012Validator
 
-    validator = Draft202012Validator(schema)  # type: ignore[arg-type]
+    validator = Draft202012Validator(dict(schema))
     # the deepest problem first; 'unevaluated' only when nothing more precise is known
     errors = sorted(validator.iter_errors(data), key=lambda e: (e.validator == "unevaluatedProperties", -len(e.absolute_path)))
     if not errors:

@@ -156,7 +156,8 @@ def validate_task(path: Path) -> StageOTask:
     if fingerprint(seed_config) != seed["config_fingerprint"]:
         raise IntegrityError(f"{config_path}: SEED config does not match seed.config_fingerprint of {path} (the SEED is not frozen)")
     for i, item in enumerate(data["accepted_option_values"]):
-        problem = name_problem(item["option"]) or value_problem(spec_of(item["option"]), item["value"])  # type: ignore[arg-type]
+        spec = spec_of(item["option"])
+        problem = name_problem(item["option"]) if spec is None else value_problem(spec, item["value"])
         if problem is None and is_debug_option(item["option"]):
             problem = f"debug option {item['option']} never enters Stage O"
         if problem is not None:

@@ -247,7 +247,7 @@ def frozen_values_runnable(identity: dict[str, Any], path: Path) -> None:
     from sk_runner.sweep.task_schema import POLICY_PROPERTIES
 
     control = identity.get("control") or {}
-    record = "/control"
+    record: int | str | None = "/control"
     try:
         check_against_schema({"properties": {"policy": {"type": "object", "properties": POLICY_PROPERTIES}}}, identity, path, "session")
         problem = size_problem(control.get("ranks", 1), control.get("iterations"), control.get("warmup", 0))
