@@ -220,7 +220,8 @@ def refuse_debug_options(config: Mapping[str, Any], source: str | Path) -> None:
     """Raise :class:`InputError` when the config carries any debug option."""
     found = debug_violations(config)
     if found:
-        raise InputError(source, f"debug options are not allowed in a clean trial: {', '.join(found)}", expected="no debug_* option and an empty super_kernel_debug_options")
+        raise InputError(source, f"debug options are not allowed in a clean trial: {', '.join(found)}",
+                         expected="no debug_* option and an empty super_kernel_debug_options")
 
 
 def unclean_env(env: Mapping[str, str]) -> dict[str, str]:

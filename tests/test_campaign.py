@@ -216,8 +216,8 @@ def test_cancel_with_the_driver_dead_reaps_the_recorded_sweeps_and_only_them(tmp
 
     from sk_runner.campaign.driver import create_campaign
     from sk_runner.campaign.spec import load_spec
-    from sk_runner.process.lifetime import start_ticks
     from sk_runner.process import process_alive
+    from sk_runner.process.lifetime import start_ticks
 
     root = tmp_path / "root"
     create_campaign(root, load_spec(write_spec(tmp_path / "spec", 2)))

@@ -109,7 +109,8 @@ def test_manifest_missing_field(tmp_path: Path) -> None:
         ({"workload": {"backend": "command"}}, 2, "needs a workload command"),
         ({"session": None}, 2, "no session folder"),
         # every workload/policy field is type-checked at entry (a bad seed used to raise a traceback)
-        ({"workload": {"backend": "sim", "seed": "x"}}, 2, "(record /workload/seed): task: /workload/seed is \"x\" (expected an integer from 0 to 9223372036854775807)"),
+        ({"workload": {"backend": "sim", "seed": "x"}}, 2,
+         "(record /workload/seed): task: /workload/seed is \"x\" (expected an integer from 0 to 9223372036854775807)"),
         ({"workload": {"backend": "sim", "ranks": 2.5}}, 2, "/workload/ranks is 2.5 (expected an integer from 1 to 1024)"),
         ({"workload": {"backend": "sim", "ranks": True}}, 2, "/workload/ranks is true"),
         ({"workload": {"backend": "sim", "iterations": "30"}}, 2, "/workload/iterations is \"30\" (expected an integer from 1 to 100000 or null)"),

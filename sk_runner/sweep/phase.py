@@ -87,7 +87,7 @@ def resolve_tool(name: str) -> tuple[str, str] | None:
     parts = key.split()
     target: tuple[str, str] | None
     if len(parts) == 2 and parts[0] in ("sk_analyze", "sk_run"):
-        target: tuple[str, str] | None = ("sk-analyze" if parts[0] == "sk_analyze" else "sk-run", parts[1].replace("_", "-"))
+        target = ("sk-analyze" if parts[0] == "sk_analyze" else "sk-run", parts[1].replace("_", "-"))
     else:
         target = RUNTIME_TOOLS.get(key)
     if target is None:

@@ -100,7 +100,8 @@ def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, c
     bound to that run; a workload that fails there is the trial's one-line error, and no task is written."""
     from sk_runner.backends import make_backend
     from sk_runner.config import load_config
-    from sk_runner.trial import TrialSpec, round_dir_of, run_trial
+    from sk_runner.trial.engine import run_trial
+    from sk_runner.trial.spec import TrialSpec, round_dir_of
 
     seed_config = load_config(seed_config_path)
     check_config_options(seed_config, seed_config_path)

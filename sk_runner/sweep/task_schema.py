@@ -28,7 +28,7 @@ from sk_runner.limits import (
     MAX_SEED,
     MAX_TIMEOUT_S,
 )
-from sk_runner.trial import MIN_TRIAL_RUNS
+from sk_runner.trial.spec import MIN_TRIAL_RUNS
 
 TASK_SCHEMA = "superkernel-stage-o-task-v1"
 

@@ -60,7 +60,8 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
 @click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="decode warm-up samples per rank")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=None, help="session seed (default: session.json, else 0)")
-@click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None, help="working directory of every process of the trial (probe, correctness, clean runs) [default: the current one]")
+@click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None,
+              help="working directory of every process of the trial (probe, correctness, clean runs) [default: the current one]")
 @click.option("--same-identity-as", default=None, metavar="ROUND",
               help="round of the session whose recorded source/workload/controls/environment this trial must share "
                    "(the incumbent it will be compared with); a difference blocks the trial before it starts")

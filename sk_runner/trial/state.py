@@ -274,7 +274,7 @@ class TrialState:
         a run that saw a foreign process is moved aside and made again (:mod:`sk_runner.devices.proof`)."""
         while True:
             proof = self.proof
-            before = None if proof is None else self.device_check(lambda: proof.before(run_name))
+            before = None if proof is None else self.device_check(lambda: proof.before(run_name))  # noqa: B023 -- called at once
             request, argv, result = self.execute("clean", run_dir, config_path, seed)
             if proof is None or before is None:
                 return request, argv, result, None
@@ -282,7 +282,7 @@ class TrialState:
             if after.clean:
                 return request, argv, result, proof.record(before, after)
             moved = self.move_aside(run_dir)
-            self.device_check(lambda: proof.discard(run_name, before, after, moved))
+            self.device_check(lambda: proof.discard(run_name, before, after, moved))  # noqa: B023 -- called at once
             run_dir.mkdir(parents=True)
 
     def device_check(self, check: Callable[[], T]) -> T:
@@ -290,7 +290,7 @@ class TrialState:
         try:
             return check()
         except EnvironmentBlocker as exc:
-            raise self.blocker("clean", exc)
+            raise self.blocker("clean", exc) from exc
 
     def meta(self, stage: str, run_name: str, request: RunRequest, argv: list[str], result: ProcessResult,
              outcome: RunOutcome, config_sha: str, trial_fp: str, device_proof: Mapping[str, Any] | None = None) -> dict[str, Any]:
