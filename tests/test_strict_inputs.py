@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -257,6 +258,12 @@ def test_task_init_writes_a_task_the_plan_accepts(tmp_path: Path, capsys: pytest
     assert run_cli(cli, "sk-run", [*init, "--accept", "split_mode=5", "--", sys.executable, "infer.py"]) == 2
     assert "--accept split_mode=5: not a value the option matrix tries (expected one of 1, 2, 3)" in capsys.readouterr().err
     assert not (tmp_path / "task").exists()  # refused before the workload ran
+
+    assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "-c", "import sys; sys.exit(4)"]) == 2  # a workload that fails
+    err = capsys.readouterr().err
+    assert "the S0 run of the workload failed" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "task" / "task.json").exists()
+    shutil.rmtree(tmp_path / "task")
 
     assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "infer.py"]) == 0
     assert f"next: sk-run sweep --task {tmp_path / 'task' / 'task.json'} --plan-only" in capsys.readouterr().out
