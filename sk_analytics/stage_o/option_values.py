@@ -14,13 +14,7 @@ import json
 from typing import Any
 
 from sk_analytics.errors import did_you_mean
-from sk_analytics.stage_o.options import (
-    BY_NAME,
-    BY_WRAPPER_NAME,
-    OptionSpec,
-    map_text,
-    spec_of,
-)
+from sk_analytics.stage_o.options import BY_NAME, BY_WRAPPER_NAME, OptionSpec, map_text, spec_of
 
 STRUCT_FIELD_HIGH = 2**31 - 1
 """Largest value of one field of a ``struct`` option (the runtime reads each as a 32-bit integer)."""

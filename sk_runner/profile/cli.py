@@ -15,11 +15,7 @@ from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, lease_request
 from sk_runner.limits import MAX_SEED, MAX_TIMEOUT_S
-from sk_runner.profile.defaults import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_PROFILE_ITERATIONS,
-    DEFAULT_SK_PROF_KB,
-)
+from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
 
 
 @click.command("profile")
@@ -67,10 +63,7 @@ def profile(
     {run_dir} and {seed} placeholders; it also gets SK_RUN_CONFIG, SK_RUN_DIR,
     SK_RUN_ITERATIONS, SK_RUN_WARMUP and the profiling switches.
     """
-    from sk_runner.profile import (  # Polars, Arrow: when a profile is collected
-        ProfileSpec,
-        collect_profile,
-    )
+    from sk_runner.profile import ProfileSpec, collect_profile  # Polars, Arrow: when a profile is collected
 
     workload = {}
     if workload_path is not None:

@@ -116,12 +116,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
         from dataclasses import replace
 
         from sk_runner.backends.base import Control
-        from sk_runner.sweep.demo import (
-            DEMO_CONTROL,
-            DEMO_POLICY,
-            demo_need,
-            demo_session,
-        )
+        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_need, demo_session
 
         request = lease_request(lease_root, device_ids, lease_timeout)  # a usage error before the session exists
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)

@@ -24,13 +24,7 @@ from sk_analytics.stage_o.options import is_debug_option, spec_of
 from sk_runner.backends.base import Control
 from sk_runner.config import check_config_options, load_config
 from sk_runner.limits import size_problem
-from sk_runner.sweep.session import (
-    SESSION_FILE,
-    BackendSpec,
-    SweepSession,
-    create_session,
-    load_session,
-)
+from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
 from sk_runner.sweep.task_schema import TASK_SCHEMA, task_schema
 
 PHASE_SCHEMA = "superkernel-phase-manifest-v1"
@@ -219,9 +213,7 @@ def _policy(raw: dict[str, Any] | None, path: Path) -> Policy:
 
 def plan(task: StageOTask, session: Path) -> dict[str, Any]:
     """The entry output of formats.md §8."""
-    from sk_runner.sweep.handoff import (
-        HANDOFF_SCHEMA,  # the hand-off stack (Polars, SciPy): not for validate_task
-    )
+    from sk_runner.sweep.handoff import HANDOFF_SCHEMA  # the hand-off stack (Polars, SciPy): not for validate_task
 
     root = str(session.resolve())
     return {

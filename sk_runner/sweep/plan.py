@@ -35,10 +35,7 @@ def _mode(backend: Backend, request: RunRequest, extra: dict[str, str], *, probe
 def workload_plan(session: SweepSession) -> dict[str, Any]:
     """The resolved workload command of every mode; raises when the command could not start
     (unknown placeholder: exit 2, executable not found: exit 3)."""
-    from sk_runner.profile.defaults import (
-        DEFAULT_PROFILE_ITERATIONS,
-        DEFAULT_SK_PROF_KB,
-    )
+    from sk_runner.profile.defaults import DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
     from sk_runner.profile.engine import profile_env
 
     backend = session.backend.build()

@@ -21,13 +21,7 @@ from typing import Any
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_runner.backends import BACKENDS
-from sk_runner.limits import (
-    MAX_ITERATIONS,
-    MAX_RANKS,
-    MAX_RUNS,
-    MAX_SEED,
-    MAX_TIMEOUT_S,
-)
+from sk_runner.limits import MAX_ITERATIONS, MAX_RANKS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S
 from sk_runner.trial.spec import MIN_TRIAL_RUNS
 
 TASK_SCHEMA = "superkernel-stage-o-task-v1"
