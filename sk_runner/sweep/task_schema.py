@@ -16,6 +16,7 @@ key at once; :data:`POLICY_PROPERTIES` gives the known ones their type and bound
 from __future__ import annotations
 
 import dataclasses
+from functools import cache
 from typing import Any
 
 from sk_analytics.option_trial.modes import GATE_MODES
@@ -71,8 +72,9 @@ WORKLOAD_PROPERTIES: dict[str, Any] = {
 }
 
 
+@cache
 def task_schema() -> dict[str, Any]:
-    """The task's JSON Schema (Draft 2020-12)."""
+    """The task's JSON Schema (Draft 2020-12); built once per process (read it, never change it)."""
     policy = {f.name: POLICY_PROPERTIES.get(f.name, {}) for f in dataclasses.fields(Policy)}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
