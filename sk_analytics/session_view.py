@@ -67,14 +67,14 @@ def load_view(root: Path, verified: Sequence[LedgerRecord] | None = None) -> Ses
     """Read the ledger, matrix and every file the ledger names.
 
     ``verified``: the ledger's records when the caller has just verified them (one read per command)."""
-    records = [(r.kind, r.data) for r in (read_records(root) if verified is None else verified)]
+    records: list[tuple[str, Mapping[str, Any]]] = [(r.kind, r.data) for r in (read_records(root) if verified is None else verified)]
     matrix = load_matrix(root / "matrix.json")
     state = fold(records, matrix)
     rounds: dict[str, RoundInfo] = {}
     for kind, data in records:
         name = data.get("round")
         if kind == "trial_result":
-            info = rounds.setdefault(name, RoundInfo(name, data.get("entry_id"), data["phase"]))
+            info = rounds.setdefault(data["round"], RoundInfo(data["round"], data.get("entry_id"), data["phase"]))
             info.trials.append(data)
         elif kind == "gate_result" and name in rounds:
             rounds[name].gate = data
@@ -110,7 +110,7 @@ def load_environment_blockers(root: Path) -> list[Mapping[str, Any]]:
             if not isinstance(record, dict):
                 record = {"round": path.parent.name, "stage": "?", "message": f"{path.name}:{number}: unreadable line"}
             blockers.append(record)
-    return sorted(blockers, key=lambda r: r.get("ts_ns") if isinstance(r.get("ts_ns"), int) else 0)
+    return sorted(blockers, key=lambda r: r["ts_ns"] if isinstance(r.get("ts_ns"), int) else 0)
 
 def trial_round(view: SessionView, entry_id: str, phase: str) -> RoundInfo | None:
     for info in view.rounds.values():

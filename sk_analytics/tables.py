@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 import polars as pl
 import pyarrow as pa
@@ -20,7 +21,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.schema import SCHEMA_VERSION, TABLES, Table, round_index
 
 PART_FILE = "part-0.parquet"
-COMPRESSION = "zstd"
+COMPRESSION: Final = "zstd"
 ROW_GROUP_ROWS = 1 << 19
 """Rows per Parquet row group of a streamed file (:class:`TableStream`). Half pyarrow's
 default (the 1 Mi-row groups :func:`write_table` gives a whole frame): one group is held as
@@ -197,7 +198,7 @@ def required_fields(arrow: pa.Table, table: Table) -> pa.Table:
     nulls = [name for name in arrow.column_names if not nullable.get(name, True) and arrow.column(name).null_count]
     if nulls:
         raise ValueError(f"table {table.name}: null values in column(s) {', '.join(nulls)}, which the schema declares not nullable")
-    schema = pa.schema([field.with_nullable(nullable.get(field.name, True)) for field in arrow.schema], metadata=arrow.schema.metadata)
+    schema = pa.schema([field.with_nullable(nullable.get(field.name, True)) for field in arrow.schema]).with_metadata(arrow.schema.metadata)
     return arrow.cast(schema)
 
 

@@ -25,7 +25,6 @@ from sk_analytics.stage_o.machine import (
     FreezeBase,
     FreezeMatrix,
     Gate,
-    Policy,
     ProbeRepair,
     RunTrial,
     Settle,
@@ -37,6 +36,7 @@ from sk_analytics.stage_o.machine import (
     settle_record,
 )
 from sk_analytics.stage_o.matrix import build_matrix, freeze_matrix, protocol_candidates
+from sk_analytics.stage_o.state import Policy
 
 ROOT = "/super_kernel_optimize_options"
 SEED = {"super_kernel_optimize": True, "super_kernel_optimize_options": {}}

@@ -36,7 +36,7 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
     """Align SKs structurally, classify each, decompose slower ones into children and
     propose the one joint repair (exit 0: repair proposed, 1: no repair, 2: bad input)."""
     from sk_analytics.files.atomic import write_json, write_text
-    from sk_analytics.dcci.pipeline import analyze_pair, load_pair, write_derived_tables
+    from sk_analytics.dcci.pipeline import analyze_pair, write_derived_tables
     from sk_analytics.dcci.report import render, summary_line
 
     pair = _load(baseline, candidate, session)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # the parsers (Polars, Arrow) are imported when the command r
 
 @click.command("ingest")
 @click.argument("path", type=PathArg(path_type=Path))
-@click.option("--out", "out_dir", required=True, type=PathArg(file_okay=False, path_type=Path), help="Data folder to write <table>/round=…/role=…/run=…/part-0.parquet into.")
+@click.option("--out", "out_dir", required=True, type=PathArg(file_okay=False, path_type=Path),
+              help="Data folder to write <table>/round=…/role=…/run=…/part-0.parquet into.")
 @click.option("--round", "round_", default=None, help="Partition round (default: the folder above run-<k>, else PATH's name).")
 @click.option("--role", default=None, help="Partition role (default: clean inside run-<k> folders, else profile).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for machines).")

@@ -38,7 +38,8 @@ def _common(func: F) -> F:
 @click.option("--baseline", required=True, help=f"Five-run incumbent: {SOURCE_HELP}.")
 @click.option("--candidate", "candidates", multiple=True, required=True, help=f"NAME=SOURCE of a trial; SOURCE is {SOURCE_HELP}.")
 @click.option("--option-trial/--no-option-trial", default=True, help="Accepted for command-line compatibility; the decision is always the option-trial gate.")
-@click.option("--gate", type=click.Choice(GATE_MODES), default="protocol", show_default=True, help="strict: also require the 95% CI of the improvement to exclude zero; "
+@click.option("--gate", type=click.Choice(GATE_MODES), default="protocol", show_default=True,
+              help="strict: also require the 95% CI of the improvement to exclude zero; "
               "stats: decide by the statistics policy (one-sided 5% tests; NOT the protocol); "
               "sequential: its sequential form, a look after every candidate run from the 3rd to --sequential-cap "
               "(5% false wins overall; NOT the protocol; undecided exits 1 and asks for one more run).")

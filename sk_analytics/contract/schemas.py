@@ -8,6 +8,7 @@ error to a contract rule (``unknown-key`` for extra keys, ``schema`` else).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from os import PathLike
@@ -25,7 +26,7 @@ SCHEMA_NAMES = ("session", "marker", "manifest", "set")
 def _validator(name: str) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
-    text = resources.files("sk_analytics.contract").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
+    text = resources.files("sk_analytics.contract").joinpath(f"schemas/{name}.schema.json").read_text("utf-8")
     schema = json.loads(text)
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
@@ -33,7 +34,9 @@ def _validator(name: str) -> Draft202012Validator:
 
 def schema_document(name: str) -> dict[str, Any]:
     """The JSON Schema document ``name`` (one of :data:`SCHEMA_NAMES`)."""
-    return dict(_validator(name).schema)
+    schema = _validator(name).schema
+    assert isinstance(schema, Mapping), f"{name}.schema.json is a JSON object"
+    return dict(schema)
 
 
 def check_schema(name: str, data: Any, source: str | PathLike[str] | None) -> None:

@@ -178,7 +178,7 @@ def map_side(structure: pl.DataFrame, launched: pl.DataFrame) -> SideStructure:
 
 def align(baseline: SideStructure, candidate: SideStructure) -> Alignment:
     """Pair ranks and graphs, align each graph pair's structure sequences, one ``uid`` per slot."""
-    maps = pl.concat([s.sk_map.with_columns(side=pl.lit(name)) for name, s in zip(_SIDES, (baseline, candidate))],
+    maps = pl.concat([s.sk_map.with_columns(side=pl.lit(name)) for name, s in zip(_SIDES, (baseline, candidate), strict=True)],
                      how="vertical")
     placed = maps.filter(pl.col("graph_position").is_not_null())
     elements = (
@@ -190,14 +190,16 @@ def align(baseline: SideStructure, candidate: SideStructure) -> Alignment:
     counts = elements.group_by("side", "process", "model_dir", "structure_key").agg(pl.len().alias("n"))
     graphs = {key: frame for key, frame in elements.partition_by(["side", "process", "model_dir"], as_dict=True).items()}
     first_launch = _first_launch(maps)
-    slots, summaries, ranks = [], [], []
+    slots: list[pl.DataFrame] = []
+    summaries: list[dict[str, Any]] = []
+    ranks: list[tuple[str, str, int]] = []
     for rank in pair_ranks(baseline.sk_map, candidate.sk_map):
         ranks += [(side, process, rank.rank) for side, process in (("baseline", rank.baseline), ("candidate", rank.candidate))
                   if process is not None]
         for pair in pair_graphs(rank, counts, first_launch):
             index = len(summaries)
-            base = _concat([graphs[("baseline", *g)] for g in pair.baseline if ("baseline", *g) in graphs])
-            cand = _concat([graphs[("candidate", *g)] for g in pair.candidate if ("candidate", *g) in graphs])
+            base = _concat([graphs[key] for key in (("baseline", *g) for g in pair.baseline) if key in graphs])
+            cand = _concat([graphs[key] for key in (("candidate", *g) for g in pair.candidate) if key in graphs])
             frame, summary = _slots(pair, index, base, cand)
             slots.append(frame)
             summaries.append(summary)
@@ -215,7 +217,7 @@ def align(baseline: SideStructure, candidate: SideStructure) -> Alignment:
         "side", *SK_KEYS, "model_dir", "structure_key", "occurrence_index",
         pl.when(usable).then(pl.col("uid")).otherwise(None).alias("uid"), "map_status",
     )
-    children = pl.concat([s.children.with_columns(side=pl.lit(name)) for name, s in zip(_SIDES, (baseline, candidate))],
+    children = pl.concat([s.children.with_columns(side=pl.lit(name)) for name, s in zip(_SIDES, (baseline, candidate), strict=True)],
                          how="vertical")
     process_rank = pl.DataFrame(ranks, schema={"side": pl.Utf8, "process": pl.Utf8, "rank": pl.Int64}, orient="row")
     return Alignment(identities=identities.drop("_order"), sk_map=sk_map, children=children, graphs=tuple(summaries),
@@ -339,7 +341,7 @@ def _side_slots(frame: pl.DataFrame, prefix: str, status: np.ndarray, segment: n
 
 def _nullable(values: np.ndarray) -> pl.Series:
     """Int32 series of non-negative ``values``, null where negative."""
-    return pl.select(pl.when(pl.lit(pl.Series(values)) >= 0).then(pl.lit(pl.Series(values)))).to_series().cast(pl.Int32)
+    return pl.select(pl.when(pl.lit(pl.Series(values)) >= 0).then(pl.lit(pl.Series(values))).cast(pl.Int32)).to_series()
 
 
 def _empty_slots() -> pl.DataFrame:

@@ -103,7 +103,7 @@ def _sides(baseline: SideInput, candidate: SideInput) -> list[_Side]:
     inputs = {"baseline": baseline, "candidate": candidate}
     events = [process_events(data.events, data.by_process) for data in inputs.values()]
     occurrences = map_sides(occurrences_by_process, events)
-    return [_Side(name, inputs[name], e, occ) for name, e, occ in zip(inputs, events, occurrences)]
+    return [_Side(name, inputs[name], e, occ) for name, e, occ in zip(inputs, events, occurrences, strict=True)]
 
 
 def _sk_samples(sides: list[_Side], alignment: Alignment, warmup: int) -> pl.DataFrame:
@@ -244,7 +244,7 @@ def _children_of_slower(sides: list[_Side], alignment: Alignment, sk_samples: pl
         usable = alignment.sk_map.filter((pl.col("side") == side.name) & pl.col("uid").is_in(slower))
         occurrences[side.name] = side.occurrences.join(usable.select(*SK_KEYS), on=list(SK_KEYS), how="semi", maintain_order="left")
     collected = map_sides(child_timings_by_process, [s.events for s in sides], [occurrences[s.name] for s in sides])
-    timings = {side.name: frame for side, frame in zip(sides, collected)}
+    timings = {side.name: frame for side, frame in zip(sides, collected, strict=True)}
     completeness = [
         occurrence_completeness(occurrences[name], frame).with_columns(side=pl.lit(name)) for name, frame in timings.items()
     ]
@@ -323,7 +323,7 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
     slower = sks.filter((pl.col("class") == SLOWER) & pl.col("deciding")).get_column("uid").to_list()
     children_rows, blocked = _children_of_slower(sides, alignment, sk_samples, slower, warmup)
     # repair tokens in cross-rank SK order (the reference rank's graph order), then child position
-    by_group = dict(zip(sks.get_column("uid").to_list(), sks.get_column("cross_rank_sk").to_list()))
+    by_group = dict(zip(sks.get_column("uid").to_list(), sks.get_column("cross_rank_sk").to_list(), strict=True))
     repair = _repair(children_rows, sorted(slower, key=lambda u: (by_group[u], u)), blocked, candidate.symbols,
                      disable_all_config)
     cand_map = alignment.sk_map.filter((pl.col("side") == "candidate") & pl.col("uid").is_not_null())

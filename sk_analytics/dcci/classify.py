@@ -91,7 +91,9 @@ def classify(compared: pl.LazyFrame, prefix: str = "") -> pl.LazyFrame:
     (see :func:`side_by_side`). ``reason`` is null for a decided class and
     names the failed precondition for ``insufficient_evidence``.
     """
-    c = lambda name: pl.col(prefix + name)  # noqa: E731 - short column accessor
+    def c(name: str) -> pl.Expr:  # short column accessor
+        return pl.col(prefix + name)
+
     b50, c50 = c("base_p50_us"), c("cand_p50_us")
     band = pl.max_horizontal(
         pl.lit(MIN_NOISE_BAND_PCT),
@@ -183,4 +185,4 @@ def bh_qvalues(p: pl.Series) -> pl.Series:
 def expected_false_discoveries(q: pl.Series, flagged: pl.Series) -> float:
     """BH bound on the expected false discoveries among flagged keys: max q * count."""
     chosen = q.filter(flagged & q.is_not_null())
-    return 0.0 if chosen.is_empty() else float(chosen.max()) * chosen.len()  # type: ignore[arg-type]
+    return 0.0 if chosen.is_empty() else float(chosen.max()) * chosen.len()

@@ -47,7 +47,7 @@ _STATUSES: Final = (REFERENCE, PAIRED, SOME_RANKS, AMBIGUOUS)
 _KIND: Final = (0, 0, 1, 2)
 """Per status code: the tie-break kind in the reference order (a group, a some-ranks group, an ambiguous slot)."""
 
-CORRESPONDENCE_SCHEMA: Final = {
+CORRESPONDENCE_SCHEMA: Final[dict[str, pl.DataType | type[pl.DataType]]] = {
     "uid": pl.Int32, "cross_rank_sk": pl.Int32, "cross_rank_status": pl.Utf8, "reference_rank": pl.Int64,
     "ambiguous_ranks": pl.List(pl.Int64),
 }

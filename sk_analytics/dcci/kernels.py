@@ -89,7 +89,8 @@ class LaunchIndex:
         if self.crowded is not None:
             searched = np.flatnonzero(np.take(self.crowded, bucket))
             rows[searched] = np.searchsorted(self.starts, keys[searched], side="right") - 1
-        return rows
+        found: np.ndarray = rows
+        return found
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,8 @@ class _Launches:
             with_sk_ordinal(occurrences.lazy(), table, list(SK_KEYS)).select(ORDINAL, "occurrence", "start_ns")
         )
         t0 = int(start.min())
-        bits = _band_bits(int(occurrences.get_column("end_ns").max()) - t0 + 2, table.height)  # type: ignore[operator]
+        # Series.max() is typed as any Python literal or None; end_ns is a non-empty Int64 column here
+        bits = _band_bits(int(occurrences.get_column("end_ns").max()) - t0 + 2, table.height)  # type: ignore[arg-type]
         sentinels = np.arange(table.height, dtype=np.int32)
         key = np.concatenate(((sk.astype(np.int64) << bits) + (start - t0 + 1), sentinels.astype(np.int64) << bits))
         sk = np.concatenate((sk, sentinels))

@@ -83,8 +83,9 @@ def pair_ranks(baseline: pl.DataFrame, candidate: pl.DataFrame) -> list[RankPair
     """Rank pairs of the two sides' SK maps (``process`` and ``device_id`` columns)."""
     base, cand = _devices(baseline), _devices(candidate)
     base_ids, cand_ids = [d for _, d in base], [d for _, d in cand]
-    by_device = (None not in base_ids and None not in cand_ids and len(set(base_ids)) == len(base_ids)
-                 and sorted(base_ids) == sorted(cand_ids) and len(base_ids) > 1)
+    known_base, known_cand = [d for d in base_ids if d is not None], [d for d in cand_ids if d is not None]
+    by_device = (len(known_base) == len(base_ids) and len(known_cand) == len(cand_ids) and len(set(known_base)) == len(known_base)
+                 and sorted(known_base) == sorted(known_cand) and len(known_base) > 1)
     pairs: list[RankPair] = []
     if by_device:
         cand_of = {d: p for p, d in cand}

@@ -114,7 +114,7 @@ def _heads(prefixes: set[str]) -> list[str]:
         return [_literal(next(iter(prefixes)))]
     heads = []
     if len({len(p) for p in prefixes}) == 1:
-        heads.append("".join(_literal(column[0]) if len(set(column)) == 1 else "." for column in zip(*prefixes)))
+        heads.append("".join(_literal(column[0]) if len(set(column)) == 1 else "." for column in zip(*prefixes, strict=True)))
     suffix = os.path.commonprefix([p[::-1] for p in prefixes])[::-1]
     heads += [".*" + _literal(suffix), ".*"]
     return list(dict.fromkeys(heads))

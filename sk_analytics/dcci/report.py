@@ -52,7 +52,8 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "options": ("选项设置与配置差异（RFC 6902）", "Option settings and config diff (RFC 6902)"),
     "no_repair": ("不提出修复。", "No repair is proposed."),
     "note": ("相关不等于根因：本报告只给出相关性证据，不能据此断定 DCCI/缓存是根因；只有完整修复相对 O0 的干净 A/B 对比才能下结论。",
-             "Correlation is not a root cause: this report shows correlation only and never proves DCCI/cache as the root cause; only the clean A/B of the complete repair against O0 decides."),
+             "Correlation is not a root cause: this report shows correlation only and never proves DCCI/cache as the root cause; only the clean A/B of the "
+             "complete repair against O0 decides."),
     "lane_note": ("时长求和（lane sum）仅作为调度/通道负载诊断，不参与判定。",
                   "Duration sums (lane sum) are scheduling/lane-workload diagnostics only and never decide a class."),
     "scope": ("作用域", "scope"),
@@ -74,7 +75,8 @@ _MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "status": ("校验", "verified"),
     "matched": ("匹配符号", "matched symbols"),
     "alignment": ("图上下文对齐（每个 rank、每对计算图分别对齐）", "Graph-context alignment (each rank and graph pair on its own)"),
-    "align_rule": ("规则：计算图转储按共有结构配对（一对一），剩余的转储作为拆分/合并的延续（一个转储对应另一侧连续的多个转储，按执行顺序跨边界作为一个序列对齐）；只出现一次的结构作为锚点；锚点之间按结构相等做精确 LCS；所有最优对齐都给出的配对才配对，"
+    "align_rule": ("规则：计算图转储按共有结构配对（一对一），剩余的转储作为拆分/合并的延续（一个转储对应另一侧连续的多个转储，"
+                   "按执行顺序跨边界作为一个序列对齐）；只出现一次的结构作为锚点；锚点之间按结构相等做精确 LCS；所有最优对齐都给出的配对才配对，"
                    "所有最优对齐都落在空缺中的 SK 记为单侧存在，其余记为对齐有歧义（不猜测）。",
                    "Rule: graph dumps pair by shared structures (one to one), a leftover dump continues a split or merge "
                    "(one dump facing a consecutive run of dumps, aligned as one sequence across the boundary in execution "

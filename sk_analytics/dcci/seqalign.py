@@ -142,7 +142,8 @@ def _equal_runs(a: np.ndarray, b: np.ndarray, starts_a: np.ndarray, ends_a: np.n
     inside = inside[(inside >= starts_a[segment_a[inside]]) & (inside < ends_a[segment_a[inside]])]
     mate = inside - starts_a[segment_a[inside]] + starts_b[segment_a[inside]]
     differs = np.bincount(segment_a[inside[a[inside] != b[mate]]], minlength=same.size)
-    return same & (differs == 0)
+    equal: np.ndarray = same & (differs == 0)
+    return equal
 
 
 @dataclass(frozen=True)
@@ -241,4 +242,5 @@ def _distance_at(reach: np.ndarray, band: int, x: np.ndarray, k: np.ndarray, n: 
     stride = n + 3
     columns = np.maximum(reach, -1).T + (np.arange(reach.shape[1]) * stride)[:, None]  # disjoint ascending ranges
     col = k + band + 1
-    return np.searchsorted(columns.ravel(), col * stride + x, side="left") - col * depth
+    found: np.ndarray = np.searchsorted(columns.ravel(), col * stride + x, side="left") - col * depth
+    return found

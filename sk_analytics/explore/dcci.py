@@ -45,7 +45,8 @@ def _pct(delta: str, base: str) -> pl.Expr:
 
 
 _SK = {
-    "uid": pl.Int64, "rank": pl.Int32, "cross_rank_sk": pl.Int64, "deciding_rank": pl.Int32, "deciding": pl.Boolean, "structure_hash": pl.String, "occurrence_index": pl.Int64, "scope_name": pl.String,
+    "uid": pl.Int64, "rank": pl.Int32, "cross_rank_sk": pl.Int64, "deciding_rank": pl.Int32, "deciding": pl.Boolean, "structure_hash": pl.String,
+    "occurrence_index": pl.Int64, "scope_name": pl.String,
     "child_ops": pl.List(pl.String), "align_status": pl.String, "class": pl.String, "reason": pl.String,
     **_flat("baseline"), **_flat("candidate"),
     "noise_band_pct": pl.Float64, "delta_p50_us": pl.Float64, "delta_p50_pct": pl.Float64, "delta_p90_us": pl.Float64,
@@ -142,7 +143,7 @@ def _child_side(kind: str) -> dict[str, Any]:
             f"{kind}.delta_p50_us": pl.Float64, f"{kind}.delta_p50_pct": pl.Float64, f"{kind}.class": pl.String}
 
 
-_CHILD = {
+_CHILD: dict[str, pl.DataType | type[pl.DataType]] = {
     "uid": pl.Int64, "attribution": pl.String, "blockers": pl.List(pl.String), "position": pl.Int64,
     "child_index": pl.Int64, "canonical_op": pl.String, "func_name": pl.String, "significant": pl.Boolean,
     **_child_side("wall"), **_child_side("max_lane"),
@@ -168,7 +169,7 @@ def dcci_children(diff: Mapping[str, Any]) -> pl.DataFrame:
     rows = [{"uid": entry.get("uid"), "attribution": entry.get("attribution"), "blockers": entry.get("blockers") or [], **row}
             for entry in diff.get("children") or [] for row in (entry.get("rows") or [{}])]
     frame = records_frame(rows, _CHILD, source="dcci-diff children")
-    names = {}
+    names: dict[str, str] = {}
     for kind, short in (("wall", "wall"), ("max_lane", "lane")):
         names |= {f"{kind}.baseline.p50_us": f"{short}_base_p50_us", f"{kind}.candidate.p50_us": f"{short}_cand_p50_us",
                   f"{kind}.delta_p50_us": f"{short}_delta_p50_us", f"{kind}.delta_p50_pct": f"{short}_delta_p50_pct",
@@ -179,7 +180,7 @@ def dcci_children(diff: Mapping[str, Any]) -> pl.DataFrame:
     return frame.select("uid", "cross_rank_sk", "rank", pl.exclude("uid", "cross_rank_sk", "rank"))
 
 
-_PATTERN = {
+_PATTERN: dict[str, pl.DataType | type[pl.DataType]] = {
     "token": pl.String, "status": pl.String, "pattern": pl.String, "patterns": pl.List(pl.String),
     "intended_symbols": pl.List(pl.String),
     "matched_symbols": pl.List(pl.String), "rejected_candidates": pl.List(pl.String),

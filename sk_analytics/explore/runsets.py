@@ -68,7 +68,7 @@ def _sets_of(info: RoundInfo) -> list[tuple[str, list[float], float | None, floa
     return found
 
 
-_METRICS = {"round": pl.String, "entry_id": pl.String, "run_set": pl.String, "runs": pl.Int64,
+_METRICS: dict[str, pl.DataType | type[pl.DataType]] = {"round": pl.String, "entry_id": pl.String, "run_set": pl.String, "runs": pl.Int64,
             "run_metrics_ms": pl.List(pl.Float64), "mean_ms": pl.Float64, "median_ms": pl.Float64,
             "spread_pct": pl.Float64, "label": pl.String}
 

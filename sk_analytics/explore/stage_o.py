@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from sk_analytics.errors import InputError
-from sk_analytics.ingest.timings import DEFAULT_WARMUP
+from sk_analytics.ingest.rank_log_defaults import DEFAULT_WARMUP
 from sk_analytics.option_trial.gate import (
     ALLOW_P90_REGRESSION_PCT,
     ALLOW_STDDEV_REGRESSION_PCT,
@@ -297,7 +297,7 @@ def accepted_path(view: SessionView) -> pl.DataFrame:
         rows.append({"label": BASE_LABEL, "round": view.base.get("round"),
                      "changes": [_change_text(c) for c in view.base.get("option_changes") or []],
                      "mean_ms": _five_run_mean(view, view.base.get("round"))})
-    schema = {"label": pl.String, "round": pl.String, "changes": pl.List(pl.String), "mean_ms": pl.Float64}
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {"label": pl.String, "round": pl.String, "changes": pl.List(pl.String), "mean_ms": pl.Float64}
     previous, first = pl.col("mean_ms").shift(1), pl.col("mean_ms").first()
     return (pl.DataFrame(rows, schema=schema).with_row_index("step")
             .with_columns(pl.col("step").cast(pl.Int64), round_index(),

@@ -149,7 +149,7 @@ def atomic_dir(target: str | os.PathLike[str], *, site: str = "atomic") -> Itera
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_with(target: str | os.PathLike[str], writer: Callable[[IO[str]], None]) -> Path:
+def write_with(target: str | os.PathLike[str], writer: Callable[[IO[str]], object]) -> Path:
     """Write text through ``writer(fh)`` atomically."""
     with atomic_path(target) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as fh:

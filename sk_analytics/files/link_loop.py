@@ -64,8 +64,8 @@ def loop_behind(exc: BaseException) -> str | None:
     elif isinstance(exc, OSError):
         names = [exc.filename, exc.filename2]
     elif type(exc) is RuntimeError and str(exc).startswith(_RESOLVE_LOOP) and str(exc).endswith("'"):
-        name = str(exc)[len(_RESOLVE_LOOP):-1]
-        return loop_in(name) or name
+        looped = str(exc)[len(_RESOLVE_LOOP):-1]
+        return loop_in(looped) or looped
     else:
         return None
     for name in names:

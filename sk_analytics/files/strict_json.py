@@ -188,6 +188,7 @@ def _yaml_loader() -> type:
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
+                # types-PyYAML leaves Parser.peek_event unannotated (it returns the Event checked above)
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise InputError(self.name, "YAML alias (*name) refused: an alias can expand a few lines into gigabytes",
                                  line=mark.line + 1, expected="a config without anchors (&name) and aliases (*name)")

@@ -84,8 +84,7 @@ def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Map
     contract re-hashes every file."""
     from sk_analytics.contract.manifest import check_manifest, check_signature, load_manifest, manifest_location
     from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
-    from sk_analytics.contract.scan import list_files
-    from sk_analytics.contract.session import MARKER_NAME
+    from sk_analytics.contract.scan import MARKER_NAME, list_files
     from sk_analytics.files.strict_json import load_json_file
 
     for record in records:

@@ -106,7 +106,8 @@ def stream_artifact(artifact: Artifact, root: Path) -> Iterator[ParseResult]:
 def _parser(name: str) -> Callable[..., Any]:
     """The ``module:function`` of a parser, its module imported on first use."""
     module_name, function = name.split(":")
-    return getattr(importlib.import_module(module_name), function)
+    parser: Callable[..., Any] = getattr(importlib.import_module(module_name), function)
+    return parser
 
 
 def ingest_path(path: str | Path, out_dir: str | Path, *, round: str | None = None, role: str | None = None) -> IngestReport:

@@ -242,7 +242,7 @@ def _widths_ok(source: Path | bytes, width: int) -> bool:
         pa_csv.read_csv(
             io.BytesIO(source) if isinstance(source, bytes) else source,
             read_options=pa_csv.ReadOptions(column_names=[f"c{i}" for i in range(width)], skip_rows=1,
-                                            **({"block_size": ARROW_BLOCK_BYTES} if ARROW_BLOCK_BYTES else {})),
+                                            block_size=ARROW_BLOCK_BYTES or None),
             parse_options=pa_csv.ParseOptions(ignore_empty_lines=True),
             convert_options=pa_csv.ConvertOptions(include_columns=["c0"], column_types={"c0": pa.string()}, check_utf8=False),
         )

@@ -251,7 +251,8 @@ def _kernels(
         _start_text(pl.col("start_ns")).alias("start_text"),
         exact_us(pl.col("end_ns") - pl.col("start_ns")).alias("duration_us"),
         pl.lit(None, dtype=pl.Utf8).alias("op_state"),
-        *(_gather(table["text"], pl.col(id_col)).alias(column) for id_col, column in _ID_COLUMNS.items() if column not in ("name", "input_shapes", "output_shapes")),
+        *(_gather(table["text"], pl.col(id_col)).alias(column) for id_col, column in _ID_COLUMNS.items()
+          if column not in ("name", "input_shapes", "output_shapes")),
         _gather(table["value"], pl.col("name_id")).alias("name"),
         _gather(table["shape"], pl.col("input_shapes_id")).alias("input_shapes"),
         _gather(table["shape"], pl.col("output_shapes_id")).alias("output_shapes"),

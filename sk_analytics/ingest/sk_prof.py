@@ -277,9 +277,8 @@ def _refuse_text_after_end(path: Path, data: bytes, line: int) -> None:
     """A closed trace followed by more text (two traces concatenated, an editor's
     leftovers) is not a truncated one: refuse it instead of reporting truncation."""
     tail_start = max(0, len(data) - 4096)
-    match = None
-    for match in _AFTER_END.finditer(data, tail_start):
-        pass
+    matches = list(_AFTER_END.finditer(data, tail_start))
+    match = matches[-1] if matches else None
     if match is not None:
         where = line + data.count(b"\n", 0, match.end())
         raise InputError(path, "text after the end of the trace array", line=where,

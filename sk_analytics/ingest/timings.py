@@ -249,7 +249,8 @@ class _SampleCounter:
         table = pl.DataFrame({"file_id": [k[0] for k in offsets], "is_decode": [k[1] for k in offsets], "offset": list(offsets.values())},
                              schema={"file_id": pl.Int32, "is_decode": pl.Boolean, "offset": pl.Int32})
         offset = hits.select("file_id", "is_decode").join(table, on=["file_id", "is_decode"], how="left", maintain_order="left")["offset"]
-        return (local["i"] + offset.fill_null(0)).alias("sample_index")
+        index: pl.Series = local["i"] + offset.fill_null(0)
+        return index.alias("sample_index")
 
 
 def _parse_batch(logs: list[RankLog], batch: list[Piece], counter: _SampleCounter) -> pl.DataFrame:
@@ -435,7 +436,7 @@ def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path |
             raise RankCountError(run, f"found {len(paths)} rank logs", expected=f"{expected_ranks} (log_<rank>.log)")
         ranks = [rank_of(p) for p in paths]
         if len(set(ranks)) != len(ranks):
-            duplicate = next(p for p, r in zip(paths, ranks) if ranks.count(r) > 1)
+            duplicate = next(p for p, r in zip(paths, ranks, strict=True) if ranks.count(r) > 1)
             raise InputError(duplicate, f"rank {rank_of(duplicate)} has more than one log", expected="one log_<rank>.log per rank")
         logs += [_rank_log(p, root) for p in paths]
     return logs

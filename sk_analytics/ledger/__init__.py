@@ -17,8 +17,13 @@ from typing import TYPE_CHECKING
 from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
-    from sk_analytics.ledger.chain import Ledger, read_records
-    from sk_analytics.ledger.records import LedgerRecord
+    from sk_analytics.ledger.chain import (
+        Ledger as Ledger,
+        read_records as read_records,
+    )
+    from sk_analytics.ledger.records import (
+        LedgerRecord as LedgerRecord,
+    )
 
 _HOMES = {"Ledger": "chain", "read_records": "chain", "LedgerRecord": "records"}
 __all__ = sorted(_HOMES)

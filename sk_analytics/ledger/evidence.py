@@ -97,7 +97,7 @@ def walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
         for entry in listed:
             rel = prefix + entry.name
             if entry.is_dir(follow_symlinks=False):
-                if not (rel in _TOP_DIRS):
+                if rel not in _TOP_DIRS:
                     stack.append((entry.path, rel + "/"))
             elif not is_machinery(rel):
                 yield rel, entry.stat(follow_symlinks=False)

@@ -170,6 +170,7 @@ def _load_signer(path: Path) -> Signer:
         data = path.read_bytes()
     except OSError as exc:
         raise _unreadable("signing-key", path, exc, "signing key") from exc
+    key: object  # any key type the file holds; only Ed25519 passes the check below
     try:
         if data.lstrip().startswith(b"-----BEGIN OPENSSH PRIVATE KEY"):
             key = serialization.load_ssh_private_key(data, password=None)

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
-from sk_analytics.option_trial.inference import CONFIDENCE, POWER, sps
-from sk_analytics.option_trial.planning import NOISE_ASSUMES, NOISE_ASSUMES_ZH, noise_upper, pooled_sd
+from sk_analytics.option_trial.inference import sps
+from sk_analytics.option_trial.planning import CONFIDENCE, NOISE_ASSUMES, NOISE_ASSUMES_ZH, POWER, noise_upper, pooled_sd
 from sk_analytics.option_trial.stats_gate import LEVEL, RunFigures
 
 MAX_CANDIDATE_RUNS = 200
@@ -76,7 +76,8 @@ def _could_be_noise(base: RunFigures, cand: RunFigures, st: Mapping[str, Any]) -
     else:
         settle_en = (f"{runs} candidate runs (now {nc}; the protocol asks for at least {CANDIDATE_MIN_RUNS}) would put the interval "
                      f"above 0 with {POWER:.0%} power if the observed {imp:+.2f}% is real ({NOISE_ASSUMES})")
-        settle_zh = f"若观测到的{imp:+.2f}%为真，候选运行增至{runs}次（当前{nc}次；协议要求至少{CANDIDATE_MIN_RUNS}次）可有{POWER:.0%}把握使区间高于0（{NOISE_ASSUMES_ZH}）"
+        settle_zh = (f"若观测到的{imp:+.2f}%为真，候选运行增至{runs}次（当前{nc}次；协议要求至少{CANDIDATE_MIN_RUNS}次）"
+                     f"可有{POWER:.0%}把握使区间高于0（{NOISE_ASSUMES_ZH}）")
     return {
         "kind": "could_be_noise",
         "text": f"accepted by the protocol, but the 95% CI of the improvement {ci} contains 0: this could be noise. To settle it: {settle_en}.",

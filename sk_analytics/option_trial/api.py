@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from sk_analytics.errors import UsageError
-from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
+from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
     Allowances,

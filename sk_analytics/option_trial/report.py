@@ -12,7 +12,8 @@ from typing import Any
 
 LANGS = ("zh", "en")
 
-_TEXT = {
+# Per language: sentence templates (str) and the table heading (list of str).
+_TEXT: dict[str, dict[str, Any]] = {
     "zh": {
         "title": "Stage O 选项试验（{label}）",
         "stability_title": "五次运行稳定性检查",
@@ -84,8 +85,10 @@ _TEXT = {
         "risk": "false-win risk: one-sided p",
         "null_rate": "null pass rate of mean+median checks",
         "need": "runs per side to resolve this effect",
-        "need_observed": "runs per side to resolve this effect ({effect:+.2f}%, planned at its 95% lower bound {planned:.2f}% and the noise's 80% upper bound {noise}, {power:g}% power): {runs}",
-        "no_effect": "no effect detected; {tost}; runs per side to detect a {margin:g}% effect (noise at its 80% upper bound {noise}, {power:g}% power): {runs}",
+        "need_observed": "runs per side to resolve this effect ({effect:+.2f}%, planned at its 95% lower bound {planned:.2f}% and the noise's 80% upper "
+                         "bound {noise}, {power:g}% power): {runs}",
+        "no_effect": "no effect detected; {tost}; runs per side to detect a {margin:g}% effect (noise at its 80% upper bound {noise}, {power:g}% power): "
+                     "{runs}",
         "equivalent": "TOST at ±{margin:g}%: equivalent, 90% CI {ci}",
         "not_equivalent": "TOST at ±{margin:g}%: not shown equivalent, 90% CI {ci}",
         "advice": "advice",
@@ -123,7 +126,7 @@ def _width(text: str) -> int:
 
 def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(_width(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return ["  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def _side_row(label: str, s: Mapping[str, Any], improvement: str, decision: str) -> list[str]:
@@ -142,7 +145,7 @@ def _side_row(label: str, s: Mapping[str, Any], improvement: str, decision: str)
 
 def _allow_text(evaluation: Mapping[str, Any], t: Mapping[str, Any]) -> str:
     """The P90/stddev allowances the checks used (``g`` format: 0, 2.5)."""
-    return t["allow"].format(p90=f"{evaluation['allow_p90_regression_pct']:g}", sd=f"{evaluation['allow_stddev_regression_pct']:g}")
+    return str(t["allow"]).format(p90=f"{evaluation['allow_p90_regression_pct']:g}", sd=f"{evaluation['allow_stddev_regression_pct']:g}")
 
 
 def _stability_lines(stability: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
@@ -200,11 +203,11 @@ def _need_text(st: Mapping[str, Any], t: Mapping[str, Any]) -> str:
     runs = t["none"] if figure["per_side"] is None else str(figure["per_side"])
     noise = "?" if figure.get("planned_noise_pct") is None else f"{figure['planned_noise_pct']:.2f}%"
     if figure["basis"] == "observed_effect":
-        return t["need_observed"].format(effect=figure["effect_pct"], planned=figure.get("planned_effect_pct", figure["effect_pct"]),
+        return str(t["need_observed"]).format(effect=figure["effect_pct"], planned=figure.get("planned_effect_pct", figure["effect_pct"]),
                                          noise=noise, power=figure["power"] * 100, runs=runs)
     eq = st["equivalence"]
     tost = t["equivalent" if eq["equivalent"] else "not_equivalent"].format(margin=eq["margin_pct"], ci=_interval(eq["ci90_pct"]))
-    return t["no_effect"].format(tost=tost, margin=figure["effect_pct"], noise=noise, power=figure["power"] * 100, runs=runs)
+    return str(t["no_effect"]).format(tost=tost, margin=figure["effect_pct"], noise=noise, power=figure["power"] * 100, runs=runs)
 
 
 def _advice_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any], lang: str) -> list[str]:

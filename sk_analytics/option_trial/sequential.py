@@ -160,7 +160,7 @@ def evaluate_sequential(protocol_evaluation: Mapping[str, Any], baseline: Mappin
     reason = "preconditions" if not held or not designed else ("add_a_run" if found is None else str(found.reason))
     looks = [] if found is None else [
         {"candidate_runs": FIRST_LOOK + j, "welch_t": _json_number(t), "boundary": _json_number(c)}
-        for j, (t, c) in enumerate(zip(found.t, boundaries(nb, cap))) if held and FIRST_LOOK + j <= int(found.runs_used)
+        for j, (t, c) in enumerate(zip(found.t, boundaries(nb, cap), strict=True)) if held and FIRST_LOOK + j <= int(found.runs_used)
     ]
     return {
         "policy": POLICY, "is_protocol": False, "label": LABEL, "label_zh": LABEL_ZH,
@@ -168,7 +168,8 @@ def evaluate_sequential(protocol_evaluation: Mapping[str, Any], baseline: Mappin
         "runs_used": min(nc, cap) if found is None else int(found.runs_used),
         "candidate_runs_available": nc, "cap": cap, "first_look": FIRST_LOOK,
         "next": "add one candidate run and evaluate again" if state == "undecided" else None,
-        "level_one_sided": LEVEL, "level_spent": SPENT_LEVEL, "spending": "linear (alpha * j / K by look j of K), Welch t boundaries calibrated on the normal null",
+        "level_one_sided": LEVEL, "level_spent": SPENT_LEVEL,
+        "spending": "linear (alpha * j / K by look j of K), Welch t boundaries calibrated on the normal null",
         "futility": f"stop and reject when the Welch t of the improvement is <= {FUTILITY_T:g} (not faster on average)",
         "boundaries": [_json_number(c) for c in boundaries(nb, cap)] if designed else [],
         "looks": looks, **allowances.to_json(),

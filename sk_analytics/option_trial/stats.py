@@ -117,7 +117,7 @@ def narrow_units(rows: int, max_ms: float | None, scale: int) -> bool:
     half the memory of Int128, with the same exact sums."""
     if max_ms is None or not rows:
         return True
-    top = (max_ms + 1.0) * 10**scale
+    top: float = (max_ms + 1.0) * 10**scale
     return top < _FLOAT_EXACT_UNITS and rows * top * top < 2.0**62
 
 
@@ -158,7 +158,7 @@ def split_samples(frame: pl.DataFrame | pl.LazyFrame, warmup: int, *, keys: tupl
     dtype = pl.Int64() if narrow_units(rows, max_ms, scale) else pl.Int128()
     kept = [key for key in keys if key in lazy.collect_schema().names()]
     units = with_units(lazy.filter(~pl.col(IN_WARMUP)), scale, max_ms=max_ms, dtype=dtype)
-    columns = [*kept, "phase", pl.col("frac_digits").cast(pl.Int8), "units"]
+    columns: list[str | pl.Expr] = [*kept, "phase", pl.col("frac_digits").cast(pl.Int8), "units"]
     if counted:  # merged across batches, sorted by value: every group of a stats query sees its values in order
         compact = units.group_by(columns).agg(pl.col("value_ms").first(), pl.col(WEIGHT).sum().cast(pl.Int64)).sort("value_ms")
     else:
@@ -174,8 +174,9 @@ def needs_wide(rows: int, max_ms: float | None, scale: int) -> bool:
     """Whether plain Int128/float64 sums could overflow or round twice for ``rows`` samples."""
     if max_ms is None or not rows:
         return False
-    top = (max_ms + 1.0) * 10**scale
-    return rows * top >= _FLOAT_EXACT_SUM or rows * 10**scale >= _FLOAT_EXACT_SUM
+    unit: int = 10**scale  # typeshed types int ** int as Any (a negative exponent gives a float)
+    top = (max_ms + 1.0) * unit
+    return rows * top >= _FLOAT_EXACT_SUM or rows * unit >= _FLOAT_EXACT_SUM
 
 
 def _limbs(units: pl.Expr) -> list[pl.Expr]:

@@ -86,9 +86,9 @@ def summarize_samples(samples: Samples, *, warmup: int, path: str) -> tuple[dict
         raise InputError(path, "no timing samples", expected="run-*/log_<rank>.log with timing lines")
     scale = samples.scale
     wide = samples.wide
-    runs = order.get_column("run")
+    run_names = order.get_column("run")
     per_run: list[pl.LazyFrame] = []
-    for run in runs:
+    for run in run_names:
         decode, prefill = (part.filter(pl.col("run") == run) for part in (samples.decode, samples.prefill))
         per_run += [
             stats_query(decode, ["run", "rank"], scale, wide=wide),

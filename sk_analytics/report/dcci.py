@@ -32,7 +32,7 @@ def _dcci_table(view: SessionView, entry: Mapping[str, Any], lang: str) -> list[
         rows += [_dcci_row(b["side_round"], b, t, "—", "—") for b in base]
     for info, label in ((trial, "disable-all"), (repair, "disable+before+after")):
         cand = sides.filter(round=info.name, side="candidate").to_dicts() if info is not None else []
-        if not cand:
+        if info is None or not cand:
             continue
         accepted = bool(info.gate and info.gate.get("accepted"))
         changed = settled.get("status") == "accepted" and settled.get("incumbent_round") == info.name

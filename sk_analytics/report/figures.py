@@ -235,7 +235,7 @@ def svg_sk_deltas(groups: Sequence[SkGroup], t: Mapping[str, str], class_names: 
     zero = x_of(0.0)
     body.append(f'<line x1="{zero:.1f}" y1="{top - 4}" x2="{zero:.1f}" y2="{bottom}" stroke="#444"/>')
     body.append(f'<text x="{label_w + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle">{_esc(t["fig_sk_x"])}</text>')
-    for i, (g, label) in enumerate(zip(groups, labels)):
+    for i, (g, label) in enumerate(zip(groups, labels, strict=True)):
         y = top + i * row_h
         mid = y + row_h / 2
         colour = CLASS_COLOURS.get(g.cls, CLASS_COLOURS["insufficient_evidence"])

@@ -76,7 +76,7 @@ def _utc(ts_ns: Any) -> str:
 def _row_for(view: SessionView, info: RoundInfo | None, label: str, status: str, evidence: str, t: Mapping[str, str]) -> list[str]:
     """One overview row of a gated round: the gate's numbers (:func:`~sk_analytics.explore.gate_sides`), and which runs."""
     sides = {r["side"]: r for r in gate_sides(view).filter(round=info.name).to_dicts()} if info and info.gate else {}
-    if not sides:
+    if not sides or info is None:
         return [label, "—", "—", "—", "—", "—", str(run_count(info)) if info else "0", status, evidence]
     base, cand = sides["baseline"], sides["candidate"]
     decision = gate_decisions(view).filter(round=info.name).row(0, named=True)
@@ -173,7 +173,7 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
     if not view.truth:
         return []
     t = TEXT[lang]
-    classes = dict(zip(_TRUTH_CLASSES, t["truth_class"].split("|")))
+    classes = dict(zip(_TRUTH_CLASSES, t["truth_class"].split("|"), strict=True))
     rows, right_protocol, right_stats, right_seq, band = [], 0, 0, 0, 0.0
     for info in view.rounds.values():
         gate, truth = info.gate, view.truth.get(info.name)
@@ -188,7 +188,7 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
         seq = gate.get("sequential") or {}
         right_seq += seq.get("state") in ("accepted", "rejected") and bool(seq.get("accepted")) == should
 
-        def mark(accepted: bool | None) -> str:
+        def mark(accepted: bool | None, should: bool = should) -> str:  # bound: a closure would see the loop's last value
             if accepted is None:
                 return "—"
             return f"{t['accept'] if accepted else t['reject']} {'✓' if accepted == should else '✗'}"
@@ -222,7 +222,8 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
         if info is None:
             continue
         last = info.trials[-1]
-        lines.append(f"- {info.name}{paren(word(t, 'phase', info.phase), lang)}{' ' if lang == 'en' else ''}{t['base_round']}: {last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
+        lines.append(f"- {info.name}{paren(word(t, 'phase', info.phase), lang)}{' ' if lang == 'en' else ''}{t['base_round']}: "
+                     f"{last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
         if info.gate:
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]

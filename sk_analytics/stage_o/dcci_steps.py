@@ -57,16 +57,17 @@ def dcci_diagnosis(
     o0_round = state.incumbent
     regression = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict"),
                   "mean_improvement_pct": gate["mean_improvement_pct"]}
-    sides = {"o0": ("baseline_profile", o0_round), "disable_all": ("candidate_profile", trial["round"])}
+    sides: dict[Literal["o0", "disable_all"], tuple[Literal["baseline_profile", "candidate_profile"], str]] = {
+        "o0": ("baseline_profile", o0_round), "disable_all": ("candidate_profile", trial["round"])}
     last = {side: state.last(eid, "profile_result", side=side) for side in sides}
     for side, (role, cfg_round) in sides.items():
         prof, other = last[side], last["disable_all" if side == "o0" else "o0"]
         window = other.get("iterations") if other is not None and other["ok"] else None  # never longer than the other side
         if prof is None:
-            return CollectProfile(eid, side, role, cfg_round, 1, window)  # type: ignore[arg-type]
+            return CollectProfile(eid, side, role, cfg_round, 1, window)
         if not prof["ok"]:
             if prof["attempt"] < policy.max_collect_attempts:
-                return CollectProfile(eid, side, role, cfg_round, prof["attempt"] + 1, window)  # type: ignore[arg-type]
+                return CollectProfile(eid, side, role, cfg_round, prof["attempt"] + 1, window)
             return Settle(
                 eid, "rejected",
                 f"disable-all 可重复回退，但 {side} 诊断采集 {prof['attempt']} 次均未通过工件契约校验（{prof.get('reason_zh') or '清单无效'}）；"
@@ -74,13 +75,13 @@ def dcci_diagnosis(
                 {**regression, "profile": dict(prof)}, state.incumbent, family_rejected=True,
             )
     done = {side: prof for side, prof in last.items() if prof is not None}  # both sides ok here
-    windows = {side: prof.get("iterations") for side, prof in done.items()}
-    if None not in windows.values() and len(set(windows.values())) > 1:
+    windows = {side: prof["iterations"] for side, prof in done.items() if prof.get("iterations") is not None}
+    if len(windows) == len(done) and len(set(windows.values())) > 1:
         # a buffer-full re-collection shortened one side; validate_set needs one window for the pair
         longer = max(windows, key=lambda side: windows[side])
         if done[longer]["attempt"] < policy.max_collect_attempts:
             role, cfg_round = sides[longer]
-            return CollectProfile(eid, longer, role, cfg_round, done[longer]["attempt"] + 1, min(windows.values()))  # type: ignore[arg-type]
+            return CollectProfile(eid, longer, role, cfg_round, done[longer]["attempt"] + 1, min(windows.values()))
         return Settle(
             eid, "rejected",
             f"disable-all 可重复回退，但 O0 与 disable-all 诊断采集的迭代窗口不同（{windows['o0']} 与 {windows['disable_all']} 次），"
@@ -127,7 +128,8 @@ def dcci_diagnosis(
     if not rgate["accepted"]:
         return Settle(
             eid, "rejected",
-            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {pct_zh(rgate['mean_improvement_pct'])}）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 O0，不再扩充子节点列表{partial}",
+            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {pct_zh(rgate['mean_improvement_pct'])}）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 "
+            f"O0，不再扩充子节点列表{partial}",
             {**regression, "repair_round": rep["round"], "repair_gate": rgate.get("summary_path"), "dcci_diff": diff.get("path")},
             state.incumbent, family_rejected=True,
         )

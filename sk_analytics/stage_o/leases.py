@@ -68,7 +68,7 @@ def summarize(records: Iterable[Any]) -> LeaseSummary:
         trials=len(trials), leased=len(held), modes=_unique(str(lease["mode"]) for lease in held),
         roots=_unique(str(part.get("root")) for part in parts),
         device_ids=_unique(tuple(int(i) for i in part.get("device_ids") or ()) for part in parts),
-        unleased_rounds=_unique(str(d.get("round")) for d, lease in zip(trials, leases) if lease is None),
+        unleased_rounds=_unique(str(d.get("round")) for d, lease in zip(trials, leases, strict=True) if lease is None),
         discarded_runs=discarded, blocked=blocked,
     )
 

@@ -152,7 +152,8 @@ def next_action(matrix: Mapping[str, Any], ledger_records: Iterable[Any], policy
         return CheckStability(O0, None)
     if not o0_stab["stable"]:
         return Stop(
-            f"O0-INCUMBENT 五次干净运行不稳定（spread {pct_zh(o0_stab.get('spread_pct'), sign=False)} > {o0_stab.get('max_spread_pct', 5.0)}%），先排查环境噪声再开始 Stage O",
+            f"O0-INCUMBENT 五次干净运行不稳定（spread {pct_zh(o0_stab.get('spread_pct'), sign=False)} > "
+            f"{o0_stab.get('max_spread_pct', 5.0)}%），先排查环境噪声再开始 Stage O",
             {"round": O0, "stability": dict(o0_stab)},
         )
     for entry in matrix["entries"]:

@@ -224,7 +224,7 @@ def load_matrix(path: str | PathLike[str], *, validate: bool = True) -> dict[str
 
     ``validate=False`` only for a file whose bytes the signed ledger was just proven to vouch
     for (``ledger verify``): the sweep validated it before every action it bound it with."""
-    matrix = load_json_file(path)
+    matrix: dict[str, Any] = load_json_file(path)
     if validate:
         validate_matrix(matrix, path)
     return matrix

@@ -65,7 +65,8 @@ def probe_cause(probe_evidence: Mapping[str, Any] | None) -> ProbeCause:
     if wrapper and not wrapper.get("accepted", True):
         reason = str(wrapper.get("reason") or "")
         return {"kind": "wrapper_refused", "zh": f"封装拒绝该精确取值：{reason}", "en": f"the wrapper refuses the exact value: {reason}"}
-    runtime = evidence.get("runtime") if isinstance(evidence.get("runtime"), Mapping) else {}
+    runtime = evidence.get("runtime")
+    runtime = runtime if isinstance(runtime, Mapping) else {}
     status = runtime.get("status")
     if status == "process_failed":
         zh, en = _how(runtime.get("process"))

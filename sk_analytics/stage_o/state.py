@@ -136,6 +136,8 @@ def fold(records: Iterable[Any], matrix: Mapping[str, Any] | None = None) -> Ses
             if data["phase"] in ("trial", "repair") and data["round"] not in state.trial_rounds:
                 state.trial_rounds.append(data["round"])
         elif rec.kind == "entry_settled":
+            if entry_id is None:
+                raise IntegrityError("ledger record 'entry_settled' names no entry_id")
             if entry_id in state.settled:
                 raise IntegrityError(f"ledger settles entry {entry_id!r} twice")
             state.settled[entry_id] = dict(data)

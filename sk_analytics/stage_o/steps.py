@@ -65,7 +65,8 @@ def accept_path(
         return Settle(
             eid,
             "failed",
-            f"{label_zh}补足至 {policy.incumbent_runs} 次后稳定性复核未通过（spread {pct_zh(stab.get('spread_pct'), sign=False)} > {stab.get('max_spread_pct', 5.0)}%），撤回接受，恢复原基线",
+            f"{label_zh}补足至 {policy.incumbent_runs} 次后稳定性复核未通过（spread {pct_zh(stab.get('spread_pct'), sign=False)} > "
+            f"{stab.get('max_spread_pct', 5.0)}%），撤回接受，恢复原基线",
             {"round": round_, "stability": dict(stab)},
             state.incumbent,
             **settle,
@@ -94,4 +95,4 @@ def timeout_for(entry: Mapping[str, Any], policy: Policy) -> float:
 
 
 def is_isolated(entry: Mapping[str, Any]) -> bool:
-    return entry["category"] == "aggressive" or entry["risk"] == "high"
+    return bool(entry["category"] == "aggressive" or entry["risk"] == "high")
