@@ -57,7 +57,7 @@ def timed_together(argvs: list[list[str]]) -> float:
     procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for argv in argvs]
     stderr = [p.communicate()[1] for p in procs]
     elapsed = time.perf_counter() - t0
-    failed = [(p.returncode, err) for p, err in zip(procs, stderr) if p.returncode not in (0, 1)]
+    failed = [(p.returncode, err) for p, err in zip(procs, stderr, strict=True) if p.returncode not in (0, 1)]
     if failed:
         raise SystemExit(f"bare sweeps in parallel failed ({failed[0][0]}): {failed[0][1][-2000:]}")
     return elapsed

@@ -75,7 +75,7 @@ def generate(side: str, *, iterations: int, sks: int, children: int, cores: int,
     span_shape = (iterations, sks, cores)
     span_ts = np.broadcast_to(t0[:, :, None], span_shape)
     span_dur = np.broadcast_to(sk_len[:, :, None], span_shape)
-    n_child, n_span = dur.size, int(np.prod(span_shape))
+    n_span = int(np.prod(span_shape))
     events = pl.DataFrame(
         {
             "ts_ns": np.concatenate([span_ts.ravel(), child_ts.ravel()]),
@@ -219,14 +219,14 @@ def run_ours_stats(folder: Path, warmup: int) -> dict[str, Any]:
     timings = map_sides(child_timings, events, occurrences)
     clock.append(time.perf_counter())
     post = pl.col("occurrence") >= warmup
-    sks = pl.concat([occ.lazy().filter(post).with_columns(side=pl.lit(side)) for side, occ in zip(SIDES, occurrences)])
-    children = pl.concat([ch.lazy().filter(post).with_columns(side=pl.lit(side)) for side, ch in zip(SIDES, timings)])
+    sks = pl.concat([occ.lazy().filter(post).with_columns(side=pl.lit(side)) for side, occ in zip(SIDES, occurrences, strict=True)])
+    children = pl.concat([ch.lazy().filter(post).with_columns(side=pl.lit(side)) for side, ch in zip(SIDES, timings, strict=True)])
     sk = robust_stats(sks, ["side", "sk_id"], "wall_us")
     wall = robust_stats(children, ["side", "sk_id", "node_id"], "wall_us")
     lane = robust_stats(children, ["side", "sk_id", "node_id"], "max_lane_us")
     sk, wall, lane = pl.collect_all([sk, wall, lane])
     clock.append(time.perf_counter())
-    stages = dict(zip(("occurrences", "child_timings", "stats"), (round(b - a, 3) for a, b in zip(clock, clock[1:]))))
+    stages = dict(zip(("occurrences", "child_timings", "stats"), (round(b - a, 3) for a, b in zip(clock, clock[1:], strict=False)), strict=True))
     return {"sk_rows": sk.height, "child_rows": wall.height + lane.height,
             "check": _check(sk["p50_us"].sum(), wall["p90_us"].sum(), lane["mad_us"].sum()), "stages_s": stages}
 
@@ -238,7 +238,7 @@ def _check(sk_p50: float, child_wall_p90: float, child_lane_mad: float) -> list[
 
 def _agree(checks: list[list[float]]) -> bool:
     """Fingerprints equal up to float summation order."""
-    return all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6) for other in checks[1:] for a, b in zip(checks[0], other))
+    return all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6) for other in checks[1:] for a, b in zip(checks[0], other, strict=True))
 
 
 def run_pandas(folder: Path, warmup: int) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def main() -> int:
         acquire_ms = best_ms(lease_once, args.runs, args.rounds)
         empty_ms = best_ms(lambda: empty.snapshot(DEVICES), args.runs, args.rounds)
         stale_ms = best_ms(lambda: stale.snapshot(DEVICES), args.runs, args.rounds)
-    per_run = tuple(a + 2 * s for a, s in zip(acquire_ms, stale_ms))
+    per_run = tuple(a + 2 * s for a, s in zip(acquire_ms, stale_ms, strict=True))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{len(DEVICES)} devices, best of {args.rounds} x {args.runs}, load average {load:.1f}     wall ms    CPU ms")
     for label, (wall, cpu) in (("acquire + release", acquire_ms), ("registry look, empty", empty_ms),

@@ -121,7 +121,7 @@ def bench_appends(n: int) -> None:
         print(f"  of which the witness line: {(time.perf_counter() - t0) / n * 1e3:.3f} ms/append")
         floor = []
         line, head, tmp = folder / "floor.jsonl", folder / "floor.head", folder / ".floor.head.tmp"
-        for i in range(n):  # the same three fsyncs with nothing else: the I/O floor of an append
+        for _ in range(n):  # the same three fsyncs with nothing else: the I/O floor of an append
             t0 = time.perf_counter()
             fd = os.open(line, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             os.write(fd, b"x" * 400 + b"\n")

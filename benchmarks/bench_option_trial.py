@@ -18,7 +18,6 @@ of the logs read (issue 18 target: <= 3x), with their end-to-end wall times.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -144,7 +143,8 @@ def main() -> None:
         write_side(base, args.runs, args.ranks, args.samples, 25.0, rng)
         write_side(cand, args.runs, args.ranks, args.samples, 24.8, rng)
         size = sum(p.stat().st_size for p in Path(tmp).rglob("*.log"))
-        print(f"data: {2 * args.runs} runs x {args.ranks} ranks x {args.samples} samples, {size / 1e6:.1f} MB of logs, generated in {time.perf_counter() - t0:.1f} s")
+        print(f"data: {2 * args.runs} runs x {args.ranks} ranks x {args.samples} samples, {size / 1e6:.1f} MB of logs, generated in "
+              f"{time.perf_counter() - t0:.1f} s")
 
         ours(base, cand, args.ranks)  # warm imports and caches once
         t_ours, c_ours, result = best_of(args.repeat, lambda: ours(base, cand, args.ranks))
@@ -152,7 +152,7 @@ def main() -> None:
             args.repeat, lambda: [read_candidate(p, expected_ranks=args.ranks, warmup=WARMUP) for p in (base, cand)]
         )
         t_eval, _, _ = best_of(
-            args.repeat, lambda: evaluate_option_trial(frames[0], {"O1": frames[1]}, warmup=WARMUP, expected_ranks=None)
+            args.repeat, lambda frames=frames: evaluate_option_trial(frames[0], {"O1": frames[1]}, warmup=WARMUP, expected_ranks=None)
         )
         t_ref, c_ref, (rb, rc, checks) = best_of(args.repeat, lambda: reference(base, cand))
         del frames  # the children do not see this process's memory; free it anyway while they run

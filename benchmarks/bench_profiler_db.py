@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"ascend_pytorch_profiler_0.db: {args.tasks:,} compute tasks, {size / 1e6:,.0f} MB; load average {os.getloadavg()[0]:.1f}")
     print(f"  ingest (parse_profiler_db)      {ingest['seconds']:8.3f} s  ({ingest['rows']:,.0f} kernels rows, communication ops included)")
-    print(f"  pandas.read_sql of the join     {pandas['seconds']:8.3f} s  ({pandas['rows']:,.0f} rows; ingest is {pandas['seconds'] / ingest['seconds']:.1f}x faster)")
+    print(f"  pandas.read_sql of the join     {pandas['seconds']:8.3f} s  ({pandas['rows']:,.0f} rows; ingest is "
+          f"{pandas['seconds'] / ingest['seconds']:.1f}x faster)")
     print(f"  ingest peak RSS                 {peak / 1e6:8.0f} MB  ({peak / size:.2f}x file; "
           f"{(peak - ingest['base_bytes']) / 1e6:.0f} MB above the {ingest['base_bytes'] / 1e6:.0f} MB interpreter+imports)")
     print(f"  pandas peak RSS                 {max(m['peak_bytes'] for m in runs['pandas']) / 1e6:8.0f} MB")

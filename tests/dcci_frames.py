@@ -125,7 +125,7 @@ def profile(
     rows: list[dict] = []
     members: list[dict] = []
     t = 1_000_000
-    for k, (scope, name, ops) in enumerate(sks):
+    for scope, name, ops in sks:
         idx = 0
         for pos, op in enumerate(ops):
             members.append(dict(process=process, model_dir=f"model_{model_id}", scope_id=scope, scope_name=name,

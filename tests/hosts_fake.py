@@ -36,7 +36,7 @@ class ThreadHosts:
             self.agents.append(agent)
             leases.append(answer["lease"])
         self.slots = tuple(HostSlot(i, f"node-{i}", f"host-{i}", "localhost", "127.0.0.1", a.device_ids or (), lease)
-                           for i, (a, lease) in enumerate(zip(self.agents, leases)))
+                           for i, (a, lease) in enumerate(zip(self.agents, leases, strict=True)))
         self.pool = ThreadPoolExecutor(max_workers=spec.hosts)
 
     def run(self, argv: list[str], *, cwd: Path, contract_env: Mapping[str, str], stdout_path: Path, stderr_path: Path,
@@ -46,7 +46,7 @@ class ThreadHosts:
                                     group_env(i, self.spec.hosts, self.spec.npus_per_host, "127.0.0.1", 29500),
                                     str(host_path(stdout_path, i)), str(host_path(stderr_path, i)), timeout_s) for i in range(self.spec.hosts)]
         records = [f.result() for f in futures]
-        for slot, record in zip(self.slots, records):
+        for slot, record in zip(self.slots, records, strict=True):
             if "fault" in record:
                 raise group_fault(record, slot.describe())
         return combine(records)

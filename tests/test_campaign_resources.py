@@ -106,7 +106,7 @@ class Quiet:
 def _spec_with(tmp_path: Path, resources: list[dict[str, float]], **extra: Any) -> Path:
     path = write_spec(tmp_path, len(resources), **extra)
     data = json.loads(path.read_text())
-    for item, need in zip(data["tasks"], resources):
+    for item, need in zip(data["tasks"], resources, strict=True):
         item["resources"] = need
     path.write_text(json.dumps(data))
     return path
@@ -270,5 +270,5 @@ def test_lang_en_prints_english_output_labels(tmp_path: Path, monkeypatch: pytes
     for lang, labels in (("en", ("Session: ", "Report: ", "HTML: ", "Hand-off: ")), ("zh", ("会话：", "报告：", "HTML：", "交接："))):
         assert sweep_cli.run_and_print(session, lang, quiet=True) == 0  # type: ignore[arg-type]
         lines = capsys.readouterr().out.splitlines()
-        assert [line[: len(label)] for line, label in zip(lines, labels)] == list(labels)
+        assert [line[: len(label)] for line, label in zip(lines, labels, strict=False)] == list(labels)
         assert ("报告" in "".join(lines)) == (lang == "zh")

@@ -53,7 +53,7 @@ def test_one_scan_with_a_session_column_in_polars_duckdb_and_pyarrow(tmp_path: P
     dataset = ds.dataset([str(f) for f in campaign_files(tmp_path, "timings")], format="parquet",
                          partitioning=ds.partitioning(schema, flavor="hive"), partition_base_dir=str(tmp_path / "sessions"))
     arrow = dataset.to_table(columns=["session", "round", "value_ms"]).group_by(["session", "round"]).aggregate([("value_ms", "sum")])
-    assert sorted(zip(*(arrow.column(c).to_pylist() for c in ("session", "round", "value_ms_sum")))) == expected
+    assert sorted(zip(*(arrow.column(c).to_pylist() for c in ("session", "round", "value_ms_sum")), strict=True)) == expected
     # a table no session has is an empty frame with the right columns
     assert tables["kernels"].collect().height == 0 and "session" in tables["kernels"].collect_schema()
 
@@ -116,7 +116,7 @@ def test_the_docs_pyarrow_and_duckdb_snippet_runs_as_written(tmp_path: Path) -> 
     exec(compile(_doc_block("campaign_files").replace('root = "ROOT"', f"root = {str(tmp_path)!r}"), "campaign.md", "exec"),  # noqa: S102 -- the doc's own snippet
          namespace)
     counts = namespace["timings"].to_table(columns=["session", "value_ms"]).group_by("session").aggregate([("value_ms", "count")])
-    assert sorted(zip(counts.column("session").to_pylist(), counts.column("value_ms_count").to_pylist())) == [("a-1", 3), ("b-1", 1)]
+    assert sorted(zip(counts.column("session").to_pylist(), counts.column("value_ms_count").to_pylist(), strict=True)) == [("a-1", 3), ("b-1", 1)]
 
 
 def test_the_docs_task_recipe_writes_a_task_that_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

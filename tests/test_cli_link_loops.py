@@ -94,7 +94,8 @@ def _candidate(folder: Path) -> Path:
 _SMALL = ["--expected-ranks", "2", "--warmup", "2"]
 STRING_PATHS: dict[str, Callable[[Path, Path], tuple[str, list[str]]]] = {
     "option-trial --baseline": lambda t, loop: ("sk-analyze", ["option-trial", "--baseline", str(loop), "--candidate", f"X={_candidate(t / 'c')}", *_SMALL]),
-    "option-trial --candidate NAME=PATH": lambda t, loop: ("sk-analyze", ["option-trial", "--baseline", str(_candidate(t / "b")), "--candidate", f"X={loop}", *_SMALL]),
+    "option-trial --candidate NAME=PATH": lambda t, loop: ("sk-analyze", ["option-trial", "--baseline", str(_candidate(t / "b")),
+                                                                          "--candidate", f"X={loop}", *_SMALL]),
     "option-trial --candidate parquet:": lambda t, loop: ("sk-analyze", ["option-trial", "--baseline", str(_candidate(t / "b")),
                                                                           "--candidate", f"X=parquet:{loop}#round=O1", *_SMALL]),
     "stability SOURCE": lambda t, loop: ("sk-analyze", ["stability", str(loop)]),

@@ -152,4 +152,4 @@ def test_summary_line_and_report_state_the_coverage() -> None:
     en, zh = render(result, "en"), render(result, "zh")
     assert "## Coverage (candidate SK time and SK count compared in aligned pairs)" in en and "比较覆盖率" in zh
     assert "- diagnosis: complete" in en
-    assert f"| overall | 208 | 192 | 92% |" in en
+    assert "| overall | 208 | 192 | 92% |" in en

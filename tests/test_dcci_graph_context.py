@@ -83,7 +83,7 @@ def test_refused_sk_mid_layers_is_one_sided_and_nothing_shifts() -> None:
     result = _run([base], [cand])
     got = _partners(result)
     expected: dict[tuple[Any, ...], Any] = {}
-    for k, (scope, name, _ops) in enumerate(_layer_sks(0)):
+    for k, (scope, _name, _ops) in enumerate(_layer_sks(0)):
         if k == 2 + 2 * refused:
             continue
         cls = "significantly_slower" if k == moe_k else "neutral"

@@ -53,7 +53,7 @@ def test_clustered_starts_are_searched_in_their_crowded_buckets() -> None:
 
 def _naive(group: np.ndarray, start: np.ndarray, dur: np.ndarray) -> dict[int, tuple[int, int, int, int, int]]:
     out: dict[int, list[int]] = {}
-    for g, s, d in zip(group.tolist(), start.tolist(), dur.tolist()):
+    for g, s, d in zip(group.tolist(), start.tolist(), dur.tolist(), strict=True):
         first, last, longest, total, count = out.get(g, [s, s + d, d, 0, 0])
         out[g] = [min(first, s), max(last, s + d), max(longest, d), total + d, count + 1]
     return {g: tuple(v) for g, v in out.items()}  # type: ignore[misc]
@@ -63,13 +63,13 @@ def _naive(group: np.ndarray, start: np.ndarray, dur: np.ndarray) -> dict[int, t
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10**12), st.integers(0, 10**6)), min_size=1, max_size=80),
        st.integers(1, 7))
 def test_grid_envelopes_batched_equal_a_naive_fold(events: list[tuple[int, int, int]], batches: int) -> None:
-    group, start, dur = (np.asarray(column, dtype=np.int64) for column in zip(*events))
+    group, start, dur = (np.asarray(column, dtype=np.int64) for column in zip(*events, strict=True))
     grid = GridEnvelopes(31)
     for part in np.array_split(np.arange(group.size), batches):
         grid.add(group[part], start[part], dur[part])
     got = grid.envelopes()
     rows = zip(got.group.tolist(), got.start.tolist(), got.end.tolist(), got.max_dur.tolist(), got.dur_sum.tolist(),
-               got.count.tolist())
+               got.count.tolist(), strict=True)
     assert {g: rest for g, *rest in rows} == {g: list(v) for g, v in _naive(group, start, dur).items()}
     one = grid_envelopes(group, start, dur, 31)
     assert np.array_equal(one.group, got.group) and np.array_equal(one.count, got.count)

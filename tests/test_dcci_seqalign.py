@@ -9,10 +9,8 @@ never paired, and an SK is reported ambiguous only when an optimal alignment rea
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

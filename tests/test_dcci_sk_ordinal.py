@@ -41,7 +41,10 @@ CONTEXTS = [("100", 0, "1_0"), ("100", 0, "2_0"), ("100", 1, "1_0"), ("200", 0, 
 def test_matches_a_plain_key_lookup(events: list, table: list, sparse: bool) -> None:
     """Any mix of contexts (1 to 6: dense lookups or the join) and ids (a range or a subset)."""
     spread = 10**15 if sparse else 1  # sparse ids take the join
-    to_row = lambda c, i: (*c, i * spread)
+
+    def to_row(c: tuple, i: int) -> tuple:
+        return (*c, i * spread)
+
     frame = _frame([to_row(c, i) for c, i in events])
     table_frame = _frame([to_row(c, i) for c, i in table]).drop("row")
     assert _ordinals(frame, table_frame) == _reference(frame, table_frame)

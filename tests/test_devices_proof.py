@@ -12,7 +12,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path

@@ -76,7 +76,7 @@ def test_printed_runs_needed_delivers_its_power(model: NoiseModel) -> None:
     >= 80 % power on average over the cells, >= 75 % in every cell, never fewer than 3 runs."""
     cells = [runs_needed_cell(model, 100 + i, RUNS_NEEDED_TRIALS, effect) for i, effect in enumerate(RUNS_NEEDED_EFFECTS)]
     powers = [cell["power"] for cell in cells]
-    for effect, cell in zip(RUNS_NEEDED_EFFECTS, cells):
+    for effect, cell in zip(RUNS_NEEDED_EFFECTS, cells, strict=True):
         assert cell["figures"] >= 200, f"{model.name} {effect:+g} %: only {cell['figures']} figures printed"
         assert cell["power"] >= 0.75 - POWER_TOLERANCE, f"{model.name} {effect:+g} %: printed N delivers {cell['power']:.3f}"
         assert cell["median_runs"] >= 3

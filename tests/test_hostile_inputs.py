@@ -18,7 +18,7 @@ from sk_runner.limits import MAX_ITERATIONS, MAX_RANKS, MAX_SAMPLES
 from sk_runner.cli import cli as run_cli_group
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True))
 
 
 def _one_line_exit_2(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:

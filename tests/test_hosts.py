@@ -464,8 +464,8 @@ def test_collectives_across_hosts_are_slower_than_inside_one(tmp_path: Path) -> 
     assert (two_host.ranks_per_host, two_host.timing.inter_host_comm_factor) == (8, 2.6)
     inside, across = expand(two_host, 0, two_host.comm_factor(8)), expand(two_host, 0, two_host.comm_factor(16))
     comm = [t == "COMMUNICATION" for t in inside.member_kernel_type]
-    assert all(b == pytest.approx(2.6 * a) for a, b, c in zip(inside.member_base_us, across.member_base_us, comm) if c)
-    assert all(a == b for a, b, c in zip(inside.member_base_us, across.member_base_us, comm) if not c)
+    assert all(b == pytest.approx(2.6 * a) for a, b, c in zip(inside.member_base_us, across.member_base_us, comm, strict=True) if c)
+    assert all(a == b for a, b, c in zip(inside.member_base_us, across.member_base_us, comm, strict=True) if not c)
     options = resolve({}, {})
     assert compile_model(two_host, options, 16).step_us > compile_model(two_host, options, 8).step_us
     assert compile_model(two_host, options, 8).step_us == compile_model(load_network("moe-decode"), options, 16).step_us

@@ -113,7 +113,8 @@ def test_start_time_is_exact_or_rejected_at_its_line(text: str) -> None:
         assert outcome.frame["start_ns"].to_list() == [0, expected]  # type: ignore[attr-defined]
 
 
-cell = st.one_of(st.sampled_from(["N/A", "", " 7", "7 ", "12", "-3", "+4", "1.5", "x", "4294967295", "1e2", "nan", "inf"]), st.text(alphabet="0123456789. -", max_size=6))
+cell = st.one_of(st.sampled_from(["N/A", "", " 7", "7 ", "12", "-3", "+4", "1.5", "x", "4294967295", "1e2", "nan", "inf"]),
+                 st.text(alphabet="0123456789. -", max_size=6))
 
 
 text_cell = st.sampled_from(["", '""', "N/A", '"N/A"', " N/A", '"""1,2"""', '"""""', "AI_CORE", "x y"])

@@ -75,7 +75,7 @@ def test_streamed_ingest_writes_the_in_memory_table(tmp_path: Path, small: None,
     logs = sorted(run.glob("log_*.log"))
     with monkeypatch.context() as held_rows:
         held_rows.setattr(collect, "HOLD_ROWS", 1 << 20)  # the runner's parsed frames, held and written whole
-        held = ingest_run_dir(run, tmp_path / "held", **PARTITION, parsed=dict(zip(logs, parse_rank_logs(logs, root=run))))
+        held = ingest_run_dir(run, tmp_path / "held", **PARTITION, parsed=dict(zip(logs, parse_rank_logs(logs, root=run), strict=True)))
     streamed = ingest_run_dir(run, tmp_path / "streamed", **PARTITION)
     old, new = held.written[0], streamed.written[0]
     assert pq.ParquetFile(old).metadata.num_row_groups == 1  # write_table's one row group

@@ -51,13 +51,16 @@ def test_accepted_exit_0_json_has_every_legacy_key(capsys, folders, tmp_path: Pa
     data = json.loads(out_file.read_text())
     assert set(data["baseline"]) >= {"path", "run_count", "runs", "decode", "run_worst_rank_means_ms", "median_run_worst_rank_mean_ms", "worst_rank_mean_ms"}
     assert set(data["baseline"]["decode"]) == {"count", "mean_ms", "p50_ms", "p90_ms", "stddev_ms", "min_ms", "max_ms"}
-    assert set(data["baseline_stability"]) >= {"stable", "checks", "required_run_count", "max_spread_pct", "run_worst_rank_means_ms", "spread_ms", "mean_ms", "spread_pct"}
+    assert set(data["baseline_stability"]) >= {"stable", "checks", "required_run_count", "max_spread_pct", "run_worst_rank_means_ms", "spread_ms",
+                                               "mean_ms", "spread_pct"}
     assert set(data["baseline_stability"]["checks"]) == {"required_run_count", "max_spread_pct"}
     cand = data["candidates"]["O1"]
     assert "improvement_pct" in cand
     ev = cand["option_trial_evaluation"]
-    assert set(ev) >= {"accepted", "checks", "mean_improvement_rule", "min_improvement_pct", "mean_improvement_pct", "median_run_improvement_pct", "p90_regression_pct", "stddev_regression_pct"}
-    assert list(ev["checks"]) == ["baseline_stable", "baseline_min_runs", "candidate_min_runs", "mean_improvement", "median_run_direction", "p90_no_material_regression", "stddev_no_material_regression"]
+    assert set(ev) >= {"accepted", "checks", "mean_improvement_rule", "min_improvement_pct", "mean_improvement_pct", "median_run_improvement_pct",
+                       "p90_regression_pct", "stddev_regression_pct"}
+    assert list(ev["checks"]) == ["baseline_stable", "baseline_min_runs", "candidate_min_runs", "mean_improvement", "median_run_direction",
+                                  "p90_no_material_regression", "stddev_no_material_regression"]
     sel = data["selection"]
     assert sel["stage"] == "winner_option_trial" and sel["recommended"] == "O1"
     assert sel["option_trial_accepted"] is True and sel["retained_incumbent"] == "O1" and sel["ranked_candidates"] == ["O1"]

@@ -209,7 +209,6 @@ def test_counted_wide_values_give_the_same_exact_statistics(tmp_path: Path, monk
 def test_a_ten_million_line_rank_log_is_read_within_300_mb(tmp_path: Path) -> None:
     """Issue 29: memory follows the work, not the file: `stability` on a folder whose rank log has
     10 M decode lines (350 MB) peaks under 300 MB (it took 2.2 GB) and counts every sample."""
-    import os
     import random
 
     rng = random.Random(29)

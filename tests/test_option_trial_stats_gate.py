@@ -29,7 +29,7 @@ CAND_MEANS = [97.0, 97.3, 96.8]
 
 
 def spread_runs(means: list[float], sds: list[float], ranks: int = 2) -> list[dict[int, list[str]]]:
-    return [{r: ["999", "999"] + [f"{m - d:.3f}", f"{m + d:.3f}"] * 2 for r in range(ranks)} for m, d in zip(means, sds)]
+    return [{r: ["999", "999"] + [f"{m - d:.3f}", f"{m + d:.3f}"] * 2 for r in range(ranks)} for m, d in zip(means, sds, strict=True)]
 
 
 def trial(tmp_path: Path, cand_sds: list[float], gate: str = "stats", allowances: Allowances = Allowances()) -> dict:

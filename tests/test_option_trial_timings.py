@@ -33,8 +33,10 @@ def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tm
     frame = result.frame
     assert frame.schema == TIMINGS.schema
     assert frame.to_dicts() == [
-        {"run_index": 3, "rank": 5, "phase": "prefill", "sample_index": 0, "value_ms": 120.5, "value_text": "120.50", "line": 2, "source_file": "run-3/log_5.log"},
-        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 0, "value_ms": 10.1, "value_text": "10.100", "line": 3, "source_file": "run-3/log_5.log"},
+        {"run_index": 3, "rank": 5, "phase": "prefill", "sample_index": 0, "value_ms": 120.5, "value_text": "120.50", "line": 2,
+         "source_file": "run-3/log_5.log"},
+        {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 0, "value_ms": 10.1, "value_text": "10.100", "line": 3,
+         "source_file": "run-3/log_5.log"},
         {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 1, "value_ms": 9.9, "value_text": "9.9", "line": 4, "source_file": "run-3/log_5.log"},
         {"run_index": 3, "rank": 5, "phase": "decode", "sample_index": 2, "value_ms": 11.0, "value_text": "11", "line": 5, "source_file": "run-3/log_5.log"},
     ]

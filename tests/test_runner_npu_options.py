@@ -33,7 +33,8 @@ runtime = {"opt_extend": "opt_extend_option"}  # the runtime logs its own names
 lines = ["Begin aclskOptimize"]
 for name, value in cfg["super_kernel_optimize_options"].items():
     if value == "bad=1":
-        lines.append(f"OptionName: {runtime.get(name, name)}, set value is invalid, value is {value}, valid range is [a-z=0-9], the process will use default value: 0")
+        lines.append(f"OptionName: {runtime.get(name, name)}, set value is invalid, value is {value}, valid range is [a-z=0-9], "
+                     "the process will use default value: 0")
     else:
         lines.append(f"OptionName: {runtime.get(name, name)}, set value: {json.dumps(value)}")
 open(os.path.join(folder, "super_kernel.log"), "w").write("\n".join(lines + ["End aclskOptimize"]) + "\n")

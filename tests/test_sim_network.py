@@ -23,12 +23,12 @@ def test_default_network_shape() -> None:
     graph = expand(load_network("moe-decode"))
     assert graph.n_launches == 164 and int(graph.launch_is_sk.sum()) == 129
     # identical structures repeat over the 16 layers, so graph occurrence matters
-    scopes = [s for s, sk in zip(graph.launch_scope, graph.launch_is_sk) if sk]
+    scopes = [s for s, sk in zip(graph.launch_scope, graph.launch_is_sk, strict=True) if sk]
     assert scopes.count("moe_gate") == 16 and scopes.count("attn_core") == 32  # split in two by the unpaired wait
     assert set(graph.launch_stream.tolist()) == {0, 1}
-    kernel_types = {t for t, k in zip(graph.member_kernel_type, graph.member_is_kernel) if k}
+    kernel_types = {t for t, k in zip(graph.member_kernel_type, graph.member_is_kernel, strict=True) if k}
     assert {"AIC_ONLY", "AIV_ONLY", "MIX_1_2", "COMMUNICATION", "AI_VECTOR_CORE"} <= kernel_types
-    events = [op for op, k in zip(graph.member_op, graph.member_is_kernel) if not k]
+    events = [op for op, k in zip(graph.member_op, graph.member_is_kernel, strict=True) if not k]
     assert set(events) == {"EventWait", "EventNotify"}
 
 
@@ -88,7 +88,7 @@ def test_base_cycle_is_refused(tmp_path: Path) -> None:
 def test_symbols_differ_by_variant_and_build() -> None:
     net = load_network("moe-decode")
     graph = expand(net)
-    matmuls = {s for s, op in zip(graph.member_symbol, graph.member_op) if op == "MatMulV3"}
+    matmuls = {s for s, op in zip(graph.member_symbol, graph.member_op, strict=True) if op == "MatMulV3"}
     assert len(matmuls) == 8  # q_a, q_b, kv_a, o_proj, gate, shared_up, shared_down, lm_head
     assert np.all([s.startswith("static_kernel_MatMulV3_") for s in matmuls])
     other = load_network("moe-decode")

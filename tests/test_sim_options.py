@@ -140,11 +140,16 @@ def test_early_start_is_correct_when_the_workload_is_adapted(tmp_path: Path) -> 
     [
         ({"split_mode": 7}, "OptionName: split_mode, set value is invalid, value is 7, valid range is [1, 4], the process will use default value: 4"),
         ({"preload_code": True}, "OptionName: preload_code, set value is invalid, value is true, valid range is [0, 2], the process will use default value: 1"),
-        ({"dcci_disable_on_kernel": ["*abc"]}, 'OptionName: dcci_disable_on_kernel, set value is invalid, value is ["*abc"], valid range is [N/A, N/A], the process will use default value: []'),
-        ({"dcci_disable_on_kernel": "abc"}, 'OptionName: dcci_disable_on_kernel, set value is invalid, value is "abc", valid range is [N/A, N/A], the process will use default value: []'),
-        ({"aggressive_opt_strategies": {"task_breaker_bypass": 2}}, "OptionName: aggressive_opt_strategies.task_breaker_bypass, set value is invalid, value is 2, valid range is [0, 1], the process will use default value: 0"),
-        ({"kernel_map": {"a": 1}}, 'OptionName: kernel_map, set value is invalid, value is {"a":1}, valid range is [N/A, N/A], the process will use default value: none'),
-        ({"no_such_option": 1}, "OptionName: no_such_option, set value is invalid, value is 1, valid range is [N/A, N/A], the process will use default value: none"),
+        ({"dcci_disable_on_kernel": ["*abc"]}, 'OptionName: dcci_disable_on_kernel, set value is invalid, value is ["*abc"], valid range is [N/A, N/A], the '
+                                               'process will use default value: []'),
+        ({"dcci_disable_on_kernel": "abc"}, 'OptionName: dcci_disable_on_kernel, set value is invalid, value is "abc", valid range is [N/A, N/A], the '
+                                            'process will use default value: []'),
+        ({"aggressive_opt_strategies": {"task_breaker_bypass": 2}}, "OptionName: aggressive_opt_strategies.task_breaker_bypass, set value is invalid, value "
+                                                                    "is 2, valid range is [0, 1], the process will use default value: 0"),
+        ({"kernel_map": {"a": 1}}, 'OptionName: kernel_map, set value is invalid, value is {"a":1}, valid range is [N/A, N/A], the process will use default '
+                                   'value: none'),
+        ({"no_such_option": 1}, "OptionName: no_such_option, set value is invalid, value is 1, valid range is [N/A, N/A], the process will use default "
+                                "value: none"),
         ({"opt_extend_option": "x" * 1025}, None),
     ],
 )
@@ -172,7 +177,8 @@ def test_valid_values_log_set_lines() -> None:
 
 def test_find_options_layouts(tmp_path: Path) -> None:
     p = tmp_path / "c.json"
-    assert find_options({"super_kernel_optimize_options": {"a": 1}, "super_kernel_debug_options": {"debug_sync_all": 1}}, p) == ({"a": 1}, {"debug_sync_all": 1})
+    found = find_options({"super_kernel_optimize_options": {"a": 1}, "super_kernel_debug_options": {"debug_sync_all": 1}}, p)
+    assert found == ({"a": 1}, {"debug_sync_all": 1})
     yaml_layout = {"model_config": {"custom_params": {"super_kernel_optimize_options": {"b": 2}}}}
     assert find_options(yaml_layout, p) == ({"b": 2}, {})
     assert find_options({"x": {"opts": {"c": 3}, "super_kernel_debug_options": {"d": 4}}}, p, "/x/opts") == ({"c": 3}, {"d": 4})

@@ -198,7 +198,9 @@ def test_cross_file_consistency_ids_and_symbols(profiled: Path) -> None:
     assert origin["totalNodes"] == sum(s["nodeCount"] for s in origin["streams"])
     updated = json.loads((model_dir / "sk_graph_updated.json").read_text())
     skinfos = {n["skinfos"]["scopeId"]: n["skinfos"] for s in updated["streams"] for n in s["nodes"] if "skinfos" in n}
-    for row in fused.filter(pl.col("func_name").is_not_null()).group_by("scope_id", maintain_order=True).agg(pl.col("func_name").first().alias("f"), pl.col("func_name").last().alias("l")).iter_rows(named=True):
+    ends = fused.filter(pl.col("func_name").is_not_null()).group_by("scope_id", maintain_order=True).agg(
+        pl.col("func_name").first().alias("f"), pl.col("func_name").last().alias("l"))
+    for row in ends.iter_rows(named=True):
         assert skinfos[row["scope_id"]]["startKernelFuncName"] == row["f"]
         assert skinfos[row["scope_id"]]["endKernelFuncName"] == row["l"]
     details = parse_kernel_details(_one(profiled, "*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")).frame
@@ -214,7 +216,8 @@ def test_kernel_details_durations_match_sk_prof_envelopes(profiled: Path) -> Non
     spans = ev.filter(pl.col("is_span") & (pl.col("sk_id") == sk_id)).sort("ts_ns")
     # occurrences: a new launch starts when the gap exceeds 1 ms
     occ = (spans["ts_ns"].diff().fill_null(0) > 1_000_000).cum_sum()
-    env = spans.with_columns(occ.alias("occ")).group_by("occ").agg(((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).alias("wall")).sort("occ")
+    env = (spans.with_columns(occ.alias("occ")).group_by("occ")
+           .agg(((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).alias("wall")).sort("occ"))
     name = spans["func_name"][0]
     host = details.filter(pl.col("name") == name).sort("start_ns")["duration_us"].to_numpy()
     assert env.height == ITERATIONS == host.size
@@ -254,7 +257,8 @@ def test_buffer_full_drops_later_events_and_logs_the_line(tmp_path: Path) -> Non
     counts = ev.group_by("core").len()
     assert counts["len"].max() == capacity
     log = _one(run_dir, "sk_meta/*/model_*_*/super_kernel.log").read_text()
-    full = sorted(int(c) for c in re.findall(r"\[sk time profiling\]  device 0 core (\d+) buffer is full, stop dump the time of nodes on device 0 core \1", log))
+    full_line = r"\[sk time profiling\]  device 0 core (\d+) buffer is full, stop dump the time of nodes on device 0 core \1"
+    full = sorted(int(c) for c in re.findall(full_line, log))
     assert full == sorted(counts.filter(pl.col("len") == capacity)["core"].to_list())
     assert "buffer size per core: 64 KB" in log
     # a full core stops early: its last event ends long before the last event of a core that never filled
@@ -319,7 +323,7 @@ def test_every_rank_writes_its_profile_in_torch_npus_layout(every_rank: Path) ->
     assert len(folders) == 2
     pids = [int(f.name.split("_")[-4]) for f in folders]
     assert len(set(pids)) == 2
-    for device, (folder, pid) in enumerate(zip(folders, pids)):
+    for device, (folder, pid) in enumerate(zip(folders, pids, strict=True)):
         details = parse_kernel_details(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").frame
         assert details.get_column("device_id").unique().to_list() == [device]
         queue = json.loads(_one(every_rank, f"sk_meta/{pid}/model_*_*/sk_task_queue.json").read_text())
@@ -354,7 +358,8 @@ def test_db_export_of_every_rank(tmp_path: Path) -> None:
     assert dbs == ["analysis.db", "analysis.db", "ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
     # as the public DB export sample: the databases and profiler_info_<rank>.json, no PROF_* folder
     for folder in run_dir.glob("*_ascend_pt"):
-        assert {p.name for p in folder.iterdir()} == {"ASCEND_PROFILER_OUTPUT", f"profiler_info_{json.loads(next(folder.glob('profiler_info_*.json')).read_text())['rank_id']}.json"}
+        rank_id = json.loads(next(folder.glob("profiler_info_*.json")).read_text())["rank_id"]
+        assert {p.name for p in folder.iterdir()} == {"ASCEND_PROFILER_OUTPUT", f"profiler_info_{rank_id}.json"}
     for rank in (0, 1):
         path = _one(run_dir, f"*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db")
         with sqlite3.connect(path) as db:

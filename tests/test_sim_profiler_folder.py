@@ -195,11 +195,13 @@ def test_ingest_reads_the_new_files_by_name_or_not_at_all(text_run: Path, db_run
     found = [a for a in discover(run_dir) if a.kind.table == "kernels"]
     expected = "kernel_details.csv" if export == "text" else "ascend_pytorch_profiler_{}.db"
     assert sorted(a.path.relative_to(_rank_folder(run_dir, r)).as_posix() for r in range(RANKS) for a in found
-                  if a.path.is_relative_to(_rank_folder(run_dir, r))) == sorted(f"ASCEND_PROFILER_OUTPUT/{expected.format(r)}" for r in range(RANKS))  # fmt: skip
+                  if a.path.is_relative_to(_rank_folder(run_dir, r))) == sorted(
+        f"ASCEND_PROFILER_OUTPUT/{expected.format(r)}" for r in range(RANKS))
     assert len(found) == RANKS
     for folder in run_dir.glob("*_ascend_pt"):
         for path in folder.rglob("*"):
-            if path.is_file() and path.name not in ("kernel_details.csv", "trace_view.json") and not path.name.startswith(("ascend_pytorch_profiler_", "task_time_")):
+            if (path.is_file() and path.name not in ("kernel_details.csv", "trace_view.json")
+                    and not path.name.startswith(("ascend_pytorch_profiler_", "task_time_"))):
                 assert kind_of(path) is None, path
                 assert classify(path.relative_to(run_dir).as_posix()) == OTHER, path
 
@@ -240,7 +242,7 @@ def test_overlap_analysis_tiles_each_step(text_run: Path) -> None:
         inside = [(e["name"], *_ns(e)) for e in segments if start <= _ns(e)[0] < end]
         tiles = sorted((s, e) for name, s, e in inside if name != "Communication")
         assert tiles[0][0] == start and tiles[-1][1] == end
-        assert all(b[0] == a[1] for a, b in zip(tiles, tiles[1:]))  # contiguous, no overlap
+        assert all(b[0] == a[1] for a, b in zip(tiles, tiles[1:], strict=False))  # contiguous, no overlap
         for name in ("Computing", "Free", "Communication", "Communication(Not Overlapped)"):
             total_us = sum(e - s for n, s, e in inside if n == name) / 1000
             assert total_us == pytest.approx(float(row[name]), abs=0.002), (name, row["Step"])

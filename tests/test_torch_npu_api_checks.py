@@ -22,7 +22,6 @@ from py_sources import Params, SourceTree
 from torch_npu_api import api_problems, wrapper_accepts
 from torch_npu_facts import RuleNotFound, folder_rule
 
-from sk_analytics.stage_o.options import REGISTRY
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.profiler import profiler_paths
 
@@ -177,7 +176,8 @@ BREAKS = [
     ("required_parameter_added", "torch_npu/profiler/profiler.py", "worker_name=None):", "worker_name=None, *, analyse):", "required parameter(s) analyse"),
     ("validate_reads_self", "torch_npu/npu/graphs.py", "raise RuntimeError(option_name)", "raise RuntimeError(self.name)", "passes None as self"),
     ("validate_gone", "torch_npu/npu/graphs.py", "def _validate_options(", "def _check_options(", "NPUGraph._validate_options"),
-    ("validate_static", "torch_npu/npu/graphs.py", "(self, option_name, options=None)", "(option_name, options=None)", "3 positional arguments given, at most 2"),
+    ("validate_static", "torch_npu/npu/graphs.py", "(self, option_name, options=None)", "(option_name, options=None)",
+     "3 positional arguments given, at most 2"),
     ("npugraph_ex_unregistered", "torch_npu/dynamo/__init__.py", "_register_npu_backend(None, NPUGRAPH_EX_BACKEND)", "pass", "backend='npugraph_ex'"),
     ("activity_unused", "torch_npu/npu/memory.py", "ProfilerActivity.NPU}", "ProfilerActivity.CUDA}", "ProfilerActivity.NPU is in compiled code"),
     ("activity_from_elsewhere", "torch_npu/profiler/__init__.py", "torch_npu._C._profiler", "torch.profiler", "outside torch_npu's sources"),
@@ -252,7 +252,8 @@ def test_uses_follow_locals_hasattr_lists_and_dict_keys() -> None:
 
 def test_an_unreadable_call_is_a_problem_not_a_pass(tmp_path: Path) -> None:
     uses = read_uses('import importlib\ndef f(kw):\n    importlib.import_module("torch_npu").profiler.profile(**kw)\n')
-    assert api_problems(write_tree(tmp_path, GOOD), uses) == ["torch_npu.profiler.profile (backend line 3): arguments cannot be checked: **kw (keys not literal)"]
+    assert api_problems(write_tree(tmp_path, GOOD), uses) == ["torch_npu.profiler.profile (backend line 3): arguments cannot be checked: **kw (keys not "
+                                                              "literal)"]
 
 
 def test_params_report_what_would_not_bind() -> None:

@@ -139,7 +139,7 @@ def at_workdir(backend: Backend, cwd: str | os.PathLike[str] | None) -> tuple[Ba
     if not hasattr(backend, "cwd") or own == folder:
         return backend, folder
     bound = copy.copy(backend)
-    bound.cwd = folder  # type: ignore[attr-defined]
+    bound.cwd = folder
     return bound, folder
 
 

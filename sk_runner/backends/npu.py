@@ -101,7 +101,8 @@ def compile_model(model: T, config_path: str | os.PathLike[str] | None = None, *
     torch = require_torch_npu()
     path = config_path_from_env(config_path)
     options = compile_options(load_config(path), source=path)
-    return torch.compile(model, backend="npugraph_ex", fullgraph=fullgraph, options=options, **kwargs)
+    compiled: T = torch.compile(model, backend="npugraph_ex", fullgraph=fullgraph, options=options, **kwargs)
+    return compiled
 
 
 def profiling_requested(env: Mapping[str, str] | None = None) -> bool:
@@ -137,10 +138,10 @@ def start_profiler(run_dir: str | os.PathLike[str], export_type: str = "text") -
     """
     require_torch_npu()
     profiler = getattr(importlib.import_module("torch_npu"), "profiler", None)
-    needed = ("profile", "tensorboard_trace_handler", "_ExperimentalConfig", "ProfilerActivity", "ProfilerLevel", "AiCMetrics")
+    needed: tuple[str, ...] = ("profile", "tensorboard_trace_handler", "_ExperimentalConfig", "ProfilerActivity", "ProfilerLevel", "AiCMetrics")
     needed += ("ExportType",) if export_type == "db" else ()
     missing = [name for name in needed if not hasattr(profiler, name)]
-    if missing:
+    if profiler is None or missing:
         raise EnvironmentBlocker(f"this torch_npu has no torch_npu.profiler.{', '.join(missing)}: cannot profile")
     options: dict[str, Any] = {"aic_metrics": profiler.AiCMetrics.AiCoreNone, "profiler_level": profiler.ProfilerLevel.Level1}
     if export_type == "db":

@@ -119,7 +119,8 @@ def wrapper_config(config: Mapping[str, Any], *, source: Any = None) -> dict[str
             return [walk(item, f"{path}/{i}") for i, item in enumerate(node)]
         return copy.deepcopy(node)
 
-    return walk(config, "")
+    options: dict[str, Any] = walk(config, "")
+    return options
 
 
 __all__ = [

@@ -274,7 +274,8 @@ class Driver:
             if self._placeable(task, st):
                 self._assign(task, 1, None)
             return
-        placement = placement_of(self.root, st.session)
+        session = st.session  # the refreshed state below keeps it
+        placement = placement_of(self.root, session)
         pin = None if placement is None else pin_of(placement, alive)
         if (placement is None or pin is not None) and st.failures >= self.spec.max_attempts:
             self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "attempts",
@@ -306,7 +307,7 @@ class Driver:
             new = session_name(task.id, len(st.sessions) + 1)
             self.record("session_superseded", {"task": task.id, "session": st.session, "by": new, "reason": "node_lost",
                                                "summary_zh": f"{task.id}：以新会话 {new} 替代 {st.session}（在另一节点从头测量）"})
-            Ledger(session_dir(self.root, st.session)).append("session_superseded", {
+            Ledger(session_dir(self.root, session)).append("session_superseded", {
                 "by": new, "campaign": str(self.root), "reason": "node_lost",
                 "summary_zh": f"本会话由 {new} 替代（节点丢失）"})
             self._assign(task, len(st.sessions) + 1, st.session)

@@ -172,7 +172,7 @@ def job_lease(job: Job, env: Mapping[str, str]) -> LeaseRequest:
         return LeaseRequest(None, timeout)
     if root is None:
         return LeaseRequest(marker_need(env), timeout)
-    ids = job.device_ids or tuple(env.get(DEVICES_ENV, "").split())
+    ids: tuple[int | str, ...] = job.device_ids or tuple(env.get(DEVICES_ENV, "").split())
     return lease_request(Path(root), tuple(str(i) for i in ids), timeout, env=env)
 
 

@@ -37,7 +37,7 @@ def _this_node() -> NodeInfo:
     import ray
 
     node_id = ray.get_runtime_context().get_node_id()
-    info = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
+    info: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
     return NodeInfo(node_id, str(info.get("NodeName") or node_id), str(info.get("NodeManagerHostname") or ""))
 
 
@@ -154,11 +154,13 @@ class RayExecutor:
         all of them would hold every ended session until the poll timeout."""
         if not handles:
             return []
+        ready: list[Any]
         ready, _ = self.ray.wait(handles, num_returns=1, timeout=timeout, fetch_local=False)
         return ready
 
     def result(self, handle: Any) -> JobResult:
-        return self.ray.get(handle)
+        result: JobResult = self.ray.get(handle)
+        return result
 
     def cancel(self, handle: Any, session: str) -> None:
         """Kill the task's worker: the sweep dies with it (parent-death signal), and each of its

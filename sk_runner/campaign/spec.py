@@ -11,7 +11,7 @@ a resume re-validates the task files against those fingerprints.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -100,7 +100,8 @@ class CampaignSpec:
 def spec_schema() -> dict[str, Any]:
     """The campaign spec JSON Schema shipped with the package."""
     text = resources.files("sk_runner.campaign").joinpath("campaign-spec.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def default_resources(task_data: dict[str, Any]) -> dict[str, float]:
@@ -142,9 +143,9 @@ def load_spec(path: Path) -> CampaignSpec:
         _require_lease_root(item["id"], task.backend.name, resources_, lease_root, path, i)
         where = Placement(lease_root=None if lease_root is None else str((path.parent / lease_root).absolute()),
                           device_ids=None if spans is not None else _device_ids(merged.get("device_ids"), path, i),
-                          lease_timeout_s=None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"]),
-                          **({} if spans is None else {"hosts": spans.hosts, "npus_per_host": spans.npus_per_host,
-                                                       "cpus_per_host": spans.cpus_per_host}))
+                          lease_timeout_s=None if merged.get("lease_timeout_s") is None else float(merged["lease_timeout_s"]))
+        if spans is not None:
+            where = replace(where, hosts=spans.hosts, npus_per_host=spans.npus_per_host, cpus_per_host=spans.cpus_per_host)
         tasks.append(TaskSpec(item["id"], str(task_path), task.fingerprint, {k: float(v) for k, v in resources_.items()},
                               None if merged.get("timeout_s") is None else float(merged["timeout_s"]), int(merged.get("priority", 0)),
                               **where.placement()))

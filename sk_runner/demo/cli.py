@@ -89,7 +89,8 @@ def summary(session: Path) -> str:
 
 
 @click.command("demo")
-@click.option("--session", type=PathArg(file_okay=False, path_type=Path), default=Path("demo-session"), show_default=True, help="Folder of the demo session (a folder an earlier demo wrote is replaced).")
+@click.option("--session", type=PathArg(file_okay=False, path_type=Path), default=Path("demo-session"), show_default=True,
+              help="Folder of the demo session (a folder an earlier demo wrote is replaced).")
 @click.option("--seed", type=int, default=7, show_default=True, help="Seed of the sweep session (or of the generated samples).")
 @click.option("--samples", is_flag=True, help="Only generate, ingest and summarise a small sample session (no sweep).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language of the sweep.")

@@ -17,23 +17,33 @@ from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
     from sk_runner.devices.lease import (
-        DEFAULT_LEASE_TIMEOUT_S,
-        HeldLease,
-        Holder,
-        LazyLease,
-        LeaseBlocked,
-        LeaseFault,
-        LeaseRefused,
-        LeaseRequest,
-        acquire,
-        hold,
-        lease_record,
-        lock_path,
-        take,
+        DEFAULT_LEASE_TIMEOUT_S as DEFAULT_LEASE_TIMEOUT_S,
+        HeldLease as HeldLease,
+        Holder as Holder,
+        LazyLease as LazyLease,
+        LeaseBlocked as LeaseBlocked,
+        LeaseFault as LeaseFault,
+        LeaseRefused as LeaseRefused,
+        LeaseRequest as LeaseRequest,
+        acquire as acquire,
+        hold as hold,
+        lease_record as lease_record,
+        lock_path as lock_path,
+        take as take,
     )
-    from sk_runner.devices.markers import Need, decide, parse_device_ids
-    from sk_runner.devices.occupancy import DeviceProcess, occupancy_source, parse_npu_smi
-    from sk_runner.devices.proof import CleanDeviceProof
+    from sk_runner.devices.markers import (
+        Need as Need,
+        decide as decide,
+        parse_device_ids as parse_device_ids,
+    )
+    from sk_runner.devices.occupancy import (
+        DeviceProcess as DeviceProcess,
+        occupancy_source as occupancy_source,
+        parse_npu_smi as parse_npu_smi,
+    )
+    from sk_runner.devices.proof import (
+        CleanDeviceProof as CleanDeviceProof,
+    )
 
 _HOMES = {
     **dict.fromkeys(("DEFAULT_LEASE_TIMEOUT_S", "HeldLease", "Holder", "LazyLease", "LeaseBlocked", "LeaseFault", "LeaseRefused",

@@ -15,9 +15,22 @@ from typing import TYPE_CHECKING
 from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
-    from sk_runner.hosts.base import HostLost, Hosts, HostSlot, MultiHostResult
-    from sk_runner.hosts.ray_hosts import RayHosts, reserve
-    from sk_runner.hosts.topology import HostsSpec, check_hosts, group_env, local_ranks
+    from sk_runner.hosts.base import (
+        HostLost as HostLost,
+        Hosts as Hosts,
+        HostSlot as HostSlot,
+        MultiHostResult as MultiHostResult,
+    )
+    from sk_runner.hosts.ray_hosts import (
+        RayHosts as RayHosts,
+        reserve as reserve,
+    )
+    from sk_runner.hosts.topology import (
+        HostsSpec as HostsSpec,
+        check_hosts as check_hosts,
+        group_env as group_env,
+        local_ranks as local_ranks,
+    )
 
 _HOMES = {
     **dict.fromkeys(("HostLost", "Hosts", "HostSlot", "MultiHostResult"), "base"),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.devices.lease import LeaseLike, lease_devices, lease_record
+from sk_runner.devices.lease import HeldLease, LeaseLike, lease_devices, lease_record
 from sk_runner.devices.markers import fits
 from sk_runner.process import ProcessResult, run_process
 from sk_runner.process.faults import EnvironmentFault
@@ -107,7 +107,7 @@ def ranks_problem(hosts: Hosts | None, lease: LeaseLike, ranks: int) -> str | No
     return None if devices is None else fits(devices, ranks)
 
 
-def run_lease_record(hosts: Hosts | None, lease: LeaseLike) -> dict[str, Any]:
+def run_lease_record(hosts: Hosts | None, lease: HeldLease | None) -> dict[str, Any]:
     """The lease a run's processes ran under, as its records keep it: every host's of a multi-host run, else this host's."""
     return hosts.lease_record() if hosts is not None else lease_record(lease)
 

@@ -72,4 +72,4 @@ class HostsProof:
     def record(before: HostsSighting, after: HostsSighting) -> dict[str, Any]:
         """The ``device_proof`` of a counted run's meta.json: each host's before and after looks."""
         return {"source": "hosts", "hosts": [None if b is None else {"source": b.source, "before": b.to_json(), "after": a.to_json()}
-                                             for b, a in zip(before.hosts, after.hosts)]}
+                                             for b, a in zip(before.hosts, after.hosts, strict=True)]}

@@ -104,7 +104,7 @@ class RayAgent(HostAgent):
 
         ctx = ray.get_runtime_context()
         self.node_id = ctx.get_node_id()
-        info = next((n for n in ray.nodes() if n["NodeID"] == self.node_id), {})
+        info: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == self.node_id), {})
         self.node_name = str(info.get("NodeName") or self.node_id)
         self.host = str(info.get("NodeManagerHostname") or "")
         self.address = ray.util.get_node_ip_address()
@@ -239,7 +239,7 @@ class RayHosts:
             answers = self.ray.get([agent.sees.remote(str(token), content) for agent in self.agents], timeout=ANSWER_GRACE_S)
         finally:
             token.unlink(missing_ok=True)
-        for slot, problem in zip(self.slots, answers):
+        for slot, problem in zip(self.slots, answers, strict=True):
             if problem is not None:
                 raise EnvironmentBlocker(f"{slot.describe()} does not see the session's storage: {problem}; the session folder must "
                                          "be on storage every host shares, at the same path; nothing ran")

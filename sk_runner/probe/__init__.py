@@ -14,16 +14,18 @@ from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
     from sk_runner.probe.engine import (
-        PROBE_CONTROL,
-        ProbeResult,
-        RuntimeCheck,
-        ValueProbe,
-        probe_config,
-        probe_value,
-        probe_values,
-        runtime_check,
+        PROBE_CONTROL as PROBE_CONTROL,
+        ProbeResult as ProbeResult,
+        RuntimeCheck as RuntimeCheck,
+        ValueProbe as ValueProbe,
+        probe_config as probe_config,
+        probe_value as probe_value,
+        probe_values as probe_values,
+        runtime_check as runtime_check,
     )
-    from sk_runner.probe.evidence import ProbeEvidenceMissing
+    from sk_runner.probe.evidence import (
+        ProbeEvidenceMissing as ProbeEvidenceMissing,
+    )
 
 _HOMES = dict.fromkeys(("PROBE_CONTROL", "ProbeResult", "RuntimeCheck", "ValueProbe", "probe_config", "probe_value", "probe_values",
                         "runtime_check"), "engine") | {"ProbeEvidenceMissing": "evidence"}

@@ -232,7 +232,8 @@ def runtime_check(
     logs = sorted(run_dir.rglob("super_kernel.log"))
     check = RuntimeCheck("accepted", "", attempt, argv, config_path, stdout_path, stderr_path, result,
                          {**request.contract_env(), **switches}, [p.relative_to(attempt).as_posix() for p in logs], cwd=workdir)
-    failed, unnamed = None, []
+    failed: str | None = None
+    unnamed: list[str] = []
     if not result.ok:
         failed = "timed out" if result.timed_out else f"exit {result.exit_code}" if result.signal is None else str(result.signal_name)
         check.stderr_tail = last_lines(stderr_path)

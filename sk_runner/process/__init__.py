@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
-    from sk_runner.process.run import DEFAULT_GRACE_S, ProcessResult, group_alive, kill_group, process_alive, run_process
+    from sk_runner.process.run import (
+        DEFAULT_GRACE_S as DEFAULT_GRACE_S,
+        ProcessResult as ProcessResult,
+        group_alive as group_alive,
+        kill_group as kill_group,
+        process_alive as process_alive,
+        run_process as run_process,
+    )
 
 _HOMES = dict.fromkeys(("DEFAULT_GRACE_S", "ProcessResult", "group_alive", "kill_group", "process_alive", "run_process"), "run")
 __all__ = sorted(_HOMES)

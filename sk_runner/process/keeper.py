@@ -73,7 +73,7 @@ def _prctl_get_subreaper() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         value = ctypes.c_int(0)
-        return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0
+        return int(libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
 
@@ -292,7 +292,8 @@ class _Keeper:
 
     def wait_event(self, timeout_s: float | None) -> None:
         """Sleep until a signal, data or end of file on the socket, or ``timeout_s``."""
-        ready = select.select([self.sock, self.wake], [], [], timeout_s)[0]
+        waited: list[socket.socket | int] = [self.sock, self.wake]
+        ready = select.select(waited, [], [], timeout_s)[0]
         if self.wake in ready:
             os.read(self.wake, 512)
         if self.sock in ready:

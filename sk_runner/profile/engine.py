@@ -269,13 +269,12 @@ class _Collector:
         session = begin(spec.role, root, session_path)
         base = AttemptRecord(n, str(root), iterations, "running", "", "", session["session_fingerprint"], argv=argv)
         self.progress(f"{spec.role} attempt {n}: {iterations} iterations into {root}")
-        streams = {"stdout_path": stem.with_name(f"attempt-{n}.stdout.log"), "stderr_path": stem.with_name(f"attempt-{n}.stderr.log"),
-                   "timeout_s": control.timeout_s}
         contract_env = {**request.contract_env(), WORK_PATH_ENV: str(request.run_dir)}
         workdir = (spec.cwd or Path.cwd()).resolve()
         try:  # on hosts: every host's ranks under one manifest (the root is on the session's storage)
             result = launch(spec.hosts, argv, cwd=workdir, local_env={**scrub_env(self.env), **contract_env}, contract_env=contract_env,
-                            **streams)
+                            stdout_path=stem.with_name(f"attempt-{n}.stdout.log"), stderr_path=stem.with_name(f"attempt-{n}.stderr.log"),
+                            timeout_s=control.timeout_s)
         except EnvironmentBlocker as exc:
             self.record(replace(base, status="blocked", reason=exc.one_line(),
                                 reason_zh=f"采集进程无法启动：{exc.one_line()}"))

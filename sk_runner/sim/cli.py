@@ -22,7 +22,8 @@ from sk_analytics.errors import UsageError
               help="Profiler export: text (CSV/JSON) or db (ascend_pytorch_profiler_<rank>.db) [default: $SK_RUN_PROFILE_EXPORT, else text].")
 @click.option("--profile-ranks", "profile_ranks", default=None, metavar="all|R[,R...]",
               help="Ranks that write profiling artifacts, each in its own folders [default: $SK_RUN_PROFILE_RANKS, else all].")
-@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="Network spec file or built-in scenario name [default: moe-decode].")
+@click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE",
+              help="Network spec file or built-in scenario name [default: moe-decode].")
 @click.option("--options-pointer", default=None, help="RFC 6901 pointer of the options object in the config.")
 @click.option("--ground-truth", "ground_truth", default=None, type=PathArg(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
 @click.option("--noise", default=1.0, show_default=True, type=click.FloatRange(min=0.0), help="Scale of all random noise (0 = deterministic).")

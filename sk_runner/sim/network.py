@@ -295,8 +295,8 @@ def expand(network: Network, value_breaker_bypass: int = 0, comm_factor: float =
                 if splits and any(m.op for m in parts[-1]):
                     parts.append([])
                 parts[-1].append(member)
-            for part_index, members in enumerate(parts):
-                launches.append((True, item.scope, item.stream, layer, part_index, members))
+            for part_index, part in enumerate(parts):
+                launches.append((True, item.scope, item.stream, layer, part_index, part))
     members = [(li, ci, m) for li, launch in enumerate(launches) for ci, m in enumerate(launch[5])]
     timing = network.timing
     is_kernel = np.array([m.op is not None for _, _, m in members], dtype=bool)
@@ -321,7 +321,7 @@ def expand(network: Network, value_breaker_bypass: int = 0, comm_factor: float =
         member_kernel_type=[op.kernel_type if op is not None else "" for op in ops],
         member_blocks=np.array([op.blocks if op is not None else 0 for op in ops], dtype=np.int64),
         member_base_us=np.array([op.base_us * m.scale * (comm_factor if op.kernel_type == "COMMUNICATION" else 1.0) if op is not None
-                                 else 0.0 for (_, _, m), op in zip(members, ops)]),
+                                 else 0.0 for (_, _, m), op in zip(members, ops, strict=True)]),
         member_penalty_us=np.array([op.coherence_penalty_us if op is not None else 0.0 for op in ops]),
         member_flush_us=np.array(
             [(op.flush_us if op.flush_us is not None else timing.dcci_flush_us) if op is not None else 0.0 for op in ops]

@@ -52,7 +52,8 @@ def step_multipliers(rng: np.random.Generator, ranks: int, iterations: int, warm
         params.spike_low, params.spike_high, size=(ranks, iterations)
     ) * f
     ramp = warmup_ramp(iterations, warmup, params.warmup_amplitude)
-    return (1.0 + process + rank[:, None] + jitter + spikes) * ramp[None, :]
+    factors: np.ndarray = (1.0 + process + rank[:, None] + jitter + spikes) * ramp[None, :]
+    return factors
 
 
 def relative_jitter(rng: np.random.Generator, shape: tuple[int, ...], sigma: float, factor: float) -> np.ndarray:

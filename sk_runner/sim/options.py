@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,8 @@ class EffectiveOptions:
 
     @property
     def aggressive(self) -> dict[str, int]:
-        return self.values["aggressive_opt_strategies"]
+        aggressive: dict[str, int] = self.values["aggressive_opt_strategies"]
+        return aggressive
 
     @property
     def invalid(self) -> tuple[OptionLine, ...]:
@@ -175,7 +177,9 @@ def resolve(optimize: dict[str, Any], debug: dict[str, Any]) -> EffectiveOptions
         if spec.kind == "struct":
             values[name] = _aggressive(raw, lines)
             continue
-        ok = {"uint": _check_uint, "pattern_list": lambda s, v: _check_patterns(v), "map": lambda s, v: _check_map(v)}[spec.kind](spec, raw)
+        checks: dict[str, Callable[[OptionSpec, Any], bool]] = {
+            "uint": _check_uint, "pattern_list": lambda s, v: _check_patterns(v), "map": lambda s, v: _check_map(v)}
+        ok = checks[spec.kind](spec, raw)
         if ok:
             values[name] = raw
             lines.append(OptionLine(name, value_text(raw), True))
@@ -198,7 +202,7 @@ def dcci_bits(options: EffectiveOptions, func_names: list[str]) -> np.ndarray:
     disable = match_any(options.get("dcci_disable_on_kernel"), func_names)
     before = match_any(options.get("dcci_before_kernel_start"), func_names)
     after = match_any(options.get("dcci_after_kernel_end"), func_names)
-    bits = np.where(disable, DCCI_DISABLE, 0) | np.where(before, DCCI_BEFORE, 0) | np.where(after, DCCI_AFTER, 0)
+    bits: np.ndarray = np.where(disable, DCCI_DISABLE, 0) | np.where(before, DCCI_BEFORE, 0) | np.where(after, DCCI_AFTER, 0)
     if options.get("debug_sync_all"):
         bits |= DCCI_SYNC_ALL
     if options.get("debug_cross_core_sync_check"):

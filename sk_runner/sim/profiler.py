@@ -179,7 +179,7 @@ def _task_table(rows: pl.DataFrame, rts_model_id: int, device_id: int, header: s
         pl.concat_str([_us3(pl.col("start_ns")), pl.lit("\t")]), _us3(pl.col("dur_ns")), wait,
         pl.col("blocks").cast(pl.Utf8), pl.col("mix_blocks").cast(pl.Utf8), pl.lit("NO"),
         shape, dtype, fmt, shape, dtype, fmt, pl.lit("N/A"),
-        *[pl.when(is_comm).then(na).otherwise(m) for m, na in zip(metrics, na_metrics)],
+        *[pl.when(is_comm).then(na).otherwise(m) for m, na in zip(metrics, na_metrics, strict=True)],
     ]
     lines = rows.select(pl.concat_str(cells, separator=",").alias("line")).get_column("line")
     return header + "\n" + "\n".join(lines.to_list()) + "\n"
@@ -241,7 +241,9 @@ def step_trace_frame(rows: pl.DataFrame, spans: pl.DataFrame, overlap: pl.DataFr
 def step_trace_text(rows: pl.DataFrame, spans: pl.DataFrame, overlap: pl.DataFrame | None = None) -> str:
     """``step_trace_time.csv``: one row per decode step (µs, 3 decimals); no pipeline stages, so Stage,
     Bubble and Preparing are 0 and nothing is received apart from the collective ops."""
-    f3 = lambda c: pl.col(c).round(3).cast(pl.Utf8)  # noqa: E731
+    def f3(c: str) -> pl.Expr:
+        return pl.col(c).round(3).cast(pl.Utf8)
+
     lines = step_trace_frame(rows, spans, overlap).select(
         pl.concat_str([pl.col("step").cast(pl.Utf8), f3("computing"), f3("comm_not_overlapped"), f3("overlapped"), f3("communication"),
                        f3("free"), pl.lit("0"), pl.lit("0"), f3("comm_not_overlapped"), pl.lit("0")], separator=",")  # fmt: skip
@@ -312,7 +314,8 @@ def trace_view_text(rows: pl.DataFrame, rts_model_id: int, device_pid: int, span
 def profiler_files(ids: ProcessIds, paths: ProfilerPaths, rows: pl.DataFrame, spans: pl.DataFrame, *, group: str,
                    env: dict[str, str], export_type: str) -> dict[str, str]:
     """Every text file of the rank's ``*_ascend_pt/`` folder, by path relative to it (the DB is written apart)."""
-    end_ns = int(spans.get_column("step_end_ns").max() or ids.started_ns)
+    last_end = spans.get_column("step_end_ns").max()
+    end_ns = int(last_end) if isinstance(last_end, (int, float)) and last_end else ids.started_ns
     c = collection(ids, end_ns, spans.height, export_type)
     files = {f"profiler_info_{ids.rank}.json": json.dumps(profiler_info(ids.rank, c), indent=4)}
     if export_type == "db":

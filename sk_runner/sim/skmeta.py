@@ -110,7 +110,7 @@ def _kernel_node(model: StepModel, names: GraphNames, m: int, task_id: int) -> d
     }
     if graph.member_kernel_type[m] == "COMMUNICATION":  # an HCCL task: no kernel symbol
         node["nodeType"] = "HCCL"
-        params = {"opName": names.sk_name[launch], "opType": graph.member_op[m]}
+        params: dict[str, Any] = {"opName": names.sk_name[launch], "opType": graph.member_op[m]}
         node["taskInfo"] = [{"taskId": task_id, "streamId": stream_id, "taskType": "HCCL", "hcclParams": params}]
     elif graph.member_is_kernel[m]:
         kt = graph.member_kernel_type[m]

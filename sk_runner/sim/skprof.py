@@ -169,7 +169,8 @@ def _format(frame: pl.DataFrame, texts: list[str], model_arg: str, device_base_p
                     _us6(pl.col("dur_ps")),
                     pl.lit(f',"args":{{{model_arg},"skId":'),
                     pl.col("sk_id").cast(pl.Utf8),
-                    pl.when(pl.col("node_id") < 0).then(pl.lit("}},")).otherwise(pl.concat_str([pl.lit(',"nodeId":'), pl.col("node_id").cast(pl.Utf8), pl.lit("}},")])),
+                    pl.when(pl.col("node_id") < 0).then(pl.lit("}},"))
+                    .otherwise(pl.concat_str([pl.lit(',"nodeId":'), pl.col("node_id").cast(pl.Utf8), pl.lit("}},")])),
                 ]
             ).alias("line")
         )

@@ -27,7 +27,7 @@ class Timeline:
 
     @property
     def iterations(self) -> int:
-        return self.launch_start.shape[0]
+        return int(self.launch_start.shape[0])
 
     def slice(self, start: int, stop: int) -> Timeline:
         """Iterations ``start .. stop-1`` (relative to this timeline)."""

@@ -28,11 +28,11 @@ def freeze_base(session: SweepSession, action: FreezeBase) -> tuple[Path, dict[s
     root = session.root
     path = root / BASE_FILE
     if path.is_file():
-        identity = load_json_file(path)
-        body = {k: v for k, v in identity.items() if k != "base_fingerprint"}
-        if identity.get("base_fingerprint") != fingerprint(body) or identity.get("round") != action.round:
+        frozen: dict[str, Any] = load_json_file(path)
+        body = {k: v for k, v in frozen.items() if k != "base_fingerprint"}
+        if frozen.get("base_fingerprint") != fingerprint(body) or frozen.get("round") != action.round:
             raise IntegrityError(f"{path}: Sbest-BASE identity was edited or belongs to another round")
-        return path, identity
+        return path, frozen
     round_dir = round_dir_of(root, action.round)
     config = load_json_file(round_dir / "config.json")
     trial = load_json_file(round_dir / "trial.json")
@@ -57,7 +57,7 @@ def freeze_base(session: SweepSession, action: FreezeBase) -> tuple[Path, dict[s
         "option_changes": [{"pointer": c.pointer, "value": c.value} for c in action.option_changes],
         "accepted_entries": list(action.accepted_entries),
         "command": metas[0]["command"],
-        "run_fingerprints": [{"run": f"run-{k}", "fingerprint": meta["fingerprint"]} for k, meta in zip(runs, metas)],
+        "run_fingerprints": [{"run": f"run-{k}", "fingerprint": meta["fingerprint"]} for k, meta in zip(runs, metas, strict=True)],
         "fingerprints": fps.get("fingerprints"),
         "trial_fingerprint": fps.get("trial_fingerprint"),
         "frozen_ns": time.time_ns(),

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -24,7 +23,7 @@ from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.stage_o.matrix import check_frozen, load_matrix, protocol_candidates
+from sk_analytics.stage_o.matrix import check_frozen, load_matrix
 from sk_analytics.files.strict_json import load_json_file
 from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend

@@ -78,7 +78,7 @@ class Executor:
 
     # -- dispatch --------------------------------------------------------------------
     def execute(self, action: m.Action) -> Record:
-        handler = getattr(self, f"do_{action.kind}", None)
+        handler: Callable[[m.Action], Record] | None = getattr(self, f"do_{action.kind}", None)
         if handler is None:
             raise InputError(None, f"the sweep cannot execute action {action.kind}")
         return handler(action)
@@ -146,7 +146,8 @@ class Executor:
         from sk_analytics.stage_o.identity import identity_differences
 
         def recorded(name: str) -> dict[str, Any]:
-            return load_json_file(self.round_dir(name) / "trial.json")["fingerprints"]
+            fingerprints: dict[str, Any] = load_json_file(self.round_dir(name) / "trial.json")["fingerprints"]
+            return fingerprints
 
         differences = identity_differences(recorded(baseline_round), recorded(round_name))
         if differences:
@@ -275,7 +276,7 @@ class Executor:
             "requested_iterations": a.iterations, "iterations": result.iterations,
             "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
             "attempts": [self.rel(r.root) for r in result.attempts],
-            "lease": run_lease_record(self.hosts, self.devices and self.devices.lease),
+            "lease": run_lease_record(self.hosts, None if self.devices is None else self.devices.lease),
             "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
         }
 

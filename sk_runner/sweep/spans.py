@@ -51,7 +51,8 @@ def session_hosts(root: Path, spec: HostsSpec | None, *, address: str | None, le
     spec = found[0] if found is not None else spec
     assert spec is not None
     try:
-        hosts = reserve(spec, address=address, lease_root=lease_root, lease_timeout_s=lease_timeout_s, session=str(Path(root).absolute()), command=shlex.join(["sk-run", *sys.argv[1:]]),
+        hosts = reserve(spec, address=address, lease_root=lease_root, lease_timeout_s=lease_timeout_s, session=str(Path(root).absolute()),
+                        command=shlex.join(["sk-run", *sys.argv[1:]]),
                         pinned=None if found is None else found[1])
     except LeaseFault as exc:
         if found is not None:

@@ -15,9 +15,23 @@ from typing import TYPE_CHECKING
 from sk_analytics.lazy_module import lazy_face
 
 if TYPE_CHECKING:
-    from sk_runner.trial.engine import run_trial
-    from sk_runner.trial.spec import (LOCK_NAME, META_SCHEMA, MIN_TRIAL_RUNS, ROUND_NAME, TRIAL_SCHEMA, Progress, ProgressFn, TrialResult,
-                                      TrialSpec, complete_runs, derive_seed, round_dir_of)
+    from sk_runner.trial.engine import (
+        run_trial as run_trial,
+    )
+    from sk_runner.trial.spec import (
+        LOCK_NAME as LOCK_NAME,
+        META_SCHEMA as META_SCHEMA,
+        MIN_TRIAL_RUNS as MIN_TRIAL_RUNS,
+        ROUND_NAME as ROUND_NAME,
+        TRIAL_SCHEMA as TRIAL_SCHEMA,
+        Progress as Progress,
+        ProgressFn as ProgressFn,
+        TrialResult as TrialResult,
+        TrialSpec as TrialSpec,
+        complete_runs as complete_runs,
+        derive_seed as derive_seed,
+        round_dir_of as round_dir_of,
+    )
 
 _HOMES = {"run_trial": "engine", **dict.fromkeys(("LOCK_NAME", "META_SCHEMA", "MIN_TRIAL_RUNS", "ROUND_NAME", "TRIAL_SCHEMA",
                                                   "Progress", "ProgressFn", "TrialResult", "TrialSpec", "complete_runs",

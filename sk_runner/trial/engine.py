@@ -110,7 +110,7 @@ def _devices(trial: TrialState) -> Iterator[HeldLease | None]:
             yield lease
     except LeaseFault as exc:
         if exc.recorded_in is None:
-            raise trial.blocker("lease", exc, {"lease_blocked": exc.record()})
+            raise trial.blocker("lease", exc, {"lease_blocked": exc.record()}) from exc
         raise
 
 

@@ -56,7 +56,7 @@ def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_cor
     missing = next((path for path in paths if not path.is_file()), None)
     present = paths if missing is None else paths[:paths.index(missing)]
     try:  # one vectorized parse, root as ingest_run_dir gives it: the ingest reuses it
-        parsed = dict(zip(present, parse_rank_logs(present, root=run_dir)))
+        parsed = dict(zip(present, parse_rank_logs(present, root=run_dir), strict=True))
     except InputError as exc:
         return RunOutcome("bad_logs", f"rank log unparsable: {exc.one_line()}", correctness=correctness)
     logs = []

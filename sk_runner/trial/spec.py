@@ -11,6 +11,7 @@ from typing import Any
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 from sk_analytics.fingerprint import fingerprint
 from sk_runner.backends.base import Backend, Control
+from sk_runner.config import PointerChange
 from sk_runner.devices.lease import LeaseLike
 from sk_runner.hosts.base import Hosts
 

@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,10 +34,8 @@ from sk_runner.config import (
     scrub_env,
 )
 from sk_runner.devices.lease import HeldLease, lease_environ, with_devices
-from sk_runner.devices.proof import CleanDeviceProof
 from sk_runner.fingerprint import TrialFingerprints, env_hash, source_revision
-from sk_runner.hosts.base import launch, ranks_problem, run_lease_record
-from sk_runner.hosts.proof import HostsProof
+from sk_runner.hosts.base import ProofLike, launch, ranks_problem, run_lease_record
 from sk_runner.process import ProcessResult
 from sk_runner.process.faults import EnvironmentFault
 from sk_runner.process.session import require_session
@@ -89,7 +88,7 @@ class TrialState:
         self.durations: list[float] = []
         self.lease: HeldLease | None = None
         """The lease held while the trial runs (set by :func:`~sk_runner.trial.engine.run_trial`)."""
-        self.proof: CleanDeviceProof | HostsProof | None = None
+        self.proof: ProofLike | None = None  # this host's CleanDeviceProof, or every host's HostsProof
         """Before/after checks of the leased devices around each clean run (None: unleased)."""
 
     # -- preparation ---------------------------------------------------------------
@@ -257,10 +256,10 @@ class TrialState:
     def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
         request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
         argv = self.spec.backend.argv(request)
-        streams = {"stdout_path": run_dir / "stdout.txt", "stderr_path": run_dir / "stderr.txt", "timeout_s": self.spec.control.timeout_s}
         try:  # one group per host, started together, or one process here
             result = launch(self.spec.hosts, argv, cwd=self.workload_cwd, local_env=self.child_env(request.contract_env()),
-                            contract_env=request.contract_env(), **streams)
+                            contract_env=request.contract_env(), stdout_path=run_dir / "stdout.txt", stderr_path=run_dir / "stderr.txt",
+                            timeout_s=self.spec.control.timeout_s)
         except EnvironmentBlocker as exc:
             moved_to = self.move_aside(run_dir)
             if isinstance(exc, EnvironmentFault) and moved_to is not None:
@@ -274,7 +273,7 @@ class TrialState:
         a run that saw a foreign process is moved aside and made again (:mod:`sk_runner.devices.proof`)."""
         while True:
             proof = self.proof
-            before = None if proof is None else self.device_check(lambda: proof.before(run_name))  # noqa: B023 -- called at once
+            before = None if proof is None else self.device_check(partial(proof.before, run_name))
             request, argv, result = self.execute("clean", run_dir, config_path, seed)
             if proof is None or before is None:
                 return request, argv, result, None
@@ -282,7 +281,7 @@ class TrialState:
             if after.clean:
                 return request, argv, result, proof.record(before, after)
             moved = self.move_aside(run_dir)
-            self.device_check(lambda: proof.discard(run_name, before, after, moved))  # noqa: B023 -- called at once
+            self.device_check(partial(proof.discard, run_name, before, after, moved))
             run_dir.mkdir(parents=True)
 
     def device_check(self, check: Callable[[], T]) -> T:
