@@ -95,7 +95,7 @@ def option_trial(
         base_summary,
         summaries,
         warmup=warmup,
-        gate=gate,  # type: ignore[arg-type]
+        gate=gate,  # type: ignore[arg-type]  # a str of click.Choice(GATE_MODES), so a GateMode
         baseline_path=baseline,
         candidate_paths=dict(pairs),
         expected_ranks=None,  # load_source has checked every source already

@@ -274,7 +274,7 @@ def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False, a
         raise ContractInputError("no-symlinks", target, "the manifest is a symbolic link")
     if not target.is_file():
         raise ContractInputError("required-files", target, "no manifest: the collection was never finalized")
-    manifest = load_json_file(target)
+    manifest: dict[str, Any] = load_json_file(target)
     check_manifest(manifest, target, require_sk_prof=require_sk_prof)
     check_signature(manifest, root, target)
     check_marker(root, manifest["capture"]["session_fingerprint"], manifest["capture_role"])
@@ -297,7 +297,7 @@ def load_manifest(path: str | PathLike[str], *, require_sk_prof: bool = False, a
             )
         if not archive:
             _check_live_stat(root, rel, rec)
-    return manifest  # type: ignore[no-any-return]
+    return manifest
 
 
 _STAT_FIELDS = (("ctime_ns", "st_ctime_ns"), ("mtime_ns", "st_mtime_ns"), ("size", "st_size"),

@@ -137,6 +137,7 @@ def begin(role: str, root: str | PathLike[str], session_out: str | PathLike[str]
     st = marker.stat()
     started_ns = min(wall_ns, st.st_ctime_ns, st.st_mtime_ns)
     body = session_body(role, str(root_abs), started_ns)
+    # session_body() builds exactly the SessionRecord's other keys, as a plain dict mypy cannot match to the TypedDict
     record: SessionRecord = {**body, "session_fingerprint": fingerprint(body)}  # type: ignore[typeddict-item]
     write_json(
         marker,
@@ -157,7 +158,8 @@ def load_session(path: str | PathLike[str]) -> SessionRecord:
     check_schema("session", data, path)
     if body_fingerprint(data, "session_fingerprint") != data["session_fingerprint"]:
         raise ContractIntegrityError("fingerprint", path, "session_fingerprint does not match the session record")
-    return data  # type: ignore[no-any-return]
+    record: SessionRecord = data  # the schema and the fingerprint were just checked
+    return record
 
 
 def check_marker(root: Path, session_fingerprint: str, role: str) -> None:

@@ -35,6 +35,7 @@ def explained_fraction(sks: pl.DataFrame, slower: list[int], children_rows: pl.D
     if counts.len():
         modes = counts.value_counts(sort=True)
         top = modes.get_column("count").max()
+        # Series.min() is typed as any Python literal or None; launches is a non-empty integer column here
         steps = int(modes.filter(pl.col("count") == top).get_column("launches").min())  # type: ignore[arg-type]
     child_delta = (
         children_rows.filter(pl.col("significant"))

@@ -105,9 +105,9 @@ def load_side(
         process = folder.name
         prof_files = prof[process]
         before = len(warnings)
-        if reused is None:
-            events[process] = _spill_events(prof_files, process, root, warnings, Path(spill.name))  # type: ignore[union-attr]
-        else:
+        if spill is not None:  # nothing reused
+            events[process] = _spill_events(prof_files, process, root, warnings, Path(spill.name))
+        elif reused is not None:
             warnings += [w for path in prof_files for w in reused.warnings[relative_source(path, root)]]
         if any(TRUNCATION_WORD in w for w in warnings[before:]):
             truncated.add(process)

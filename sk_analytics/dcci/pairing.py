@@ -89,8 +89,8 @@ def pair_ranks(baseline: pl.DataFrame, candidate: pl.DataFrame) -> list[RankPair
     pairs: list[RankPair] = []
     if by_device:
         cand_of = {d: p for p, d in cand}
-        for p, d in base:
-            pairs.append(RankPair(int(d), p, cand_of[d], (d, d)))  # type: ignore[arg-type]
+        for (p, _), d in zip(base, known_base, strict=True):
+            pairs.append(RankPair(int(d), p, cand_of[d], (d, d)))
         return pairs
     for i in range(max(len(base), len(cand))):
         b = base[i] if i < len(base) else (None, None)

@@ -39,6 +39,7 @@ def with_sk_ordinal(frame: pl.LazyFrame, table: pl.DataFrame, keys: Sequence[str
     indexed = table.select(keys).with_row_index(ORDINAL).with_columns(pl.col(ORDINAL).cast(pl.Int32))
     contexts = indexed.select(context_keys).unique(maintain_order=True).with_row_index("_context")
     ids = indexed.get_column(id_key)
+    # Series.min()/max() are typed as any Python literal or None; the id column is a non-empty integer column here
     low, span = int(ids.min()), int(ids.max()) - int(ids.min()) + 1  # type: ignore[arg-type]
     if contexts.height > MAX_CONTEXTS or contexts.height * span > MAX_LOOKUP_CELLS:
         return frame.join(indexed.lazy(), on=list(keys), how="inner", nulls_equal=True)

@@ -16,7 +16,7 @@ from types import TracebackType
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no such module here: FlockLock falls back to FileLock
 
 
 class FlockLock:

@@ -40,6 +40,7 @@ import decimal
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Literal
 
 import polars as pl
 
@@ -197,14 +198,14 @@ def _wide_sums(weighted: bool = False) -> list[pl.Expr]:
     return [*sums, *products]
 
 
-def _order_stat(q: float, method: str, weighted: bool = False) -> pl.Expr:
+def _order_stat(q: float, method: Literal["lower", "higher"], weighted: bool = False) -> pl.Expr:
     """The sample at the ``lower`` (floor) or ``higher`` (ceil) position ``(n - 1) * q`` of a group of
     weighted distinct values: the first value whose running weight passes the position (the selection
     Polars' own ``quantile`` makes on one row a sample). The rows must come sorted by ``value_ms``
     (:func:`split_samples` sorts them; a group keeps the order of its rows), so no group is sorted here.
     Unweighted (one row a sample): Polars' ``lower``/``higher`` quantile itself (selection, no sort)."""
     if not weighted:
-        return pl.col("value_ms").quantile(q, interpolation=method)  # type: ignore[arg-type]
+        return pl.col("value_ms").quantile(q, interpolation=method)
     n = pl.col(WEIGHT).sum().cast(pl.Float64)
     position = (n - 1.0) * q
     index = position.floor() if method == "lower" else position.ceil()

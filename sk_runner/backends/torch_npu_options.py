@@ -62,7 +62,7 @@ def release_problem(version: str, spec: OptionSpec) -> str | None:
     release = checked_release(version)
     if release is None or spec.name in RELEASE_OPTIONS[release]:
         return None
-    known = sorted(spec_of(n).wrapper for n in RELEASE_OPTIONS[release] if spec_of(n) is not None)  # type: ignore[union-attr]
+    known = sorted(s.wrapper for n in RELEASE_OPTIONS[release] if (s := spec_of(n)) is not None)
     via = "" if release == version else f" (as its checked build {release})"
     return (f"torch_npu {version}{via}: NPUGraph._validate_options has no {wrapper_section(spec)} key {spec.wrapper!r} "
             f"(it knows {', '.join(known)})")

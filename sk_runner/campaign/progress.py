@@ -94,6 +94,6 @@ def make_view(quiet: bool = False) -> LineView:
     """Live table on a terminal, event lines otherwise (quiet: campaign notes only)."""
     if quiet:
         view = LineView()
-        view.update = lambda *a: None  # type: ignore[method-assign]
+        view.update = lambda *a: None  # type: ignore[method-assign]  # this one view ignores updates (quiet)
         return view
     return LiveView() if sys.stdout.isatty() else LineView()

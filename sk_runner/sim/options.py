@@ -129,7 +129,8 @@ def _mapping(value: Any, path: Path, where: str) -> dict[str, Any]:
 
 
 def _check_uint(spec: OptionSpec, value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and spec.low <= value <= spec.high  # type: ignore[operator]
+    return (isinstance(value, int) and not isinstance(value, bool) and spec.low is not None and spec.high is not None
+            and spec.low <= value <= spec.high)
 
 
 def _check_patterns(value: Any) -> bool:

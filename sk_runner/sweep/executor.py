@@ -172,7 +172,7 @@ class Executor:
                     self._frame(a.baseline_round), {a.round: self._frame(a.round)}, warmup=self.session.control.warmup,
                     baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
                     candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""}, expected_ranks=None,
-                    gate=policy.gate,  # type: ignore[arg-type]
+                    gate=policy.gate,  # type: ignore[arg-type]  # a str; evaluate_option_trial refuses one not in GATE_MODES
                     allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
                     sequential_cap=policy.incumbent_runs,
                 )
