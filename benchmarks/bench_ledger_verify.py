@@ -74,8 +74,8 @@ def bench_verify(session: Path, repeat: int, baseline: Path | None) -> None:
     results = {name: (min(r[0] for r in got), max(r[1] for r in got)) for name, got in runs.items()}
     for name, (wall, rss) in results.items():
         print(f"  {name:<34} {wall:6.2f} s  {wall and size / wall / 1e9:5.2f} GB/s  peak RSS {rss / 1024:6.1f} MiB")
-    from sk_analytics.ledger.evidence_verify import verify_evidence
     from sk_analytics.ledger.chain import read_records
+    from sk_analytics.ledger.evidence_verify import verify_evidence
 
     records = read_records(session)
     alone = float("inf")

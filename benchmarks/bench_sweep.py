@@ -17,12 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from test_stage_o_machine import LOSS, Script, frozen, make_matrix  # noqa: E402
+
 import sk_analytics.ledger.chain as ledger_module  # noqa: E402
 from sk_analytics.ledger import signing  # noqa: E402
 from sk_analytics.ledger.chain import Ledger, verify  # noqa: E402
 from sk_analytics.stage_o.machine import Finished, Policy, next_action  # noqa: E402
-from test_stage_o_machine import LOSS, Script, frozen, make_matrix  # noqa: E402
-
 
 PAYLOAD = {"round": "O7", "entry_id": "split-mode-1", "phase": "trial", "ok": True, "runs_added": 3,
            "baseline_run_metrics": [12.31, 12.29, 12.33, 12.30, 12.32], "summary_zh": "示例记录"}

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ledger.chain import LedgerRecord, read_records
 from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS, HANDOFF_FILE
 from sk_analytics.stage_o.matrix import load_matrix
 from sk_analytics.stage_o.reasons import settled_reason
 from sk_analytics.stage_o.state import SessionState, fold, skipped_settlement
-from sk_analytics.files.strict_json import load_json_file
 
 
 @dataclass

@@ -16,8 +16,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sk_analytics.files.atomic import atomic_path, commit_temp, temp_beside
 from sk_analytics.errors import InputError
+from sk_analytics.files.atomic import atomic_path, commit_temp, temp_beside
 from sk_analytics.schema import SCHEMA_VERSION, TABLES, Table, round_index
 
 PART_FILE = "part-0.parquet"

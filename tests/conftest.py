@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
 
 from sk_analytics.ledger.signing import KEY_ENV, TRUSTED_ENV
 from sk_runner.devices.markers import DEVICES_ENV, MARKERS, ROOT_ENV, TIMEOUT_ENV, VISIBLE
 from sk_runner.devices.registry import REGISTRY_ENV
-from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
 
 # The property tests draw the same examples on every run (derived from each test's name), so the suite CI runs once
 # passes or fails the same way every time; `pytest --hypothesis-profile=explore` draws new ones, to look for bugs.

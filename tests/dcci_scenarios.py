@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
 from dcci_frames import launch, sk_events, structure, symbol_of, symbols
-from sk_analytics.dcci.analysis import SideInput, analyze
 from test_dcci_analysis import DISABLE_ALL, _markers
+
+from sk_analytics.dcci.analysis import SideInput, analyze
 
 WARMUP = 2
 OCCURRENCES = 10

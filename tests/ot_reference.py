@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from decimal import Context, Decimal, ROUND_HALF_EVEN
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any

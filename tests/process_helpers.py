@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sk_runner.process import keeper
-from sk_runner.process import process_alive
+from sk_runner.process import keeper, process_alive
 
 
 def with_marker(marker: str) -> list[int]:

@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import Fault, inject
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.matrix import build_matrix, protocol_candidates
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends.base import Control
 from sk_runner.process import process_alive
 from sk_runner.sweep.demo import DEMO_SEED_CONFIG

@@ -113,6 +113,7 @@ def test_symlink_loops_as_inputs_and_outputs_are_bad_input_naming_the_path(tmp_p
     """Issue 29: a symlink loop given as --base-config, --session, ingest --out, option-trial --json-out or
     schema --out --check is exit 2 naming it (was exit 70, "out of date", or the link replaced)."""
     from ot_logs import uniform_runs, write_candidate
+
     from sk_analytics.cli import cli
     from sk_runner.cli import cli as run_group
 

@@ -12,11 +12,9 @@ import click
 import pytest
 from cli_doc import ROOTS
 
-from sk_analytics.cli import SUMMARIES as ANALYZE_SUMMARIES
-from sk_analytics.cli import cli as analyze_cli
+from sk_analytics.cli import SUMMARIES as ANALYZE_SUMMARIES, cli as analyze_cli
 from sk_analytics.cli.help_doc import command_contexts, resolve
-from sk_runner.cli import SUMMARIES as RUN_SUMMARIES
-from sk_runner.cli import cli as run_cli_group
+from sk_runner.cli import SUMMARIES as RUN_SUMMARIES, cli as run_cli_group
 
 GROUPS = [("sk_analytics.cli", analyze_cli, ANALYZE_SUMMARIES), ("sk_runner.commands", run_cli_group, RUN_SUMMARIES)]
 HEAVY = ("polars", "pyarrow", "numpy", "scipy", "jsonschema", "adbc_driver_sqlite")

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from contract_support import ALL_FILES, BASE_CONFIG, DCCI_POINTER, WORKLOAD, disable_all
+
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import command_fingerprint

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from contract_support import ALL_FILES, BASE_CONFIG, PROFILER_FILES, SK_META_FILES, WORKLOAD, edit_manifest, make_collection
+
 from sk_analytics.contract import (
     MANIFEST_NAME,
     MARKER_NAME,
@@ -22,8 +22,8 @@ from sk_analytics.contract import (
     load_manifest,
     load_session,
 )
-from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.files.strict_json import DuplicateKeyError
+from sk_analytics.fingerprint import fingerprint, sha256_file
 
 
 def _producer() -> ProducerInfo:

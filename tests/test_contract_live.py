@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from contract_support import BASE_CONFIG, DCCI_POINTER, PROFILER_FILES, disable_all, edit_manifest, make_collection
+
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import MANIFEST_NAME, MARKER_NAME, ContractIntegrityError, load_manifest

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from contract_support import (
     ALL_FILES,
     BASE_CONFIG,
@@ -19,6 +18,7 @@ from contract_support import (
     edit_manifest,
     make_collection,
 )
+
 from sk_analytics.contract import (
     MANIFEST_NAME,
     ContractInputError,

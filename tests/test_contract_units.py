@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from contract_support import BASE_CONFIG, WORKLOAD
+
 from sk_analytics.contract import (
     ContractInputError,
     FileRecord,
@@ -20,8 +20,8 @@ from sk_analytics.contract import (
     required_kinds,
 )
 from sk_analytics.errors import InputError
-from sk_analytics.fingerprint import fingerprint
 from sk_analytics.files.strict_json import DuplicateKeyError, load_config_file, loads_strict
+from sk_analytics.fingerprint import fingerprint
 
 START, END = 1_000, 2_000
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import polars as pl
 import pytest
-
 from dcci_frames import profile, symbol_of, symbols
+
 from sk_analytics.dcci.analysis import SideInput, analyze
 from sk_analytics.schema import SK_MARKERS
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from dcci_scenarios import Scenario, Sk, coverage_truth, decode_graph, group_truth, named_slots, run, slot_truth
+
 from sk_analytics.dcci.crossrank import reference_rank
 from sk_analytics.dcci.report import render, summary_line
 

@@ -9,8 +9,8 @@ simulator's ground truth (which the analysis never reads).
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any

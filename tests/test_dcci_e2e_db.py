@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+from test_dcci_e2e import WARMUP, check_against_truth, pair
 
 from sk_analytics.dcci.pipeline import dcci_diff
-from sk_analytics.ingest import ingest_path
 from sk_analytics.files.strict_json import load_json_file
-from test_dcci_e2e import WARMUP, check_against_truth, pair
+from sk_analytics.ingest import ingest_path
 
 
 def test_db_exported_pair_gives_the_text_pairs_diff(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_dcci_e2e import WARMUP, check_against_truth, pair
 
 from sk_analytics.dcci.pipeline import dcci_diff
 from sk_runner.sim.variants import draw_variant
-from test_dcci_e2e import WARMUP, check_against_truth, pair
 
 RANKS = 8
 

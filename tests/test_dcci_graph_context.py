@@ -14,10 +14,10 @@ from typing import Any
 
 import polars as pl
 import pytest
-
 from dcci_frames import profile
-from sk_analytics.dcci.analysis import SideInput, analyze
 from test_dcci_analysis import DISABLE_ALL, _markers
+
+from sk_analytics.dcci.analysis import SideInput, analyze
 
 ATTN = ("attn", ["RmsNorm", "MatMul"])
 MOE = ("moe", ["Gate", "GroupedMatmul", "Add"])
@@ -172,6 +172,7 @@ def test_report_shows_the_alignment_in_both_languages() -> None:
 
 def test_token_with_two_prefix_families_and_decoys_gets_a_pattern_list() -> None:
     from dcci_frames import HASHES, symbols
+
     from sk_analytics.dcci.report import render
 
     moe = ("moe", ["Gate", "MatMulV2", "Add"])

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from dcci_scenarios import Graphs, Scenario, Sk, coverage_truth, decode_graph, run, slot_truth
-from sk_analytics.dcci.report import render, summary_line
 from test_dcci_cross_rank import check_against_truth
+
+from sk_analytics.dcci.report import render, summary_line
 
 LAYERS = 8
 RANKS = 2

@@ -10,6 +10,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
+from test_dcci_e2e import WARMUP, pair
 
 from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.dcci.pipeline import SESSION_DATA, dcci_diff, load_pair
@@ -17,7 +18,6 @@ from sk_analytics.fingerprint import sha256_file
 from sk_analytics.ingest import ingest_run_dir
 from sk_analytics.ingest.sources import SOURCES_KEY, read_sources, sealed_hashes
 from sk_analytics.ledger.chain import Ledger
-from test_dcci_e2e import WARMUP, pair
 
 RANKS = 2
 

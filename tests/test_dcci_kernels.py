@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_analytics.dcci.kernels import GridEnvelopes, LaunchIndex, grid_envelopes
 

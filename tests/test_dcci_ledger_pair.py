@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from test_dcci_e2e import WARMUP, pair
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
@@ -14,7 +15,6 @@ from sk_analytics.contract import ContractIntegrityError
 from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.dcci.pipeline import load_pair
 from sk_analytics.ledger.chain import Ledger
-from test_dcci_e2e import WARMUP, pair
 
 
 @pytest.fixture(scope="module")

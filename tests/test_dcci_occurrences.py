@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from dcci_frames import launch, sk_events
+from hypothesis import given, settings, strategies as st
+
 from sk_analytics.dcci.occurrences import child_timings, occurrence_completeness, sk_occurrences
 
 

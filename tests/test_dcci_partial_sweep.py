@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from dcci_scenarios import Sk, run
-from sk_analytics.files.atomic import write_json
-from sk_analytics.stage_o.actions import DcciDiff, Settle
-from sk_runner.sweep.dcci import run_dcci_diff
 from test_dcci_analysis import DISABLE_ALL
 from test_dcci_graph_split import _scenario
 from test_stage_o_machine import DCCI_IDS, LOSS, Script, drive, make_matrix
+
+from sk_analytics.files.atomic import write_json
+from sk_analytics.stage_o.actions import DcciDiff, Settle
+from sk_runner.sweep.dcci import run_dcci_diff
 
 NOTE = "部分诊断：只比较了候选 SK 时间的 61%（SK 数的 70%）；其余部分计算图未比较"
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from sk_analytics.dcci.pattern import matches, matches_expr, pattern_problem, to_regex
 from sk_analytics.errors import InputError

@@ -20,6 +20,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
+from test_dcci_e2e import WARMUP, pair
+from test_dcci_ingested import _part, _session
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
@@ -32,8 +34,6 @@ from sk_analytics.errors import InputError
 from sk_analytics.ingest import collect, ingest_run_dir
 from sk_analytics.ingest.sources import read_sources
 from sk_analytics.tables import scan_table
-from test_dcci_e2e import WARMUP, pair
-from test_dcci_ingested import _part, _session
 
 RANKS = 3
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from dcci_frames import symbols
+
 from sk_analytics.dcci.pattern import matches
 from sk_analytics.dcci.repair import (
     candidate_patterns,

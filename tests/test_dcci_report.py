@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import test_dcci_analysis as scenario
+
 from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges, short_name
 from sk_analytics.dcci.report import render
 

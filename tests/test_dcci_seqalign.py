@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_analytics.dcci.seqalign import AMBIGUOUS, GAP, PAIRED_ANCHOR, PAIRED_RUN, align_sequences
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_analytics.dcci import sk_ordinal
 from sk_analytics.dcci.sk_ordinal import ORDINAL, with_sk_ordinal

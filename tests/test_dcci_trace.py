@@ -11,11 +11,11 @@ from typing import Any
 
 import polars as pl
 import pytest
+from test_dcci_e2e import WARMUP, pair
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.dcci.trace import trace_document
-from test_dcci_e2e import WARMUP, pair
 
 RANKS = 2
 SMALL = {"name": "trace-small", "base": "moe-decode", "layers": 2}

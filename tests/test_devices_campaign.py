@@ -14,11 +14,11 @@ from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ledger.chain import read_records
 from sk_runner.campaign.job import Job, job_lease
-from sk_runner.hosts.topology import assigned_npus
 from sk_runner.campaign.spec import load_spec
 from sk_runner.campaign.state import session_dir
 from sk_runner.cli import cli
 from sk_runner.devices.markers import DEVICES_ENV, HELD, IDS, ROOT, ROOT_ENV, TIMEOUT_ENV, Need
+from sk_runner.hosts.topology import assigned_npus
 
 
 def _job(**kw: object) -> Job:

@@ -14,9 +14,9 @@ import pytest
 from sweep_helpers import small_session
 from test_devices_lease import _busy, holding, sk_run
 
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o import machine as m
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.devices.lease import LeaseRequest, lock_path
 from sk_runner.devices.markers import Need
 from sk_runner.sweep.driver import run_sweep

@@ -11,8 +11,8 @@ import pytest
 from sk_analytics import explore as ex
 from sk_analytics.errors import InputError
 from sk_analytics.option_trial.api import stability
-from sk_analytics.stage_o.machine import O0, fold
 from sk_analytics.report.render import RoundInfo, SessionView
+from sk_analytics.stage_o.machine import O0, fold
 
 WARMUP = 2
 

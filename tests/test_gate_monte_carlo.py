@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from gate_noise import MODELS, NoiseModel, acceptance, binomial_sigma, runs_needed_cell, sequential_cell
+
 from sk_analytics.option_trial.inference import POWER, ci_excludes_zero, log_effect_of_pct, runs_needed, trial_statistics
 
 TRIALS = 500

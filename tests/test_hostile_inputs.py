@@ -12,10 +12,10 @@ from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import MANIFEST_NAME
 from sk_analytics.errors import IntegrityError
-from sk_analytics.ledger.chain import Ledger, read_records
 from sk_analytics.files.strict_json import MAX_DEPTH
-from sk_runner.limits import MAX_ITERATIONS, MAX_RANKS, MAX_SAMPLES
+from sk_analytics.ledger.chain import Ledger, read_records
 from sk_runner.cli import cli as run_cli_group
+from sk_runner.limits import MAX_ITERATIONS, MAX_RANKS, MAX_SAMPLES
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True))

@@ -27,7 +27,7 @@ from sk_runner.cli import cli
 from sk_runner.devices.markers import HELD, IDS, ROOT, VISIBLE
 from sk_runner.devices.proof import ForeignProcessBlocker
 from sk_runner.hosts.agent import HostAgent
-from sk_runner.hosts.base import combine, hosts_lease_record, HostSlot
+from sk_runner.hosts.base import HostSlot, combine, hosts_lease_record
 from sk_runner.hosts.proof import HostsProof, HostsSighting
 from sk_runner.hosts.topology import GROUP_VARIABLES, HostsSpec, check_hosts, group_env, host_path, local_ranks
 from sk_runner.process import ProcessResult

@@ -14,8 +14,8 @@ from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ingest import ingest_path, ingest_run_dir
 from sk_analytics.ingest.discover import default_partition, discover, kind_of
-from sk_analytics.tables import read_schema_version
 from sk_analytics.schema import SCHEMA_VERSION
+from sk_analytics.tables import read_schema_version
 from sk_runner.demo.samples import VARIANTS, kernel_rows, write_kernel_details, write_rank_logs
 
 DECODE = [["10.5", "10.25", "10.0"], ["11", "11.5", "12.125"]]
@@ -212,8 +212,15 @@ def test_sk_prof_traces_of_two_devices_share_a_partition_and_truncation_is_repor
 
 def test_every_artifact_kind_of_an_sk_meta_folder_is_ingested(tmp_path: Path) -> None:
     from sk_samples import (
-        FusedMember, FusedSk, GraphDump, GraphNode, OptionLine, fused_nodes_text, sk_prof_events,
-        super_kernel_log_text, write_sk_prof,
+        FusedMember,
+        FusedSk,
+        GraphDump,
+        GraphNode,
+        OptionLine,
+        fused_nodes_text,
+        sk_prof_events,
+        super_kernel_log_text,
+        write_sk_prof,
     )  # fmt: skip
 
     model = tmp_path / "prof" / "sk_meta" / "4242" / "model_1_0"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from real_samples import REAL
 
-from sk_analytics.ingest.canonical import canonical_op
 from sk_analytics.errors import InputError
 from sk_analytics.ingest import kernel_details as kd
+from sk_analytics.ingest.canonical import canonical_op
 from sk_analytics.ingest.kernel_details import parse_kernel_details
 from sk_analytics.schema import KERNELS
 from sk_runner.demo.samples import VARIANTS, KernelDetailsVariant, kernel_rows, write_kernel_details
-from real_samples import REAL
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "kernel_details"

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from real_samples import REAL, needs_real
+
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError
-from sk_analytics.ingest import ingest_path
-from sk_analytics.ingest import kernel_details as kd
+from sk_analytics.ingest import ingest_path, kernel_details as kd
 from sk_analytics.ingest.kernel_details import parse_kernel_details
 
 pytestmark = needs_real

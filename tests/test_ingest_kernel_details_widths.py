@@ -8,17 +8,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
+from real_samples import REAL, needs_real
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError
-from sk_analytics.ingest import csv_fields
-from sk_analytics.ingest import kernel_details as kd
+from sk_analytics.ingest import csv_fields, kernel_details as kd
 from sk_analytics.ingest.base import ParseResult
 from sk_analytics.ingest.kernel_details import parse_kernel_details
-from real_samples import REAL, needs_real
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "kernel_details"

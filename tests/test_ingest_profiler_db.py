@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from real_samples import REAL, REAL_DB, needs_real
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
-from sk_analytics.contract.roles import missing_kinds
-from sk_analytics.contract.roles import classify
+from sk_analytics.contract.roles import classify, missing_kinds
 from sk_analytics.errors import InputError
 from sk_analytics.ingest import ingest_path
 from sk_analytics.ingest.kernel_details import parse_kernel_details
@@ -21,7 +21,6 @@ from sk_analytics.ingest.profiler_db import parse_profiler_db
 from sk_analytics.schema import KERNELS
 from sk_runner.sim.profiler import kernel_details_text
 from sk_runner.sim.profiler_db import write_profiler_db
-from real_samples import REAL, REAL_DB, needs_real
 
 REPO = Path(__file__).resolve().parents[1]
 

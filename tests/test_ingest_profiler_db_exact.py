@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from real_samples import REAL_DB, needs_real
 
 from sk_analytics.contract.roles import classify
 from sk_analytics.ingest import ingest_path
 from sk_analytics.ingest.kernel_details import parse_kernel_details
 from sk_analytics.ingest.profiler_db import exact_us, parse_profiler_db
-from real_samples import REAL_DB, needs_real
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,9 +16,9 @@ from sk_analytics import tables
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError
+from sk_analytics.files.io_seam import Fault, inject
 from sk_analytics.ingest import collect, ingest_path, ingest_run_dir, text_stream, timings
 from sk_analytics.ingest.timings import parse_rank_logs, stream_rank_log
-from sk_analytics.files.io_seam import Fault, inject
 from sk_analytics.schema import TIMINGS
 from sk_analytics.tables import TableStream
 

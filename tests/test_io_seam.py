@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.errors import EnvironmentBlocker, InputError, ReadFault
+from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.files.io_seam import (
     FAULT_ENV,
     Fault,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from sweep_helpers import settled_statuses, small_session
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
@@ -28,7 +29,6 @@ from sk_analytics.ledger.signing import KEY_ENV, TRUSTED_ENV, signer
 from sk_analytics.ledger.witness import WITNESS_ENV
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.handoff import write_reports
-from sweep_helpers import settled_statuses, small_session
 
 pytestmark = pytest.mark.slow
 O0 = "experiments/Sbest/O0-INCUMBENT"

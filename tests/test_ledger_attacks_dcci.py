@@ -15,17 +15,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sweep_helpers import small_session
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.contract.manifest import MANIFEST_NAME, load_manifest
 from sk_analytics.contract.scan import MARKER_NAME
-from sk_analytics.ledger.evidence import fold
-from sk_analytics.ledger.chain import read_records
 from sk_analytics.files.stale_temps import is_leftover
 from sk_analytics.handoff.proof import collection_finding
+from sk_analytics.ledger.chain import read_records
+from sk_analytics.ledger.evidence import fold
 from sk_runner.sweep.driver import run_sweep
-from sweep_helpers import small_session
 
 pytestmark = pytest.mark.slow
 DCCI = "experiments/Sbest/DCCI"

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sweep_helpers import settled_statuses, small_session
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.ledger.chain import GENESIS, head_body, head_path
 from sk_analytics.handoff.crosscheck import first_disagreement
+from sk_analytics.ledger.chain import GENESIS, head_body, head_path
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.handoff import write_reports
-from sweep_helpers import settled_statuses, small_session
 
 pytestmark = pytest.mark.slow
 
@@ -150,9 +150,9 @@ def _renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_the_handoff_record_binds_what_a_re_rendering_gives_in_both_languages(session: Path) -> None:
+    from sk_analytics.handoff.outputs import REPORT_LANGS, REPORTS_KEY, report_digests, report_texts, text_digest
     from sk_analytics.ledger.chain import read_records
     from sk_analytics.session_view import load_view
-    from sk_analytics.handoff.outputs import REPORT_LANGS, REPORTS_KEY, report_digests, report_texts, text_digest
 
     records = read_records(session)
     handoff = [r for r in records if r.kind == "handoff_written"][-1]
@@ -184,8 +184,8 @@ def test_reports_without_a_binding_are_re_rendered(session: Path, monkeypatch: p
 def test_a_binding_proves_the_reports_only_from_the_last_record(session: Path) -> None:
     import dataclasses
 
-    from sk_analytics.ledger.chain import read_records
     from sk_analytics.handoff.crosscheck import _bound_reports_match
+    from sk_analytics.ledger.chain import read_records
 
     records = read_records(session)
     handoff = records[-1]

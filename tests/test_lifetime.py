@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runner_fake import BASE_CONFIG
 from process_helpers import keepers_below, with_marker
+from runner_fake import BASE_CONFIG
 
 from sk_analytics.files.strict_json import load_json_file
-from sk_runner.process import lifetime
-from sk_runner.process import process_alive, run_process
+from sk_runner.process import lifetime, process_alive, run_process
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="the guarantees tested here are Linux's (/proc)")
 

@@ -32,8 +32,7 @@ from process_helpers import with_marker
 from runner_fake import BASE_CONFIG
 
 from sk_analytics.files.strict_json import load_json_file
-from sk_runner.process import keeper, lifetime
-from sk_runner.process import process_alive
+from sk_runner.process import keeper, lifetime, process_alive
 
 pytestmark = pytest.mark.skipif(not keeper.available(), reason="child subreapers are Linux's (prctl PR_SET_CHILD_SUBREAPER)")
 

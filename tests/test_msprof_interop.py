@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_dcci_e2e import DISABLE_ALL, ITERATIONS, O0, collect
 
 from sk_analytics.contract import BASELINE_PROFILE, CANDIDATE_PROFILE
 from sk_analytics.ingest.timings import parse_rank_log
-from test_dcci_e2e import DISABLE_ALL, ITERATIONS, O0, collect
 
 MSPROF = Path(sys.executable).with_name("msprof-analyze")
 pytestmark = pytest.mark.skipif(not MSPROF.exists(), reason="msprof-analyze not installed (pip install -e '.[interop]')")

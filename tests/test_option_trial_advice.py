@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats as sps
-
 from ot_logs import uniform_runs, write_candidate
+from scipy import stats as sps
+from test_option_trial_stats_gate import BASE_MEANS, CAND_MEANS, spread_runs
+
 from sk_analytics.cli import main
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial
 from sk_analytics.option_trial.advice import MAX_CANDIDATE_RUNS, candidate_runs_to_resolve
-from test_option_trial_stats_gate import BASE_MEANS, CAND_MEANS, spread_runs
 
 STABLE_BASE = ["100", "102.5", "97.5", "100", "100"]
 

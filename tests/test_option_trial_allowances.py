@@ -20,8 +20,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-
 from ot_logs import uniform_runs, write_candidate
+
 from sk_analytics.cli import main
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial

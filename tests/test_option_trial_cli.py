@@ -9,11 +9,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from ot_logs import uniform_runs, write_candidate
+
 from sk_analytics.cli import main
-from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.files.io_seam import Fault, inject
+from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.schema import TIMINGS
 from sk_analytics.tables import write_table
 

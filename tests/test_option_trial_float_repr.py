@@ -8,17 +8,16 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 import ot_reference as ref
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from ot_logs import write_candidate
+from test_option_trial_property import WARMUP, assert_summary_equal, to_frame
+
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial
 from sk_analytics.option_trial.stats import collect_stats, needs_wide, split_samples, stats_query
-from test_option_trial_property import WARMUP, assert_summary_equal, to_frame
 
 
 def repr_values(rng: random.Random, pool: list[str], count: int) -> list[str]:

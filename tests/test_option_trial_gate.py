@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from ot_logs import uniform_runs, write_candidate
+
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial, stability
 from sk_analytics.option_trial.gate import decimal_spread, evaluate_stability, spread_within_limit

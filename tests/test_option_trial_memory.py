@@ -14,9 +14,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from ot_logs import uniform_runs, write_candidate
 
 import sk_analytics.ingest.timings as timings
-from ot_logs import uniform_runs, write_candidate
 from sk_analytics.cli import main
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.option_trial import evaluate_option_trial

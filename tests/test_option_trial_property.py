@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
+import ot_reference as ref
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-import ot_reference as ref
 from sk_analytics.option_trial import evaluate_option_trial
 from sk_analytics.schema import TIMINGS
 

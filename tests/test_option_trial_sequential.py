@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ot_logs import write_candidate
+from test_option_trial_stats_gate import BASE_MEANS, spread_runs
+
 from sk_analytics.cli import main
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial
 from sk_analytics.option_trial.sequential import CAP, FIRST_LOOK, boundaries, replay
 from sk_analytics.option_trial.stats_gate import RunFigures
-from test_option_trial_stats_gate import BASE_MEANS, spread_runs
 
 
 def _figures(means: list[float] | np.ndarray, sd: float = 1.0) -> RunFigures:

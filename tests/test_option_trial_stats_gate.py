@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ot_logs import write_candidate
 from scipy import stats as sps
 
-from ot_logs import write_candidate
 from sk_analytics.cli import main
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial

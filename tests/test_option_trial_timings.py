@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
+from hypothesis import HealthCheck, given, settings, strategies as st
 from ot_logs import NOT_REGULAR, make_not_regular, write_candidate, write_rank_log
+
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.timings import parse_rank_log, read_candidate
 from sk_analytics.schema import TIMINGS

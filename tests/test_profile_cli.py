@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_profile_runner import CONFIG, PRODUCER, WORKLOAD
 
 from sk_analytics.cli._base import run_cli

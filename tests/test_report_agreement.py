@@ -14,9 +14,9 @@ import pytest
 from sweep_helpers import FAST_POLICY, settled_statuses, small_session
 
 from sk_analytics import explore as ex
+from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_MD, report_texts
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.session_view import SessionView
-from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_MD, report_texts
 from sk_runner.sweep.driver import run_sweep
 
 PROFILE_ITERATIONS = 14

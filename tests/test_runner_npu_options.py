@@ -152,8 +152,8 @@ def test_probe_on_npu_writes_wrapper_names_and_reads_runtime_names_back(wrapper:
 
 
 def test_probe_cli_prints_blocked(wrapper: types.SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from sk_runner.cli import cli
     from sk_analytics.cli._base import run_cli
+    from sk_runner.cli import cli
 
     wrapper.module.__version__ = "2.9.1"
     argv = ["probe", "--backend", "npu", "--option", "opt_extend", "--value", '"k=v"', "--out", str(tmp_path / "p"), "--", sys.executable, "-c", "pass"]

@@ -13,8 +13,7 @@ import pytest
 from process_helpers import keepers_below
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.process import keeper
-from sk_runner.process import group_alive, process_alive, run_process
+from sk_runner.process import group_alive, keeper, process_alive, run_process
 
 PY = sys.executable
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from contract_support import BASE_CONFIG, PROFILER_FILES, edit_manifest, make_collection
+
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.contract import MANIFEST_NAME, ContractIntegrityError, load_manifest

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+
 def clean_env() -> dict[str, str]:
     """The test's environment without run switches, read when a test starts (conftest's session fixtures,
     such as the simulated-device registry, are set after this module is imported)."""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sk_analytics.files.atomic import atomic_dir
 from sk_analytics.contract.roles import OTHER, classify
+from sk_analytics.files.atomic import atomic_dir
 from sk_analytics.ingest.discover import discover, kind_of
 from sk_analytics.ingest.timings import parse_rank_log
 from sk_runner.sim.network import AIC_CORES, AIV_CORES

@@ -6,8 +6,7 @@ import hashlib
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_analytics.ingest.canonical import (
     SkName,

@@ -9,15 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from sk_analytics.ingest.canonical import sk_identity
-from sk_analytics.errors import InputError
-from sk_analytics.ingest.fused_nodes import parse_fused_nodes
-from sk_analytics.ingest.graph_dump import parse_graph_dump
-from sk_analytics.ingest.super_kernel_log import buffer_full_cores, is_child_trace_complete, parse_super_kernel_log
-from sk_analytics.schema import SK_MARKERS, SK_STRUCTURE, SYMBOLS
+from hypothesis import HealthCheck, given, settings, strategies as st
 from sk_samples import (
     FusedMember,
     FusedSk,
@@ -27,6 +19,13 @@ from sk_samples import (
     fused_nodes_text,
     super_kernel_log_text,
 )
+
+from sk_analytics.errors import InputError
+from sk_analytics.ingest.canonical import sk_identity
+from sk_analytics.ingest.fused_nodes import parse_fused_nodes
+from sk_analytics.ingest.graph_dump import parse_graph_dump
+from sk_analytics.ingest.super_kernel_log import buffer_full_cores, is_child_trace_complete, parse_super_kernel_log
+from sk_analytics.schema import SK_MARKERS, SK_STRUCTURE, SYMBOLS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sk"
 MODEL = FIXTURES / "sk_meta" / "4242" / "model_3_1"

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
+from sk_samples import SkProfVariant, sk_prof_events, write_sk_prof
 
 import sk_analytics.ingest.sk_prof as sk_prof
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.sk_prof import parse_sk_prof
 from sk_analytics.schema import SK_EVENTS
-from sk_samples import SkProfVariant, sk_prof_events, write_sk_prof
 
 COLUMNS = ["lane", "core", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id", "block_idx", "block_num",
            "is_span", "name", "func_name"]

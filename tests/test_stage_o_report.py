@@ -6,10 +6,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.stage_o.machine import O0, fold
 from sk_analytics.report.render import (
-    RoundInfo, SessionView, markdown_to_html, overview_rows, render_markdown, render_reports, run_columns,
+    RoundInfo,
+    SessionView,
+    markdown_to_html,
+    overview_rows,
+    render_markdown,
+    render_reports,
+    run_columns,
 )
+from sk_analytics.stage_o.machine import O0, fold
 from sk_runner.sweep.handoff import next_steps
 
 CJK = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS
 from sk_analytics.report.render import load_environment_blockers
+from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE, EXPERIMENTS
 
 
 def test_blockers_of_all_rounds_in_time_order_and_a_cut_line_is_shown(tmp_path: Path) -> None:

@@ -6,15 +6,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from sweep_helpers import settled_statuses, small_session
 
-from sk_analytics.ledger.chain import read_records, verify
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.ledger.chain import read_records, verify
 from sk_runner.backends.base import RunRequest
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import BackendSpec, load_session
-from sweep_helpers import settled_statuses, small_session
 
 pytestmark = pytest.mark.slow
 ROOT = "/super_kernel_optimize_options"

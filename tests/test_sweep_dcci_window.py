@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sk_analytics.stage_o.machine import CollectProfile, DcciDiff, Policy, Settle
 from test_stage_o_machine import DCCI_IDS, LOSS, Script, drive, kinds, make_matrix
+
+from sk_analytics.stage_o.machine import CollectProfile, DcciDiff, Policy, Settle
 
 DEFAULT_WINDOW = 40
 

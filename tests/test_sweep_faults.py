@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sweep_helpers import FAST_POLICY, SMALL, session_processes, small_session, sweep_outcome, sweep_with_fault
 
 from sk_analytics.files.io_seam import Fault, inject
 from sk_analytics.ledger.chain import read_records, verify
 from sk_analytics.session_view import load_environment_blockers
-from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.demo import DEMO_SEED_CONFIG
+from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import BackendSpec, create_session, load_session
-from sweep_helpers import FAST_POLICY, SMALL, session_processes, small_session, sweep_outcome, sweep_with_fault
 
 ENTRIES = ["split-mode-3"]
 

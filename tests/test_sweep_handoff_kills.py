@@ -14,18 +14,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from sweep_helpers import small_session
 
-from sk_analytics.files.atomic import temp_beside
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
+from sk_analytics.files.atomic import temp_beside
 from sk_analytics.files.io_seam import READ, inject
-from sk_analytics.ledger.chain import read_records
-from sk_analytics.stage_o import machine as m
 from sk_analytics.files.stale_temps import is_leftover
+from sk_analytics.ledger.chain import read_records
 from sk_analytics.ledger.witness import WITNESS_ENV
+from sk_analytics.stage_o import machine as m
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session
-from sweep_helpers import small_session
 
 pytestmark = pytest.mark.slow
 

@@ -13,16 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
+from sweep_helpers import session_processes, small_session, sweep_outcome, sweep_with_fault
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import IntegrityError
 from sk_analytics.files.io_seam import Fault
-from sk_analytics.ledger.chain import read_records, verify
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.ledger.chain import read_records, verify
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.session import load_session
-from sweep_helpers import session_processes, small_session, sweep_outcome, sweep_with_fault
 
 pytestmark = pytest.mark.slow
 

@@ -7,13 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
 
 from sk_analytics.errors import InputError
-from sk_analytics.ledger.chain import read_records
 from sk_analytics.handoff.crosscheck import first_disagreement
+from sk_analytics.ledger.chain import read_records
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy
-from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
 
 
 @pytest.mark.slow
@@ -55,9 +55,10 @@ def test_sequential_gate_interrupted_between_added_runs_resumes_to_the_same_resu
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C while the gate adds runs: the resumed gate replays its looks from the runs on disk and ends as an
     uninterrupted sweep does (same decisions, same runs, same gate numbers)."""
+    from sweep_helpers import sweep_outcome
+
     import sk_runner.sweep.executor as executor
     from sk_runner.sweep.session import load_session
-    from sweep_helpers import sweep_outcome
 
     entries, policy = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="sequential")
     reference = tmp_path / "reference"

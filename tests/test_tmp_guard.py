@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tmp_guard import GRACE_ENV, MARK_ENV
 
 from sk_runner.process import process_alive
-from tmp_guard import GRACE_ENV, MARK_ENV
 
 TESTS = Path(__file__).resolve().parent
 

@@ -26,9 +26,9 @@ from torch_npu_sources import VERSIONS, source_root
 
 from sk_analytics.ingest.discover import discover
 from sk_analytics.stage_o.options import REGISTRY
+from sk_runner.backends.torch_npu_options import RELEASE_OPTIONS, checked_release, wrapper_section
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.profiler import profiler_paths
-from sk_runner.backends.torch_npu_options import RELEASE_OPTIONS, checked_release, wrapper_section
 from sk_runner.sim.profiler_db import db_name
 
 TIMEZONES = {"CST-8": -8 * 3600, "PST+8": 8 * 3600, "UTC0": 0}

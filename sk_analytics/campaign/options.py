@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 
 from sk_analytics.campaign.tables import session_folders
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json
 from sk_analytics.ledger.chain import read_records
-from sk_analytics.files.strict_json import load_json_file
 
 STATUSES = ("accepted", "rejected", "failed", "blocked")
 ENTRY_SCHEMA = {"session": pl.Utf8, "node": pl.Utf8, "entry_id": pl.Utf8, "option": pl.Utf8, "value": pl.Utf8,

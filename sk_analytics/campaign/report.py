@@ -12,9 +12,10 @@ from pathlib import Path
 
 import polars as pl
 
-from sk_analytics.files.atomic import write_text
 from sk_analytics.campaign.options import STATUSES, option_summary, settled_entries
 from sk_analytics.campaign.tables import session_folders
+from sk_analytics.files.atomic import write_text
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.markdown import table
 from sk_analytics.report.figures import (
     OUTCOME_COLOURS,
@@ -25,7 +26,6 @@ from sk_analytics.report.figures import (
     nice_ticks,
 )
 from sk_analytics.report.render import markdown_to_html
-from sk_analytics.files.strict_json import load_json_file
 
 REPORT_MD = "CAMPAIGN_REPORT.md"
 REPORT_HTML = "campaign-report.html"

@@ -18,7 +18,6 @@ def campaign(root: Path, lang: str, out: Path | None) -> int:
     """Per option value: in how many sessions it was accepted, rejected, failed or blocked,
     its improvement spread, and whether it generalises (Markdown + HTML, see docs/campaign.md)."""
     from sk_analytics.campaign.report import write_campaign_report
-
     from sk_analytics.cli._base import OUTPUT_LABELS
 
     paths = write_campaign_report(root, lang=lang, out=out)

@@ -35,9 +35,9 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
               tables_out: Path | None, trace_out: Path | None, session: Path | None) -> int:
     """Align SKs structurally, classify each, decompose slower ones into children and
     propose the one joint repair (exit 0: repair proposed, 1: no repair, 2: bad input)."""
-    from sk_analytics.files.atomic import write_json, write_text
     from sk_analytics.dcci.pipeline import analyze_pair, write_derived_tables
     from sk_analytics.dcci.report import render, summary_line
+    from sk_analytics.files.atomic import write_json, write_text
 
     pair = _load(baseline, candidate, session)
     result = analyze_pair(pair, warmup=warmup)

@@ -10,8 +10,7 @@ import click
 
 from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_OK, IntegrityError
-from sk_analytics.ledger.chain import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path
-from sk_analytics.ledger.chain import verify as verify_ledger
+from sk_analytics.ledger.chain import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
 
 
 @click.group("ledger")

@@ -18,7 +18,6 @@ from os import PathLike
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.contract.roles import classify, missing_kinds
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.contract.scan import MANIFEST_NAME, FileRecord, list_files, live_stat, record_file, scan_root
@@ -26,9 +25,10 @@ from sk_analytics.contract.schemas import check_schema
 from sk_analytics.contract.session import SessionRecord, check_binding, check_marker, load_session
 from sk_analytics.contract.workload import normalize_workload
 from sk_analytics.errors import InputError
+from sk_analytics.files.atomic import write_json
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.signing import SignatureError, signer, trusted_keys
-from sk_analytics.files.strict_json import load_json_file
 
 MANIFEST_SCHEMA = "sk-tune-collection-manifest-v3"
 EARLIER_SCHEMAS = {

@@ -17,14 +17,14 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, TypedDict
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.contract.roles import CAPTURE_ROLES
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.contract.scan import MARKER_NAME
 from sk_analytics.contract.schemas import check_schema
-from sk_analytics.fingerprint import fingerprint
+from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import guard
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.fingerprint import fingerprint
 
 SESSION_SCHEMA = "sk-tune-collection-session-v1"
 MARKER_SCHEMA = "sk-tune-collection-marker-v1"

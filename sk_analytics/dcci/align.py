@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
-
 import polars as pl
 
-from sk_analytics.ingest.canonical import sk_identity
 from sk_analytics.dcci import seqalign
 from sk_analytics.dcci.occurrences import SK_KEYS
 from sk_analytics.dcci.pairing import GraphPair, pair_graphs, pair_ranks
+from sk_analytics.ingest.canonical import sk_identity
 
 GRAPH_KEYS: Final = ("process", "model_dir")
 IDENTITY: Final = ("structure_key", "occurrence_index")

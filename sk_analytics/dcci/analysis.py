@@ -36,9 +36,9 @@ from sk_analytics.dcci.classify import (
 )
 from sk_analytics.dcci.coverage import coverage, mark_repair
 from sk_analytics.dcci.explained import explained_fraction
-from sk_analytics.dcci.ranks import across_ranks_json, deciding_ranks
 from sk_analytics.dcci.occurrences import SK_KEYS, map_sides, occurrence_completeness
 from sk_analytics.dcci.rank_events import child_timings_by_process, occurrences_by_process, process_events
+from sk_analytics.dcci.ranks import across_ranks_json, deciding_ranks
 from sk_analytics.dcci.repair import (
     AFTER,
     BEFORE,

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+
 @dataclass(frozen=True)
 class SkGroup:
     """Occurrences of one SK structure that share one class."""

@@ -28,13 +28,12 @@ from typing import Any
 import polars as pl
 
 from sk_analytics.dcci.analysis import SideInput
-from sk_analytics.errors import InputError
 from sk_analytics.dcci.ingested import ingested_events
+from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.fused_nodes import parse_fused_nodes
 from sk_analytics.ingest.graph_dump import parse_graph_dump
-from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME
-from sk_analytics.ingest.sk_prof import parse_sk_prof
+from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME, parse_sk_prof
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.schema import SK_MARKERS, SK_STRUCTURE, SYMBOLS, Table
 

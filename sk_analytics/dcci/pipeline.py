@@ -18,10 +18,10 @@ from sk_analytics.dcci.analysis import SideInput, analyze
 from sk_analytics.dcci.load import load_side
 from sk_analytics.dcci.rank_events import child_timings_by_process, occurrences_by_process, process_events
 from sk_analytics.errors import InputError
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ingest.sources import sealed_hashes
 from sk_analytics.schema import SK_CHILDREN, SK_OCCURRENCES
-from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.tables import write_table
 
 SESSION_DATA: Final = "data"

@@ -24,6 +24,8 @@ from typing import Any
 import polars as pl
 
 from sk_analytics.errors import InputError
+from sk_analytics.explore.frames import round_index
+from sk_analytics.explore.runsets import ALL_CLEAN, GATE, round_metrics
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_WARMUP
 from sk_analytics.option_trial.gate import (
     ALLOW_P90_REGRESSION_PCT,
@@ -34,8 +36,6 @@ from sk_analytics.option_trial.gate import (
     MAX_SPREAD_PCT,
     MIN_IMPROVEMENT_PCT,
 )
-from sk_analytics.explore.frames import round_index
-from sk_analytics.explore.runsets import ALL_CLEAN, GATE, round_metrics
 from sk_analytics.option_trial.stats import collect_stats, split_samples, stats_query
 from sk_analytics.session_view import (
     RoundInfo,

@@ -30,14 +30,14 @@ from functools import wraps
 from pathlib import Path
 from typing import Any
 
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, REPORTS_KEY, report_texts, settled_from, text_digest
 from sk_analytics.ledger.chain import LedgerRecord, read_records
+from sk_analytics.session_view import SessionView, load_view
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import load_matrix
-from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, REPORTS_KEY, report_texts, settled_from, text_digest
 from sk_analytics.stage_o.state import SessionState, fold
-from sk_analytics.session_view import SessionView, load_view
-from sk_analytics.files.strict_json import load_json_file
 
 RULE = "ledger-agreement"
 SESSION_FILE = "session.json"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sk_analytics.session_view import SessionView
 from sk_analytics.stage_o.matrix import settle_matrix
 from sk_analytics.stage_o.reasons import stop_reason
-from sk_analytics.session_view import SessionView
 from sk_analytics.stage_o.state import SessionState, skipped_settlement
 
 REPORT_MD = "EXPERIMENT_REPORT.md"

@@ -22,12 +22,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sk_analytics.handoff.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
+from sk_analytics.ledger.chain import LedgerRecord, head_path
 from sk_analytics.ledger.evidence import BOUND_KEY, FileState
 from sk_analytics.ledger.evidence_verify import QUICK_LIMIT, verify_evidence
-from sk_analytics.ledger.chain import LedgerRecord, head_path
-from sk_analytics.handoff.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
-from sk_analytics.stage_o.leases import unleased_note
 from sk_analytics.ledger.witness import WITNESS_RULE, rollback
+from sk_analytics.stage_o.leases import unleased_note
 
 IDENTITY = "identity"
 
@@ -159,8 +159,8 @@ def _relative(path: Path, root: Path) -> str | None:
 
 
 def _created_at(root: Path) -> str | None:
-    from sk_analytics.stage_o.layout import HANDOFF_FILE
     from sk_analytics.files.strict_json import load_json_file
+    from sk_analytics.stage_o.layout import HANDOFF_FILE
 
     handoff = root / HANDOFF_FILE
     if not handoff.is_file():

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import polars as pl
 
-from sk_analytics.ingest.canonical import canonical_op_column, sk_scope_name_expr
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.canonical import canonical_op_column, sk_scope_name_expr
 from sk_analytics.ingest.sk_text import logical_lines, model_dir_of, read_log_text
 from sk_analytics.schema import SK_STRUCTURE
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import polars as pl
 
-from sk_analytics.ingest.canonical import canonical_op_column
 from sk_analytics.errors import InputError
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.canonical import canonical_op_column
 from sk_analytics.ingest.sk_text import model_dir_of
 from sk_analytics.schema import SYMBOLS
-from sk_analytics.files.strict_json import load_json_file
 
 FILE_NAME = re.compile(r"^sk_graph_(origin|updated)\.json$")
 

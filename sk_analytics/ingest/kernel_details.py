@@ -46,11 +46,11 @@ from pathlib import Path
 
 import polars as pl
 
-from sk_analytics.ingest.canonical import canonical_op_column
 from sk_analytics.errors import InputError
-from sk_analytics.ingest.base import ParseResult, relative_source
-from sk_analytics.ingest.csv_fields import cut_reason, first_width_mismatch, line_feed_line
 from sk_analytics.files.io_seam import reading
+from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.canonical import canonical_op_column
+from sk_analytics.ingest.csv_fields import cut_reason, first_width_mismatch, line_feed_line
 from sk_analytics.schema import KERNELS
 
 NA_TEXT = "N/A"

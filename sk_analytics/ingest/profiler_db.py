@@ -48,11 +48,11 @@ from urllib.parse import quote
 
 import polars as pl
 
-from sk_analytics.ingest.canonical import canonical_op_column
 from sk_analytics.errors import InputError
-from sk_analytics.ingest.base import ParseResult, relative_source
-from sk_analytics.ingest.discover import PROFILER_DB_NAME
 from sk_analytics.files.io_seam import reading
+from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.canonical import canonical_op_column
+from sk_analytics.ingest.discover import PROFILER_DB_NAME
 from sk_analytics.schema import KERNELS
 
 FILE_NAME = re.compile(PROFILER_DB_NAME)

@@ -39,10 +39,10 @@ from pathlib import Path
 
 import polars as pl
 
-from sk_analytics.ingest.canonical import canonical_op_expr
 from sk_analytics.errors import InputError
-from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.files.io_seam import reading
+from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.canonical import canonical_op_expr
 from sk_analytics.schema import SK_EVENTS
 
 FILE_NAME = re.compile(r"^(?:sk_prof_device|sk_event_dev_device)_([0-9]+)\.json$")

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sk_analytics.contract.scan import MANIFEST_NAME
-from sk_analytics.fingerprint import sha256_file
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.fingerprint import sha256_file
 
 SOURCES_KEY = "sk_sources"
 """Parquet key/value metadata key holding the JSON source records."""

@@ -60,12 +60,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import atomic_path, replace_locked
 from sk_analytics.errors import InputError, IntegrityError
-from sk_analytics.fingerprint import canonical_json, sha256_bytes
-from sk_analytics.ledger import witness
+from sk_analytics.files.atomic import atomic_path, replace_locked
 from sk_analytics.files.flock import FlockLock
 from sk_analytics.files.io_seam import append_bytes
+from sk_analytics.fingerprint import canonical_json, sha256_bytes
+from sk_analytics.ledger import witness
 from sk_analytics.ledger.records import (
     EARLIER_HEAD_SCHEMAS,
     GENESIS,
@@ -90,6 +90,7 @@ from sk_analytics.ledger.records import (
     scan,
 )
 from sk_analytics.ledger.verify import HANDOVER_KIND, ONE_SIGNER, VerifyReport, check, signer_chain, verify
+
 
 def raw_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
     """Every parseable record, without refusing a ledger that fails verification (for display)."""

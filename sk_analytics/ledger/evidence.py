@@ -36,11 +36,11 @@ from typing import Any, TypedDict
 
 from blake3 import blake3
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import IntegrityError
+from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import reading
-from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.files.stale_temps import is_leftover
+from sk_analytics.files.strict_json import load_json_file
 
 EVIDENCE_DIR = "EVIDENCE"
 MANIFEST_SCHEMA = "sk-tune-evidence-manifest-v1"

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sk_analytics.errors import InputError
-from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.files.io_seam import reading
 from sk_analytics.files.strict_json import loads_strict
+from sk_analytics.fingerprint import canonical_json, fingerprint
 
 HEAD_SCHEMA = "sk-tune-ledger-head-v2"
 EARLIER_HEAD_SCHEMAS = ("sk-tune-ledger-head-v1",)  # unsigned heads of sk-tune before signing

@@ -27,6 +27,7 @@ from sk_analytics.ledger.records import (
     scan,
 )
 
+
 @dataclass
 class VerifyReport:
     """Result of :func:`verify`; ``ok`` is False when any problem was found."""

@@ -18,6 +18,7 @@ import polars as pl
 
 from sk_analytics.errors import UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
+from sk_analytics.option_trial.advice import advise
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
     Allowances,
@@ -26,18 +27,12 @@ from sk_analytics.option_trial.gate import (
     improvement_pct,
     selection,
 )
-from sk_analytics.option_trial.advice import advise
 from sk_analytics.option_trial.inference import trial_statistics
 from sk_analytics.option_trial.modes import GATE_MODES, GateMode
-from sk_analytics.option_trial.stats import Samples
-from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL
-from sk_analytics.option_trial.stats_gate import LABEL_ZH as STATS_LABEL_ZH
-from sk_analytics.option_trial.stats_gate import evaluate_stats
-from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP
-from sk_analytics.option_trial.sequential import LABEL as SEQUENTIAL_LABEL
-from sk_analytics.option_trial.sequential import LABEL_ZH as SEQUENTIAL_LABEL_ZH
-from sk_analytics.option_trial.sequential import evaluate_sequential
+from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP, LABEL as SEQUENTIAL_LABEL, LABEL_ZH as SEQUENTIAL_LABEL_ZH, evaluate_sequential
 from sk_analytics.option_trial.sources import check_candidate
+from sk_analytics.option_trial.stats import Samples
+from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL, LABEL_ZH as STATS_LABEL_ZH, evaluate_stats
 from sk_analytics.option_trial.summary import RunMetric, summarize, summarize_samples
 
 GATE_LABELS: dict[str, tuple[str, str]] = {

@@ -24,8 +24,8 @@ from sk_analytics.option_trial.stats import (
     collect_stats,
     exact_mean_text,
     split_samples,
-    stats_query,
     stat_record,
+    stats_query,
 )
 
 

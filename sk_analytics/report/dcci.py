@@ -8,8 +8,8 @@ from typing import Any
 from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
 from sk_analytics.explore.runsets import gate_sides
 from sk_analytics.markdown import table
-from sk_analytics.session_view import SessionView, settled_status, trial_round
 from sk_analytics.report.text import TEXT, code, num, paren, pct, runs_label, word
+from sk_analytics.session_view import SessionView, settled_status, trial_round
 
 
 def _dcci_row(label: str, side: Mapping[str, Any], t: Mapping[str, str], gate: str, change: str) -> list[Any]:

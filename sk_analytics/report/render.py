@@ -36,10 +36,9 @@ from sk_analytics.explore.stage_o import (
 )
 from sk_analytics.markdown import table
 from sk_analytics.option_trial.api import GATE_LABELS
-from sk_analytics.report.figures import RunColumn, svg_run_metrics, svg_sk_deltas
-from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.report.dcci import dcci_section
 from sk_analytics.report.devices import devices_section
+from sk_analytics.report.figures import RunColumn, svg_run_metrics, svg_sk_deltas
 from sk_analytics.report.html import FIGURE, STYLE, markdown_to_html
 from sk_analytics.report.text import TEXT, ci_text, code, num, paren, pct, runs_label, word
 from sk_analytics.session_view import (
@@ -51,6 +50,7 @@ from sk_analytics.session_view import (
     settled_status,
     trial_round,
 )
+from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.stage_o.state import O0
 
 __all__ = [

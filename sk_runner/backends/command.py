@@ -18,8 +18,8 @@ from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_runner.backends.base import (
-    PLACEHOLDERS,
     PLACEHOLDER,
+    PLACEHOLDERS,
     Control,
     RunRequest,
     WrapperVerdict,

@@ -40,8 +40,8 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import IO, Any, TypeVar
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, InputError
+from sk_analytics.files.atomic import write_json
 from sk_analytics.stage_o.options import OptionSpec, spec_of
 from sk_runner.backends import torch_npu_options as names
 from sk_runner.backends.base import Control, WrapperVerdict

@@ -119,9 +119,9 @@ def job(payload: str, quiet: bool) -> int:
 
 def _driver_state(root: Path) -> tuple[dict[str, Any] | None, bool]:
     """The recorded driver and whether it is alive (checked only on its own host)."""
-    from sk_runner.process.lifetime import start_ticks
     from sk_runner.campaign.state import RUN_DIR
     from sk_runner.process import process_alive
+    from sk_runner.process.lifetime import start_ticks
 
     path = root / RUN_DIR / "driver.json"
     if not path.is_file():

@@ -25,12 +25,12 @@ from typing import Any, Protocol
 
 from filelock import FileLock, Timeout
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EXIT_ENVIRONMENT, EXIT_NEGATIVE, EXIT_OK, IntegrityError, SkTuneError, UsageError
+from sk_analytics.files.atomic import write_json
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import Ledger, read_records
 from sk_analytics.ledger.signing import forwarded_env
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.campaign.job import (
     Job,
     JobResult,

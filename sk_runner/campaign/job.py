@@ -38,8 +38,7 @@ from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseRequest
 from sk_runner.devices.markers import DEVICES_ENV, ROOT_ENV, TIMEOUT_ENV, marker_need
 from sk_runner.devices.options import lease_request
 from sk_runner.hosts.base import Hosts
-from sk_runner.hosts.topology import recorded_spans
-from sk_runner.hosts.topology import same_server as server_matches
+from sk_runner.hosts.topology import recorded_spans, same_server as server_matches
 from sk_runner.process import group_alive, kill_group, lifetime, process_alive, run_process
 from sk_runner.process.lifetime import start_ticks
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from sk_analytics.campaign.layout import SESSION_KEY, SESSIONS_DIR
 from sk_analytics.errors import SkTuneError
-from sk_analytics.ledger.chain import LedgerRecord, raw_records
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.ledger.chain import LedgerRecord, raw_records
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_SCHEMA = "sk-tune-campaign-state-v1"

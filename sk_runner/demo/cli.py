@@ -17,8 +17,8 @@ from pathlib import Path
 import click
 
 from sk_analytics.cli._base import PathArg
-from sk_analytics.files.atomic import write_text
 from sk_analytics.errors import EXIT_OK, UsageError
+from sk_analytics.files.atomic import write_text
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S
 
 MARKER = ".sk-tune-demo"

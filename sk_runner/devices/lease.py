@@ -17,6 +17,7 @@ per-host group of a multi-host trial::
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shlex
@@ -29,8 +30,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-
-import fcntl
 
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.devices.markers import ACQUIRED, INHERITED, Need, child_variables, decide, format_ids

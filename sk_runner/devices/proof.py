@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import append_bytes
 from sk_runner.devices.lease import HeldLease
 from sk_runner.devices.markers import format_ids

@@ -31,17 +31,17 @@ from typing import Any
 import polars as pl
 from jsonpointer import JsonPointer
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import InputError
+from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.stage_o.options import both_names, options_root, runtime_name
-from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
 from sk_runner.hosts.base import Hosts, launch
 from sk_runner.probe.evidence import MISSING, WORK_PATH_ENV, ProbeEvidenceMissing, judge
 from sk_runner.process import ProcessResult
+from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.process.stderr_tail import last_lines, stderr_note
 
 #: The switch that makes the runtime write super_kernel.log (formats §4).

@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.contract import (
     BASELINE_PROFILE,
     CANDIDATE_PROFILE,
@@ -38,19 +37,19 @@ from sk_analytics.contract import (
 )
 from sk_analytics.contract.rules import ContractInputError, ContractIntegrityError
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
+from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import fingerprint
-from sk_runner.process.attempts import new_attempt_dir
-from sk_runner.probe.evidence import WORK_PATH_ENV
 from sk_runner.backends.base import Backend, Control, RunRequest, at_workdir
 from sk_runner.config import load_config, scrub_env
 from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_environ
 from sk_runner.fingerprint import source_revision
 from sk_runner.hosts.base import Hosts, launch, ranks_problem, run_lease_record
-from sk_runner.process import lifetime
-from sk_runner.process import ProcessResult
+from sk_runner.probe.evidence import WORK_PATH_ENV
+from sk_runner.process import ProcessResult, lifetime
+from sk_runner.process.attempts import new_attempt_dir
+from sk_runner.process.session import require_session
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 from sk_runner.trial import ROUND_NAME, round_dir_of
-from sk_runner.process.session import require_session
 
 MIN_POST_WARMUP = 3
 """Per-SK alignment needs at least three post-warm-up occurrences (protocol §6)."""

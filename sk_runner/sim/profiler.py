@@ -34,11 +34,11 @@ import polars as pl
 from sk_analytics.files.atomic import atomic_dir
 from sk_runner.sim.identity import ProcessIds
 from sk_runner.sim.model import StepModel
+from sk_runner.sim.naming import GraphNames
 from sk_runner.sim.profiler_comm import communication_matrix_text, communication_text
 from sk_runner.sim.profiler_db import db_name, write_analysis_db, write_profiler_db
-from sk_runner.sim.profiler_overlap import THREADS, overlap_segments
 from sk_runner.sim.profiler_layout import CORE_MHZ, collection, export_stamp, prof_collection_files, profiler_info, profiler_metadata
-from sk_runner.sim.naming import GraphNames
+from sk_runner.sim.profiler_overlap import THREADS, overlap_segments
 from sk_runner.sim.timeline import Timeline, step_starts
 
 KERNEL_DETAILS_HEADER = (

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sk_analytics.files.atomic import write_text
 from sk_analytics.errors import InputError
+from sk_analytics.files.atomic import write_text
 from sk_analytics.files.strict_json import load_config_file
 from sk_runner.hosts.topology import HOSTS_ENV, local_ranks
 from sk_runner.limits import size_problem

@@ -8,12 +8,12 @@ from typing import Any
 
 from jsonpointer import resolve_pointer
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import IntegrityError
+from sk_analytics.files.atomic import write_json
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.stage_o.machine import FreezeBase
 from sk_analytics.stage_o.matrix import load_matrix
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.sweep.session import SweepSession, session_relative
 from sk_runner.trial import complete_runs, round_dir_of
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.files.strict_json import load_json_file
 
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.ledger.evidence import LEASE_DIR
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.ledger.evidence import LEASE_DIR
 from sk_analytics.stage_o.leases import recorded_lease
 from sk_analytics.stage_o.machine import Policy
 from sk_runner.backends.base import Control

@@ -16,20 +16,20 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
-from sk_analytics.ledger.evidence import drop_unreferenced_manifests
+from sk_analytics.files.atomic import write_json
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.ledger.evidence import drop_unreferenced_manifests
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix
-from sk_analytics.files.strict_json import load_json_file
-from sk_runner.process import lifetime
 from sk_runner.backends.base import Backend
 from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ
 from sk_runner.hosts.base import Hosts, ranks_problem
 from sk_runner.hosts.topology import recorded_spans
+from sk_runner.process import lifetime
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import InputError, IntegrityError
+from sk_analytics.files.atomic import write_json
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.stage_o import machine as m
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
 from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ

@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from sk_analytics.files.atomic import write_json, write_text
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, next_steps, report_digests, report_texts, settled_matrix
 from sk_analytics.ledger.chain import head_path, read_records
 from sk_analytics.ledger.signing import signer
-from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, next_steps, report_digests, report_texts, settled_matrix
 from sk_analytics.report.render import load_view
+from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.leases import summarize
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.sweep.truth import trial_truths
 
 HANDOFF_SCHEMA = "superkernel-stage-o-handoff-v1"

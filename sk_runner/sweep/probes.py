@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json
 from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_analytics.stage_o.probe_cause import NOT_LISTED, probe_cause
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends.base import Backend, Control
 from sk_runner.hosts.base import Hosts
 from sk_runner.probe.evidence import CONTRACT_DOC

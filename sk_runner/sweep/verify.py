@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sk_analytics.errors import IntegrityError
-from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_runner.trial import complete_runs, round_dir_of
 
 

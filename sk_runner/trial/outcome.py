@@ -9,10 +9,10 @@ from typing import Any
 import polars as pl
 
 from sk_analytics.errors import InputError
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import sha256_file
 from sk_analytics.ingest.base import ParseResult
 from sk_analytics.ingest.timings import parse_rank_logs
-from sk_analytics.files.strict_json import load_json_file
 from sk_runner.backends.base import Control
 from sk_runner.process import ProcessResult
 from sk_runner.process.stderr_tail import stderr_note

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.files.atomic import write_json
 from sk_analytics.errors import EnvironmentBlocker, UsageError
+from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import sha256_file
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
 from sk_runner.devices.lease import lease_environ

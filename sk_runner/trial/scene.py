@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.files.atomic import write_json, write_text
-from sk_analytics.fingerprint import sha256_file
 from sk_analytics.files.io_seam import append_bytes, copy_file, copy_tree, environment_errno
+from sk_analytics.fingerprint import sha256_file
 from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE
-from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.process import ProcessResult
+from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.process.faults import tail_text
 
 SCENE_SCHEMA = "sk-tune-failure-scene-v1"
