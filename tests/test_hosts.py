@@ -141,8 +141,8 @@ def test_stop_ends_a_running_group_and_one_not_started_yet(tmp_path: Path) -> No
                                                                    str(tmp_path / "e"), 600)))
     runner.start()
     deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    while not (marker.exists() and agent.running("r1")) and time.monotonic() < deadline:  # the workload may touch its
+        time.sleep(0.02)                                                                   # marker before the agent hears its pid
     assert agent.stop("r1", grace_s=1.0)
     runner.join(60)
     assert done["stopped"] and done["process"].signal is not None  # type: ignore[union-attr]

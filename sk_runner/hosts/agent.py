@@ -112,6 +112,11 @@ class HostAgent:
         return {"index": self.index, "process": result, "stopped": stopped and not result.ok,
                 "env_hash": env_hash({k: v for k, v in env.items() if k != "MASTER_PORT"}), "stdout": stdout_path, "stderr": stderr_path}
 
+    def running(self, run_id: str) -> bool:
+        """Whether the group of ``run_id`` has started here and not yet ended (what :meth:`stop` would end now)."""
+        with self._lock:
+            return run_id in self._running
+
     def stop(self, run_id: str, grace_s: float = 2.0) -> bool:
         """End the group of ``run_id`` (TERM, then KILL after ``grace_s``), also one that has not started yet."""
         with self._lock:
