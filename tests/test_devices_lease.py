@@ -44,6 +44,24 @@ print("held", flush=True)
 sys.stdin.read()
 """
 
+#: The controller's acquire-then-launch: holds the locks (as HOLDER), then runs its child (argv after the first three
+#: arguments) under the three markers, and exits with the child's exit code.
+PARENT = r"""
+import fcntl, os, subprocess, sys
+root, ids, text = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+fds = []
+for i in sorted(ids, key=int):
+    fd = os.open(os.path.join(root, "npu-device-%s.lock" % i), os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    if text:
+        os.ftruncate(fd, 0)
+        os.write(fd, text.encode())
+    fds.append(fd)
+env = dict(os.environ, SUPERKERNEL_DEVICE_LEASE_HELD="1", SUPERKERNEL_DEVICE_IDS=",".join(sorted(ids, key=int)),
+           SUPERKERNEL_DEVICE_LEASE_ROOT=root)
+sys.exit(subprocess.run(sys.argv[4:], env=env).returncode)
+"""
+
 #: A waiter: says whether the lock is busy now, then blocks on it and says when it got it.
 WAITER = r"""
 import fcntl, os, sys
@@ -105,6 +123,12 @@ def sk_run(*args: str, env: dict[str, str] | None = None, timeout: float = 300) 
                           env=env, timeout=timeout, check=False)
 
 
+def under_parent(root: Path, ids: str, text: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``sk-run *args`` as the child of a parent that holds the lease on ``ids`` and exports the markers."""
+    return subprocess.run([sys.executable, "-c", PARENT, str(root), ids, text, sys.executable, "-c",
+                           "from sk_runner.cli import main; main()", *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def _trial_args(tmp_path: Path, round_name: str = "O0", *extra: str, change: str | None = None) -> list[str]:
     """An incumbent copy (one run) of the fake workload, or a trial of ``change`` (three runs, probe first)."""
     argv = write_fake(tmp_path)
@@ -159,13 +183,10 @@ def test_a_waiting_trial_exits_3_naming_the_device_and_holder_and_runs_nothing(t
 def test_exact_markers_inherit_and_the_child_never_touches_the_locks(tmp_path: Path) -> None:
     root = tmp_path / "locks"
     markers = {HELD: "1", IDS: "0,1", ROOT: str(root)}
-    with holding(root, "0,1", "controller"):
-        before = {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in root.iterdir()}
-        done = sk_run(*_trial_args(tmp_path, "O1", change="/super_kernel_optimize_options/auto_op_parallel=1"),
-                      env={**os.environ, **markers})
-        assert done.returncode == 0, done.stderr
-        assert {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in root.iterdir()} == before
-        assert _busy(lock_path(root, 0)) and _busy(lock_path(root, 1))  # still the parent's
+    root.mkdir()
+    done = under_parent(root, "0,1", "controller", *_trial_args(tmp_path, "O1", change="/super_kernel_optimize_options/auto_op_parallel=1"))
+    assert done.returncode == 0, done.stderr
+    assert {p.name: p.read_text() for p in root.iterdir()} == {"npu-device-0.lock": "controller", "npu-device-1.lock": "controller"}
     run = tmp_path / "session/experiments/Sbest/O1/CLEAN/run-1"
     for env_file in (run / "env.json", run.parents[1] / "CORRECTNESS/env.json",
                      *(run.parents[1] / "PROBE").rglob("env.json")):  # every process of the trial: probe, correctness, clean
@@ -173,7 +194,7 @@ def test_exact_markers_inherit_and_the_child_never_touches_the_locks(tmp_path: P
         assert {k: seen.get(k) for k in (*markers, "ASCEND_RT_VISIBLE_DEVICES")} == {**markers, "ASCEND_RT_VISIBLE_DEVICES": "0,1"}
     assert len(list((run.parents[1] / "PROBE").rglob("env.json"))) == 1
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["lease"] == {"mode": "inherited", "root": str(root), "device_ids": [0, 1]}
+    assert meta["lease"] == {"mode": "inherited", "root": str(root), "device_ids": [0, 1], "proof": "sim-registry"}
     assert [meta["device_proof"][side]["processes"] for side in ("before", "after")] == [[], []]
     child = json.loads((run / "env.json").read_text())
     assert {k: child[k] for k in (*markers, "ASCEND_RT_VISIBLE_DEVICES")} == {**markers, "ASCEND_RT_VISIBLE_DEVICES": "0,1"}

@@ -24,7 +24,7 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +32,8 @@ from types import TracebackType
 from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.devices.markers import ACQUIRED, INHERITED, Need, child_variables, decide, format_ids
+from sk_runner.devices.holders import ancestors, command_of, flock_holders, visible
+from sk_runner.devices.markers import ACQUIRED, INHERITED, MARKERS, Need, child_variables, decide, format_ids, lease_markers
 from sk_runner.process import process_alive
 
 DEFAULT_LEASE_TIMEOUT_S = 600.0
@@ -143,6 +144,61 @@ class LeaseRefused(LeaseFault):
         super().__init__(f"{reason}; refusing to run (protocol §9: a marker conflict fails closed)")
 
 
+class LeaseStale(LeaseFault):
+    """Complete markers naming a lease nobody in this process's tree holds: its holder is gone (or is a stranger).
+
+    Raised before any process or lock (nothing ran); the one line names the first such device, the count, the markers."""
+
+    reason = "stale_markers"
+
+    def __init__(self, need: Need, device: int, path: Path, problem: str, count: int) -> None:
+        shown = ", ".join(f"{k}={v}" for k, v in lease_markers(need.root, need.device_ids).items())
+        more = f" (and {count - 1} more of the {len(need.device_ids)} marked devices)" if count > 1 else ""
+        super().__init__(f"NPU {device} of the inherited lease: {problem} ({path}){more}: the markers {shown} are stale, "
+                         f"their holder is not this process's parent; nothing ran. Start sk-run without the {'/'.join(MARKERS)} "
+                         "markers (it then takes the lease itself with --lease-root/--device-id), or from the process that holds the lease")
+        self.need, self.device, self.path, self.problem = need, device, path, problem
+
+    def record(self) -> dict[str, Any]:
+        return {**super().record(), "root": self.need.root, "device_ids": list(self.need.device_ids), "device": self.device,
+                "lock": str(self.path), "problem": self.problem}
+
+
+def inherited_problem(path: Path, tree: Iterable[int]) -> str | None:
+    """Why the lock at ``path`` is not held for a child that inherits it (None: it is, as far as can be seen).
+
+    The lock must be busy (a non-blocking attempt fails: someone holds it) and, where the kernel's lock table names a
+    live holder, that holder must be in ``tree`` (this process and its ancestors): the parent that exported the markers.
+    Our own attempt, when it succeeds, is dropped at once (a separate open file: nobody's lock is touched)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return "its lock file does not exist, so nobody holds it"
+    except OSError as exc:
+        return f"its lock file cannot be opened ({exc.strerror or exc})"
+    try:
+        if _try_lock(fd):
+            return "nobody holds its lock (a non-blocking flock succeeded)"
+    finally:
+        os.close(fd)
+    family = set(tree)
+    strangers = [pid for pid in flock_holders(path) or () if visible(pid) and pid not in family]
+    if strangers:
+        return f"its lock is held by pid {strangers[0]} ({command_of(strangers[0]) or 'unknown command'}), a process outside this one's tree"
+    return None
+
+
+def prove_inherited(need: Need) -> None:
+    """Raise :class:`LeaseStale` unless every marked device's lock is held by this process's tree (protocol §9's
+    inherit, proven: the parent holds the locks, so our non-blocking attempt fails as it should)."""
+    tree = ancestors()
+    problems = [(d, lock_path(need.root, d)) for d in need.device_ids]
+    found = [(d, path, why) for d, path in problems if (why := inherited_problem(path, tree)) is not None]
+    if found:
+        device, path, why = found[0]
+        raise LeaseStale(need, device, path, why, len(found))
+
+
 @dataclass
 class HeldLease:
     """A lease this process holds (``acquired``: its lock descriptors) or runs under (``inherited``: none)."""
@@ -165,6 +221,25 @@ class HeldLease:
     def record(self) -> dict[str, Any]:
         """What run records carry: ``mode`` (acquired | inherited), ``root``, ``device_ids``."""
         return {"mode": self.mode, "root": self.root, "device_ids": list(self.device_ids)}
+
+    def lock_problems(self) -> list[tuple[int, str]]:
+        """(device, why) for every device whose lock is no longer this lease's, as far as can be seen now: an
+        acquired lock whose file was removed or replaced (another process can lock the new file at that path), an
+        inherited one nobody in this process's tree holds any more. Checked around every clean run: a run with a
+        problem is not counted (:mod:`sk_runner.devices.proof`)."""
+        found: list[tuple[int, str]] = []
+        if self.mode == ACQUIRED:
+            for device, fd in zip(self.device_ids, self._fds):
+                why = _replaced(lock_path(self.root, device), fd)
+                if why is not None:
+                    found.append((device, why))
+            return found
+        tree = ancestors()
+        for device in self.device_ids:
+            why = inherited_problem(lock_path(self.root, device), tree)
+            if why is not None:
+                found.append((device, why))
+        return found
 
     @property
     def held(self) -> bool:
@@ -239,6 +314,22 @@ def _try_lock(fd: int) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def _replaced(path: Path, fd: int) -> str | None:
+    """Why the file at ``path`` is no longer the one ``fd`` locks (None: it still is)."""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return "its lock file was removed while the lease held it: anyone can lock a new one at that path"
+    except OSError as exc:
+        return f"its lock file cannot be looked at ({exc.strerror or exc})"
+    mine = os.fstat(fd)
+    if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
+        return None
+    holders = [pid for pid in flock_holders(path) or () if visible(pid)]
+    who = f"; pid {holders[0]} ({command_of(holders[0]) or 'unknown command'}) holds the new one" if holders else ""
+    return f"its lock file was replaced while the lease held it (another file at that path){who}"
 
 
 def _holder_bytes(holder: Holder) -> bytes:
@@ -323,10 +414,12 @@ class LeaseRequest:
 
     need: Need | None
     timeout_s: float = DEFAULT_LEASE_TIMEOUT_S
+    unleased: bool = False
+    """The user opted out of a lease explicitly (``--unleased``): recorded, and no lease is taken."""
 
     def describe(self) -> str:
         if self.need is None:
-            return "no device lease"
+            return "no device lease (--unleased)" if self.unleased else "no device lease"
         return f"devices {format_ids(self.need.device_ids)} under {self.need.root}"
 
 
@@ -342,6 +435,7 @@ def take(request: LeaseRequest, *, env: Mapping[str, str], holder: Holder | None
         raise LeaseRefused(decision.reason)
     assert decision.need is not None
     if decision.action == "inherit":
+        prove_inherited(decision.need)
         return HeldLease(INHERITED, decision.need.root, decision.need.device_ids, request.timeout_s)
     return acquire(decision.need, timeout_s=request.timeout_s, holder=holder, on_wait=on_wait)
 

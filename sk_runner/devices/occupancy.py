@@ -31,6 +31,8 @@ from sk_runner.devices.registry import registry_root, tenants
 
 NPU_SMI = "npu-smi"
 NPU_SMI_TIMEOUT_S = 60.0
+LOCK_SOURCE = "lease-lock"
+"""The source of a sighting that is no process on the device but the lease's lock lost (removed, replaced, released)."""
 _IDLE = re.compile(r"No running processes found in NPU\s+(\d+)")
 
 
@@ -48,6 +50,8 @@ class DeviceProcess:
         return asdict(self)
 
     def describe(self) -> str:
+        if self.source == LOCK_SOURCE:  # not a process the source saw: the lease's own lock was lost (proof.py)
+            return f"NPU {self.device}: {self.command}"
         return f"pid {self.pid} ({self.command or 'unknown command'}) on NPU {self.device}"
 
 
@@ -189,9 +193,14 @@ class RegistrySource:
         return [DeviceProcess(t.device, t.pid, t.command, self.name) for t in tenants(self.root, devices)]
 
 
+def simulated_devices(backend: str) -> bool:
+    """Whether ``backend``'s devices are proven by the simulated registry (sim; command where npu-smi is not installed)."""
+    return backend == "sim" or (backend != "npu" and shutil.which(NPU_SMI) is None)
+
+
 def occupancy_source(backend: str, env: Mapping[str, str] | None = None) -> OccupancySource:
     """The source of the clean-device proof for ``backend``: npu-smi on ``npu``, the registry on ``sim``;
     a ``command`` workload is proven by npu-smi where it is installed, else by the simulated host's registry."""
-    if backend == "npu" or (backend != "sim" and shutil.which(NPU_SMI) is not None):
+    if not simulated_devices(backend):
         return NpuSmiSource()
     return RegistrySource(registry_root(env))

@@ -24,7 +24,7 @@ from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import append_bytes
 from sk_runner.devices.lease import HeldLease
 from sk_runner.devices.markers import format_ids
-from sk_runner.devices.occupancy import DeviceProcess, OccupancySource
+from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess, OccupancySource
 
 FOREIGN_FILE = "foreign-processes.jsonl"
 FOREIGN = "foreign_process_on_device"
@@ -71,7 +71,11 @@ class CleanDeviceProof:
         self.discarded: list[dict[str, Any]] = []
 
     def look(self, phase: str) -> Sighting:
-        return Sighting(phase, time.time_ns(), self.source.name, tuple(self.source.snapshot(self.lease.device_ids)))
+        """The processes the source sees on the leased devices, and the lease's own locks: a lock lost since it was
+        taken (its file removed or replaced, an inherited one released) lets a foreign holder in between runs."""
+        seen = self.source.snapshot(self.lease.device_ids)
+        lost = [DeviceProcess(device, 0, f"the lease's lock is lost: {why}", LOCK_SOURCE) for device, why in self.lease.lock_problems()]
+        return Sighting(phase, time.time_ns(), self.source.name, (*seen, *lost))
 
     def _note(self, run: str, sighting: Sighting, action: str, **extra: Any) -> dict[str, Any]:
         entry = {"ts_ns": time.time_ns(), "kind": FOREIGN, "round": self.round_name, "run": run, "action": action,
@@ -126,5 +130,16 @@ def _announce(text: str) -> None:
     print(f"sk-run: {text}", file=sys.stderr, flush=True)
 
 
+WHO_LIMIT = 300
+"""Characters of the first process an error line names (a command line can be kilobytes long)."""
+
+
 def _who(sighting: Sighting) -> str:
-    return "; ".join(p.describe() for p in sighting.processes)
+    """The first process seen and how many more: one bounded phrase, never one command per NPU."""
+    procs = sighting.processes
+    first = procs[0].describe()
+    first = first if len(first) <= WHO_LIMIT else first[: WHO_LIMIT - 1] + "…"
+    if len(procs) == 1:
+        return first
+    devices = format_ids(p.device for p in procs)
+    return f"{first} (and {len(procs) - 1} more sighting(s) on NPU {devices})"

@@ -20,16 +20,21 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sk_analytics.evidence import LEASE_DIR
 from sk_runner.process import process_alive
 from sk_runner.process.lifetime import start_ticks
 
 REGISTRY_ENV = "SK_SIM_DEVICE_REGISTRY"
+PRIVATE_REGISTRY = f"{LEASE_DIR}/sim-registry"
+"""A session's own simulated host (beside the demo's lock files, outside the session's evidence): where its simulated
+processes register when no registry is named, so two demos or test runs on one machine never see each other."""
 WORKLOAD, FOREIGN_LOAD = "workload", "foreign_load"
 
 
@@ -42,6 +47,29 @@ def registry_root(env: Mapping[str, str] | None = None) -> Path:
         return Path(value)
     uid = os.getuid() if hasattr(os, "getuid") else 0
     return Path(tempfile.gettempdir()) / f"sk-tune-sim-devices-{uid}"
+
+
+def private_registry(session: Path) -> Path:
+    """The registry of ``session``'s own simulated host: ``<session>/.device-leases/sim-registry`` (absolute)."""
+    return Path(os.path.abspath(Path(session) / PRIVATE_REGISTRY))
+
+
+@contextmanager
+def session_registry(session: Path, simulated: bool) -> Iterator[Path | None]:
+    """For a session whose devices are simulated (``simulated``) and that names no registry
+    (``$SK_SIM_DEVICE_REGISTRY`` unset): its private registry, set in this process's environment (every workload,
+    foreign-load check and in-process simulator of the session sees it) while the block runs. Yields it (None: a
+    named registry, or real devices)."""
+    if not simulated or os.environ.get(REGISTRY_ENV, "").strip():
+        yield None
+        return
+    path = private_registry(session)
+    os.environ[REGISTRY_ENV] = str(path)
+    try:
+        yield path
+    finally:
+        if os.environ.get(REGISTRY_ENV) == str(path):
+            del os.environ[REGISTRY_ENV]
 
 
 def device_folder(root: Path, device: int) -> Path:

@@ -1,0 +1,90 @@
+"""Who holds a device's lock file: the kernel's lock table (``/proc/locks``) and this process's ancestry.
+
+A lease's lock is an exclusive ``flock``; the kernel lists every lock it holds in
+``/proc/locks`` (``14: FLOCK  ADVISORY  WRITE 11349 fe:00:2146632 0 EOF``: kind,
+mode, the pid that took it, ``major:minor:inode`` of the file). Inherited lease
+markers are proven with it (:func:`sk_runner.devices.lease.prove_inherited`): the
+holder of each marked lock must be this process's parent, grandparent, ... --
+never a process outside our tree. Where the table is unreadable (not Linux) or
+names no live pid (a holder in another pid namespace shows as 0 or a pid that is
+not ours to see), the holder cannot be named and only the lock test stands.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC_LOCKS = Path("/proc/locks")
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    """One granted lock of the kernel's table: its kind (FLOCK, POSIX, OFDLCK), the pid that took it, the file."""
+
+    kind: str
+    pid: int
+    major: int
+    minor: int
+    inode: int
+
+
+def parse_proc_locks(text: str) -> list[LockEntry]:
+    """The granted locks of ``/proc/locks`` text (waiters, ``->`` lines, and malformed lines are skipped)."""
+    found: list[LockEntry] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 6 or "->" in parts[:2]:
+            continue
+        kind, pid, where = parts[1], parts[4], parts[5].split(":")
+        if not pid.lstrip("-").isdigit() or len(where) != 3:
+            continue
+        try:
+            found.append(LockEntry(kind, int(pid), int(where[0], 16), int(where[1], 16), int(where[2])))
+        except ValueError:
+            continue
+    return found
+
+
+def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:
+    """The pids the kernel names as holding a ``flock`` on the file at ``path`` (None: the table cannot be read,
+    or the file is gone). ``table``: the text of ``/proc/locks`` (read when not given)."""
+    try:
+        st = os.stat(path)
+        text = PROC_LOCKS.read_text(encoding="ascii", errors="replace") if table is None else table
+    except OSError:
+        return None
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    return [e.pid for e in parse_proc_locks(text)
+            if e.kind == "FLOCK" and e.inode == st.st_ino and (e.major, e.minor) == (major, minor)]
+
+
+def ancestors(pid: int | None = None) -> list[int]:
+    """``pid`` (default: this process) and its parent, grandparent, ... up to pid 1, as ``/proc`` shows them
+    (just ``[pid]`` where ``/proc`` is not there)."""
+    chain = [os.getpid() if pid is None else pid]
+    while chain[-1] > 1 and len(chain) < 512:
+        try:
+            stat = Path(f"/proc/{chain[-1]}/stat").read_text(encoding="utf-8", errors="replace")
+            parent = int(stat.rsplit(")", 1)[1].split()[1])  # "pid (comm) state ppid ...": comm may hold spaces
+        except (OSError, ValueError, IndexError):
+            break
+        if parent <= 0 or parent in chain:
+            break
+        chain.append(parent)
+    return chain
+
+
+def visible(pid: int) -> bool:
+    """Whether ``pid`` is a live process this one can see (a holder in another pid namespace is not)."""
+    return pid > 0 and Path(f"/proc/{pid}").is_dir()
+
+
+def command_of(pid: int) -> str:
+    """The command line of ``pid`` where visible, else ``""``."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return " ".join(p.decode("utf-8", "replace") for p in raw.split(b"\0") if p)[:200]

@@ -1,0 +1,209 @@
+"""Leases you can trust (issue 45): inherited markers are proven, a lost lock is seen between runs, error lines stay
+short, simulated sessions have their own registry, real NPUs are leased unless the user opts out, finite timeouts.
+
+Lock holders are plain-Python processes (tests/test_devices_lease.py); readiness comes through their stdout pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_devices_lease import _busy, _trial_args, holding, sk_run, under_parent
+
+from sk_analytics.errors import UsageError
+from sk_runner.devices.holders import ancestors, flock_holders, parse_proc_locks
+from sk_runner.devices.lease import INHERITED, HeldLease, LeaseRequest, LeaseStale, acquire, lock_path, prove_inherited, take
+from sk_runner.devices.markers import HELD, IDS, ROOT, Need
+from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess
+from sk_runner.devices.options import lease_request, require_lease, rerun_options, resume_request
+from sk_runner.devices.proof import WHO_LIMIT, CleanDeviceProof, Sighting, _who
+from sk_runner.devices.registry import REGISTRY_ENV, private_registry, session_registry
+
+
+class _Nothing:
+    """An occupancy source that sees no process (the lock checks are what is tested)."""
+
+    name = "sim-registry"
+
+    def snapshot(self, devices: tuple[int, ...]) -> list[DeviceProcess]:
+        return []
+
+
+# -- inherited markers are proven ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("files", [False, True])
+def test_stale_markers_exit_3_naming_the_device_and_the_markers_and_nothing_runs(tmp_path: Path, files: bool) -> None:
+    root = tmp_path / "locks"
+    if files:  # the lock files a holder left behind, held by nobody now
+        root.mkdir()
+        for i in (0, 1):
+            lock_path(root, i).write_text("")
+    markers = {HELD: "1", IDS: "0,1", ROOT: str(root)}
+    done = sk_run(*_trial_args(tmp_path, "O0"), env={**os.environ, **markers})
+    assert done.returncode == 3, done.stderr
+    line = done.stderr.strip()
+    assert line.count("\n") == 0 and line.startswith("sk-run: error: NPU 0 of the inherited lease: ")
+    assert ("nobody holds its lock" if files else "its lock file does not exist") in line
+    assert "(and 1 more of the 2 marked devices)" in line
+    assert f"{HELD}=1, {IDS}=0,1, {ROOT}={root} are stale" in line
+    round_dir = tmp_path / "session/experiments/Sbest/O0"
+    assert not (round_dir / "CORRECTNESS").exists() and not (round_dir / "PROBE").exists()  # nothing ran
+    blocker = json.loads((round_dir / "environment-blockers.jsonl").read_text())
+    assert blocker["stage"] == "lease" and blocker["lease_blocked"]["reason"] == "stale_markers"
+    assert blocker["lease_blocked"]["device"] == 0
+    if files:
+        assert not _busy(lock_path(root, 0)) and lock_path(root, 0).read_text() == ""  # no lock taken, nothing written
+    else:
+        assert not root.exists()
+
+
+def test_markers_whose_locks_a_stranger_holds_are_refused(tmp_path: Path) -> None:
+    """A process outside this one's tree holds both locks (not the parent that exported the markers): refused."""
+    root = tmp_path / "locks"
+    with holding(root, "0,1") as stranger:
+        done = sk_run(*_trial_args(tmp_path, "O0"), env={**os.environ, HELD: "1", IDS: "0,1", ROOT: str(root)})
+        assert _busy(lock_path(root, 0))
+    assert done.returncode == 3, done.stderr
+    assert f"its lock is held by pid {stranger.pid} (" in done.stderr and "a process outside this one's tree" in done.stderr
+    assert not (tmp_path / "session/experiments/Sbest/O0/CORRECTNESS").exists()
+
+
+def test_markers_under_a_holding_parent_are_inherited_and_two_tenants_never_overlap(tmp_path: Path) -> None:
+    """The controller's acquire-or-inherit entry: the parent holds the locks, so the child's non-blocking attempt fails
+    and it inherits; a second tenant asking for the same devices meanwhile waits and gives up (it never overlaps)."""
+    root = tmp_path / "locks"
+    root.mkdir()
+    done = under_parent(root, "0,1", "", *_trial_args(tmp_path, "O0"))
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((tmp_path / "session/experiments/Sbest/O0/CLEAN/run-1/meta.json").read_text())
+    assert meta["lease"]["mode"] == "inherited"
+    with holding(root, "0,1"):
+        with pytest.raises(Exception, match="still leased"):
+            take(LeaseRequest(Need(str(root), (0, 1)), timeout_s=0.2), env={}, on_wait=None)
+
+
+def test_prove_inherited_accepts_this_processes_own_holding_and_names_a_stranger(tmp_path: Path) -> None:
+    root = tmp_path / "locks"
+    need = Need(str(root), (0, 1))
+    with acquire(need, timeout_s=1, on_wait=None):
+        prove_inherited(need)  # held by this process (our own tree): fine
+        assert flock_holders(lock_path(root, 0)) == [os.getpid()]
+    with pytest.raises(LeaseStale, match="nobody holds its lock"):
+        prove_inherited(need)
+    with holding(root, "1") as stranger:
+        with pytest.raises(LeaseStale) as info:
+            prove_inherited(Need(str(root), (1,)))
+    assert info.value.device == 1 and f"pid {stranger.pid}" in info.value.problem and info.value.exit_code == 3
+
+
+def test_proc_locks_lines_and_the_ancestry() -> None:
+    text = ("1: FLOCK  ADVISORY  WRITE 11349 fe:00:2146632 0 EOF\n"
+            "2: POSIX  ADVISORY  WRITE 12 08:01:77 0 EOF\n"
+            "2: -> FLOCK  ADVISORY  WRITE 13 fe:00:2146632 0 EOF\n"
+            "garbage\n")
+    entries = parse_proc_locks(text)
+    assert [(e.kind, e.pid, e.major, e.minor, e.inode) for e in entries] == [("FLOCK", 11349, 254, 0, 2146632), ("POSIX", 12, 8, 1, 77)]
+    chain = ancestors()
+    assert chain[0] == os.getpid() and chain[1] == os.getppid()
+
+
+# -- a lost lock between runs ------------------------------------------------------------------------------------------------
+def test_a_replaced_lock_file_is_seen_and_the_run_would_not_count(tmp_path: Path) -> None:
+    root = tmp_path / "locks"
+    with acquire(Need(str(root), (0, 1)), timeout_s=1, on_wait=None) as lease:
+        proof = CleanDeviceProof(lease, _Nothing(), tmp_path / "round", "O1", wait_s=0.0)
+        assert proof.look("after").clean and lease.lock_problems() == []
+        fresh = tmp_path / "fresh.lock"
+        fresh.write_text("")
+        os.replace(fresh, lock_path(root, 1))  # someone replaced the file: a foreign process can lock the new one
+        with holding(root, "1") as stranger:
+            problems = lease.lock_problems()
+            seen = proof.look("after")
+        assert [d for d, _ in problems] == [1] and f"pid {stranger.pid}" in problems[0][1]
+        assert not seen.clean and seen.processes[0].source == LOCK_SOURCE and seen.processes[0].device == 1
+        assert seen.processes[0].describe().startswith("NPU 1: the lease's lock is lost: its lock file was replaced")
+        lock_path(root, 0).unlink()
+        assert [d for d, _ in lease.lock_problems()] == [0, 1]
+
+
+def test_an_inherited_lock_its_holder_released_is_seen(tmp_path: Path) -> None:
+    root = tmp_path / "locks"
+    parent = acquire(Need(str(root), (3,)), timeout_s=1, on_wait=None)
+    child = HeldLease(INHERITED, str(root), (3,))
+    assert child.lock_problems() == []
+    parent.release()
+    assert [d for d, _ in child.lock_problems()] == [3]
+    assert not _busy(lock_path(root, 3))  # the check dropped its own attempt at once
+
+
+def test_an_error_line_names_the_first_process_and_the_count() -> None:
+    procs = tuple(DeviceProcess(i, 1000 + i, "python -m sk_runner.sim " + "x" * 2000, "sim-registry") for i in range(8))
+    text = _who(Sighting("after", 0, "sim-registry", procs))
+    assert text.startswith("pid 1000 (python -m sk_runner.sim xxx") and text.endswith("(and 7 more sighting(s) on NPU 0,1,2,3,4,5,6,7)")
+    assert len(text) < WHO_LIMIT + 80 and text.count("pid ") == 1
+
+
+# -- private simulated hosts ---------------------------------------------------------------------------------------------------
+def test_a_simulated_session_that_names_no_registry_gets_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REGISTRY_ENV)
+    with session_registry(tmp_path / "a", True) as a:
+        assert a == private_registry(tmp_path / "a") and os.environ[REGISTRY_ENV] == str(a)
+        assert a == tmp_path / "a/.device-leases/sim-registry"
+    assert REGISTRY_ENV not in os.environ
+    with session_registry(tmp_path / "b", True) as b:
+        assert b is not None and b != a
+    with session_registry(tmp_path / "c", False) as none:  # real devices: npu-smi, no registry
+        assert none is None and REGISTRY_ENV not in os.environ
+    monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "named"))
+    with session_registry(tmp_path / "d", True) as named:  # a named registry is kept (the tests', a shared simulated host)
+        assert named is None and os.environ[REGISTRY_ENV] == str(tmp_path / "named")
+
+
+# -- real NPUs leased by default, explicit opt-out, finite timeouts -----------------------------------------------------------
+def test_real_npus_are_leased_unless_the_user_opts_out() -> None:
+    none = LeaseRequest(None)
+    with pytest.raises(UsageError, match="--lease-root DIR and --device-id") as info:
+        require_lease(none, "npu")
+    assert "SK_RUN_LEASE_ROOT" in str(info.value) and "--unleased" in str(info.value) and info.value.exit_code == 2
+    with pytest.raises(UsageError, match="npu-smi shows NPUs"):
+        require_lease(none, "command", has_npus=lambda: True)
+    require_lease(none, "command", has_npus=lambda: False)  # no NPU here: nothing to lease
+    require_lease(none, "sim", has_npus=lambda: pytest.fail("the simulator never asks npu-smi"))
+    opted = lease_request(None, (), 600.0, env={}, unleased=True)
+    assert opted.unleased and opted.need is None and rerun_options(opted) == ["--unleased"]
+    require_lease(opted, "npu")
+    with pytest.raises(UsageError, match="--unleased runs without a device lease"):
+        lease_request(Path("/locks"), ("0",), 600.0, env={}, unleased=True)
+
+
+def test_a_trial_on_the_npu_backend_without_a_lease_is_refused_before_anything(tmp_path: Path) -> None:
+    (tmp_path / "base.json").write_text("{}")
+    args = ["trial", "--session", str(tmp_path / "s"), "--round", "O0", "--base-config", str(tmp_path / "base.json"), "--incumbent",
+            "--backend", "npu", "--", "python", "train.py"]
+    done = sk_run(*args)
+    assert done.returncode == 2 and "--lease-root" in done.stderr and "SK_RUN_LEASE_ROOT" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "soon"])
+def test_the_lease_timeout_is_a_finite_number_of_seconds(tmp_path: Path, value: str) -> None:
+    done = sk_run("sweep", "--demo", "--session", str(tmp_path / "d"), "--lease-timeout", value)
+    assert done.returncode == 2 and "--lease-timeout" in done.stderr, done.stderr
+    assert not (tmp_path / "d").exists()
+
+
+# -- a resume takes the recorded lease ---------------------------------------------------------------------------------------
+def test_a_resume_takes_the_recorded_lease_and_refuses_another() -> None:
+    recorded = Need("/locks", (0, 1))
+    assert resume_request(None, (), 5.0, recorded=recorded, env={}).need == recorded
+    assert resume_request(Path("/locks"), ("0-1",), 5.0, recorded=recorded, env={}).need == recorded  # the same, repeated
+    with pytest.raises(UsageError) as info:
+        resume_request(Path("/locks"), ("2",), 5.0, recorded=recorded, env={}, what="S", again="resume with: sk-run sweep --resume S")
+    assert "S recorded devices 0,1 under /locks" in str(info.value) and str(info.value).endswith("sk-run sweep --resume S")
+    opted = resume_request(None, (), 5.0, recorded=None, recorded_unleased=True, env={})
+    assert opted.unleased and opted.need is None
+    markers = {HELD: "1", IDS: "4", ROOT: "/other"}
+    assert resume_request(None, (), 5.0, recorded=recorded, env=markers).need == recorded  # take() refuses the foreign markers
+    assert resume_request(None, (), 5.0, recorded=None, env=markers).need == Need("/other", (4,))  # nothing recorded: inherit
