@@ -15,7 +15,7 @@ from sk_analytics.ledger.evidence import LEASE_DIR
 from sk_analytics.markdown import table
 from sk_analytics.report.text import TEXT, word
 from sk_analytics.session_view import SessionView
-from sk_analytics.stage_o.leases import summarize
+from sk_analytics.stage_o.leases import SIM_REGISTRY, summarize
 
 
 def display_root(root: str, t: Mapping[str, str]) -> str:
@@ -42,7 +42,11 @@ def devices_section(view: SessionView, lang: str) -> list[str]:
         roots = ", ".join(display_root(r, t) for r in summary.roots)
         ids = " | ".join(",".join(str(i) for i in group) for group in summary.device_ids)
         lines.append(f"- {t['lease_line'].format(modes=modes, roots=roots, ids=ids, sep=t['sep'])}")
-        lines.append(f"- {t['lease_runs'].format(n=summary.trials, m=summary.leased)}")
+        key = ("lease_runs" if summary.proven_free  # "proven free" only where npu-smi proved it
+               else "lease_runs_sim" if summary.proof_sources == (SIM_REGISTRY,) else "lease_runs_other")
+        lines.append(f"- {t[key].format(n=summary.trials, m=summary.leased, sources=', '.join(summary.proof_sources))}")
+    if summary.requested is not None and summary.requested.get("unleased"):
+        lines.append(f"- {t['lease_unleased_opt_out']}")
     if summary.unleased_rounds:
         lines.append(f"- {t['lease_none'].format(rounds=', '.join(summary.unleased_rounds))}")
     if summary.discarded_runs:

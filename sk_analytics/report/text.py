@@ -28,8 +28,16 @@ _MESSAGES: dict[str, tuple[str, str]] = {
     "lease_line": ("租约：{modes}{sep}根目录 {roots}{sep}NPU {ids}", "Lease: {modes}{sep}root {roots}{sep}NPUs {ids}"),
     "lease_mode_acquired": ("本会话持有（acquired）", "held by this session (acquired)"),
     "lease_mode_inherited": ("继承自父进程（inherited）", "inherited from the parent (inherited)"),
-    "lease_runs": ("{n} 个试验记录中 {m} 个的干净运行在租约内，运行前后均证明设备上无外来进程。",
-                   "{m} of {n} trial records ran their clean runs inside the lease, the devices proven free before and after each run."),
+    "lease_runs": ("{n} 个试验记录中 {m} 个的干净运行在租约内，运行前后均由 npu-smi 证明设备上无外来进程。",
+                   "{m} of {n} trial records ran their clean runs inside the lease, the devices proven free by npu-smi before and after each run."),
+    "lease_runs_sim": ("{n} 个试验记录中 {m} 个的干净运行在租约内；运行前后查看的是模拟设备登记表（{sources}），"
+                       "它只反映模拟主机上的进程，不能证明真实 NPU 空闲。",
+                       "{m} of {n} trial records ran their clean runs inside the lease; before and after each run the devices were "
+                       "checked in the simulated device registry ({sources}), which sees a simulated host's processes only and proves "
+                       "nothing about a real NPU."),
+    "lease_runs_other": ("{n} 个试验记录中 {m} 个的干净运行在租约内；运行前后的设备检查来源：{sources}。",
+                         "{m} of {n} trial records ran their clean runs inside the lease; the device checks before and after each run: {sources}."),
+    "lease_unleased_opt_out": ("用户明确选择不使用设备租约（--unleased，已记录）。", "The user opted out of a device lease explicitly (--unleased, recorded)."),
     "lease_none": ("未持有设备租约的轮次：{rounds}。无法证明这些轮次的 NPU 上没有其他负载（协议 §9）。",
                    "Rounds that held no device lease: {rounds}. Nothing shows that no other work shared their NPUs (protocol §9)."),
     "lease_discarded": ("因外来进程占用设备而作废并重跑的运行（不计入）：",

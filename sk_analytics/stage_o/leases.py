@@ -18,6 +18,8 @@ from typing import Any
 from sk_analytics.stage_o.state import as_records
 
 LEASE_MODES = ("acquired", "inherited")
+NPU_SMI, SIM_REGISTRY = "npu-smi", "sim-registry"
+"""The clean-device proof's sources (sk_runner.devices.occupancy): only npu-smi sees a real device's processes."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,17 @@ class LeaseSummary:
     unleased_rounds: tuple[str, ...] = ()
     discarded_runs: tuple[Mapping[str, Any], ...] = ()
     blocked: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    proof_sources: tuple[str, ...] = ()
+    """What proved the leased devices free around the clean runs: ``npu-smi`` (a real device's process table),
+    ``sim-registry`` (a simulated host's registry: proves nothing about a real NPU), ``hosts`` (each host's own),
+    ``none`` (a leased record that names no proof)."""
+    requested: Mapping[str, Any] | None = None
+    """The session's ``lease_requested`` record (None: it recorded none)."""
+
+    @property
+    def proven_free(self) -> bool:
+        """Whether every leased record's devices were proven free by a source that can prove it (npu-smi)."""
+        return self.leased > 0 and self.proof_sources == (NPU_SMI,)
 
     @property
     def all_leased(self) -> bool:
@@ -40,7 +53,9 @@ class LeaseSummary:
     def to_json(self) -> dict[str, Any]:
         return {"trials": self.trials, "leased": self.leased, "modes": list(self.modes), "roots": list(self.roots),
                 "device_ids": [list(ids) for ids in self.device_ids], "unleased_rounds": list(self.unleased_rounds),
-                "discarded_runs": [dict(d) for d in self.discarded_runs], "lease_blocked": [dict(b) for b in self.blocked]}
+                "discarded_runs": [dict(d) for d in self.discarded_runs], "lease_blocked": [dict(b) for b in self.blocked],
+                "proof_sources": list(self.proof_sources), "proven_free": self.proven_free,
+                "requested": None if self.requested is None else {k: v for k, v in self.requested.items() if k != "summary_zh"}}
 
 
 def lease_of(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -70,6 +85,8 @@ def summarize(records: Iterable[Any]) -> LeaseSummary:
         device_ids=_unique(tuple(int(i) for i in part.get("device_ids") or ()) for part in parts),
         unleased_rounds=_unique(str(d.get("round")) for d, lease in zip(trials, leases, strict=True) if lease is None),
         discarded_runs=discarded, blocked=blocked,
+        proof_sources=_unique(str(lease.get("proof") or "none") for lease in held),
+        requested=requested_lease(recs),
     )
 
 
@@ -79,6 +96,20 @@ def recorded_lease(records: Iterable[Any]) -> tuple[str, tuple[int, ...]] | None
         lease = lease_of(record.data) if record.kind == "trial_result" else None
         if lease is not None and lease.get("root") and lease.get("device_ids"):
             return str(lease["root"]), tuple(int(i) for i in lease["device_ids"])
+    return None
+
+
+REQUESTED = "lease_requested"
+"""The ledger record of the lease a session asked for: written at its creation (or its first leased resume); every
+``sweep --resume`` takes that lease again. Data: ``root``, ``device_ids`` (null: no lease), ``unleased`` (the user's
+explicit opt-out), ``source`` (options, markers, demo)."""
+
+
+def requested_lease(records: Iterable[Any]) -> Mapping[str, Any] | None:
+    """The data of the session's last ``lease_requested`` record (None: the session recorded no request)."""
+    for record in reversed(as_records(records)):
+        if record.kind == REQUESTED:
+            return record.data
     return None
 
 

@@ -102,14 +102,15 @@ def demo(session: Path, seed: int, samples: bool, lang: str, full_profile: bool)
     if not samples:
         from sk_runner.devices.options import lease_request
         from sk_runner.sweep.cli import run_and_print
-        from sk_runner.sweep.demo import demo_need, demo_session
+        from sk_runner.sweep.demo import DEMO_CONTROL, demo_need, demo_session
 
         prepare(session)
         shutil.rmtree(session)  # the sweep session needs a new, empty folder; mark it as a demo again below
-        sweep_session = demo_session(session, seed=seed, full_profile=full_profile)
-        write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
         # the lease lives under the session (docs/runner.md "Devices and leases"); a parent's lease markers win
-        return run_and_print(sweep_session, lang, lease=lease_request(None, (), DEFAULT_LEASE_TIMEOUT_S, default=demo_need(sweep_session)))
+        lease = lease_request(None, (), DEFAULT_LEASE_TIMEOUT_S, default=demo_need(session, DEMO_CONTROL.ranks))
+        sweep_session = demo_session(session, seed=seed, full_profile=full_profile, lease=lease)
+        write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
+        return run_and_print(sweep_session, lang, lease=lease)
     from sk_analytics.ingest import ingest_path, ingest_run_dir
 
     prepare(session)

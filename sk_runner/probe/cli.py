@@ -38,7 +38,7 @@ def _parse_value(text: str) -> object:
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload", nargs=-1, type=click.UNPROCESSED)
 def probe(option: str, values: tuple[str, ...], backend: str, config: Path | None, session: Path | None, out: Path | None,
-          network: str | None, ranks: int, cwd: Path | None, lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float,
+          network: str | None, ranks: int, cwd: Path | None, lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool,
           as_json: bool, workload: tuple[str, ...]) -> int:
     """Probe exact option values: ready only when the wrapper accepts the value
     and super_kernel.log does not report it as invalid-and-defaulted. Exit 0
@@ -54,7 +54,7 @@ def probe(option: str, values: tuple[str, ...], backend: str, config: Path | Non
     from sk_runner.probe import PROBE_CONTROL, probe_values  # Polars: imported when a probe runs, not for --help
 
     refuse_dirty_env(os.environ)
-    request = lease_request(lease_root, device_ids, lease_timeout)
+    request = lease_request(lease_root, device_ids, lease_timeout, unleased=unleased)
     if not option.strip():
         raise UsageError("--option needs an SK option name, e.g. auto_op_parallel")
     parsed = [_parse_value(v) for v in values]

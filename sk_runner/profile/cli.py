@@ -55,7 +55,7 @@ def profile(
     session: Path, round_name: str, role: str, config: Path, iterations: int, warmup: int, ranks: int,
     timeout_s: float | None, backend: str, network: str | None, workload_path: Path | None, sk_prof_kb: int, export_type: str,
     require_sk_prof: bool | None, max_attempts: int, seed: int, cwd: Path | None, no_ingest: bool, lease_root: Path | None,
-    device_ids: tuple[str, ...], lease_timeout: float, as_json: bool, workload_cmd: tuple[str, ...],
+    device_ids: tuple[str, ...], lease_timeout: float, unleased: bool, as_json: bool, workload_cmd: tuple[str, ...],
 ) -> int:
     """Collect a diagnostic profile into a new, contract-sealed root (protocol §6).
 
@@ -75,7 +75,7 @@ def profile(
         backend=make_backend(backend, list(workload_cmd), network=network, cwd=cwd),
         control=Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout_s),
         workload=workload, sk_prof_kb=sk_prof_kb, export_type=export_type, require_sk_prof=require_sk_prof, max_attempts=max_attempts,
-        seed=seed, ingest=not no_ingest, cwd=cwd, lease=lease_request(lease_root, device_ids, lease_timeout),
+        seed=seed, ingest=not no_ingest, cwd=cwd, lease=lease_request(lease_root, device_ids, lease_timeout, unleased=unleased),
     )
     result = collect_profile(spec, progress=lambda m: click.echo(m, err=True))
     if as_json:

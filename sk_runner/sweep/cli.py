@@ -14,7 +14,7 @@ from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_analytics.interrupts import interrupt_of
 from sk_analytics.option_trial.modes import GATE_MODES
-from sk_runner.devices.options import lease_options, lease_request
+from sk_runner.devices.options import lease_options, lease_request, require_lease
 from sk_runner.hosts.options import hosts_options, hosts_request
 from sk_runner.hosts.topology import HostsSpec, check_hosts
 
@@ -78,12 +78,13 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
 @hosts_options
 def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path | None, plan_only: bool, network: str | None,
           seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool,
-          lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float,
+          lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool,
           hosts: int, npus_per_host: int | None, cpus_per_host: float, ray_address: str | None) -> int:
     """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).
 
-    The sweep holds its device lease from its first device command to its hand-off; --resume takes it again
-    (by default the lease its trials recorded). With --demo the lease lives under the session. With --hosts
+    The sweep holds its device lease from its first device command to its hand-off; the session records the
+    lease it was started with and every --resume takes that lease again. With --demo the lease lives under
+    the session. On real NPUs a clean run is leased unless --unleased (recorded). With --hosts
     above 1 (a task on a Ray cluster) the ranks span hosts: one rank group per host, each host leasing the NPUs
     Ray assigns it; --resume continues such a session on the same hosts."""
     if sum((task is not None, resume is not None, demo)) != 1:
@@ -97,7 +98,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     if resume is not None:
         if session_dir is not None:
             raise UsageError("--resume takes the session folder itself; --session is for new sessions")
-        from sk_runner.sweep.demo import recorded_need
+        from sk_runner.sweep.leasing import session_request
         from sk_runner.sweep.session import load_session
         from sk_runner.sweep.spans import recorded
 
@@ -111,19 +112,22 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
                                  device_ids=device_ids)
             return _on_hosts(resume, spec, ray_address, lease_root, lease_timeout,
                              lambda held: run_and_print(session, lang, quiet, None, held))
-        return run_and_print(session, lang, quiet, lease_request(lease_root, device_ids, lease_timeout, default=recorded_need(session)))
+        request = session_request(resume, lease_root, device_ids, lease_timeout, unleased=unleased)
+        require_lease(request, session.backend.name)
+        return run_and_print(session, lang, quiet, request)
     if demo:
         from dataclasses import replace
 
         from sk_runner.backends.base import Control
-        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_need, demo_session
+        from sk_runner.sweep.demo import DEMO_CONTROL, DEMO_POLICY, demo_need, demo_root, demo_session
 
-        request = lease_request(lease_root, device_ids, lease_timeout)  # a usage error before the session exists
+        request = lease_request(lease_root, device_ids, lease_timeout, unleased=unleased)  # a usage error before the session exists
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
         policy = DEMO_POLICY if gate is None else replace(DEMO_POLICY, gate=gate)
-        session = demo_session(session_dir, network=network, seed=seed, control=control, policy=policy)
-        if request.need is None:
-            request = replace(request, need=demo_need(session))
+        folder = demo_root(session_dir)
+        if request.need is None and not request.unleased:  # the demo's own lease, under its session
+            request = replace(request, need=demo_need(folder, control.ranks))
+        session = demo_session(folder, network=network, seed=seed, control=control, policy=policy, lease=request)
         return run_and_print(session, lang, quiet, request)
     from sk_runner.sweep.phase import check_workload_command, enter_phase, validate_task
     from sk_runner.sweep.spans import recorded
@@ -151,12 +155,36 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
 
         return _on_hosts(root, spec, ray_address, lease_root, lease_timeout, run)
     check_hosts(hosts, npus_per_host, checked.control.ranks, cpus_per_host)  # --plan-only: the values, not the cluster
-    request = lease_request(lease_root, device_ids, lease_timeout)
-    session, plan = enter_phase(task, session_dir)
+    request = _task_request(root, lease_root, device_ids, lease_timeout, unleased)
+    if not plan_only:
+        require_lease(request, checked.backend.name)
+    session, plan = enter_phase(task, session_dir, lease=_requested(request))
     _echo_plan(session, plan)
     if plan_only:
         return EXIT_OK
     return run_and_print(session, lang, quiet, request)
+
+
+def _task_request(root: Path | None, lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float,
+                  unleased: bool) -> LeaseRequest:
+    """The lease of a task's sweep: a session entered again takes the lease it recorded, a new one the options'."""
+    from sk_runner.sweep.leasing import session_request
+    from sk_runner.sweep.session import SESSION_FILE
+
+    if root is not None and (root / SESSION_FILE).is_file():
+        return session_request(root, lease_root, device_ids, lease_timeout, unleased=unleased)
+    return lease_request(lease_root, device_ids, lease_timeout, unleased=unleased)
+
+
+def _requested(request: LeaseRequest) -> dict[str, Any] | None:
+    """The ``lease_requested`` record a new session starts with (None: no lease asked)."""
+    import os
+
+    from sk_runner.sweep.leasing import request_record, request_source
+
+    if request.need is None and not request.unleased:
+        return None
+    return request_record(request, request_source(request, os.environ))
 
 
 def _echo_plan(session: SweepSession, plan: dict[str, Any]) -> None:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.ledger.chain import read_records
 from sk_analytics.ledger.evidence import LEASE_DIR
-from sk_analytics.stage_o.leases import recorded_lease
 from sk_analytics.stage_o.machine import Policy
 from sk_runner.backends.base import Control
+from sk_runner.devices.lease import LeaseRequest
 from sk_runner.devices.markers import Need, lease_root_text
+from sk_runner.sweep.leasing import request_record, request_source
 from sk_runner.sweep.session import BackendSpec, SweepSession, create_session
 
 DEMO_SEED_CONFIG: dict[str, Any] = {
@@ -43,24 +44,28 @@ def demo_session(
     policy: Policy = DEMO_POLICY,
     noise: float | None = None,
     full_profile: bool = False,
+    lease: LeaseRequest | None = None,
 ) -> SweepSession:
     """Create a fresh demo session (a new folder under the temp dir when none is given);
-    ``full_profile``: the DCCI collections profile the full default window, not :data:`DEMO_PROFILE_ITERATIONS`."""
+    ``full_profile``: the DCCI collections profile the full default window, not :data:`DEMO_PROFILE_ITERATIONS`;
+    ``lease``: the lease every resume takes again (default: :func:`demo_need`), recorded at creation."""
     if full_profile:
         policy = replace(policy, profile_iterations=None)
-    root = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / f"sk-tune-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = demo_root(folder)
+    request = lease or LeaseRequest(demo_need(root, control.ranks))
+    source = "demo" if lease is None or request.need == demo_need(root, control.ranks) else request_source(request, os.environ)
     return create_session(
         root, dict(DEMO_SEED_CONFIG), seed=seed, backend=BackendSpec("sim", network, noise), control=control, policy=policy,
+        lease=request_record(request, source),
     )
 
 
-def demo_need(session: SweepSession) -> Need:
+def demo_root(folder: Path | None) -> Path:
+    """The folder of a new demo session: ``folder``, else a new one under the temp dir."""
+    return Path(folder) if folder is not None else Path(tempfile.gettempdir()) / f"sk-tune-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def demo_need(root: Path, ranks: int) -> Need:
     """The demo's lease: simulated NPUs 0..ranks-1 under ``<session>/.device-leases`` (its own lock folder, so a
-    demo never waits for another user's devices; the simulator's occupancy registry still sees every process)."""
-    return Need(lease_root_text(session.root / LEASE_DIR), tuple(range(session.control.ranks)))
-
-
-def recorded_need(session: SweepSession) -> Need | None:
-    """The lease the session's trials recorded (``sweep --resume`` takes it again), or None."""
-    found = recorded_lease(read_records(session.root))
-    return None if found is None else Need(*found)
+    demo never waits for another user's devices; its simulated devices are private too: docs/runner.md)."""
+    return Need(lease_root_text(root / LEASE_DIR), tuple(range(ranks)))

@@ -27,11 +27,14 @@ from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix
 from sk_runner.backends.base import Backend
 from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ
+from sk_runner.devices.occupancy import simulated_devices
+from sk_runner.devices.registry import session_registry
 from sk_runner.hosts.base import Hosts, ranks_problem
 from sk_runner.hosts.topology import recorded_spans
 from sk_runner.process import lifetime
 from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
+from sk_runner.sweep.leasing import ensure_recorded
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
 from sk_runner.sweep.probes import PROBES_DIR, probe_candidates
 from sk_runner.sweep.session import SweepSession
@@ -134,11 +137,14 @@ def run_sweep(
     except Timeout:
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
     step = _Step()
+    ensure_recorded(session, lease, os.environ)  # before any device command: every --resume takes this lease again
     held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
+    simulated = hosts is None and simulated_devices(session.backend.name)
     try:
         lifetime.attach(session.root)
         drop_unreferenced_manifests(session.root, read_records(session.root))  # of an append cut short: vouch for nothing
-        return _loop(session, say, lang, max_actions, on_action, step, held, hosts)
+        with session_registry(session.root, simulated):  # a simulated session that names no registry: its own host
+            return _loop(session, say, lang, max_actions, on_action, step, held, hosts)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
         stop = environment_stop(session.root, step.action, exc)
         if stop is None:

@@ -19,6 +19,8 @@ from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.files.io_seam import as_blocker
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import EXPERIMENTS
+from sk_runner.devices.lease import LeaseFault
+from sk_runner.devices.markers import MARKERS
 from sk_runner.trial.scene import record_blocker
 
 SESSION_ROUND = "SESSION"
@@ -26,6 +28,7 @@ SESSION_ROUND = "SESSION"
 DCCI_ROUND = "DCCI"
 
 _DCCI_ACTIONS = (m.CollectProfile, m.DcciDiff, m.ProbeRepair)
+MARKERS_UNSET = "env " + " ".join(f"-u {name}" for name in MARKERS)
 
 
 def blocker_round(action: m.Action | None) -> str:
@@ -52,10 +55,18 @@ def environment_stop(root: Path, action: m.Action | None, exc: BaseException) ->
         extra = {"errno": code, "action": step} if code else {"action": step}
         recorded = record_blocker(root / EXPERIMENTS / round_name, round_name=round_name, stage=step, message=what, extra=extra)
     note = f"recorded in {_inside(recorded, root)}" if recorded is not None else "not recorded: the session folder is not writable"
-    stop = EnvironmentBlocker(f"{round_name} {step}: {what}; nothing was decided ({note}). "
-                              f"Free the cause, then: sk-run sweep --resume {shlex.quote(str(root.absolute()))}")
+    stop = EnvironmentBlocker(f"{round_name} {step}: {what}; nothing was decided ({note}). {_then(exc, root)}")
     stop.recorded_in = recorded
     return stop
+
+
+def _then(exc: BaseException, root: Path) -> str:
+    """What to do next, ending with the command that works: the same resume once the cause is freed; outside the
+    stale or foreign lease markers that refused it, where they did (the same environment would refuse it again)."""
+    resume = f"sk-run sweep --resume {shlex.quote(str(root.absolute()))}"
+    if isinstance(exc, LeaseFault) and exc.reason in ("marker_conflict", "stale_markers"):
+        return f"Run it without the lease markers (or under the parent that holds the session's lease): {MARKERS_UNSET} {resume}"
+    return f"Free the cause, then: {resume}"
 
 
 def _inside(path: Path, root: Path) -> str:

@@ -238,11 +238,12 @@ def check_workload_command(task: StageOTask) -> None:
 
 
 def enter_phase(
-    task_path: Path, session_dir: Path | None, *, placement: dict[str, Any] | None = None
+    task_path: Path, session_dir: Path | None, *, placement: dict[str, Any] | None = None, lease: dict[str, Any] | None = None
 ) -> tuple[SweepSession, dict[str, Any]]:
     """Validate, create (or re-open) the session, record the entry, return the plan.
 
-    ``placement`` pins a new campaign session to its node (recorded in session.json)."""
+    ``placement`` pins a new campaign session to its node (recorded in session.json); ``lease``: the
+    ``lease_requested`` record of a new session (:mod:`sk_runner.sweep.leasing`)."""
     task = validate_task(task_path)
     check_workload_command(task)  # before any session folder exists
     root = session_dir or task.session
@@ -257,7 +258,7 @@ def enter_phase(
             raise IntegrityError(f"{root}: the session belongs to another task; use a new --session")
     else:
         session = create_session(root, task.seed_config, seed=task.seed, backend=task.backend, control=task.control,
-                                 policy=task.policy, task=record, placement=placement)
+                                 policy=task.policy, task=record, placement=placement, lease=lease)
     entry = plan(task, root)  # recorded once, also when an earlier entry stopped right after creating the session
     if not any(r.kind == "phase_entry" for r in read_records(root)):
         session.append("phase_entry", {**entry, "summary_zh": f"阶段入口校验通过（任务指纹 {task.fingerprint[:12]}）"})

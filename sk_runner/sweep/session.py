@@ -125,8 +125,10 @@ def create_session(
     policy: Policy,
     task: dict[str, Any] | None = None,
     placement: dict[str, Any] | None = None,
+    lease: dict[str, Any] | None = None,
 ) -> SweepSession:
-    """Create a new session folder: SEED config, session.json, first ledger record.
+    """Create a new session folder: SEED config, session.json, first ledger record (and ``lease``, the
+    ``lease_requested`` record of the lease every resume takes again: :mod:`sk_runner.sweep.leasing`).
 
     All of it is built in a hidden sibling folder and renamed into place in one
     step, so a crash (or a full disk) during creation leaves no half session:
@@ -154,6 +156,8 @@ def create_session(
             {"session_fingerprint": fingerprint(identity), "seed_config_fingerprint": identity["seed_config_fingerprint"],
              "policy": identity["policy"], "summary_zh": f"Stage O 会话开始（SEED 配置指纹 {identity['seed_config_fingerprint'][:12]}）"},
         )
+        if lease is not None:
+            staged.append("lease_requested", lease)
         try:
             os.rename(staging, root)  # replaces an empty folder at root; anything else there refuses
         except OSError as exc:

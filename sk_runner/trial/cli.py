@@ -11,7 +11,7 @@ import click
 from sk_analytics.cli._base import PathArg
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
-from sk_runner.devices.options import lease_options, lease_request, rerun_options
+from sk_runner.devices.options import lease_options, require_lease, rerun_options, resume_request
 from sk_runner.limits import MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S
 
 if TYPE_CHECKING:  # the trial machinery (Polars, Arrow) is imported when a trial runs: --help stays fast
@@ -72,7 +72,8 @@ def trial(
     session: Path, round_name: str, base_config: Path, sets: tuple[str, ...], joint_dcci: bool, incumbent: bool,
     runs: int, top_up_to: int | None, timeout: float | None, backend: str, ranks: int, iterations: int | None,
     warmup: int, network: str | None, seed: int | None, cwd: Path | None, same_identity_as: str | None,
-    lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, as_json: bool, workload: tuple[str, ...],
+    lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool, as_json: bool,
+    workload: tuple[str, ...],
 ) -> int:
     """Run one clean, fingerprinted trial: probe the changed value, run
     correctness, then N fresh processes; resume or top up a trial by running the
@@ -81,7 +82,13 @@ def trial(
     from sk_runner.config import parse_set
     from sk_runner.trial import TrialSpec, round_dir_of, run_trial
 
-    lease = lease_request(lease_root, device_ids, lease_timeout)
+    from sk_runner.devices.recorded import folder_lease
+
+    # a round continued takes the lease its runs held (its missing runs on the same devices)
+    lease = resume_request(lease_root, device_ids, lease_timeout, recorded=folder_lease(round_dir_of(session, round_name)),
+                           unleased=unleased, what=f"round {round_name} of {session}",
+                           again="run it again with no lease options (or that lease's --lease-root/--device-id)")
+    require_lease(lease, backend)
     spec = TrialSpec(
         session=session,
         round=round_name,
@@ -99,7 +106,11 @@ def trial(
         same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
         lease=lease,
     )
-    result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
+    from sk_runner.devices.occupancy import simulated_devices
+    from sk_runner.devices.registry import session_registry
+
+    with session_registry(session, simulated_devices(backend)):  # a simulated session that names no registry: its own host
+        result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:

@@ -250,8 +250,15 @@ class TrialState:
         return classify(result, run_dir, self.spec.control, need_correctness=need_correctness)
 
     def lease_record(self) -> dict[str, Any]:
-        """The lease the trial's processes run under: this host's, or every host's of a multi-host trial."""
-        return run_lease_record(self.spec.hosts, self.lease)
+        """The lease the trial's processes run under: this host's, or every host's of a multi-host trial; with
+        ``proof``, the source of its clean-device proof (npu-smi, sim-registry: a simulated host, hosts: each
+        host's own), and ``unleased`` where the user opted out of a lease (``--unleased``)."""
+        record = run_lease_record(self.spec.hosts, self.lease)
+        if record.get("mode") is not None and self.proof is not None:
+            record["proof"] = getattr(getattr(self.proof, "source", None), "name", "hosts")
+        if getattr(self.spec.lease, "unleased", False):
+            record["unleased"] = True
+        return record
 
     def execute(self, stage: str, run_dir: Path, config_path: Path, seed: int) -> tuple[RunRequest, list[str], ProcessResult]:
         request = RunRequest(config_path.resolve(), run_dir.resolve(), seed, self.spec.control)
