@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sk_analytics.evidence import LEASE_DIR
+from sk_analytics.ledger.evidence import LEASE_DIR
 from sk_runner.process import process_alive
 from sk_runner.process.lifetime import start_ticks
 
