@@ -229,7 +229,7 @@ class HeldLease:
         problem is not counted (:mod:`sk_runner.devices.proof`)."""
         found: list[tuple[int, str]] = []
         if self.mode == ACQUIRED:
-            for device, fd in zip(self.device_ids, self._fds):
+            for device, fd in zip(self.device_ids, self._fds, strict=True):
                 why = _replaced(lock_path(self.root, device), fd)
                 if why is not None:
                     found.append((device, why))

@@ -27,19 +27,11 @@ from sk_runner.devices.markers import DEVICES_ENV, ROOT_ENV, TIMEOUT_ENV, Need, 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class LeaseTimeout(click.ParamType):
-    """Seconds to wait for busy devices: a finite number >= 0 (``nan`` and ``inf`` are refused, exit 2)."""
-
-    name = "seconds"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or seconds < 0:
-            self.fail(f"{value!r}: expected a finite number of seconds >= 0", param, ctx)
-        return seconds
+def finite_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """``--lease-timeout``: a finite number of seconds >= 0 (``nan`` and ``inf`` are refused, exit 2, like ``--timeout``)."""
+    if not math.isfinite(value) or value < 0:
+        raise click.BadParameter(f"{value!r}: expected a finite number of seconds >= 0", ctx, param)
+    return value
 
 
 def lease_options(command: F) -> F:
@@ -50,7 +42,7 @@ def lease_options(command: F) -> F:
                           "default: the root of an inherited lease"),
         click.option("--device-id", "device_ids", multiple=True, metavar="N|A-B", envvar=DEVICES_ENV, show_envvar=True,
                      help="NPU to lease, repeatable or a range (0-7); rank i runs on the i-th id in ascending order"),
-        click.option("--lease-timeout", type=LeaseTimeout(), default=DEFAULT_LEASE_TIMEOUT_S, show_default=True,
+        click.option("--lease-timeout", type=float, callback=finite_seconds, default=DEFAULT_LEASE_TIMEOUT_S, show_default=True,
                      envvar=TIMEOUT_ENV, show_envvar=True,
                      help="seconds to wait for busy devices before giving up (exit 3, nothing runs); finite, >= 0"),
         click.option("--unleased", is_flag=True,

@@ -80,9 +80,8 @@ def trial(
     same command again. Workload args after '--' may use {config}, {run_dir}, {seed}."""
     params = dict(locals())
     from sk_runner.config import parse_set
-    from sk_runner.trial import TrialSpec, round_dir_of, run_trial
-
     from sk_runner.devices.recorded import folder_lease
+    from sk_runner.trial import TrialSpec, round_dir_of, run_trial
 
     # a round continued takes the lease its runs held (its missing runs on the same devices)
     lease = resume_request(lease_root, device_ids, lease_timeout, recorded=folder_lease(round_dir_of(session, round_name)),
