@@ -32,10 +32,12 @@ def small_session(
     seed: int = 7,
     control: Control = SMALL,
     backend: BackendSpec | None = None,
+    lease: dict[str, Any] | None = None,
 ) -> SweepSession:
-    """A session whose matrix holds only ``entries`` (probe evidence: every value ready)."""
+    """A session whose matrix holds only ``entries`` (probe evidence: every value ready); ``lease``: the
+    ``lease_requested`` record it is created with (sk_runner.sweep.leasing.request_record)."""
     session = create_session(root, dict(DEMO_SEED_CONFIG), seed=seed, backend=backend or BackendSpec("sim", network, noise),
-                             control=control, policy=policy)
+                             control=control, policy=policy, lease=lease)
     probes = [{"option": c.option, "value": c.value, "ready": True, "evidence": {"test": "exact value accepted"}}
               for c in protocol_candidates()]
     matrix = build_matrix(DEMO_SEED_CONFIG, probes)
