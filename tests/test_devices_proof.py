@@ -116,7 +116,7 @@ def test_a_foreign_load_during_a_clean_run_discards_it_and_the_run_is_made_again
     load_pid = int(ready.read_text())
     assert not process_alive(load_pid)
     assert (result.status, result.runs_completed, result.new_runs) == ("ok", [1, 2, 3], [1, 2, 3])
-    assert result.lease == {"mode": "acquired", "root": str(tmp_path / "locks"), "device_ids": [5, 6]}
+    assert result.lease == {"mode": "acquired", "root": str(tmp_path / "locks"), "device_ids": [5, 6], "proof": "sim-registry"}
     [discard] = result.foreign
     assert (discard["run"], discard["action"], discard["phase"], discard["attempt"]) == ("run-2", "discarded", "after", 1)
     [seen] = discard["processes"]
@@ -150,7 +150,8 @@ def test_without_the_lease_a_foreign_load_fools_the_gate_and_with_it_nothing_is_
     need = Need(str(tmp_path / "locks"), (0, 1))
     with foreign_load("0-1") as load:
         assert run_trial(spec("O0", None, runs=5)).runs_completed == [1, 2, 3, 4, 5]  # unleased: measured beside the load
-        with pytest.raises(EnvironmentBlocker, match=rf"pid {load.pid} \(sk-run sim --foreign-load 0-1 --slowdown 1.08\) on NPU 0; pid {load.pid} .* on NPU 1 "
+        with pytest.raises(EnvironmentBlocker, match=rf"pid {load.pid} \(sk-run sim --foreign-load 0-1 --slowdown 1.08\) on NPU 0 "
+                                                       r"\(and 1 more sighting\(s\) on NPU 1\) "  # one line: the first and the count
                                                        r"outside the lease \(devices 0,1\) for more than 0.5 s before run-1"):
             run_trial(spec("O0L", LeaseRequest(need, timeout_s=0.5)))
         assert complete_runs(round_dir_of(session, "O0L")) == []  # leased: nothing measured while the load is there

@@ -61,7 +61,9 @@ def test_one_lease_from_the_first_device_command_to_the_hand_off_with_the_dcci_p
     assert not _busy(lock_path(locks, 0)) and lock_path(locks, 0).read_text() == ""  # released at the end
     records = read_records(root)
     leases = [r.data["lease"] for r in records if r.kind in ("trial_result", "profile_result")]
-    assert leases and all(lease == {"mode": "acquired", "root": str(locks), "device_ids": [0, 1]} for lease in leases)
+    assert leases and all(lease == {"mode": "acquired", "root": str(locks), "device_ids": [0, 1]}
+                          for lease in ({k: v for k, v in lease.items() if k != "proof"} for lease in leases))
+    assert {r.data["lease"].get("proof") for r in records if r.kind == "trial_result"} == {"sim-registry"}  # what proved them free
     assert [r.data["side"] for r in records if r.kind == "profile_result"] == ["o0", "disable_all"]
     handoff = load_json_file(root / "handoff.json")["devices"]
     assert handoff["trials"] == handoff["leased"] > 0 and handoff["device_ids"] == [[0, 1]] and handoff["unleased_rounds"] == []
@@ -116,5 +118,5 @@ def test_a_blocked_lease_is_on_the_ledger_and_resume_takes_the_lease_again(tmp_p
     resumed = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)
     assert resumed.returncode in (0, 1), resumed.stderr
     leases = [r.data["lease"] for r in read_records(root) if r.kind == "trial_result"]
-    assert len(leases) >= 2 and all(lease == {"mode": "acquired", "root": str(locks), "device_ids": [0, 1]} for lease in leases)
+    assert len(leases) >= 2 and all(lease == {"mode": "acquired", "root": str(locks), "device_ids": [0, 1], "proof": "sim-registry"} for lease in leases)
     assert (root / "experiments/Sbest/O1/CLEAN/run-1/meta.json").is_file()

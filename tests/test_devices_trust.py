@@ -140,7 +140,7 @@ def test_an_inherited_lock_its_holder_released_is_seen(tmp_path: Path) -> None:
 def test_an_error_line_names_the_first_process_and_the_count() -> None:
     procs = tuple(DeviceProcess(i, 1000 + i, "python -m sk_runner.sim " + "x" * 2000, "sim-registry") for i in range(8))
     text = _who(Sighting("after", 0, "sim-registry", procs))
-    assert text.startswith("pid 1000 (python -m sk_runner.sim xxx") and text.endswith("(and 7 more sighting(s) on NPU 0,1,2,3,4,5,6,7)")
+    assert text.startswith("pid 1000 (python -m sk_runner.sim xxx") and text.endswith("(and 7 more sighting(s) on NPU 1,2,3,4,5,6,7)")
     assert len(text) < WHO_LIMIT + 80 and text.count("pid ") == 1
 
 
@@ -207,3 +207,46 @@ def test_a_resume_takes_the_recorded_lease_and_refuses_another() -> None:
     markers = {HELD: "1", IDS: "4", ROOT: "/other"}
     assert resume_request(None, (), 5.0, recorded=recorded, env=markers).need == recorded  # take() refuses the foreign markers
     assert resume_request(None, (), 5.0, recorded=None, env=markers).need == Need("/other", (4,))  # nothing recorded: inherit
+
+
+# -- say what was proven -------------------------------------------------------------------------------------------------------
+def _leased(round_name: str, proof: str | None) -> tuple[str, dict[str, object]]:
+    lease = {"mode": "acquired", "root": "/locks", "device_ids": [0, 1], **({} if proof is None else {"proof": proof})}
+    return "trial_result", {"round": round_name, "lease": lease, "foreign_processes": []}
+
+
+@pytest.mark.parametrize(("proof", "says", "free"), [
+    ("npu-smi", "the devices proven free by npu-smi before and after each run", True),
+    ("sim-registry", "checked in the simulated device registry (sim-registry), which sees a simulated host's processes only "
+                     "and proves nothing about a real NPU", False),
+    (None, "the device checks before and after each run: none", False),  # a record from before the source was named
+])
+def test_the_report_and_hand_off_name_the_proofs_source(proof: str | None, says: str, free: bool) -> None:
+    from types import SimpleNamespace
+
+    from sk_analytics.report.devices import devices_section
+    from sk_analytics.stage_o.leases import summarize
+
+    records = [("session_started", {}), ("lease_requested", {"root": "/locks", "device_ids": [0, 1], "unleased": False,
+                                                             "source": "options", "summary_zh": "…"}),
+               _leased("O0-INCUMBENT", proof), _leased("O1", proof)]
+    handoff = summarize(records).to_json()
+    assert handoff["proof_sources"] == [proof or "none"] and handoff["proven_free"] is free
+    assert handoff["requested"] == {"root": "/locks", "device_ids": [0, 1], "unleased": False, "source": "options"}
+    en = "\n".join(devices_section(SimpleNamespace(records=records), "en"))  # type: ignore[arg-type]
+    assert says in en
+    assert ("proven free" in en) is free
+
+
+def test_an_explicit_opt_out_is_recorded_and_reported() -> None:
+    from types import SimpleNamespace
+
+    from sk_analytics.report.devices import devices_section
+    from sk_runner.sweep.leasing import request_record
+
+    opted = request_record(LeaseRequest(None, unleased=True), "unleased")
+    assert (opted["root"], opted["device_ids"], opted["unleased"]) == (None, None, True)
+    records = [("session_started", {}), ("lease_requested", opted), ("trial_result", {"round": "O1", "lease": {"mode": None}})]
+    en = "\n".join(devices_section(SimpleNamespace(records=records), "en"))  # type: ignore[arg-type]
+    assert "The user opted out of a device lease explicitly (--unleased, recorded)." in en
+    assert "Rounds that held no device lease: O1." in en

@@ -141,5 +141,5 @@ def _who(sighting: Sighting) -> str:
     first = first if len(first) <= WHO_LIMIT else first[: WHO_LIMIT - 1] + "…"
     if len(procs) == 1:
         return first
-    devices = format_ids(p.device for p in procs)
+    devices = format_ids(p.device for p in procs[1:])
     return f"{first} (and {len(procs) - 1} more sighting(s) on NPU {devices})"
