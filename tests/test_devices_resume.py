@@ -7,7 +7,6 @@ sweep writes, never a sleep that decides an outcome."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import subprocess
