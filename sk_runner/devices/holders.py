@@ -16,6 +16,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
+from sk_runner.devices.occupancy import _cmdline
+from sk_runner.process import process_alive
+
 PROC_LOCKS = Path("/proc/locks")
 
 
@@ -61,30 +66,19 @@ def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:
 
 
 def ancestors(pid: int | None = None) -> list[int]:
-    """``pid`` (default: this process) and its parent, grandparent, ... up to pid 1, as ``/proc`` shows them
-    (just ``[pid]`` where ``/proc`` is not there)."""
-    chain = [os.getpid() if pid is None else pid]
-    while chain[-1] > 1 and len(chain) < 512:
-        try:
-            stat = Path(f"/proc/{chain[-1]}/stat").read_text(encoding="utf-8", errors="replace")
-            parent = int(stat.rsplit(")", 1)[1].split()[1])  # "pid (comm) state ppid ...": comm may hold spaces
-        except (OSError, ValueError, IndexError):
-            break
-        if parent <= 0 or parent in chain:
-            break
-        chain.append(parent)
-    return chain
+    """``pid`` (default: this process) and its parent, grandparent, ... (just ``[pid]`` where they cannot be read)."""
+    own = os.getpid() if pid is None else pid
+    try:
+        return [own, *(p.pid for p in psutil.Process(own).parents())]
+    except psutil.Error:
+        return [own]
 
 
 def visible(pid: int) -> bool:
-    """Whether ``pid`` is a live process this one can see (a holder in another pid namespace is not)."""
-    return pid > 0 and Path(f"/proc/{pid}").is_dir()
+    """Whether ``pid`` is a live process this one can see (a holder in another pid namespace is not; 0 never is)."""
+    return pid > 0 and process_alive(pid)
 
 
 def command_of(pid: int) -> str:
-    """The command line of ``pid`` where visible, else ``""``."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return " ".join(p.decode("utf-8", "replace") for p in raw.split(b"\0") if p)[:200]
+    """The command line of ``pid`` where visible (at most 200 characters), else ``""``."""
+    return (_cmdline(pid) or "")[:200]
