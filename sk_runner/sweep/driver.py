@@ -137,12 +137,12 @@ def run_sweep(
     except Timeout:
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
     step = _Step()
-    ensure_recorded(session, lease, os.environ)  # before any device command: every --resume takes this lease again
     held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
     simulated = hosts is None and simulated_devices(session.backend.name)
     try:
         lifetime.attach(session.root)
         drop_unreferenced_manifests(session.root, read_records(session.root))  # of an append cut short: vouch for nothing
+        ensure_recorded(session, lease, os.environ)  # before any device command: every --resume takes this lease again
         with session_registry(session.root, simulated):  # a simulated session that names no registry: its own host
             return _loop(session, say, lang, max_actions, on_action, step, held, hosts)
     except (OSError, EnvironmentBlocker) as exc:  # a fault of the machine: a blocker, never a decision
