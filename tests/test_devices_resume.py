@@ -171,6 +171,48 @@ def test_a_leased_sweep_killed_at_any_point_resumes_with_the_printed_command_to_
     assert verified.returncode == 0 and "unleased" not in verified.stdout, verified.stdout + verified.stderr
 
 
+DCCI_ENTRIES = ["dcci-disable-all"]
+
+
+@pytest.fixture(scope="module")
+def dcci_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, ...]:
+    """The decisions of a leased session whose DCCI family collects a profile pair, uninterrupted."""
+    base = tmp_path_factory.mktemp("dcci-ref")
+    small_session(base / "s", DCCI_ENTRIES, network="moe-decode",
+                  lease=request_record(LeaseRequest(Need(str(base / "locks"), (0, 1))), "options"))
+    done = sk_run("sweep", "--quiet", "--resume", str(base / "s"), timeout=900)
+    assert done.returncode == 0, done.stderr
+    return sweep_outcome(base / "s")
+
+
+def test_a_leased_sweep_killed_in_a_dcci_collection_resumes_under_the_same_lease(tmp_path: Path,
+                                                                                 dcci_reference: tuple[object, ...]) -> None:
+    root, locks = tmp_path / "s", tmp_path / "locks"
+    small_session(root, DCCI_ENTRIES, network="moe-decode", lease=request_record(LeaseRequest(Need(str(locks), (0, 1))), "options"))
+    proc = subprocess.Popen([*SK_RUN, "sweep", "--quiet", "--resume", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _wait_for((root / "experiments/Sbest/DCCI/diag/baseline_profile").exists, proc)  # the incumbent's collection runs
+        assert _busy(lock_path(locks, 0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 60
+    while session_processes(root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    resumed = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sweep_outcome(root) == dcci_reference
+    leases = [r.data["lease"] for r in read_records(root) if r.kind in ("trial_result", "profile_result")]
+    assert [r.data["side"] for r in read_records(root) if r.kind == "profile_result"] == ["o0", "disable_all"]
+    assert leases and all(lease["mode"] == "acquired" and lease["root"] == str(locks) for lease in leases)  # both sides leased
+    verified = _verify(root)
+    assert verified.returncode == 0 and "unleased" not in verified.stdout, verified.stdout + verified.stderr
+
+
 def test_two_simulated_sweeps_at_once_each_on_its_own_simulated_host(tmp_path: Path) -> None:
     """Neither names a registry: each gets its own under its session, so the clean-device proof of one never sees the
     other's simulated processes on the same NPU numbers (as two `make demo` on one machine)."""
