@@ -213,6 +213,30 @@ def test_an_input_that_is_no_regular_file_is_refused_without_a_hang(tmp_path: Pa
         assert "not a regular file" in done.stderr or "is a directory" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_sk_analyze_inputs_that_are_no_regular_file_are_refused_without_a_hang(tmp_path: Path, kind: str) -> None:
+    """Every sk-analyze input (rank logs, collections, ledgers, JSON/YAML, the generated document ``--check`` reads)
+    as a FIFO, /dev/zero or a folder: exit 2 in one line, never a wait (``schema --check`` on a FIFO hung)."""
+    bad = _not_regular(tmp_path, kind)
+    commands = [
+        ["schema", "--out", str(bad), "--check"],
+        ["ingest", str(bad), "--out", str(tmp_path / "data")],
+        ["stability", str(bad)],
+        ["option-trial", "--baseline", str(bad), "--candidate", f"x={bad}"],
+        ["ledger", "verify", str(bad)],
+        ["contract", "verify", str(bad)],
+        ["dcci-diff", "--baseline", str(bad), "--candidate", str(bad), "--json-out", str(tmp_path / "out.json")],
+        ["contract", "finalize", "--session", str(bad), "--control", str(bad), "--workload", str(bad), "--producer-pid", "1",
+         "--producer-started-ns", "1", "--producer-ended-ns", "2", "--source-revision", "x", "--command-argv", '["a"]'],
+    ]
+    for command in commands:
+        done = subprocess.run([sys.executable, "-c", "from sk_analytics.cli import main; main()", *command], capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 2, (command, done.stderr)
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "out.json").exists()
+
+
 # ------------------------------------------------------------------ case 8: the plan's matrix, the option list, task init
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import sys
 import tempfile
@@ -17,7 +18,7 @@ import click
 from sk_analytics import interrupts
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK, InternalError, SkTuneError
 from sk_analytics.files.atomic import write_text
-from sk_analytics.files.io_seam import error_exit_code, reading
+from sk_analytics.files.io_seam import error_exit_code, open_regular, reading
 from sk_analytics.files.link_loop import loop_behind, loop_in, loop_message
 from sk_analytics.lazy_module import module_exists as _module_exists
 
@@ -168,6 +169,19 @@ class PathArg(click.Path):
         return super().convert(value, param, ctx)
 
 
+class FiniteFloat(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf``: the type of every float option of sk-run and sk-analyze.
+
+    click lets ``nan`` through any range (every comparison with NaN is false) and ``inf`` through a range with
+    no upper end; either one reached the commands as a number (``--noise nan`` ran, ``--duration nan`` never ended)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number.", param, ctx)
+        return number
+
+
 class ExistingPath(PathArg):
     """:class:`PathArg` that must exist (``click.Path(exists=True, ...)``)."""
 
@@ -238,8 +252,9 @@ def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check
     if check:
         current = None
         if os.path.lexists(path):  # a folder, a link loop, an unreadable file: named, never "out of date"
-            with reading(path, "generated document", expected="a readable regular file"):
-                current = path.read_text(encoding="utf-8")
+            with reading(path, "generated document", expected="a readable regular file"), \
+                    open(open_regular(path, "generated document"), encoding="utf-8") as fh:  # a FIFO or /dev/zero: refused, never read
+                current = fh.read()
         if current != text:
             click.echo(f"{path} is out of date with {source}: run `{regenerate}`", err=True)
             return EXIT_NEGATIVE

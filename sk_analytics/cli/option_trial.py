@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import FiniteFloat, PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError, UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.modes import GATE_MODES, SEQUENTIAL_CAP
@@ -45,9 +45,9 @@ def _common(func: F) -> F:
               "(5% false wins overall; NOT the protocol; undecided exits 1 and asks for one more run).")
 @click.option("--sequential-cap", type=click.IntRange(min=3, max=50), default=SEQUENTIAL_CAP, show_default=True,
               help="With --gate sequential: most candidate runs it looks at (runs beyond it are not read).")
-@click.option("--allow-p90-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+@click.option("--allow-p90-regression-pct", type=FiniteFloat(min=0.0), default=0.0, show_default=True,
               help="Pooled decode P90 may regress by up to this % before its check fails (the reference tool's option; the protocol uses 0).")
-@click.option("--allow-stddev-regression-pct", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+@click.option("--allow-stddev-regression-pct", type=FiniteFloat(min=0.0), default=0.0, show_default=True,
               help="Pooled decode stddev may regress by up to this % before its check fails (the reference tool's option; the protocol uses 0).")
 @_common
 def option_trial(
