@@ -1,11 +1,18 @@
 """Bounds on the size of one workload process (ranks, iterations, warm-up), shared by every backend and the simulator.
 
-A leaf module: :class:`sk_runner.backends.base.Control` refuses controls out of
-bounds before anything starts, and the simulated workload (:mod:`sk_runner.sim.runner`)
-refuses the same sizes when started by hand.
+:class:`sk_runner.backends.base.Control` refuses controls out of bounds before
+anything starts, and the simulated workload (:mod:`sk_runner.sim.runner`)
+refuses the same sizes when started by hand. The click types at the end are the
+same bounds as sk-run options take them (one definition each, for every command
+that has the option): a value out of bounds, ``nan`` or ``inf`` is exit 2 naming
+the option before the command runs.
 """
 
 from __future__ import annotations
+
+import click
+
+from sk_analytics.cli._base import FiniteFloat
 
 MAX_RANKS = 1024
 """Most ranks one process may be asked for (128 servers of 8 NPUs); a larger value is a typo, not a job."""
@@ -39,3 +46,18 @@ MAX_RUNS = 1000
 """Most clean runs of one round (``min_trial_runs``, ``incumbent_runs``, ``--runs``) and most runs of a session budget per entry."""
 MAX_SEED = 2**63 - 1
 """Largest workload seed: the contract hands it to the workload as a signed 64-bit integer."""
+MAX_COLLECT_ATTEMPTS = 100
+"""Most collection attempts of one diagnostic profile (``--max-attempts``, ``policy.max_collect_attempts``)."""
+MAX_NOISE = 1000.0
+"""Largest noise scale of the simulated device (``sk-run sim --noise``, ``workload.noise``)."""
+
+SEED = click.IntRange(0, MAX_SEED)
+"""A workload or session seed: ``--seed`` of sweep, demo, sim, trial, profile and task init."""
+TIMEOUT = FiniteFloat(min=0, min_open=True, max=MAX_TIMEOUT_S)
+"""Seconds a process or a wait may last: ``--timeout`` of trial, profile and task init, ``sk-run sim --duration``."""
+RUNS = click.IntRange(1, MAX_RUNS)
+"""A number of clean runs: ``sk-run trial --runs`` and ``--top-up-to``."""
+ATTEMPTS = click.IntRange(1, MAX_COLLECT_ATTEMPTS)
+"""``sk-run profile --max-attempts``."""
+NOISE = FiniteFloat(min=0.0, max=MAX_NOISE)
+"""``sk-run sim --noise``."""

@@ -12,19 +12,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from campaign_helpers import SEED, write_spec, write_task
 from runner_fake import write_fake
+from test_cli_link_loops import COMMANDS, GROUPS, _argv
 from test_workload_contract import doc_workload
 
-from sk_analytics.cli._base import run_cli
+from sk_analytics.cli._base import FiniteFloat, run_cli
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_analytics.stage_o.options import REGISTRY
 from sk_analytics.stage_o.state import Policy
 from sk_runner.backends.base import Control
 from sk_runner.cli import cli
-from sk_runner.limits import MAX_SAMPLES, MAX_TIMEOUT_S
+from sk_runner.limits import MAX_SAMPLES, MAX_TIMEOUT_S, SEED as SEED_TYPE
 from sk_runner.sweep.session import BackendSpec, create_session
 
 HUGE = "1" * 4301
@@ -211,6 +213,66 @@ def test_an_input_that_is_no_regular_file_is_refused_without_a_hang(tmp_path: Pa
         assert done.returncode == 2, (command, done.stderr)
         assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
         assert "not a regular file" in done.stderr or "is a directory" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["sweep", "--demo", "--seed", "-1", "--session", "{tmp}/s"], "--seed"),
+    (["sweep", "--demo", "--seed", "1" * 30, "--session", "{tmp}/s"], "--seed"),
+    (["sweep", "--demo", "--cpus-per-host", "nan", "--session", "{tmp}/s"], "--cpus-per-host"),
+    (["demo", "--seed", "-1", "--session", "{tmp}/s"], "--seed"),
+    (["demo", "--seed", HUGE, "--samples", "--session", "{tmp}/s"], "--seed"),
+    (["sim", "--seed", "-5", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "--seed"),
+    (["sim", "--noise", "nan", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "--noise"),
+    (["sim", "--noise", "inf", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "--noise"),
+    (["sim", "--foreign-load", "0", "--duration", "nan", "--until-file", "{tmp}/s"], "--duration"),
+    (["sim", "--foreign-load", "0", "--slowdown", "inf", "--until-file", "{tmp}/s"], "--slowdown"),
+    (["trial", "--session", "{tmp}/s", "--round", "O1", "--incumbent", "--timeout", "nan", "--backend", "sim"], "--timeout"),
+    (["profile", "--session", "{tmp}/s", "--role", "baseline_profile", "--round", "O0", "--max-attempts", "1000"], "--max-attempts"),
+    (["task", "init", "--seed-config", "{tmp}/c.json", "--out", "{tmp}/s", "--timeout", "nan", "--", "true"], "--timeout"),
+    (["campaign", "cancel", "{tmp}/s", "--wait-s", "nan"], "--wait-s"),
+])
+def test_a_numeric_option_out_of_bounds_or_not_finite_is_refused_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                          argv: list[str], option: str) -> None:
+    """Seeds bounded to 0..MAX_SEED, floats finite (click lets nan through any range): exit 2 naming the option,
+    before the command runs (nothing written); a negative seed used to be exit 70, a nan noise or duration ran."""
+    (tmp_path / "c.json").write_text(json.dumps(SEED), encoding="utf-8")
+    code = run_cli(cli, "sk-run", [arg.replace("{tmp}", str(tmp_path)) for arg in argv])
+    _one_line_exit_2(capsys, code, f"'{option}'")
+    assert not (tmp_path / "s").exists()
+
+
+FLOAT_PARAMS = [
+    pytest.param(prog, words, param, id=f"{prog} {' '.join(words)} {param.opts[0]}")
+    for prog, words, command in COMMANDS for param in command.params
+    if isinstance(param.type, click.types.FloatParamType) and param.opts[0] != "--lease-timeout"  # --lease-timeout: its own change
+]
+
+
+def test_every_float_option_is_finite_and_every_seed_bounded() -> None:
+    """The walk finds the float options of both programs; each is a FiniteFloat, each ``--seed`` the one SEED type."""
+    assert len(FLOAT_PARAMS) >= 10
+    assert [p.id for p in FLOAT_PARAMS if not isinstance(p.values[2].type, FiniteFloat)] == []
+    seeds = [(prog, words) for prog, words, command in COMMANDS for param in command.params if param.name == "seed"]
+    assert len(seeds) >= 6
+    assert all(param.type is SEED_TYPE for _, _, command in COMMANDS for param in command.params if param.name == "seed")
+
+
+@pytest.mark.parametrize(("prog", "words", "param"), FLOAT_PARAMS)
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_float_option_refuses_nan_and_inf_by_name(capsys: pytest.CaptureFixture[str], prog: str, words: tuple[str, ...],
+                                                    param: click.Parameter, value: str) -> None:
+    code = run_cli(GROUPS[prog], prog, _argv(words, param, value))
+    _one_line_exit_2(capsys, code, f"'{param.opts[0]}'", f"{value} is not")
+
+
+@pytest.mark.parametrize("value", ["-5", "x", HUGE])
+def test_a_sim_seed_from_the_environment_is_bounded_too(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    (tmp_path / "c.json").write_text(json.dumps(SEED), encoding="utf-8")
+    monkeypatch.setenv("SK_RUN_SEED", value)
+    code = run_cli(cli, "sk-run", ["sim", "--config", str(tmp_path / "c.json"), "--run-dir", str(tmp_path / "run"), "--ranks", "1",
+                                   "--iterations", "12", "--warmup", "2"])
+    _one_line_exit_2(capsys, code, "SK_RUN_SEED: value", "is not a seed", "expected an integer from 0 to 9223372036854775807")
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder"])

@@ -12,9 +12,10 @@ from typing import Any
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import FiniteFloat, PathArg
 from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.files.strict_json import load_json_file
+from sk_runner.limits import MAX_TIMEOUT_S
 
 ADDRESS_HELP = "Join this Ray cluster (default: $RAY_ADDRESS; neither: an embedded local Ray, or sessions one by one without Ray)."
 
@@ -174,7 +175,7 @@ def status(root: Path, as_json: bool) -> int:
 @campaign.command("cancel")
 @click.argument("root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--address", default=None, help="With a driver that died: the Ray cluster whose nodes run its sessions.")
-@click.option("--wait-s", default=60.0, show_default=True, type=click.FloatRange(min=1), help="How long to wait for the driver to stop.")
+@click.option("--wait-s", default=60.0, show_default=True, type=FiniteFloat(min=1, max=MAX_TIMEOUT_S), help="How long to wait for the driver to stop.")
 def cancel(root: Path, address: str | None, wait_s: float) -> int:
     """Stop a campaign: the driver cancels its sessions and every workload process group is killed.
 

@@ -20,6 +20,7 @@ from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.files.atomic import write_text
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S
+from sk_runner.limits import SEED
 
 MARKER = ".sk-tune-demo"
 """Marks a folder written by the demo, so that a rerun may replace it (and nothing else)."""
@@ -91,7 +92,7 @@ def summary(session: Path) -> str:
 @click.command("demo")
 @click.option("--session", type=PathArg(file_okay=False, path_type=Path), default=Path("demo-session"), show_default=True,
               help="Folder of the demo session (a folder an earlier demo wrote is replaced).")
-@click.option("--seed", type=int, default=7, show_default=True, help="Seed of the sweep session (or of the generated samples).")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Seed of the sweep session (or of the generated samples).")
 @click.option("--samples", is_flag=True, help="Only generate, ingest and summarise a small sample session (no sweep).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language of the sweep.")
 @click.option("--full-profile", is_flag=True,

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from sk_analytics.cli._base import FiniteFloat
 from sk_analytics.errors import UsageError
 from sk_runner.hosts.topology import DEFAULT_CPUS_PER_HOST, RAY_HINT, HostsSpec, check_hosts
 
@@ -27,7 +28,7 @@ def hosts_options(command: F) -> F:
                      help="hosts the ranks span (one rank group per host, started together; above 1 needs Ray)"),
         click.option("--npus-per-host", "npus_per_host", type=click.IntRange(min=1), default=None,
                      help="NPUs (one rank each) reserved on every host; hosts x this = the run's ranks"),
-        click.option("--cpus-per-host", "cpus_per_host", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_CPUS_PER_HOST,
+        click.option("--cpus-per-host", "cpus_per_host", type=FiniteFloat(min=0, min_open=True), default=DEFAULT_CPUS_PER_HOST,
                      show_default=True, help="CPUs reserved with each host's NPUs"),
         click.option("--ray-address", "ray_address", default=None, envvar="RAY_ADDRESS", show_envvar=True, metavar="HOST:PORT",
                      help="the Ray cluster whose nodes are the hosts (with --hosts above 1)"),

@@ -14,7 +14,7 @@ from sk_analytics.files.strict_json import load_config_file
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, lease_request
-from sk_runner.limits import MAX_SEED, MAX_TIMEOUT_S
+from sk_runner.limits import ATTEMPTS, SEED, TIMEOUT
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
 
 
@@ -28,7 +28,7 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
               help="iterations of the first window (halved after a full sk_prof buffer)")
 @click.option("--warmup", default=8, show_default=True, type=click.IntRange(min=0), help="warm-up iterations")
 @click.option("--ranks", default=8, show_default=True, type=click.IntRange(min=1), help="ranks (TP)")
-@click.option("--timeout", "timeout_s", default=None, type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
+@click.option("--timeout", "timeout_s", default=None, type=TIMEOUT,
               help="seconds before the producer's process group is killed")
 @click.option("--backend", default="sim", show_default=True, type=click.Choice(BACKENDS),
               help="where the producer runs: the simulator, a torch_npu script, or any command after '--'")
@@ -42,9 +42,9 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
                    "(ascend_pytorch_profiler_<rank>.db, torch_npu ExportType.Db); SK_RUN_PROFILE_EXPORT for the workload")
 @click.option("--require-sk-prof/--no-require-sk-prof", default=None,
               help="sk_prof required [default: yes for baseline_profile/candidate_profile]")
-@click.option("--max-attempts", default=DEFAULT_MAX_ATTEMPTS, show_default=True, type=click.IntRange(min=1),
+@click.option("--max-attempts", default=DEFAULT_MAX_ATTEMPTS, show_default=True, type=ATTEMPTS,
               help="collections at most (each in a new root)")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=MAX_SEED), help="workload seed ({seed} / SK_RUN_SEED)")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="workload seed ({seed} / SK_RUN_SEED)")
 @click.option("--cwd", type=ExistingPath(file_okay=False, path_type=Path), default=None,
               help="working directory of the producer, as of the workload's trials (default: the current one)")
 @click.option("--no-ingest", is_flag=True, help="do not ingest the profile into <session>/data")

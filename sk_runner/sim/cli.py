@@ -6,8 +6,12 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import FiniteFloat, PathArg
 from sk_analytics.errors import UsageError
+from sk_runner.limits import NOISE, SEED, TIMEOUT
+
+MAX_SLOWDOWN = 100.0
+"""Largest factor by which a foreign load slows the kernels of its simulated NPUs."""
 
 
 @click.command("sim")
@@ -16,7 +20,7 @@ from sk_analytics.errors import UsageError
 @click.option("--ranks", default=8, show_default=True, type=int, help="Tensor-parallel ranks (one log per rank).")
 @click.option("--iterations", default=200, show_default=True, type=int, help="Decode samples logged per rank (warm-up included).")
 @click.option("--warmup", default=8, show_default=True, type=int, help="Length of the warm-up ramp in decode samples.")
-@click.option("--seed", default=None, type=int, help="Noise seed [default: $SK_RUN_SEED, else random].")
+@click.option("--seed", default=None, type=SEED, help="Noise seed [default: $SK_RUN_SEED, else random].")
 @click.option("--profile", is_flag=True, help="Profiler on (also SK_RUN_PROFILE=1): kernel_details.csv, trace_view.json, task time.")
 @click.option("--export-type", "export_type", type=click.Choice(["text", "db"]), default=None,
               help="Profiler export: text (CSV/JSON) or db (ascend_pytorch_profiler_<rank>.db) [default: $SK_RUN_PROFILE_EXPORT, else text].")
@@ -26,16 +30,16 @@ from sk_analytics.errors import UsageError
               help="Network spec file or built-in scenario name [default: moe-decode].")
 @click.option("--options-pointer", default=None, help="RFC 6901 pointer of the options object in the config.")
 @click.option("--ground-truth", "ground_truth", default=None, type=PathArg(dir_okay=False, path_type=Path), help="Write the ground truth JSON here.")
-@click.option("--noise", default=1.0, show_default=True, type=click.FloatRange(min=0.0), help="Scale of all random noise (0 = deterministic).")
+@click.option("--noise", default=1.0, show_default=True, type=NOISE, help="Scale of all random noise (0 = deterministic).")
 @click.option("--probe-only", is_flag=True, help="Compile only: write sk_meta/<pid>/model_*/super_kernel.log with the option lines, no inference.")
 @click.option("--foreign-load", "foreign_load", multiple=True, metavar="N|A-B",
               help="Instead of a workload: occupy these simulated NPUs outside any lease (registered in the occupancy registry, "
                    "$SK_SIM_DEVICE_REGISTRY) and slow every simulated kernel there, until SIGTERM/Ctrl-C, --until-file or --duration.")
-@click.option("--slowdown", default=1.08, show_default=True, type=click.FloatRange(min=1.0),
+@click.option("--slowdown", default=1.08, show_default=True, type=FiniteFloat(min=1.0, max=MAX_SLOWDOWN),
               help="With --foreign-load: factor by which the load slows kernels on its devices.")
 @click.option("--until-file", "until_file", type=PathArg(dir_okay=False, path_type=Path), default=None,
               help="With --foreign-load: end when this file exists.")
-@click.option("--duration", "duration_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--duration", "duration_s", type=TIMEOUT, default=None,
               help="With --foreign-load: end after this many seconds.")
 def sim(
     config: Path | None,

@@ -21,7 +21,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.files.atomic import write_text
 from sk_analytics.files.strict_json import load_config_file
 from sk_runner.hosts.topology import HOSTS_ENV, local_ranks
-from sk_runner.limits import size_problem
+from sk_runner.limits import MAX_SEED, size_problem
 from sk_runner.sim import logs
 from sk_runner.sim.devices import occupy
 from sk_runner.sim.identity import ProcessIds, rank_process_ids
@@ -133,14 +133,18 @@ def hold(env: Mapping[str, str], lead: int, poll_s: float = 0.05) -> None:
 
 
 def resolve_seed(request: SimRequest) -> int:
+    """The noise seed: ``--seed``, else ``$SK_RUN_SEED`` (an integer from 0 to MAX_SEED, as ``--seed`` takes), else a random one."""
     if request.seed is not None:
         return request.seed
     env = request.env.get("SK_RUN_SEED", "").strip()
     if env:
         try:
-            return int(env)
-        except ValueError:
-            raise InputError("SK_RUN_SEED", f"value {env!r} is not an integer", expected="an integer seed") from None
+            seed = int(env)
+        except ValueError:  # not an integer, or one of over 4300 digits
+            seed = -1
+        if not 0 <= seed <= MAX_SEED:
+            raise InputError("SK_RUN_SEED", f"value {env[:40]!r} is not a seed", expected=f"an integer from 0 to {MAX_SEED}")
+        return seed
     return secrets.randbits(32)
 
 

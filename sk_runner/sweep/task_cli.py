@@ -11,7 +11,7 @@ from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_runner.devices.options import lease_options, lease_request
-from sk_runner.limits import MAX_SEED, MAX_TIMEOUT_S
+from sk_runner.limits import SEED, TIMEOUT
 
 
 @click.command("options")
@@ -63,8 +63,8 @@ def _accepted(items: tuple[str, ...]) -> list[dict[str, object]] | None:
 @click.option("--ranks", type=click.IntRange(min=1), default=8, show_default=True, help="Rank logs each process writes.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None, help="Decode iterations per rank (SK_RUN_ITERATIONS).")
 @click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="Decode warm-up samples per rank.")
-@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Workload seed of the session.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S), default=None,
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Workload seed of the session.")
+@click.option("--timeout", type=TIMEOUT, default=None,
               help="Seconds per process (the S0 run and the task's policy.timeout_s).")
 @click.option("--cwd", type=PathArg(file_okay=False, path_type=Path), default=None,
               help="Working directory of every workload process [default: the current one].")

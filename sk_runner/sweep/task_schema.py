@@ -22,7 +22,7 @@ from typing import Any
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o.machine import RISK_ORDER, Policy
 from sk_runner.backends import BACKENDS
-from sk_runner.limits import MAX_ITERATIONS, MAX_RANKS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S
+from sk_runner.limits import MAX_COLLECT_ATTEMPTS, MAX_ITERATIONS, MAX_NOISE, MAX_RANKS, MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S
 from sk_runner.trial.spec import MIN_TRIAL_RUNS
 
 TASK_SCHEMA = "superkernel-stage-o-task-v1"
@@ -50,7 +50,7 @@ POLICY_PROPERTIES: dict[str, Any] = {
     "incumbent_runs": _integer(MIN_TRIAL_RUNS, MAX_RUNS),
     "timeout_s": _seconds(),
     "risky_timeout_s": _seconds(),
-    "max_collect_attempts": _integer(1, 100),
+    "max_collect_attempts": _integer(1, MAX_COLLECT_ATTEMPTS),
     "gate": {"enum": list(GATE_MODES)},
     "allow_p90_regression_pct": {"type": "number", "minimum": 0, "maximum": 100},
     "allow_stddev_regression_pct": {"type": "number", "minimum": 0, "maximum": 100},
@@ -64,7 +64,7 @@ WORKLOAD_PROPERTIES: dict[str, Any] = {
     "command": {"type": "array", "items": {"type": "string"}},
     "cwd": {"type": ["string", "null"], "minLength": 1},
     "network": {"type": ["string", "null"], "minLength": 1},
-    "noise": {"type": ["number", "null"], "minimum": 0, "maximum": 1000},
+    "noise": {"type": ["number", "null"], "minimum": 0, "maximum": MAX_NOISE},
     "ranks": _integer(1, MAX_RANKS),
     "iterations": _integer(1, MAX_ITERATIONS, null=True),
     "warmup": _integer(0, MAX_ITERATIONS),

@@ -12,7 +12,7 @@ from sk_analytics.cli._base import PathArg
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, require_lease, rerun_options, resume_request
-from sk_runner.limits import MAX_RUNS, MAX_SEED, MAX_TIMEOUT_S
+from sk_runner.limits import RUNS, SEED, TIMEOUT
 
 if TYPE_CHECKING:  # the trial machinery (Polars, Arrow) is imported when a trial runs: --help stays fast
     from sk_runner.trial import Progress
@@ -50,16 +50,16 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
 @click.option("--set", "sets", multiple=True, metavar="/POINTER=JSON", help="the one RFC 6901 pointer to change")
 @click.option("--joint-dcci", is_flag=True, help="allow the DCCI joint repair: before+after with identical lists")
 @click.option("--incumbent", is_flag=True, help="run the base config unchanged (O0-INCUMBENT)")
-@click.option("--runs", type=click.IntRange(min=1, max=MAX_RUNS), default=3, show_default=True, help="clean processes to have (a trial needs at least 3)")
-@click.option("--top-up-to", type=click.IntRange(min=1, max=MAX_RUNS), default=None, help="add clean runs until exactly this many exist")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S), default=None, help="seconds per process before its group is killed")
+@click.option("--runs", type=RUNS, default=3, show_default=True, help="clean processes to have (a trial needs at least 3)")
+@click.option("--top-up-to", type=RUNS, default=None, help="add clean runs until exactly this many exist")
+@click.option("--timeout", type=TIMEOUT, default=None, help="seconds per process before its group is killed")
 @click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True,
               help="where the workload runs: the simulator, a torch_npu script, or any command after '--'")
 @click.option("--ranks", type=click.IntRange(min=1), default=8, show_default=True, help="rank logs each process must write")
 @click.option("--iterations", type=click.IntRange(min=1), default=None, help="decode iterations (sim)")
 @click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="decode warm-up samples per rank")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
-@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=None, help="session seed (default: session.json, else 0)")
+@click.option("--seed", type=SEED, default=None, help="session seed (default: session.json, else 0)")
 @click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None,
               help="working directory of every process of the trial (probe, correctness, clean runs) [default: the current one]")
 @click.option("--same-identity-as", default=None, metavar="ROUND",
