@@ -275,6 +275,21 @@ def test_a_sim_seed_from_the_environment_is_bounded_too(tmp_path: Path, capsys: 
     _one_line_exit_2(capsys, code, "SK_RUN_SEED: value", "is not a seed", "expected an integer from 0 to 9223372036854775807")
 
 
+@pytest.mark.parametrize(("changes", "needles"), [
+    ({"runtime_tool": ["sweep"]}, ("unknown key 'runtime_tool' in / (did you mean 'runtime_tools'?)",)),
+    ({"skil": "x"}, ("unknown key 'skil' in / (did you mean 'skill'?)",)),
+    ({"skill": 3}, ("/skill is 3 (expected a string)",)),
+])
+def test_the_phase_manifest_is_as_strict_as_the_task(tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, Any],
+                                                     needles: tuple[str, ...]) -> None:
+    task = write_task(tmp_path, seed=3)
+    _edit(tmp_path / "phase.json", **changes)
+    for extra in (["--plan-only"], ["--quiet"]):
+        code = run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--session", str(tmp_path / "session"), *extra])
+        _one_line_exit_2(capsys, code, f"{tmp_path / 'phase.json'}", "phase manifest: ", *needles)
+        assert not (tmp_path / "session").exists()
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
 def test_sk_analyze_inputs_that_are_no_regular_file_are_refused_without_a_hang(tmp_path: Path, kind: str) -> None:
     """Every sk-analyze input (rank logs, collections, ledgers, JSON/YAML, the generated document ``--check`` reads)

@@ -25,9 +25,8 @@ from sk_runner.backends.base import Control
 from sk_runner.config import check_config_options, load_config
 from sk_runner.limits import size_problem
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
-from sk_runner.sweep.task_schema import TASK_SCHEMA, task_schema
+from sk_runner.sweep.task_schema import PHASE_SCHEMA, TASK_SCHEMA, phase_manifest_schema, task_schema
 
-PHASE_SCHEMA = "superkernel-phase-manifest-v1"
 PHASE = "stage_o_option_tuning"
 AGENT_ID = "sk-stage-o-option-tuning"
 
@@ -93,14 +92,16 @@ def resolve_tool(name: str) -> tuple[str, str] | None:
 
 
 def validate_phase_manifest(path: Path) -> dict[str, Any]:
-    """The manifest, or an error naming the missing/invalid field or unresolvable tool."""
+    """The manifest, or an error naming the missing/invalid field, an unknown key (with the closest valid one: the
+    task's check, :func:`~sk_runner.sweep.task_schema.phase_manifest_schema`) or an unresolvable tool."""
     data = _our_document(path, PHASE_SCHEMA, "phase manifest")
-    if _field(data, "phase", str, path, "phase manifest") != PHASE:
+    check_against_schema(phase_manifest_schema(), data, path, "phase manifest")
+    if data["phase"] != PHASE:
         raise InputError(path, f"phase is {data['phase']!r}", record="phase", expected=PHASE)
-    if not _field(data, "skill", str, path, "phase manifest").strip():
+    if not data["skill"].strip():
         raise InputError(path, "skill is empty", record="skill")
-    tools = _field(data, "runtime_tools", list, path, "phase manifest")
-    if not tools or not all(isinstance(t, str) and t.strip() for t in tools):
+    tools = data["runtime_tools"]
+    if not tools or not all(t.strip() for t in tools):
         raise InputError(path, "runtime_tools must be a non-empty list of tool names", record="runtime_tools")
     missing = [t for t in tools if resolve_tool(t) is None]
     if missing:

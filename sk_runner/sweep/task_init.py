@@ -25,8 +25,8 @@ from sk_analytics.stage_o.options import REGISTRY, is_debug_option
 from sk_runner.backends.base import Control
 from sk_runner.config import check_config_options
 from sk_runner.devices.lease import LeaseLike
-from sk_runner.sweep.phase import AGENT_ID, PHASE, PHASE_SCHEMA, StageOTask, validate_task
-from sk_runner.sweep.task_schema import TASK_SCHEMA
+from sk_runner.sweep.phase import AGENT_ID, PHASE, StageOTask, validate_task
+from sk_runner.sweep.task_schema import PHASE_SCHEMA, TASK_SCHEMA
 
 PHASE_MANIFEST = {"schema_version": PHASE_SCHEMA, "phase": PHASE, "agent_id": AGENT_ID, "skill": "superkernel-stage-o",
                   "runtime_tools": ["sweep", "trial", "probe", "profile", "analyze_performance", "dcci_diff", "ledger"]}

@@ -1,4 +1,5 @@
-"""The JSON Schema of a dispatched Stage O task (``superkernel-stage-o-task-v1``), built from the facts it names.
+"""The JSON Schemas of the phase entry's inputs: a dispatched Stage O task (``superkernel-stage-o-task-v1``), built
+from the facts it names, and its phase manifest (``superkernel-phase-manifest-v1``).
 
 Every object of the task refuses keys it does not declare (a typo such as
 ``warmpu`` is named with the closest valid key), and every number is bounded:
@@ -11,6 +12,10 @@ own checks (files, fingerprint, option values against the registry).
 
 The policy's keys are the fields of ``Policy``: a field added there is a valid
 key at once; :data:`POLICY_PROPERTIES` gives the known ones their type and bounds.
+
+The phase manifest is as strict: its five keys and nothing else (``runtime_tool``
+is named with ``runtime_tools``); :func:`sk_runner.sweep.phase.validate_phase_manifest`
+then checks its values (the phase, the agent, every runtime tool resolves).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from sk_runner.limits import MAX_COLLECT_ATTEMPTS, MAX_ITERATIONS, MAX_NOISE, MA
 from sk_runner.trial.spec import MIN_TRIAL_RUNS
 
 TASK_SCHEMA = "superkernel-stage-o-task-v1"
+PHASE_SCHEMA = "superkernel-phase-manifest-v1"
 
 
 def _integer(low: int, high: int, *, null: bool = False) -> dict[str, Any]:
@@ -91,4 +97,17 @@ def task_schema() -> dict[str, Any]:
             "policy": _strict(policy),
             "session": {"type": ["string", "null"], "minLength": 1},
         }, ("schema_version", "agent_id", "phase_manifest", "seed", "accepted_option_values", "clean_artifacts", "workload")),
+    }
+
+
+@cache
+def phase_manifest_schema() -> dict[str, Any]:
+    """The phase manifest's JSON Schema (protocol §2: the schema version and four fields, of their types); read it, never change it."""
+    text = {"type": "string"}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": PHASE_SCHEMA,
+        **_strict({"schema_version": text, "phase": text, "agent_id": text, "skill": text,
+                   "runtime_tools": {"type": "array", "items": text}},
+                  ("schema_version", "phase", "agent_id", "skill", "runtime_tools")),
     }
