@@ -215,29 +215,32 @@ def test_an_input_that_is_no_regular_file_is_refused_without_a_hang(tmp_path: Pa
         assert "not a regular file" in done.stderr or "is a directory" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize(("argv", "option"), [
-    (["sweep", "--demo", "--seed", "-1", "--session", "{tmp}/s"], "--seed"),
-    (["sweep", "--demo", "--seed", "1" * 30, "--session", "{tmp}/s"], "--seed"),
-    (["sweep", "--demo", "--cpus-per-host", "nan", "--session", "{tmp}/s"], "--cpus-per-host"),
-    (["demo", "--seed", "-1", "--session", "{tmp}/s"], "--seed"),
-    (["demo", "--seed", HUGE, "--samples", "--session", "{tmp}/s"], "--seed"),
-    (["sim", "--seed", "-5", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "--seed"),
-    (["sim", "--noise", "nan", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "--noise"),
-    (["sim", "--noise", "inf", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "--noise"),
-    (["sim", "--foreign-load", "0", "--duration", "nan", "--until-file", "{tmp}/s"], "--duration"),
-    (["sim", "--foreign-load", "0", "--slowdown", "inf", "--until-file", "{tmp}/s"], "--slowdown"),
-    (["trial", "--session", "{tmp}/s", "--round", "O1", "--incumbent", "--timeout", "nan", "--backend", "sim"], "--timeout"),
-    (["profile", "--session", "{tmp}/s", "--role", "baseline_profile", "--round", "O0", "--max-attempts", "1000"], "--max-attempts"),
-    (["task", "init", "--seed-config", "{tmp}/c.json", "--out", "{tmp}/s", "--timeout", "nan", "--", "true"], "--timeout"),
-    (["campaign", "cancel", "{tmp}/s", "--wait-s", "nan"], "--wait-s"),
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["sweep", "--demo", "--seed", "-1", "--session", "{tmp}/s"], "'--seed'"),
+    (["sweep", "--demo", "--seed", "1" * 30, "--session", "{tmp}/s"], "'--seed'"),
+    (["sweep", "--demo", "--cpus-per-host", "nan", "--session", "{tmp}/s"], "'--cpus-per-host'"),
+    (["sweep", "--demo", "--ranks", "100000000", "--session", "{tmp}/s"], "--ranks 100000000: expected at most 1024"),
+    (["sweep", "--demo", "--iterations", "100000000000", "--session", "{tmp}/s"], "--iterations 100000000000: expected at most 100000"),
+    (["demo", "--seed", "-1", "--session", "{tmp}/s"], "'--seed'"),
+    (["demo", "--seed", HUGE, "--samples", "--session", "{tmp}/s"], "'--seed'"),
+    (["sim", "--seed", "-5", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "'--seed'"),
+    (["sim", "--noise", "nan", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "'--noise'"),
+    (["sim", "--noise", "inf", "--config", "{tmp}/c.json", "--run-dir", "{tmp}/s"], "'--noise'"),
+    (["sim", "--foreign-load", "0", "--duration", "nan", "--until-file", "{tmp}/s"], "'--duration'"),
+    (["sim", "--foreign-load", "0", "--slowdown", "inf", "--until-file", "{tmp}/s"], "'--slowdown'"),
+    (["trial", "--session", "{tmp}/s", "--round", "O1", "--incumbent", "--timeout", "nan", "--backend", "sim"], "'--timeout'"),
+    (["profile", "--session", "{tmp}/s", "--role", "baseline_profile", "--round", "O0", "--max-attempts", "1000"], "'--max-attempts'"),
+    (["task", "init", "--seed-config", "{tmp}/c.json", "--out", "{tmp}/s", "--timeout", "nan", "--", "true"], "'--timeout'"),
+    (["campaign", "cancel", "{tmp}/s", "--wait-s", "nan"], "'--wait-s'"),
 ])
 def test_a_numeric_option_out_of_bounds_or_not_finite_is_refused_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                          argv: list[str], option: str) -> None:
-    """Seeds bounded to 0..MAX_SEED, floats finite (click lets nan through any range): exit 2 naming the option,
-    before the command runs (nothing written); a negative seed used to be exit 70, a nan noise or duration ran."""
+                                                                          argv: list[str], needle: str) -> None:
+    """Seeds bounded to 0..MAX_SEED, floats finite (click lets nan through any range), the demo's sizes checked: exit 2
+    naming the option, before the command runs (nothing written); a negative seed used to be exit 70, a nan noise or
+    duration ran, and ``sweep --demo --ranks 100000000`` made a session that tried to lease 10**8 devices (exit 3)."""
     (tmp_path / "c.json").write_text(json.dumps(SEED), encoding="utf-8")
     code = run_cli(cli, "sk-run", [arg.replace("{tmp}", str(tmp_path)) for arg in argv])
-    _one_line_exit_2(capsys, code, f"'{option}'")
+    _one_line_exit_2(capsys, code, needle)
     assert not (tmp_path / "s").exists()
 
 

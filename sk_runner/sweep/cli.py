@@ -124,6 +124,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
 
         request = lease_request(lease_root, device_ids, lease_timeout, unleased=unleased)  # a usage error before the session exists
         control = Control(ranks or DEMO_CONTROL.ranks, iterations or DEMO_CONTROL.iterations, DEMO_CONTROL.warmup)
+        control.check()  # --ranks 10**8 leased 10**8 devices (exit 3, 'Too many open files'); refused before the session exists
         policy = DEMO_POLICY if gate is None else replace(DEMO_POLICY, gate=gate)
         folder = demo_root(session_dir)
         if request.need is None and not request.unleased:  # the demo's own lease, under its session
