@@ -230,6 +230,7 @@ def test_an_input_that_is_no_regular_file_is_refused_without_a_hang(tmp_path: Pa
     (["sim", "--foreign-load", "0", "--slowdown", "inf", "--until-file", "{tmp}/s"], "'--slowdown'"),
     (["trial", "--session", "{tmp}/s", "--round", "O1", "--incumbent", "--timeout", "nan", "--backend", "sim"], "'--timeout'"),
     (["profile", "--session", "{tmp}/s", "--role", "baseline_profile", "--round", "O0", "--max-attempts", "1000"], "'--max-attempts'"),
+    (["profile", "--session", "{tmp}/s", "--role", "baseline_profile", "--round", "O0", "--sk-prof-kb", "-1"], "'--sk-prof-kb'"),
     (["task", "init", "--seed-config", "{tmp}/c.json", "--out", "{tmp}/s", "--timeout", "nan", "--", "true"], "'--timeout'"),
     (["campaign", "cancel", "{tmp}/s", "--wait-s", "nan"], "'--wait-s'"),
 ])

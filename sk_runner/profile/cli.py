@@ -15,7 +15,7 @@ from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, lease_request
 from sk_runner.limits import ATTEMPTS, SEED, TIMEOUT
-from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB
+from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 
 
 @click.command("profile")
@@ -35,8 +35,8 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulator network (sim backend)")
 @click.option("--workload", "workload_path", type=ExistingPath(dir_okay=False, path_type=Path),
               help="workload identity fields (JSON/YAML: model, input, batch, mode, runtime …)")
-@click.option("--sk-prof-kb", default=DEFAULT_SK_PROF_KB, show_default=True, type=int,
-              help="ASCEND_PROF_SK_ON: sk_prof buffer per core in KB (1..5120)")
+@click.option("--sk-prof-kb", default=DEFAULT_SK_PROF_KB, show_default=True, type=click.IntRange(1, MAX_SK_PROF_KB),
+              help="ASCEND_PROF_SK_ON: sk_prof buffer per core in KB")
 @click.option("--export-type", "export_type", default="text", show_default=True, type=click.Choice(["text", "db"]),
               help="profiler export: text (kernel_details.csv, trace_view.json, task_time) or db "
                    "(ascend_pytorch_profiler_<rank>.db, torch_npu ExportType.Db); SK_RUN_PROFILE_EXPORT for the workload")
