@@ -76,7 +76,7 @@ def _accepted(items: tuple[str, ...]) -> list[dict[str, object]] | None:
 @click.argument("workload", nargs=-1, required=True)
 def init(seed_config: Path, folder: Path, ranks: int, iterations: int | None, warmup: int, seed: int, timeout: float | None,
          cwd: Path | None, accept: tuple[str, ...], gate: str, lease_root: Path | None, device_ids: tuple[str, ...],
-         lease_timeout: float, workload: tuple[str, ...]) -> int:
+         lease_timeout: float, unleased: bool, workload: tuple[str, ...]) -> int:
     """Write a valid task for a command workload (after '--'): run it once on the SEED config (correctness and the S0
     clean run the task is bound to), then write the task, its phase manifest and the SEED with its fingerprint.
     `sk-run sweep --task FOLDER/task.json --plan-only` then shows the matrix it would run."""
@@ -88,7 +88,7 @@ def init(seed_config: Path, folder: Path, ranks: int, iterations: int | None, wa
     control = Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout)
     control.check()
     written = init_task(folder, seed_config, workload, control=control, seed=seed, cwd=cwd, accepted=_accepted(accept),
-                        policy={"gate": gate}, lease=lease_request(lease_root, device_ids, lease_timeout))
+                        policy={"gate": gate}, lease=lease_request(lease_root, device_ids, lease_timeout, unleased=unleased))
     click.echo(f"task: {written.path}")
     click.echo(f"accepted option values: {len(written.data['accepted_option_values'])} (sk-run options lists every candidate)")
     click.echo(f"next: sk-run sweep --task {written.path} --plan-only")
