@@ -248,7 +248,7 @@ def test_a_numeric_option_out_of_bounds_or_not_finite_is_refused_by_name(tmp_pat
 FLOAT_PARAMS = [
     pytest.param(prog, words, param, id=f"{prog} {' '.join(words)} {param.opts[0]}")
     for prog, words, command in COMMANDS for param in command.params
-    if isinstance(param.type, click.types.FloatParamType) and param.opts[0] != "--lease-timeout"  # finite_seconds (devices/options.py)
+    if isinstance(param.type, click.types.FloatParamType)
 ]
 
 

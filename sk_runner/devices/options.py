@@ -11,7 +11,6 @@ heavy.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,15 +22,9 @@ from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import UsageError
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseRequest
 from sk_runner.devices.markers import DEVICES_ENV, ROOT_ENV, TIMEOUT_ENV, Need, format_ids, lease_root_text, marker_need, parse_device_ids
+from sk_runner.limits import LEASE_TIMEOUT
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def finite_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """``--lease-timeout``: a finite number of seconds >= 0 (``nan`` and ``inf`` are refused, exit 2, like ``--timeout``)."""
-    if not math.isfinite(value) or value < 0:
-        raise click.BadParameter(f"{value!r}: expected a finite number of seconds >= 0", ctx, param)
-    return value
 
 
 def lease_options(command: F) -> F:
@@ -42,7 +35,7 @@ def lease_options(command: F) -> F:
                           "default: the root of an inherited lease"),
         click.option("--device-id", "device_ids", multiple=True, metavar="N|A-B", envvar=DEVICES_ENV, show_envvar=True,
                      help="NPU to lease, repeatable or a range (0-7); rank i runs on the i-th id in ascending order"),
-        click.option("--lease-timeout", type=float, callback=finite_seconds, default=DEFAULT_LEASE_TIMEOUT_S, show_default=True,
+        click.option("--lease-timeout", type=LEASE_TIMEOUT, default=DEFAULT_LEASE_TIMEOUT_S, show_default=True,
                      envvar=TIMEOUT_ENV, show_envvar=True,
                      help="seconds to wait for busy devices before giving up (exit 3, nothing runs); finite, >= 0"),
         click.option("--unleased", is_flag=True,
