@@ -96,7 +96,8 @@ def test_each_pass_reads_one_process(collections: tuple[Path, Path], tmp_path: P
         calls.clear()
     loaded = load_pair(base, cand)
     sides = {"baseline": loaded.baseline, "candidate": loaded.candidate}
-    trace.write_trace(tmp_path / "trace.json", result, {role: process_events(s.events, s.by_process) for role, s in sides.items()})
+    trace.write_trace(tmp_path / "trace.json", result, {role: process_events(s.events, s.by_process) for role, s in sides.items()},
+                      {role: s.structure for role, s in sides.items()})
     assert len(seen["sk_occurrences"]) == 2 * RANKS
     assert seen["child_timings"] and all(len(processes) == 1 for calls in seen.values() for processes in calls)
 
@@ -160,7 +161,7 @@ def test_trace_out_is_the_whole_side_trace(collections: tuple[Path, Path], tmp_p
         whole = trace.write_trace(tmp_path / "whole.json", result, {
             "baseline": {"*": loaded.baseline.events.select(EVENT_COLUMNS)},
             "candidate": {"*": loaded.candidate.events.select(EVENT_COLUMNS)},
-        })  # fmt: skip
+        }, {"baseline": loaded.baseline.structure, "candidate": loaded.candidate.structure})  # fmt: skip
     assert out.read_bytes() == whole.read_bytes()
     slices = [e for e in json.loads(out.read_text(encoding="utf-8"))["traceEvents"] if e["ph"] == "X"]
     assert {e["args"]["rank"] for e in slices} == set(range(RANKS))  # every rank, both threads, flags present

@@ -1,5 +1,7 @@
 """``dcci-diff --trace-out``: a Chrome trace (trace event format) of both sides' SK timelines with the
-slower SKs and children flagged exactly as the JSON result classes them."""
+slower SKs and children flagged exactly as the JSON result classes them, one complete event for every
+analysed SK launch of every rank and side, in both sk_prof layouts (the demo's collections are often the
+legacy one: ``sk_event_dev_device_<id>.json`` whose launches carry only the rts model id, issue 44 point 6)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ from typing import Any
 import polars as pl
 import pytest
 from test_dcci_e2e import WARMUP, pair
+from test_dcci_ingested import _session
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.dcci.trace import trace_document
+from sk_runner.sim.variants import draw_variant
 
 RANKS = 2
 SMALL = {"name": "trace-small", "base": "moe-decode", "layers": 2}
@@ -34,6 +38,50 @@ def diffed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], di
     assert code == 0
     result = json.loads((out / "diff.json").read_text(encoding="utf-8"))
     return result, json.loads((out / "trace.json").read_text(encoding="utf-8"))
+
+
+def _seeds(legacy: bool) -> tuple[int, int]:
+    """Two simulator seeds whose runs write the ``legacy`` sk_prof layout (or the current one)."""
+    found = [seed for seed in range(41, 400) if draw_variant(seed).legacy_sk_prof is legacy][:2]
+    return found[0], found[1]
+
+
+@pytest.fixture(scope="module", params=["current layout", "legacy layout"])
+def collections(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(baseline root, candidate root, a session that recorded and ingested both) of a 2-rank simulated pair."""
+    base = tmp_path_factory.mktemp("layout")
+    network = base / "small.json"
+    network.write_text(json.dumps(SMALL), encoding="utf-8")
+    baseline, candidate, _ = pair(base, str(network), _seeds(request.param == "legacy layout"), ranks=RANKS)
+    assert any(baseline.glob("sk_meta/*/sk_event_dev_device_*.json")) is (request.param == "legacy layout")
+    return baseline, candidate, _session(base, baseline, candidate)
+
+
+@pytest.mark.parametrize("source", ["raw traces", "--session"])
+def test_every_analysed_launch_is_one_event(collections: tuple[Path, Path, Path], tmp_path: Path, source: str) -> None:
+    """The SK events of the trace are exactly the launches the diff analysed (per SK, side and rank: its
+    ``count``), every rank and side present, the slower slots flagged on both sides."""
+    baseline, candidate, session = collections
+    out = tmp_path / "out"
+    args = ["dcci-diff", "--baseline", str(baseline), "--candidate", str(candidate), "--warmup", str(WARMUP),
+            "--json-out", str(out / "diff.json"), "--trace-out", str(out / "trace.json")]
+    assert run_cli(cli, "sk-analyze", args + (["--session", str(session)] if source == "--session" else [])) == 0
+    result = json.loads((out / "diff.json").read_text(encoding="utf-8"))
+    trace = json.loads((out / "trace.json").read_text(encoding="utf-8"))
+    launches: dict[tuple[int, str], int] = defaultdict(int)
+    for e in _slices(trace):
+        if e["tid"] == 1:
+            launches[(e["args"]["uid"], e["args"]["side"])] += 1
+    analysed = {(sk["uid"], side): sk[side]["count"] for sk in result["sks"] for side in ("baseline", "candidate")
+                if (sk.get(side) or {}).get("count")}  # fmt: skip
+    assert analysed and dict(launches) == analysed
+    assert sum(launches.values()) == sum(analysed.values())
+    assert sorted(_process_names(trace).values()) == sorted(f"rank {r} {side}" for r in range(RANKS) for side in ("baseline", "candidate"))
+    slower = {sk["uid"] for sk in result["sks"] if sk["class"] == "significantly_slower"}
+    assert slower
+    for side in ("baseline", "candidate"):
+        flagged = {e["args"]["uid"] for e in _slices(trace) if e["tid"] == 1 and e["args"]["side"] == side and e["cat"] == "sk,slower"}
+        assert flagged == slower
 
 
 def _slices(trace: dict[str, Any]) -> list[dict[str, Any]]:
@@ -116,7 +164,7 @@ def test_both_sides_of_a_rank_are_aligned_launch_for_launch(diffed: tuple[dict[s
 
 
 def test_empty_sides_give_an_empty_valid_trace() -> None:
-    empty = pl.DataFrame(schema={"process": pl.Utf8, "model_id": pl.Utf8, "sk_id": pl.Int64, "occurrence": pl.Int32,
+    empty = pl.DataFrame(schema={"process": pl.Utf8, "model_dir": pl.Utf8, "sk_id": pl.Int64, "occurrence": pl.Int32,
                                  "start_ns": pl.Int64, "end_ns": pl.Int64, "node_id": pl.Int64})  # fmt: skip
     text = trace_document({"sks": [], "children": [], "warmup": 0}, {"baseline": empty, "candidate": empty},
                           {"baseline": empty, "candidate": empty})

@@ -51,7 +51,8 @@ def dcci_diff(baseline: Path, candidate: Path, warmup: int, json_out: Path, repo
         from sk_analytics.dcci.trace import write_trace
 
         sides = {"baseline": pair.baseline, "candidate": pair.candidate}
-        write_trace(trace_out, result, {role: process_events(side.events, side.by_process) for role, side in sides.items()})
+        write_trace(trace_out, result, {role: process_events(side.events, side.by_process) for role, side in sides.items()},
+                    {role: side.structure for role, side in sides.items()})
     click.echo(summary_line(result))
     repair = result["repair"]
     return EXIT_OK if repair["proposed"] else EXIT_NEGATIVE

@@ -13,12 +13,20 @@ dcci-diff classed ``significantly_slower`` (on that rank) are flagged on both
 sides: ``cat`` ``sk,slower``, ``cname`` ``terrible`` and ``args.flag``
 ``slower``; a significant slower child likewise (``child,slower``, ``bad``).
 
+The result names an SK slot by its metadata folder (``model_dir``,
+``model_<rtsModelId>_<callCount>``), a launch by the trace's ``model_id``:
+``<rtsModelId>_<callCount>``, or only ``<rtsModelId>`` in a legacy
+``sk_event_dev_device`` trace (``args.modelRI``). Launches are matched to slots
+through the folder, resolved as the diff resolved it
+(:func:`~sk_analytics.dcci.align.model_dirs`), so every analysed launch of both
+layouts is on the timeline.
+
 :func:`trace_document` is pure (the result JSON and each side's
-``sk_occurrences``/``sk_children`` frames in, the trace text out);
-:func:`side_timings` derives the frames from a loaded side, one process (rank)
-at a time as the diff reads it (:mod:`sk_analytics.dcci.rank_events`: the same
-rows, a peak that follows the largest rank), and :func:`write_trace` writes
-atomically.
+``sk_occurrences``/``sk_children`` frames, with their ``model_dir``, in; the
+trace text out); :func:`side_timings` derives the frames from a loaded side,
+one process (rank) at a time as the diff reads it
+(:mod:`sk_analytics.dcci.rank_events`: the same rows, a peak that follows the
+largest rank), and :func:`write_trace` writes atomically.
 """
 
 from __future__ import annotations
@@ -30,17 +38,20 @@ from typing import Any
 
 import polars as pl
 
+from sk_analytics.dcci.align import model_dirs
 from sk_analytics.dcci.rank_events import ProcessEvents, child_timings_by_process, occurrences_by_process
 
 SIDES = ("baseline", "candidate")
 SLOWER = "significantly_slower"
 SK_THREAD, CHILD_THREAD = 1, 2
+SLOT_KEYS = ["process", "model_dir", "sk_id"]
+"""What names one SK slot of a side: its process, metadata folder and SK id."""
 SK_COLOR, CHILD_COLOR = "terrible", "bad"
 """Reserved color names of the trace viewers for flagged slices."""
 
 
 def slot_map(result: Mapping[str, Any]) -> pl.DataFrame:
-    """One row per (SK slot, side) of the result: which side's ``(process, model_id, sk_id)`` the slot's
+    """One row per (SK slot, side) of the result: which side's ``(process, model_dir, sk_id)`` the slot's
     ``uid`` is on, its rank, label, class and median delta; ``slower`` = classed slower on its rank."""
     rows = []
     for sk in result["sks"]:
@@ -49,12 +60,12 @@ def slot_map(result: Mapping[str, Any]) -> pl.DataFrame:
             if not where or where.get("sk_id") is None:
                 continue
             rows.append({
-                "side": side, "process": str(where["process"]), "model_id": str(where["model_dir"]).removeprefix("model_"),
+                "side": side, "process": str(where["process"]), "model_dir": str(where["model_dir"]),
                 "sk_id": int(where["sk_id"]), "uid": int(sk["uid"]), "rank": int(sk["rank"]), "class": str(sk["class"]),
                 "label": f"{sk['scope_name']}: {sk['boundary_first']}..{sk['boundary_last']}",
                 "delta_p50_us": sk.get("delta_p50_us"), "slower": sk["class"] == SLOWER,
             })  # fmt: skip
-    schema = {"side": pl.Utf8, "process": pl.Utf8, "model_id": pl.Utf8, "sk_id": pl.Int64, "uid": pl.Int64, "rank": pl.Int64,
+    schema = {"side": pl.Utf8, "process": pl.Utf8, "model_dir": pl.Utf8, "sk_id": pl.Int64, "uid": pl.Int64, "rank": pl.Int64,
               "class": pl.Utf8, "label": pl.Utf8, "delta_p50_us": pl.Float64, "slower": pl.Boolean}  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
 
@@ -70,13 +81,19 @@ def child_flags(result: Mapping[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"uid": pl.Int64, "child_index": pl.Int64, "op": pl.Utf8, "slower": pl.Boolean})
 
 
-def side_timings(parts: ProcessEvents, uids_with_children: pl.DataFrame, slots: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def side_timings(parts: ProcessEvents, uids_with_children: pl.DataFrame, slots: pl.DataFrame,
+                 structure: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(``sk_occurrences``, ``sk_children`` of the decomposed SKs only) of one side's sk_events, given as
-    each process's events (:func:`~sk_analytics.dcci.rank_events.process_events`) and read a process at a time."""
+    each process's events (:func:`~sk_analytics.dcci.rank_events.process_events`) and read a process at a time,
+    each row with the ``model_dir`` its ``(process, model_id)`` launches from (``structure``: the side's
+    sk_structure, ``process`` and ``model_dir`` read; null where the diff left it unmapped)."""
     occurrences = occurrences_by_process(parts)
-    wanted = slots.join(uids_with_children.select("uid").unique(), on="uid").select("process", "model_id", "sk_id")
-    decomposed = occurrences.join(wanted, on=["process", "model_id", "sk_id"], how="semi", maintain_order="left")
-    return occurrences, child_timings_by_process(parts, decomposed)
+    folders = model_dirs(occurrences, structure)
+    occurrences = occurrences.join(folders, on=["process", "model_id"], how="left", maintain_order="left")
+    wanted = slots.join(uids_with_children.select("uid").unique(), on="uid").select(*SLOT_KEYS)
+    decomposed = occurrences.join(wanted, on=SLOT_KEYS, how="semi", maintain_order="left").drop("model_dir")
+    children = child_timings_by_process(parts, decomposed).join(folders, on=["process", "model_id"], how="left", maintain_order="left")
+    return occurrences, children
 
 
 def _meta(pid: int, name: str, sort: int) -> list[dict[str, Any]]:
@@ -96,13 +113,14 @@ def trace_document(result: Mapping[str, Any], occurrences: Mapping[str, pl.DataF
     """The Chrome-trace JSON text: ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``.
 
     ``occurrences[side]`` / ``children[side]``: that side's ``sk_occurrences`` and ``sk_children``
-    frames; occurrences before the result's warm-up are left out, as the diff left them out."""
+    frames, each row with its ``model_dir`` (:func:`side_timings`); occurrences before the result's warm-up are
+    left out, as the diff left them out."""
     slots = slot_map(result)
     flags = child_flags(result)
     warmup = int(result.get("warmup", 0))
     events: list[str] = []
     meta: list[dict[str, Any]] = []
-    keys = ["process", "model_id", "sk_id"]
+    keys = SLOT_KEYS
     for side_index, side in enumerate(SIDES):
         occ = (
             occurrences[side].filter(pl.col("occurrence") >= warmup)
@@ -147,13 +165,14 @@ def trace_document(result: Mapping[str, Any], occurrences: Mapping[str, pl.DataF
     return '{"traceEvents": [\n' + head + '\n], "displayTimeUnit": "ms", "otherData": ' + json.dumps(other) + "}\n"
 
 
-def write_trace(path: Path, result: Mapping[str, Any], sides: Mapping[str, ProcessEvents]) -> Path:
-    """Derive both sides' timings from their sk_events (``sides[side]``: each process's events) and write the
-    trace atomically."""
+def write_trace(path: Path, result: Mapping[str, Any], sides: Mapping[str, ProcessEvents],
+                structures: Mapping[str, pl.DataFrame]) -> Path:
+    """Derive both sides' timings from their sk_events (``sides[side]``: each process's events; ``structures[side]``:
+    its sk_structure) and write the trace atomically."""
     from sk_analytics.files.atomic import write_text
 
     slots = slot_map(result)
     decomposed = child_flags(result)
-    timings = {side: side_timings(sides[side], decomposed, slots.filter(pl.col("side") == side)) for side in SIDES}
+    timings = {side: side_timings(sides[side], decomposed, slots.filter(pl.col("side") == side), structures[side]) for side in SIDES}
     text = trace_document(result, {s: t[0] for s, t in timings.items()}, {s: t[1] for s, t in timings.items()})
     return write_text(path, text)
