@@ -242,7 +242,7 @@ WHOLE_LINE = re.compile(r"(?:(?!Inference time \().)*Inference time \((decode|pr
 def test_parser_on_random_lines_takes_whole_timing_lines_or_names_the_line(tmp_path: Path, lines: list[str]) -> None:
     """Random mixes of pattern pieces: either one sample per line that mentions
     ``Inference time (`` (a prefix before it, only spaces, tabs or \\r after the
-    unit), or an InputError naming this file and the first line that mentions it
+    unit, a value above 0), or an InputError naming this file and the first line that mentions it
     without being such a line."""
     log = tmp_path / "run-1" / "log_0.log"
     log.parent.mkdir(exist_ok=True)
@@ -250,7 +250,7 @@ def test_parser_on_random_lines_takes_whole_timing_lines_or_names_the_line(tmp_p
     marked = [(i + 1, text) for i, text in enumerate(lines) if "Inference time (" in text]
     whole = [(i, WHOLE_LINE.fullmatch(text)) for i, text in marked]
     expected = [(i, m.group(1), m.group(2)) for i, m in whole if m is not None]
-    bad = [i for i, m in whole if m is None or not VALID.match(m.group(2))]
+    bad = [i for i, m in whole if m is None or not VALID.match(m.group(2)) or float(m.group(2)) == 0]  # 0 ms: no step takes no time
     try:
         frame = parse_rank_log(log).frame
     except InputError as exc:

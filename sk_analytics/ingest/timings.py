@@ -4,12 +4,15 @@ A line that mentions ``Inference time (`` is a timing line and must be one
 whole (:data:`TIMING_LINE_PATTERN`): any text before it (a log prefix such as
 torchrun's ``[default0]:``), then exactly one ``Inference time
 (decode|prefill): <value> ms`` (formats.md §1), then only spaces, tabs or a
-``\r`` up to the end of the line. Every other line is ignored. A timing line
-that is not this (text after the unit: ``12.5 ms 13.0 ms``, ``12.5 msec``; a
-second timing on the line) or whose value is not a plain decimal of at most
+``\r`` up to the end of the line. A line that spells the marker otherwise
+(:data:`NEAR_MISS_PATTERN`: another case, ``inference time (decode)``, or
+other spacing, ``Inference time(decode)``) is a near miss of it. Every other
+line is ignored. A timing line that is not this (text after the unit: ``12.5
+ms 13.0 ms``, ``12.5 msec``; a second timing on the line), a near miss, or a
+line whose value is not a plain positive decimal of at most
 :data:`MAX_VALUE_CHARS` characters (a sign, an exponent, ``inf``, ``nan``,
-``1.2.3``) is bad input naming the file and line, never a silently skipped or
-guessed sample. The value's decimal text is kept exactly (``value_text``)
+``1.2.3``, ``0.000``) is bad input naming the file, the line and the expected
+format, never a silently skipped or guessed sample. The value's decimal text is kept exactly (``value_text``)
 beside its float view, because the Stage O stability spread is computed in
 decimal arithmetic. Parsing is vectorized: the lines of every log of a
 candidate become one Polars string column and the pattern is extracted from
@@ -48,6 +51,11 @@ TIMING_LINE_PATTERN = (r"Inference time \((?P<phase>decode|prefill)\): (?P<value
 IMPOSSIBLE_PATTERN = (r"Inference time \((?:decode|prefill)\): "
                       r"((?i:[-+][0-9.]+(?:e[-+]?[0-9]+)?|[-+]?[0-9.]*e[-+]?[0-9]+|[-+]?inf(?:inity)?|[-+]?nan)) ms")
 """A timing line whose number is signed, has an exponent, or is inf/nan: refused, not skipped."""
+
+NEAR_MISS_PATTERN = r"(?i)inference\s*time\s*\("
+"""A spelling of the marker in any case and spacing: on a line without the exact
+``Inference time (`` it is a near miss of the format, refused (a case or a
+missing space must not turn a sample into ignored text)."""
 
 MAX_VALUE_CHARS = 32
 """Longest decimal text of a timing value (a measured millisecond figure has far fewer digits)."""
@@ -114,9 +122,13 @@ class _Bad:
     expected: str
 
 
-_TIMING_EXPECTED = ("one 'Inference time (decode|prefill): <plain non-negative decimal> ms' per line, "
+_TIMING_EXPECTED = ("one 'Inference time (decode|prefill): <plain positive decimal> ms' per line (this case and spacing), "
                     "then only spaces, tabs or \\r to the end of the line")
 _SHOWN_CHARS = 120
+_UNIT = r"(?i)inference\s*time\s*\(\s*(?:decode|prefill)\s*\)\s*:\s*[0-9.]+\s*([^\W\d_]+)"
+"""The unit of a timing line that is otherwise one (error path only)."""
+_LOOSE = r"(?i)inference\s*time\s*\(\s*(?:decode|prefill)\s*\)\s*:\s*[0-9.]+\s*ms"
+"""A timing line in any case and spacing (error path only): a near miss of the format."""
 
 
 def _shown(text: str) -> str:
@@ -135,16 +147,21 @@ def _why_malformed(text: str) -> str:
     timing = re.search(TIMING_PATTERN, text)
     if timing is not None:
         return f"; text after the unit: {text[timing.end():].rstrip()[:40]!r}"
+    unit = re.search(_UNIT, text)
+    if unit is not None and unit.group(1) != "ms":
+        return f"; unit {unit.group(1)!r}: the format's unit is 'ms'"
+    if not markers or re.search(_LOOSE, text):
+        return "; a near miss of the timing format (case or spacing)"
     return ""
 
 
 def _bad_line(marked: pl.DataFrame) -> _Bad | None:
-    """The first line that mentions ``Inference time (`` without being one whole timing line:
-    an impossible value (sign, exponent, inf, nan) or any other malformed timing text."""
+    """The first line that mentions ``Inference time (`` without being one whole timing line, or
+    that is a near miss of it: an impossible value (sign, exponent, inf, nan) or any other malformed timing text."""
     wrong = marked.filter(pl.col("value_text").is_null() | (pl.col("markers") != 1))
     if not wrong.height:
         return None
-    row = wrong.row(0, named=True)
+    row = wrong.sort("file_id", "line").row(0, named=True)
     impossible = re.search(IMPOSSIBLE_PATTERN, row["text"])
     if impossible is not None:
         return _Bad(row["file_id"], row["line"], f"timing value {impossible.group(1)[:40]!r} cannot be a decode time",
@@ -154,8 +171,9 @@ def _bad_line(marked: pl.DataFrame) -> _Bad | None:
 
 
 def _bad_value(hits: pl.DataFrame) -> _Bad | None:
-    """The first timing value that is too long or not a decimal number (``1.2.3``)."""
-    wrong = hits.filter((pl.col("value_text").str.len_bytes() > MAX_VALUE_CHARS) | pl.col("value_ms").is_null())
+    """The first timing value that is too long, not a decimal number (``1.2.3``) or zero (``0.000``)."""
+    wrong = hits.filter((pl.col("value_text").str.len_bytes() > MAX_VALUE_CHARS) | pl.col("value_ms").is_null()
+                        | (pl.col("value_ms") == 0))
     if not wrong.height:
         return None
     row = wrong.row(0, named=True)
@@ -163,19 +181,27 @@ def _bad_value(hits: pl.DataFrame) -> _Bad | None:
     if len(text) > MAX_VALUE_CHARS:
         return _Bad(row["file_id"], row["line"], f"timing value of {len(text)} characters cannot be a decode time",
                     f"at most {MAX_VALUE_CHARS} characters")
-    return _Bad(row["file_id"], row["line"], f"timing value {text!r} is not a decimal number", "digits with at most one '.'")
+    if row["value_ms"] is None:
+        return _Bad(row["file_id"], row["line"], f"timing value {text!r} is not a decimal number", "digits with at most one '.'")
+    return _Bad(row["file_id"], row["line"], f"timing value {text!r} ms is zero: no step takes no time",
+                "a positive number of milliseconds")
 
 
 def _extract(lines: pl.LazyFrame, logs: list[RankLog]) -> pl.DataFrame:
     """Timing samples of a batch at once: file_id, line, phase (is_decode), value_text, value_ms.
 
     Every line is a timing line (:data:`TIMING_LINE_PATTERN`, one sample), a
-    line that does not mention ``Inference time (`` (other log output), or
-    refused: the first malformed line raises :class:`InputError` naming its
-    file and line. One regex pass over the lines that mention the marker.
+    line that does not mention ``Inference time (`` in any case or spacing
+    (other log output), or refused: the first malformed line or near miss
+    raises :class:`InputError` naming its file and line. One regex pass over
+    the lines that mention the marker; the near-miss pattern looks only at the
+    lines without it (a log of samples pays a literal search per line).
     """
+    split = lines.with_columns(pl.col("text").str.contains(_MARKER, literal=True).alias("exact")).collect()
+    others = split.filter(~pl.col("exact"))  # eager: the near-miss search runs on these rows only
+    near = others.filter(pl.col("text").str.contains(NEAR_MISS_PATTERN)) if others.height else others
     marked = (
-        lines.filter(pl.col("text").str.contains(_MARKER, literal=True))
+        pl.concat([split.filter(pl.col("exact")), near]).lazy()
         .select("file_id", "line", "text",
                 pl.col("text").str.count_matches(_MARKER, literal=True).alias("markers"),
                 pl.col("text").str.extract_groups(TIMING_LINE_PATTERN).alias("parts"))
