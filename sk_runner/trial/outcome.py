@@ -12,7 +12,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import sha256_file
 from sk_analytics.ingest.base import ParseResult
-from sk_analytics.ingest.timings import parse_rank_logs
+from sk_analytics.ingest.timings import RANK_LOG, parse_rank_logs, rank_of
 from sk_runner.backends.base import Control
 from sk_runner.process import ProcessResult
 from sk_runner.process.stderr_tail import stderr_note
@@ -33,7 +33,8 @@ class RunOutcome:
 
 def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_correctness: bool) -> RunOutcome:
     """ok, or the first failure: timeout, crash, wrong output, bad logs (a timeout or crash
-    ends with the workload's last stderr lines, from ``stderr.txt`` of the run folder)."""
+    ends with the workload's last stderr lines, from ``stderr.txt`` of the run folder); a rank
+    that logged fewer decode samples than asked is a crash too (:func:`sample_count_problem`)."""
     if not result.ok:
         tail = stderr_note(run_dir / "stderr.txt")
         if result.timed_out:
@@ -52,6 +53,11 @@ def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_cor
             return RunOutcome("wrong_output", "correctness.json reports passed=false", correctness=correctness)
     elif need_correctness:
         return RunOutcome("bad_logs", "correctness.json missing")
+    extra = sorted((p.name for p in run_dir.glob("log_*.log") if RANK_LOG.match(p.name) and rank_of(p) >= control.ranks),
+                   key=lambda name: int(name[4:-4]))
+    if extra:  # the analysis would refuse the run folder later, after the session went on: say it now, with a scene
+        return RunOutcome("bad_logs", f"rank log(s) {', '.join(extra)} beyond SK_RUN_RANKS={control.ranks}: the workload wrote "
+                          f"logs for more ranks than sk-tune asked for (log_0.log ... log_{control.ranks - 1}.log)", correctness=correctness)
     paths = [run_dir / f"log_{rank}.log" for rank in range(control.ranks)]
     missing = next((path for path in paths if not path.is_file()), None)
     present = paths if missing is None else paths[:paths.index(missing)]
@@ -59,14 +65,41 @@ def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_cor
         parsed = dict(zip(present, parse_rank_logs(present, root=run_dir), strict=True))
     except InputError as exc:
         return RunOutcome("bad_logs", f"rank log unparsable: {exc.one_line()}", correctness=correctness)
-    logs = []
-    for path, timings in parsed.items():
-        decode = timings.frame.filter(pl.col("phase") == "decode").height
-        if decode <= control.warmup:
-            return RunOutcome("bad_logs", f"{path.name} has {decode} decode samples, not more than warm-up {control.warmup}",
-                              correctness=correctness)
-        logs.append({"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
-                     "prefill_samples": timings.frame.height - decode})
+    counts = {path: timings.frame.filter(pl.col("phase") == "decode").height for path, timings in parsed.items()}
+    problem = sample_count_problem(counts, control)
+    if problem is not None:  # a rank that ended early may have said why on stderr
+        tail = stderr_note(run_dir / "stderr.txt") if problem[0] == "crash" else ""
+        return RunOutcome(problem[0], problem[1] + tail, correctness=correctness)
+    logs = [{"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
+             "prefill_samples": parsed[path].frame.height - decode} for path, decode in counts.items()]
     if missing is not None:
         return RunOutcome("bad_logs", f"rank log {missing.name} missing", correctness=correctness)
     return RunOutcome("ok", "ok", logs, correctness, parsed)
+
+
+def sample_count_problem(counts: dict[Path, int], control: Control) -> tuple[str, str] | None:
+    """(status, message) when the decode samples of the rank logs are not what sk-tune asked for, else None.
+
+    Every rank must log exactly ``control.iterations`` decode samples when the controls set them
+    (``SK_RUN_ITERATIONS``), else as many as the other ranks. A rank with fewer ended early, whatever
+    the launcher's exit status (a launcher that ends with a plain ``wait`` exits 0 when one rank died):
+    ``crash``, naming the rank, its count and the expected one. More than ``SK_RUN_ITERATIONS``, or
+    no more than the warm-up, is a workload that does not log as the contract says: ``bad_logs``.
+    """
+    if not counts:
+        return None
+    expected = control.iterations if control.iterations is not None else max(counts.values())
+    why = f"SK_RUN_ITERATIONS={control.iterations}" if control.iterations is not None else "as many as the other ranks"
+    over = [(path, n) for path, n in counts.items() if n > expected]
+    if over:
+        path, n = over[0]
+        return "bad_logs", (f"{path.name} has {n} decode samples, expected exactly {expected} ({why}): "
+                            "one 'Inference time (decode)' line per requested decode step")
+    short = [(path, n) for path, n in counts.items() if n < expected]
+    if short:
+        ranks = ", ".join(f"rank {rank_of(path)} ({path.name}: {n} decode samples)" for path, n in short)
+        return "crash", f"ended early: {ranks}, expected {expected} ({why}); a rank that stops early is a failed run"
+    if expected <= control.warmup:
+        path = next(iter(counts))
+        return "bad_logs", f"{path.name} has {expected} decode samples, not more than warm-up {control.warmup}"
+    return None
