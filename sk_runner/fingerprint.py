@@ -24,10 +24,12 @@ from sk_analytics.fingerprint import fingerprint, sha256_file
 PER_RUN_ENV = frozenset({"SK_RUN_DIR", "SK_RUN_SEED", "SK_RUN_CONFIG"})
 
 
-def source_revision(path: Path, files: Sequence[Path] = ()) -> dict[str, Any]:
+def source_revision(path: Path, files: Sequence[Path] = (), sources: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Git revision of the workload source at ``path``; outside a repository the SHA-256 of
     each of ``files`` (the files the workload command names: ``{"kind": "files"}``), and
-    ``{"kind": "none"}`` when there are none either.
+    ``{"kind": "none"}`` when there are none either. ``sources`` (the SHA-256 of every file of
+    the workload, :mod:`sk_runner.workload_sources`) is recorded as it is in every kind, so a
+    file the command does not name (a per-rank script a launcher starts) is part of the identity too.
 
     Only the workload's own folder counts: its committed content is the git
     tree of that folder (a commit elsewhere in the repository leaves it
@@ -37,6 +39,7 @@ def source_revision(path: Path, files: Sequence[Path] = ()) -> dict[str, Any]:
     git, an edited script changes ``files`` just the same, so a trial is
     never compared with a round that ran another version of it (protocol §5.1).
     """
+    extra = {} if sources is None else {"sources": dict(sources)}
     folder = path if path.is_dir() else path.parent
     try:
         top = _git(folder, "rev-parse", "--show-toplevel")
@@ -46,8 +49,8 @@ def source_revision(path: Path, files: Sequence[Path] = ()) -> dict[str, Any]:
         diff = _git(folder, "diff", "HEAD", "--binary", "--", ".") if status else ""
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         if files:
-            return {"kind": "files", "path": str(folder), "files": {str(f): sha256_file(f) for f in files}}
-        return {"kind": "none", "path": str(folder)}
+            return {"kind": "files", "path": str(folder), "files": {str(f): sha256_file(f) for f in files}, **extra}
+        return {"kind": "none", "path": str(folder), **extra}
     return {
         "kind": "git",
         "root": top,
@@ -56,6 +59,7 @@ def source_revision(path: Path, files: Sequence[Path] = ()) -> dict[str, Any]:
         "dirty": bool(status),
         "modified_files": len(status.splitlines()),
         "dirty_sha256": hashlib.sha256(diff.encode()).hexdigest() if status else None,
+        **extra,
     }
 
 

@@ -128,7 +128,7 @@ def test_without_git_an_edited_script_between_rounds_is_recorded_and_blocks_the_
     with pytest.raises(EnvironmentBlocker) as blocked:
         run_trial(_spec(tmp_path, argv, "O1", incumbent=False, runs=3, same_identity_as=o0,
                         changes=(parse_set("/super_kernel_optimize_options/auto_op_parallel=1"),)))
-    assert f"another source_revision.files (changed since: {script})" in blocked.value.one_line()
+    assert f"another source_revision.files, source_revision.sources (changed since: {script})" in blocked.value.one_line()
     blockers = (round_dir_of(tmp_path / "session", "O1") / "environment-blockers.jsonl").read_text(encoding="utf-8")
     assert json.loads(blockers)["stage"] == "identity" and str(script) in blockers
     assert not (round_dir_of(tmp_path / "session", "O1") / "PROBE").exists()  # nothing started

@@ -50,9 +50,12 @@ def _record(identity: Mapping[str, Any], part: str) -> Mapping[str, Any]:
 
 def changed_files(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
     """The workload files whose content differs between two recorded identities (added, removed or
-    edited), when their source revision is the files' hashes (no git); else empty."""
-    base = _record(baseline, "source_revision").get("files") or {}
-    cand = _record(candidate, "source_revision").get("files") or {}
-    if not isinstance(base, Mapping) or not isinstance(cand, Mapping):
-        return []
-    return sorted(name for name in base.keys() | cand.keys() if base.get(name) != cand.get(name))
+    edited): the files the command names when their hashes are the source revision (no git), and
+    the workload's ``sources`` (every file of the workload, git or not); else empty."""
+    changed: set[str] = set()
+    for key in ("files", "sources"):
+        base = _record(baseline, "source_revision").get(key) or {}
+        cand = _record(candidate, "source_revision").get(key) or {}
+        if isinstance(base, Mapping) and isinstance(cand, Mapping):
+            changed |= {name for name in base.keys() | cand.keys() if base.get(name) != cand.get(name)}
+    return sorted(changed)

@@ -100,6 +100,7 @@ class Executor:
             control=control,
             seed=self.session.seed,
             cwd=self.session.backend.workdir,
+            sources=self.session.backend.sources,
             rerun_command=("sk-run", "sweep", "--resume", str(self.root)),
             same_identity_as=None if base_round is None else self.round_dir(base_round),
             lease=self.lease(),

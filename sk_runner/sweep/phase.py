@@ -183,8 +183,22 @@ def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Contro
     problem = size_problem(control.ranks, control.iterations, control.warmup)
     if problem is not None:  # ranks x iterations over the samples one process may write: what the sweep would refuse
         raise InputError(path, problem.replace("--", "workload/"), record="/workload")
-    return (BackendSpec(name, workload.get("network"), None if noise is None else float(noise), tuple(command), _cwd(workload, name, path)),
+    cwd = _cwd(workload, name, path)
+    sources = _sources(workload.get("sources"), Path(cwd) if cwd is not None else Path.cwd(), path)
+    return (BackendSpec(name, workload.get("network"), None if noise is None else float(noise), tuple(command), cwd, sources),
             control, workload.get("seed", 0))
+
+
+def _sources(value: list[str] | None, cwd: Path, path: Path) -> tuple[str, ...] | None:
+    """The task's schema-checked ``workload/sources`` (files or folders relative to the workload's working directory),
+    each of which must exist; absent: None, the default sources of :mod:`sk_runner.trial.sources`."""
+    if value is None:
+        return None
+    for i, entry in enumerate(value):
+        if not (cwd / entry).exists():
+            raise InputError(path, f"workload/sources/{i} {entry!r} does not exist in the workload's working directory {cwd}",
+                             record=f"/workload/sources/{i}", expected="a file or folder relative to workload/cwd")
+    return tuple(value)
 
 
 def _cwd(workload: dict[str, Any], backend: str, path: Path) -> str | None:

@@ -42,14 +42,20 @@ class BackendSpec:
     command: tuple[str, ...] = ()
     cwd: str | None = None
     """Working directory of every workload process of the session (absolute; None: the folder sk-run runs in)."""
+    sources: tuple[str, ...] | None = None
+    """The task's ``workload.sources``: files or folders of the workload (relative to its working directory)
+    hashed into every trial identity; None: the default (:mod:`sk_runner.workload_sources`)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "network": self.network, "noise": self.noise, "command": list(self.command)}
-        return data if self.cwd is None else {**data, "cwd": self.cwd}  # sessions without one keep their identity
+        data = data if self.cwd is None else {**data, "cwd": self.cwd}  # sessions without one keep their identity
+        return data if self.sources is None else {**data, "sources": list(self.sources)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BackendSpec:
-        return cls(data["name"], data.get("network"), data.get("noise"), tuple(data.get("command") or ()), data.get("cwd"))
+        sources = data.get("sources")
+        return cls(data["name"], data.get("network"), data.get("noise"), tuple(data.get("command") or ()), data.get("cwd"),
+                   None if sources is None else tuple(sources))
 
     @property
     def workdir(self) -> Path | None:

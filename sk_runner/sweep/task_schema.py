@@ -75,6 +75,7 @@ WORKLOAD_PROPERTIES: dict[str, Any] = {
     "iterations": _integer(1, MAX_ITERATIONS, null=True),
     "warmup": _integer(0, MAX_ITERATIONS),
     "seed": _integer(0, MAX_SEED),
+    "sources": {"type": ["array", "null"], "minItems": 1, "items": {"type": "string", "minLength": 1}},
 }
 
 

@@ -33,6 +33,7 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
             "--base-config", str(Path(params["base_config"]).resolve()), "--backend", params["backend"],
             "--cwd", str(Path(params["cwd"] or Path.cwd()).resolve())]
     argv += [a for s in params["sets"] for a in ("--set", s)]
+    argv += [a for s in params["sources"] for a in ("--source", s)]
     for flag in ("joint_dcci", "incumbent"):
         if params[flag]:
             argv.append("--" + flag.replace("_", "-"))
@@ -62,6 +63,9 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
 @click.option("--seed", type=SEED, default=None, help="session seed (default: session.json, else 0)")
 @click.option("--cwd", type=PathArg(path_type=Path, file_okay=False), default=None,
               help="working directory of every process of the trial (probe, correctness, clean runs) [default: the current one]")
+@click.option("--source", "sources", multiple=True, metavar="PATH",
+              help="a file or folder that makes up the workload (relative to --cwd; repeat it), hashed into the trial identity "
+                   "[default: the files the command names and the working directory's source files]")
 @click.option("--same-identity-as", default=None, metavar="ROUND",
               help="round of the session whose recorded source/workload/controls/environment this trial must share "
                    "(the incumbent it will be compared with); a difference blocks the trial before it starts")
@@ -71,7 +75,7 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
 def trial(
     session: Path, round_name: str, base_config: Path, sets: tuple[str, ...], joint_dcci: bool, incumbent: bool,
     runs: int, top_up_to: int | None, timeout: float | None, backend: str, ranks: int, iterations: int | None,
-    warmup: int, network: str | None, seed: int | None, cwd: Path | None, same_identity_as: str | None,
+    warmup: int, network: str | None, seed: int | None, cwd: Path | None, sources: tuple[str, ...], same_identity_as: str | None,
     lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool, as_json: bool,
     workload: tuple[str, ...],
 ) -> int:
@@ -101,6 +105,7 @@ def trial(
         control=Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout),
         seed=seed,
         cwd=cwd,
+        sources=sources or None,
         rerun_command=tuple(rerun_argv(params, workload, rerun_options(lease))),
         same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
         lease=lease,

@@ -58,6 +58,9 @@ class TrialSpec:
     """The device lease: held by the caller (a sweep), a request taken for this trial, or None (unleased)."""
     hosts: Hosts | None = None
     """The hosts a multi-host trial spans (held by the caller, each with its own lease); None: this host."""
+    sources: tuple[str, ...] | None = None
+    """Files or folders (relative to the working directory) that make up the workload, hashed into the
+    trial identity; None: the default of :func:`sk_runner.workload_sources.source_files`."""
 
     @property
     def target_runs(self) -> int:

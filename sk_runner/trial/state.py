@@ -41,6 +41,7 @@ from sk_runner.process.faults import EnvironmentFault
 from sk_runner.process.session import require_session
 from sk_runner.trial.outcome import RunOutcome, classify
 from sk_runner.trial.scene import record_blocker
+from sk_runner.workload_sources import source_files, source_hashes
 from sk_runner.trial.spec import (
     META_SCHEMA,
     MIN_TRIAL_RUNS,
@@ -172,6 +173,15 @@ class TrialState:
             "session_seed": seed,
         }
 
+    def workload_sources(self) -> dict[str, str] | None:
+        """SHA-256 of every file of the workload (:mod:`sk_runner.workload_sources`), the session folder left out;
+        None for the simulator without named sources (it is part of sk-tune: its version is in the environment)."""
+        spec = self.spec
+        if spec.sources is None and spec.backend.name == "sim":
+            return None
+        files = source_files(self.workload_cwd, spec.sources, spec.backend.source_files(), skip=[spec.session])
+        return source_hashes(files)
+
     def prepare_round(self, derived: DerivedConfig, seed: int) -> tuple[dict[str, Any], Path]:
         """Write (first time) or verify (resume) trial.json, config.json, config.diff.json.
 
@@ -185,7 +195,7 @@ class TrialState:
         trial_path = self.dir / "trial.json"
         config_path = self.dir / "config.json"
         fingerprints = TrialFingerprints(
-            source_revision=source_revision(spec.backend.source_path(), spec.backend.source_files()),
+            source_revision=source_revision(spec.backend.source_path(), spec.backend.source_files(), self.workload_sources()),
             config=derived.config,
             control=spec.control.to_json(),
             workload=spec.backend.workload(spec.control),
