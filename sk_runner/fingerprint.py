@@ -28,7 +28,7 @@ def source_revision(path: Path, files: Sequence[Path] = (), sources: Mapping[str
     """Git revision of the workload source at ``path``; outside a repository the SHA-256 of
     each of ``files`` (the files the workload command names: ``{"kind": "files"}``), and
     ``{"kind": "none"}`` when there are none either. ``sources`` (the SHA-256 of every file of
-    the workload, :mod:`sk_runner.workload_sources`) is recorded as it is in every kind, so a
+    the workload, :mod:`sk_runner.trial.sources`) is recorded as it is in every kind, so a
     file the command does not name (a per-rank script a launcher starts) is part of the identity too.
 
     Only the workload's own folder counts: its committed content is the git

@@ -25,13 +25,13 @@ from test_workload_contract import doc_workload, write_task
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ingest.timings import parse_rank_log
-from sk_analytics.strict_json import load_json_file
 from sk_runner.backends.base import Control
 from sk_runner.cli import cli
 from sk_runner.sweep.phase import validate_task
 from sk_runner.trial.outcome import sample_count_problem
-from sk_runner.workload_sources import MAX_SOURCE_FILES, source_files, source_hashes
+from sk_runner.trial.sources import MAX_SOURCE_FILES, source_files, source_hashes
 
 BASE = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {"auto_op_parallel": 0}}
 EXPECTED_FORMAT = "one 'Inference time (decode|prefill): <plain positive decimal> ms' per line (this case and spacing)"
@@ -222,7 +222,7 @@ def test_default_sources_in_and_out_of_git(tmp_path: Path) -> None:
 
 
 def test_too_many_default_sources_are_refused_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sk_runner.workload_sources.MAX_SOURCE_FILES", 3)
+    monkeypatch.setattr("sk_runner.trial.sources.MAX_SOURCE_FILES", 3)
     for i in range(4):
         (tmp_path / f"m{i}.py").write_text("", encoding="utf-8")
     with pytest.raises(UsageError, match=r"4 files, more than 3 hashed for every round: name the files or folders the workload runs"):

@@ -44,7 +44,7 @@ class BackendSpec:
     """Working directory of every workload process of the session (absolute; None: the folder sk-run runs in)."""
     sources: tuple[str, ...] | None = None
     """The task's ``workload.sources``: files or folders of the workload (relative to its working directory)
-    hashed into every trial identity; None: the default (:mod:`sk_runner.workload_sources`)."""
+    hashed into every trial identity; None: the default (:mod:`sk_runner.trial.sources`)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "network": self.network, "noise": self.noise, "command": list(self.command)}

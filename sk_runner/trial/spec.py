@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 from sk_analytics.fingerprint import fingerprint
@@ -14,6 +14,9 @@ from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange
 from sk_runner.devices.lease import LeaseLike
 from sk_runner.hosts.base import Hosts
+
+if TYPE_CHECKING:
+    from sk_runner.config import PointerChange
 
 TRIAL_SCHEMA = "sk-tune-trial-v1"
 META_SCHEMA = "sk-tune-run-meta-v1"
@@ -60,7 +63,7 @@ class TrialSpec:
     """The hosts a multi-host trial spans (held by the caller, each with its own lease); None: this host."""
     sources: tuple[str, ...] | None = None
     """Files or folders (relative to the working directory) that make up the workload, hashed into the
-    trial identity; None: the default of :func:`sk_runner.workload_sources.source_files`."""
+    trial identity; None: the default of :func:`sk_runner.trial.sources.source_files`."""
 
     @property
     def target_runs(self) -> int:

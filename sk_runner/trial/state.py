@@ -41,7 +41,7 @@ from sk_runner.process.faults import EnvironmentFault
 from sk_runner.process.session import require_session
 from sk_runner.trial.outcome import RunOutcome, classify
 from sk_runner.trial.scene import record_blocker
-from sk_runner.workload_sources import source_files, source_hashes
+from sk_runner.trial.sources import source_files, source_hashes
 from sk_runner.trial.spec import (
     META_SCHEMA,
     MIN_TRIAL_RUNS,
@@ -174,7 +174,7 @@ class TrialState:
         }
 
     def workload_sources(self) -> dict[str, str] | None:
-        """SHA-256 of every file of the workload (:mod:`sk_runner.workload_sources`), the session folder left out;
+        """SHA-256 of every file of the workload (:mod:`sk_runner.trial.sources`), the session folder left out;
         None for the simulator without named sources (it is part of sk-tune: its version is in the environment)."""
         spec = self.spec
         if spec.sources is None and spec.backend.name == "sim":
