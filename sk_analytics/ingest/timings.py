@@ -199,9 +199,10 @@ def _extract(lines: pl.LazyFrame, logs: list[RankLog]) -> pl.DataFrame:
     """
     split = lines.with_columns(pl.col("text").str.contains(_MARKER, literal=True).alias("exact")).collect()
     others = split.filter(~pl.col("exact"))  # eager: the near-miss search runs on these rows only
-    near = others.filter(pl.col("text").str.contains(NEAR_MISS_PATTERN)) if others.height else others
+    candidates = split if not others.height else pl.concat(  # a log of samples only: no copy, no near-miss search
+        [split.filter(pl.col("exact")), others.filter(pl.col("text").str.contains(NEAR_MISS_PATTERN))])
     marked = (
-        pl.concat([split.filter(pl.col("exact")), near]).lazy()
+        candidates.lazy()
         .select("file_id", "line", "text",
                 pl.col("text").str.count_matches(_MARKER, literal=True).alias("markers"),
                 pl.col("text").str.extract_groups(TIMING_LINE_PATTERN).alias("parts"))
