@@ -235,12 +235,18 @@ def test_task_workload_sources_are_checked_and_recorded(tmp_path: Path) -> None:
     task = write_task(tmp_path, [sys.executable, "infer.py"], cwd=".", sources=["infer.py"])
     assert validate_task(task).backend.sources == ("infer.py",)
     assert validate_task(task).backend.to_json()["sources"] == ["infer.py"]
-    bad = write_task(tmp_path, [sys.executable, "infer.py"], cwd=".", sources=["gone.py"])
-    with pytest.raises(InputError, match=r"workload/sources/0 'gone.py' does not exist"):
-        validate_task(bad)
-    wrong = write_task(tmp_path, [sys.executable, "infer.py"], cwd=".", sources="infer.py")
-    with pytest.raises(InputError, match="workload/sources is 'infer.py'"):
-        validate_task(wrong)
+
+    def with_sources(value: object) -> Path:
+        data = json.loads(task.read_text(encoding="utf-8"))
+        data["workload"]["sources"] = value
+        task.write_text(json.dumps(data), encoding="utf-8")
+        return task
+
+    with pytest.raises(InputError, match=r"record /workload/sources/0\): workload/sources/0 'gone.py' does not exist"):
+        validate_task(with_sources(["gone.py"]))
+    for wrong in ("infer.py", [], [""], [1]):
+        with pytest.raises(InputError, match=r"/workload/sources"):
+            validate_task(with_sources(wrong))
 
 
 # -- 9. a stopped session has a way forward ---------------------------------------------------------------------------
