@@ -110,3 +110,19 @@ def test_bh_qvalues_and_expected_false_discoveries() -> None:
     assert q.to_list()[3] is None
     assert expected_false_discoveries(q, pl.Series([True, False, True, True])) == pytest.approx(0.08)
     assert expected_false_discoveries(q, pl.Series([False] * 4)) == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bh_qvalues_are_scipys_bit_for_bit(seed: int) -> None:
+    """The q-values no longer import scipy.stats (issue 47) and must be its false_discovery_control's exactly."""
+    from scipy.stats import false_discovery_control
+
+    rng = np.random.default_rng(seed)
+    p = rng.choice([0.0, 1.0, *rng.uniform(0, 1, 40), *rng.uniform(0, 1e-6, 5)], size=200)  # ties, 0, 1, tiny
+    with_nulls = pl.Series(p).scatter(rng.choice(200, 7, replace=False), None)
+    q = bh_qvalues(with_nulls)
+    ok = with_nulls.is_not_null().to_numpy()
+    assert q.is_null().to_numpy().tolist() == (~ok).tolist()
+    expected = false_discovery_control(p[ok], method="bh")
+    assert q.filter(pl.Series(ok)).to_numpy().tobytes() == expected.tobytes()
+    assert bh_qvalues(pl.Series([0.3])).to_list() == [0.3]

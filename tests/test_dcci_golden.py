@@ -26,12 +26,12 @@ from typing import Any
 
 import polars as pl
 import pytest
-
 from dcci_scenarios import DISABLE_ALL, WARMUP, Scenario, build_side
-from sk_analytics.dcci.analysis import SideInput, analyze
-from sk_analytics.ingest.sk_prof import parse_sk_prof
 from test_dcci_cross_rank import odd_rank_scenario
 from test_dcci_graph_split import _scenario as split_scenario
+
+from sk_analytics.dcci.analysis import SideInput, analyze
+from sk_analytics.ingest.sk_prof import parse_sk_prof
 
 GOLDEN = Path(__file__).parent / "golden" / "dcci_decisions.json"
 

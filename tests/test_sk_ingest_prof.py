@@ -247,3 +247,113 @@ def test_cut_at_a_batch_boundary_keeps_every_record_and_says_so(tmp_path: Path, 
     result = parse_sk_prof(path)
     assert result.rows == 19
     assert result.warnings == [f"{path}: truncated after record 18 (array not closed); kept every record"]
+
+
+# ---- issue 47: the runtime-layout pass (CSV fields) gives exactly the regex tiers' rows -------------------------
+
+RUNTIME_LINES = [
+    '{"ph":"X","name":"[0/2] sk_1_a","pid":"AIC","tid":0,"ts":1000.123456,"dur":5.5,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]Add_1","pid":"AIV","tid":41,"ts":1000.2,"dur":1,"args":{"modelId":"3_1","skId":7,"nodeId":0}},',
+    '{"name":"[1/2]Add_1","ph":"X","pid":"AIV","tid":42,"ts":1000.2345,"dur":0.0005,"args":{"modelRI":3,"skId":7,"nodeId":0}}',
+    '{"ph":"X","name":"[1/2] sk_1_a","pid":"AIC","tid":1,"ts":0999.999999999,"dur":12,"args":{"modelRI":03,"skId":007}},',
+    '{"ph":"X","name":"[1/2]Mul\\\\x;y","pid":"AIC","tid":1,"ts":99999999999999.9995,"dur":2.4994,"args":{"modelId":"","skId":7,"nodeId":99}},,',
+    '',
+    '{}',
+    '{"ph":"X","name":"[3/4]MatMul_2","pid":"AIC","tid":3,"ts":5.000000000000000001,"dur":0.000000000000000001,"args":{"modelId":"3_1","skId":8,"nodeId":1}},',
+]
+"""Records the runtime-layout pass takes (both key orders, modelId/modelRI, 0 to 18 fraction digits,
+half-up rounding at the 4th, leading zeros, trailing commas, a blank line, ``{}``)."""
+
+REGEX_ONLY_LINES = [
+    '{"ph":"X","name":"[0/2]a,b","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph": "X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}} ,',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1.0000000000000000001,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":"0","ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{ }',
+]
+"""Records the pass leaves to the regex tiers (a comma in a name, spaces, 19 fraction digits, a quoted tid)."""
+
+
+def _both_tiers(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """(parse with the runtime-layout pass, parse with the regex tiers only): result or the InputError text."""
+    def parse() -> object:
+        try:
+            result = parse_sk_prof(path)
+        except InputError as exc:
+            return str(exc)
+        return result.frame, result.warnings
+
+    fast = parse()
+    with monkeypatch.context() as patch:
+        patch.setattr(sk_prof, "_runtime_layout", lambda *args, **kwargs: None)
+        slow = parse()
+    return fast, slow
+
+
+def _same(a: object, b: object) -> None:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        assert a[0].equals(b[0]) and a[1] == b[1]
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 211])
+def test_the_runtime_layout_pass_gives_the_regex_tiers_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    path = tmp_path / "sk_prof_device_0.json"
+    path.write_text("[\n" + "\n".join(RUNTIME_LINES * 3) + "\n{}\n]\n", encoding="utf-8")
+    monkeypatch.setattr(sk_prof, "CHUNK_BYTES", chunk)
+    taken: list[bool] = []
+    layout = sk_prof._runtime_layout
+    monkeypatch.setattr(sk_prof, "_runtime_layout", lambda *a, **k: taken.append(layout(*a, **k) is not None) or layout(*a, **k))
+    fast, slow = _both_tiers(path, monkeypatch)
+    assert taken and all(taken)  # every chunk went through the pass
+    _same(fast, slow)
+    frame = fast[0]  # type: ignore[index]
+    assert frame.height == 18 and frame.get_column("ts_ns").to_list()[:5] == [1_000_123, 1_000_200, 1_000_235, 1_000_000, 100_000_000_000_000_000]
+    assert frame.get_column("dur_ns").to_list()[:5] == [5_500, 1_000, 1, 12_000, 2_499]
+    assert frame.get_column("model_id").to_list()[:5] == ["3_1", "3_1", "3", "03", ""]
+
+
+@pytest.mark.parametrize("odd", range(len(REGEX_ONLY_LINES)))
+def test_records_outside_the_runtime_layout_go_to_the_regex_tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: int) -> None:
+    path = tmp_path / "sk_prof_device_0.json"
+    lines = [*RUNTIME_LINES[:2], REGEX_ONLY_LINES[odd], *RUNTIME_LINES[2:]]
+    path.write_text("[\n" + "\n".join(lines) + "\n{}\n]\n", encoding="utf-8")
+    assert sk_prof._runtime_layout(("\n".join(lines) + "\n").encode(), 0, names=True) is None
+    fast, slow = _both_tiers(path, monkeypatch)
+    _same(fast, slow)
+
+
+@pytest.mark.parametrize("bad", [
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1234567890123456,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":99999999999999999999}},',
+    '{"ph":"X","name":"0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a},{b","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"B","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIX","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+])
+def test_a_bad_record_in_a_runtime_layout_file_is_named_by_the_regex_tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    path = tmp_path / "sk_prof_device_0.json"
+    path.write_text("[\n" + "\n".join([*RUNTIME_LINES[:2], bad, *RUNTIME_LINES[2:]]) + "\n{}\n]\n", encoding="utf-8")
+    fast, slow = _both_tiers(path, monkeypatch)
+    assert isinstance(fast, str) and "sk_prof_device_0.json:4 (record 2)" in fast
+    _same(fast, slow)
+
+
+def test_a_truncated_runtime_layout_file_warns_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "sk_prof_device_0.json"
+    whole = [RUNTIME_LINES[i] for i in (0, 1, 3, 7)] * 3  # each ends with its separator comma
+    path.write_text("[\n" + "\n".join(whole) + "\n" + RUNTIME_LINES[0][:40], encoding="utf-8")
+    monkeypatch.setattr(sk_prof, "CHUNK_BYTES", 300)
+    fast, slow = _both_tiers(path, monkeypatch)
+    _same(fast, slow)
+    assert "truncated in record" in fast[1][0]  # type: ignore[index]
+
+
+def test_the_timing_columns_alone_are_the_full_parse_s(tmp_path: Path) -> None:
+    path = tmp_path / "sk_prof_device_3.json"
+    path.write_text("[\n" + "\n".join(RUNTIME_LINES) + "\n{}\n]\n", encoding="utf-8")
+    columns = ["device_id", "ts_ns", "dur_ns", "node_id", "is_span", "model_id", "sk_id"]
+    frame, warnings = sk_prof.sk_prof_events(path, columns=columns)
+    assert warnings == [] and frame.equals(parse_sk_prof(path).frame.select(columns))

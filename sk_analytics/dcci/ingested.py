@@ -17,9 +17,9 @@ from pathlib import Path
 
 import polars as pl
 
+from sk_analytics.dcci.occurrences import EVENT_COLUMNS
 from sk_analytics.ingest.sources import read_sources
 from sk_analytics.schema import SCHEMA_VERSION, SK_EVENTS
-from sk_analytics.tables import read_schema_version
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class IngestedEvents:
     """A collection's events from an ingested table, with each file's parser warnings as the ingest recorded them."""
 
     events: pl.LazyFrame
+    """The columns the diff reads (:data:`~sk_analytics.dcci.occurrences.EVENT_COLUMNS`), as the raw-trace load keeps them."""
     warnings: dict[str, list[str]]
     """source_file -> the warnings of parsing it."""
     path: Path
@@ -40,6 +41,9 @@ def ingested_events(
     """The ingested events of ``files`` ((source_file, process) in parse order) under ``data_dir``, or None.
 
     ``vouched`` maps each source_file to the SHA-256 its verified manifest records."""
+    # pyarrow only where a session's table is read
+    from sk_analytics.tables import read_schema_version
+
     wanted = [rel for rel, _ in files]
     if not wanted or any(rel not in vouched for rel in wanted):
         return None
@@ -56,7 +60,7 @@ def ingested_events(
         process_of = dict(files)
         events = pl.scan_parquet(part, hive_partitioning=False).with_columns(
             pl.col("source_file").replace_strict(process_of, return_dtype=pl.Utf8).alias("process")
-        )
+        ).select(EVENT_COLUMNS)
         warnings = {rel: list(records[rel].get("warnings", [])) for rel in wanted}
         return IngestedEvents(events, warnings, part, _by_process(part, files))
     return None
@@ -71,6 +75,6 @@ def _by_process(part: Path, files: Sequence[tuple[str, str]]) -> dict[str, pl.La
     scan = pl.scan_parquet(part, hive_partitioning=False)
     return {
         process: scan.filter(pl.col("source_file") == rels[0] if len(rels) == 1 else pl.col("source_file").is_in(rels))
-        .with_columns(pl.lit(process, dtype=pl.Utf8).alias("process"))
+        .with_columns(pl.lit(process, dtype=pl.Utf8).alias("process")).select(EVENT_COLUMNS)
         for process, rels in sources.items()
     }

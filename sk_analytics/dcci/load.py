@@ -12,10 +12,13 @@ inside their own process. The foundation parsers do the parsing; this module
 only finds the files, tags each frame with its process and concatenates.
 
 The events of a multi-rank profile are large (one ``sk_prof`` file per rank,
-~0.5 M events and 140 MB parsed each on a 40-step default profile), so each
-file's events are spilled to Parquet in a private temporary folder as soon as
-it is parsed and the side scans them lazily: the peak is one parsed file plus
-what the analysis collects, not every rank at once.
+~0.5 M events each on a 40-step default profile), so each file's events are
+spilled to an Arrow IPC file in a private temporary folder as soon as it is
+parsed and the side scans them lazily: the peak is one parsed file plus what
+the analysis collects, not every rank at once. Only the columns the diff reads
+(:data:`~sk_analytics.dcci.occurrences.EVENT_COLUMNS`) are parsed out and kept:
+the name-derived columns of every row are never built (issue 47), and the
+uncompressed IPC write costs a few ms a rank.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import polars as pl
 
 from sk_analytics.dcci.analysis import SideInput
 from sk_analytics.dcci.ingested import ingested_events
+from sk_analytics.dcci.occurrences import EVENT_COLUMNS
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.fused_nodes import parse_fused_nodes
 from sk_analytics.ingest.graph_dump import parse_graph_dump
-from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME, parse_sk_prof
+from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME, sk_prof_events
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.schema import SK_MARKERS, SK_STRUCTURE, SYMBOLS, Table
 
@@ -63,12 +67,14 @@ def _parse_all(
 
 
 def _spill_events(files: Iterable[Path], process: str, root: Path, warnings: list[str], spill: Path) -> list[Path]:
-    """Parse each sk_prof file and write its process-tagged events to ``spill``; returns the Parquet paths."""
+    """Parse each sk_prof file's :data:`EVENT_COLUMNS` and write them, process-tagged, to ``spill``
+    (Arrow IPC, uncompressed); returns the file paths."""
     paths = []
     for path in files:
-        (frame,) = _parse_all([path], parse_sk_prof, process, root, warnings)
-        target = spill / f"events-{process}-{path.stem}.parquet"
-        frame.write_parquet(target)
+        frame, parsed_warnings = sk_prof_events(path, root=root, columns=[c for c in EVENT_COLUMNS if c != "process"])
+        warnings.extend(parsed_warnings)
+        target = spill / f"events-{process}-{path.stem}.arrow"
+        frame.with_columns(pl.lit(process, dtype=pl.Utf8).alias("process")).select(EVENT_COLUMNS).write_ipc(target)
         paths.append(target)
     return paths
 
@@ -125,7 +131,7 @@ def load_side(
                          expected="a profile collected with ASCEND_PROF_SK_ON=<KB>")
     return SideInput(
         root=root,
-        events=reused.events if reused is not None else pl.scan_parquet([p for paths in events.values() for p in paths]),
+        events=reused.events if reused is not None else pl.scan_ipc([p for paths in events.values() for p in paths]),
         structure=_concat(structure, SK_STRUCTURE),
         markers=_concat(markers, SK_MARKERS),
         symbols=_concat(symbols, SYMBOLS),
@@ -133,5 +139,5 @@ def load_side(
         warnings=tuple(warnings),
         identity=dict(identity or {}),
         spill=spill,
-        by_process=reused.by_process if reused is not None else {process: pl.scan_parquet(paths) for process, paths in events.items() if paths},
+        by_process=reused.by_process if reused is not None else {process: pl.scan_ipc(paths) for process, paths in events.items() if paths},
     )

@@ -22,7 +22,6 @@ from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ingest.sources import sealed_hashes
 from sk_analytics.schema import SK_CHILDREN, SK_OCCURRENCES
-from sk_analytics.tables import write_table
 
 SESSION_DATA: Final = "data"
 """A sweep session's Parquet folder, where each diagnostic collection was ingested after sealing."""
@@ -110,6 +109,9 @@ def write_derived_tables(pair: CollectionPair, data_dir: Path) -> list[Path]:
     """Write both sides' ``sk_occurrences`` and ``sk_children`` (every SK, every child) as Parquet,
     partitioned ``round=dcci-diff/role=<baseline|candidate>/run=<root folder name>``.
     The events are read a process (rank) at a time, as the diff reads them."""
+    # pyarrow (0.1 s to import) only when tables are written
+    from sk_analytics.tables import write_table
+
     written = []
     for role, side in (("baseline", pair.baseline), ("candidate", pair.candidate)):
         events = process_events(side.events, side.by_process)

@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections import deque
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,9 +48,6 @@ FILE_NAME = re.compile(r"^(?:sk_prof_device|sk_event_dev_device)_([0-9]+)\.json$
 
 CHUNK_BYTES = 16 << 20
 """Bytes read per chunk; records are re-assembled across chunk borders."""
-
-PARALLEL_BATCHES = 2
-"""Batches parsed at the same time (each holds one chunk of record texts)."""
 
 MAX_WHOLE_US_DIGITS = 15
 """Integer µs digits accepted in ts/dur (10^15 µs ≈ 31 years; ×1000 fits Int64)."""
@@ -72,6 +67,8 @@ HEAD_BYTES = 4096
 _RAW = ["ph", "name", "lane", "core", "ts_whole", "ts_frac", "dur_whole", "dur_frac", "model_id", "model_ri",
         "sk_id", "node_id"]
 """Text columns both parsing tiers produce for every record."""
+_BATCH_COLUMNS = ["record", "lane", "core", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id", "name"]
+"""What a parsed batch holds (``name`` categorical), whichever pass parsed it."""
 _FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ph": (rf'"ph"{_WS}:{_WS}"([^"]*)"', ("ph",)),
     "lane": (rf'"pid"{_WS}:{_WS}"([^"]*)"', ("lane",)),
@@ -132,27 +129,31 @@ def device_id_of(path: Path) -> int:
 
 def parse_sk_prof(path: Path, *, root: Path | None = None) -> ParseResult:
     """Parse one SK time profiling trace into ``sk_events`` rows (device clock)."""
+    frame, warnings = sk_prof_events(path, root=root)
+    return ParseResult(SK_EVENTS, SK_EVENTS.conform(frame), path, warnings)
+
+
+def sk_prof_events(
+    path: Path, *, root: Path | None = None, columns: Sequence[str] | None = None
+) -> tuple[pl.DataFrame, list[str]]:
+    """The ``sk_events`` columns ``columns`` (all by default; typed as the table's) of one trace, and the
+    parser warnings. Every record is checked whatever the columns; a caller that reads only the
+    timing columns (dcci-diff) skips deriving the name columns of every row.
+
+    The chunks are parsed one after another, each in one pass of Polars' own threads: a chunk in the
+    runtime's layout by :func:`_runtime_layout`, any other by the regex tiers."""
     device_id = device_id_of(path)
     warnings: list[str] = []
-    parts: list[pl.DataFrame] = []
-    # Polars releases the GIL: parse batch k while batch k+1 is read and cut. At most
-    # PARALLEL_BATCHES are in flight, so memory stays bounded; results keep file order,
-    # so the first bad record raised is the first in the file.
-    with ThreadPoolExecutor(max_workers=PARALLEL_BATCHES) as pool:
-        pending: deque[Future[pl.DataFrame]] = deque()
-        try:
-            for batch in _batches(path):
-                pending.append(pool.submit(_parse_batch, path, batch, warnings))
-                if len(pending) >= PARALLEL_BATCHES:
-                    parts.append(pending.popleft().result())
-        except InputError:
-            for future in pending:  # a bad record before the unreadable chunk is reported first
-                future.result()
-            raise
-        parts.extend(future.result() for future in pending)
+    wanted = list(SK_EVENTS.column_names if columns is None else columns)
+    names = any(c in _NAME_COLUMNS for c in wanted)
+    kept = _BATCH_COLUMNS if names else _BATCH_COLUMNS[:-1]
+    parts = [
+        batch.events if batch.events is not None else _parse_batch(path, batch, warnings).select(kept)
+        for batch in _batches(path, names=names)
+    ]
     events = pl.concat(parts, how="vertical")  # _batches always yields the end-of-file batch
-    frame = _finish(events, device_id, relative_source(path, root))
-    return ParseResult(SK_EVENTS, SK_EVENTS.conform(frame), path, warnings)
+    frame = _finish(events, device_id, relative_source(path, root), wanted)
+    return frame.select(pl.col(c).cast(SK_EVENTS.schema[c]) for c in wanted), warnings
 
 
 @dataclass
@@ -165,16 +166,20 @@ class _Batch:
     """At the end of the file: whether the array (or object) was closed."""
     records_before: int = 0
     """Records of the file in earlier batches (a cut exactly at a batch boundary leaves this batch empty)."""
+    events: pl.DataFrame | None = None
+    """The batch's event rows when :func:`_runtime_layout` parsed it (``records`` is then empty)."""
 
 
-def _batches(path: Path) -> Iterator[_Batch]:
+def _batches(path: Path, *, names: bool = True) -> Iterator[_Batch]:
     """Read the file in chunks of bytes and cut each into record texts; the last,
     possibly cut, record of a chunk is carried into the next one."""
     carry, line, record, first = b"", 1, 0, True
     with reading(path, "SK time profiling file"), open(path, "rb") as fh:
+        ahead = fh.read(CHUNK_BYTES)
         while True:
-            raw = fh.read(CHUNK_BYTES)
-            at_eof = not raw
+            # one chunk read ahead: the last chunk of the file is parsed knowing it is the last, with its close
+            raw, ahead = ahead, fh.read(CHUNK_BYTES) if ahead else b""
+            at_eof = not ahead
             data = carry + raw
             if first:
                 if not at_eof and len(data) < HEAD_BYTES:
@@ -188,12 +193,104 @@ def _batches(path: Path) -> Iterator[_Batch]:
                 data, closed = _strip_tail(data)
                 if not closed:
                     _refuse_text_after_end(path, data, line)
-            pieces, carry, line = _split(path, data, line, keep_last=not at_eof)
-            pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
-            yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed, record)
-            record += pieces.height
+            cut = len(data) if at_eof else data.rfind(b"\n") + 1
+            # an unclosed trace's last chunk goes to the regex tiers, which find where the writer stopped
+            fast = _runtime_layout(data[:cut], record, names=names) if closed else None
+            if fast is not None:
+                events, records, lines = fast
+                yield _Batch(_NO_RECORDS, at_eof, closed, record, events)
+                record += records
+                line += lines  # a chunk that is not the last ends with its last newline
+                carry = data[cut:]
+            else:
+                pieces, carry, line = _split(path, data, line, keep_last=not at_eof)
+                pieces = pieces.filter(pl.col("text") != "").with_row_index("record", offset=record)
+                yield _Batch(pieces.with_columns(pl.col("record").cast(pl.Int64)), at_eof, closed, record)
+                record += pieces.height
             if at_eof:
                 return
+
+
+_FIELDS_PER_LINE = 12
+"""Comma-separated fields read per line by the runtime-layout pass (a record has 8 or 9, then trailing commas)."""
+_FIELD_HEADER = ",".join(f"f{i}" for i in range(_FIELDS_PER_LINE)).encode() + b"\n"
+_NO_RECORDS = pl.DataFrame(schema={"record": pl.Int64, "line": pl.Int64, "text": pl.Utf8})
+_DIGITS = "[0-9]+"
+_US = rf"{_DIGITS}(?:\.{_DIGITS})?"
+
+
+def _runtime_layout(body: bytes, first_record: int, *, names: bool) -> tuple[pl.DataFrame, int, int] | None:
+    """Event rows (as :func:`_parse_batch` returns them, ``name`` only when ``names``), the record count
+    and the line count of ``body`` when every line of it is one record in the runtime's layout, or ``{}``,
+    or empty; None otherwise.
+
+    The runtime writes ``{"ph":"X","name":"…","pid":"AIC","tid":0,"ts":…,"dur":…,"args":{"modelId":"…"
+    (or "modelRI":n),"skId":n[,"nodeId":n]}},`` a line. Polars' CSV reader cuts the lines at their commas
+    in one multi-threaded pass and one query checks and types every field: each must be the layout's,
+    exactly as the fast regex tier (``_COMPACT`` without its optional spaces) matches it, and every value
+    valid. Anything else (a comma, quote or ``}`` in a name, another key order, spaces, a bad or cut
+    record) returns None, and the regex tiers parse the chunk and name the bad record. Names repeat on
+    most rows: they are checked once per distinct name."""
+    try:
+        cells = pl.read_csv(
+            _FIELD_HEADER + body, has_header=True, separator=",", quote_char=None, infer_schema=False,
+            truncate_ragged_lines=False, raise_if_empty=False,
+        )
+    except pl.exceptions.PolarsError:
+        return None  # not UTF-8, or a line of more fields than a record has
+    lines = body.count(b"\n") + (0 if not body or body.endswith(b"\n") else 1)
+    if cells.height != lines or cells.width != _FIELDS_PER_LINE:
+        return None
+    f = [pl.col(f"f{i}") for i in range(_FIELDS_PER_LINE)]
+    ph_first = f[0] == '{"ph":"X"'
+    has_node = f[8].is_not_null()
+    model = f[6].str.slice(8, 9)
+    layout = (
+        pl.when(ph_first).then(f[1].str.starts_with('"name":"')).otherwise(f[0].str.starts_with('{"name":"') & (f[1] == '"ph":"X"'))
+        & f[2].is_in(['"pid":"AIC"', '"pid":"AIV"'])
+        & f[3].str.contains(rf'\A"tid":{_DIGITS}\z')
+        & f[4].str.contains(rf'\A"ts":{_US}\z')
+        & f[5].str.contains(rf'\A"dur":{_US}\z')
+        & f[6].str.contains(rf'\A"args":\{{"model(?:RI":{_DIGITS}|Id":"[^"]*")\z')
+        & pl.when(has_node)
+        .then(f[7].str.contains(rf'\A"skId":{_DIGITS}\z') & f[8].str.contains(rf'\A"nodeId":{_DIGITS}\}}\}}\z'))
+        .otherwise(f[7].str.contains(rf'\A"skId":{_DIGITS}\}}\}}\z'))
+        & pl.all_horizontal(c.is_null() for c in f[9:])
+    ).fill_null(False)
+    empty = ((f[0] == "{}") & pl.all_horizontal(c.is_null() for c in f[1:])).fill_null(False)
+    rows = (
+        cells.lazy()
+        .filter(~pl.all_horizontal(c.is_null() for c in f))  # empty lines (or commas only) are no records
+        .with_row_index("record", offset=first_record)
+        .select(
+            pl.col("record").cast(pl.Int64), empty.alias("empty"), layout.alias("layout"),
+            pl.when(ph_first).then(f[1]).otherwise(f[0]).alias("name_field"),
+            f[2].str.slice(7, 3).alias("lane"),
+            _int_text(f[3].str.slice(6)).alias("core"),
+            _us_number_to_ns(f[4].str.slice(5)).alias("ts_ns"),
+            _us_number_to_ns(f[5].str.slice(6)).alias("dur_ns"),
+            pl.when(model == '"modelId"').then(f[6].str.slice(19).str.head(-1))
+            .when(model == '"modelRI"').then(f[6].str.slice(18)).alias("model_id"),
+            _int_text(pl.when(has_node).then(f[7].str.slice(7)).otherwise(f[7].str.slice(7).str.head(-2))).alias("sk_id"),
+            _int_text(f[8].str.slice(9).str.head(-2)).alias("node_id"),
+        )
+        .collect()
+    )
+    valid = pl.col("empty") | (pl.col("layout") & pl.all_horizontal(pl.col(c).is_not_null() for c in ("core", "ts_ns", "dur_ns", "sk_id")))
+    if not rows.select(valid.all()).item():
+        return None  # not the layout, or a number too large: the regex tiers report it
+    events = rows.filter(~pl.col("empty"))
+    field = pl.col("name_field")
+    name = field.str.slice(pl.when(field.str.starts_with("{")).then(9).otherwise(8)).str.head(-1)
+    good_name = (
+        field.str.ends_with('"') & ~name.str.contains('"', literal=True)
+        & ~name.str.contains("}", literal=True)  # never a record separator "},{" inside one line
+        & name.str.contains(_NAME)
+    )
+    if not events.select(field.unique()).select(good_name.all()).item():
+        return None
+    out = events.select(*_BATCH_COLUMNS[:-1], *([name.cast(pl.Categorical).alias("name")] if names else []))
+    return out, rows.height, lines
 
 
 def _split(path: Path, data: bytes, line: int, *, keep_last: bool) -> tuple[pl.DataFrame, bytes, int]:
@@ -307,10 +404,7 @@ def _parse_batch(path: Path, batch: _Batch, warnings: list[str]) -> pl.DataFrame
         row = bad.row(0, named=True)
         raise InputError(path, f"bad trace event: {row['problem']}", line=row["line"], record=row["record"],
                          expected='{"ph":"X","name":"[i/n]…","pid":"AIC|AIV","tid":n,"ts":µs,"dur":µs,"args":{…}}')
-    return fields.filter(~pl.col("empty")).select(
-        "record", "lane", "core", "ts_ns", "dur_ns", "model_id", "sk_id", "node_id",
-        pl.col("name").cast(pl.Categorical),
-    )
+    return fields.filter(~pl.col("empty")).select(*_BATCH_COLUMNS[:-1], pl.col("name").cast(pl.Categorical))
 
 
 def _group(name: str) -> pl.Expr:
@@ -353,8 +447,27 @@ def _us_to_ns(field: str) -> pl.Expr:
     return pl.when(whole.str.len_chars() <= MAX_WHOLE_US_DIGITS).then(ns)
 
 
+def _us_number_to_ns(text: pl.Expr) -> pl.Expr:
+    """:func:`_us_to_ns` of a whole ``<int>[.<frac>]`` text (already checked to be one), in integer
+    arithmetic on its digits read as one Int64 (half the string work): k fraction digits, ns =
+    digits × 10^(3-k) for k ≤ 3, else the digits cut to 4 fraction digits, + 5, // 10. Null when it does
+    not fit (then the regex tiers take the chunk)."""
+    dot = text.str.find(".", literal=True).cast(pl.Int64)
+    length = text.str.len_bytes().cast(pl.Int64)
+    k = (length - dot - 1).fill_null(0)
+    digits = text.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False)
+    ten = pl.lit(10, dtype=pl.Int64)
+    ns = pl.when(k <= 3).then(digits * ten.pow((3 - k).clip(0, 3))).when(k <= 18).then((digits // ten.pow((k - 4).clip(0, 14)) + 5) // 10)
+    return pl.when(dot.fill_null(length) <= MAX_WHOLE_US_DIGITS).then(ns)
+
+
+def _int_text(text: pl.Expr) -> pl.Expr:
+    """Int64 of a digit text; null when it does not fit."""
+    return text.cast(pl.Int64, strict=False)
+
+
 def _int(field: str) -> pl.Expr:
-    return pl.col(field).cast(pl.Int64, strict=False)
+    return _int_text(pl.col(field))
 
 
 def _typed_columns() -> list[pl.Expr]:
@@ -412,27 +525,34 @@ def _truncate(path: Path, fields: pl.DataFrame, warnings: list[str], records_bef
     return fields
 
 
-def _finish(events: pl.DataFrame, device_id: int, source_file: str) -> pl.DataFrame:
-    """Add the columns derived from the name, computed once per distinct name and
-    joined back (the string data is then shared, not repeated per row), and the constants."""
-    names = events.select(pl.col("name").unique()).with_columns(pl.col("name").cast(pl.Utf8).alias("name_text"))
-    parts = pl.col("name_text").str.extract_groups(_NAME)
-    names = names.with_columns(
-        parts.struct.field("1").cast(pl.Int32).alias("block_idx"),
-        parts.struct.field("2").cast(pl.Int32).alias("block_num"),
-        parts.struct.field("4").alias("func_name"),
-    ).with_columns(canonical_op_expr(pl.col("func_name")).alias("canonical_op_all"))
-    return (
-        events.lazy()
-        .join(names.lazy(), on="name", how="left", maintain_order="left")
-        .with_columns(
+_NAME_COLUMNS = ("name", "block_idx", "block_num", "func_name", "canonical_op")
+"""sk_events columns derived from the event name."""
+
+
+def _finish(events: pl.DataFrame, device_id: int, source_file: str, columns: Sequence[str]) -> pl.DataFrame:
+    """``columns`` of the parsed events: the constants and, when asked for, the columns derived from the
+    name, computed once per distinct name and joined back (the string data is then shared, not repeated
+    per row)."""
+    frame = events.lazy()
+    if "name" in events.columns:
+        names = events.select(pl.col("name").unique()).with_columns(pl.col("name").cast(pl.Utf8).alias("name_text"))
+        parts = pl.col("name_text").str.extract_groups(_NAME)
+        names = names.with_columns(
+            parts.struct.field("1").cast(pl.Int32).alias("block_idx"),
+            parts.struct.field("2").cast(pl.Int32).alias("block_num"),
+            parts.struct.field("4").alias("func_name"),
+        ).with_columns(canonical_op_expr(pl.col("func_name")).alias("canonical_op_all"))
+        frame = frame.join(names.lazy(), on="name", how="left", maintain_order="left").with_columns(
             pl.col("name_text").alias("name"),
+            pl.when(pl.col("node_id").is_not_null()).then(pl.col("canonical_op_all")).alias("canonical_op"),
+        )
+    return (
+        frame.with_columns(
             pl.lit(device_id, dtype=pl.Int32).alias("device_id"),
             pl.col("core").cast(pl.Int32),
             pl.col("node_id").is_null().alias("is_span"),
-            pl.when(pl.col("node_id").is_not_null()).then(pl.col("canonical_op_all")).alias("canonical_op"),
             pl.lit(source_file).alias("source_file"),
         )
-        .select(SK_EVENTS.column_names)
+        .select(columns)
         .collect()
     )

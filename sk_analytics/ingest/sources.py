@@ -15,9 +15,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypedDict
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from sk_analytics.contract.scan import MANIFEST_NAME
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import sha256_file
@@ -47,6 +44,9 @@ def encode_sources(records: Mapping[str, SourceRecord]) -> dict[str, str]:
 
 def read_sources(path: Path) -> dict[str, SourceRecord] | None:
     """The source records of a Parquet file, in row order; None when it has none or cannot be read."""
+    import pyarrow as pa  # only here: a dcci-diff of raw traces never reads a table, and pyarrow takes 0.1 s to import
+    import pyarrow.parquet as pq
+
     try:
         raw = (pq.read_schema(path).metadata or {}).get(SOURCES_KEY.encode())
         records = None if raw is None else json.loads(raw)
