@@ -8,9 +8,13 @@ alternated round by round in this one run:
 * msprof-analyze: ``compare -d <candidate rank r> -bp <baseline rank r>`` for every rank r
   (compare takes one rank per call), its cost summed over the ranks.
 
-Measured per tool: wall time and peak memory (the summed RSS of the command's whole
-process tree, sampled every 20 ms), and what each identifies: how many rows stand for
-SKs, which SKs it says are slower, which child ops. msprof-analyze's answer is read from
+Measured per tool: wall time, CPU time (user + system of the command and every process
+it waited for, from ``RUSAGE_CHILDREN``: what the load of a shared machine does not
+inflate) and peak memory (the summed RSS of the command's whole process tree, sampled
+every 20 ms), and what each identifies: how many rows stand for SKs, which SKs it says
+are slower, which child ops. The last line gives the ratios against issue 47's targets:
+msprof-analyze's summed wall and CPU over sk-tune's (>= 3x), sk-tune's peak over
+msprof-analyze's largest call (<= 1x). msprof-analyze's answer is read from
 the ``KernelCompare`` sheet of its workbook (a zip of XML; read with the standard
 library), sk-tune's from its JSON.
 
@@ -25,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -45,13 +50,15 @@ XLSX = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 @dataclass
 class Run:
     wall_s: float = 0.0
+    cpu_s: float = 0.0
     peak_mb: float = 0.0
     calls: int = 0
     outputs: list[Path] = field(default_factory=list)
 
 
 def measured(argv: list[str], run: Run) -> None:
-    """Run ``argv``, adding its wall time to ``run`` and raising its peak to the tree's summed RSS peak."""
+    """Run ``argv``, adding its wall and CPU time to ``run`` and raising its peak to the tree's summed RSS peak."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak, done = 0, threading.Event()
@@ -75,6 +82,8 @@ def measured(argv: list[str], run: Run) -> None:
     if proc.returncode not in (0, 1):  # dcci-diff exits 1 when it proposes no repair
         raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {err[-2000:]}")
     run.wall_s += time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.cpu_s += (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     run.peak_mb = max(run.peak_mb, peak / 2**20)
     run.calls += 1
 
@@ -176,7 +185,8 @@ def main() -> None:
     print("|---|---|---|")
     print(f"| wall time per pair (mean of {args.rounds}) | {sk.wall_s / args.rounds:.1f} s (1 call) | "
           f"{ms.wall_s / args.rounds:.1f} s ({len(ranks_c)} calls) |")
-    print(f"| peak memory (process tree RSS) | {sk.peak_mb:.0f} MB | {ms.peak_mb:.0f} MB |")
+    print(f"| CPU time per pair (user + system) | {sk.cpu_s / args.rounds:.1f} s | {ms.cpu_s / args.rounds:.1f} s |")
+    print(f"| peak memory (process tree RSS) | {sk.peak_mb:.0f} MB | {ms.peak_mb:.0f} MB (largest call) |")
     print(f"| rows standing for SuperKernels | {mine['sk_rows']} (one per SK launch slot and rank) | "
           f"{theirs['sk_rows']} (`SuperKernel`, one per rank, {theirs['sk_calls']} launches) |")
     change = theirs["sk_total_change_pct"]
@@ -185,6 +195,10 @@ def main() -> None:
           + f" | none named: all SuperKernels {change:+.2f} % in total |")
     print(f"| which child ops | {', '.join(mine['child_ops']) or '-'} | - (sk_prof is not read) |")
     print(f"| proposed repair | {', '.join(mine['repair']) or '-'} | - |")
+    wall, cpu, peak = ms.wall_s / sk.wall_s, ms.cpu_s / sk.cpu_s, sk.peak_mb / ms.peak_mb
+    print(f"ratios: wall {wall:.2f}x faster ({'ok' if wall >= 3 else 'MISS'}, target >= 3x), "
+          f"CPU {cpu:.2f}x less ({'ok' if cpu >= 3 else 'MISS'}, target >= 3x), "
+          f"peak {peak:.2f}x of msprof-analyze's largest call ({'ok' if peak <= 1 else 'MISS'}, target <= 1x)")
 
 
 if __name__ == "__main__":
