@@ -320,7 +320,7 @@ def test_records_outside_the_runtime_layout_go_to_the_regex_tiers(tmp_path: Path
     path = tmp_path / "sk_prof_device_0.json"
     lines = [*RUNTIME_LINES[:2], REGEX_ONLY_LINES[odd], *RUNTIME_LINES[2:]]
     path.write_text("[\n" + "\n".join(lines) + "\n{}\n]\n", encoding="utf-8")
-    assert sk_prof._runtime_layout(("\n".join(lines) + "\n").encode(), 0, names=True) is None
+    assert sk_prof._runtime_layout([("\n".join(lines) + "\n").encode()], 0, names=True) is None
     fast, slow = _both_tiers(path, monkeypatch)
     _same(fast, slow)
 
