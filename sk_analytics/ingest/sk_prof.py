@@ -463,17 +463,19 @@ def _us_to_ns(field: str) -> pl.Expr:
 
 
 def _us_number_to_ns(text: pl.Expr) -> pl.Expr:
-    """:func:`_us_to_ns` of a whole ``<int>[.<frac>]`` text (already checked to be one), in integer
-    arithmetic on its digits read as one Int64 (half the string work): k fraction digits, ns =
-    digits × 10^(3-k) for k ≤ 3, else the digits cut to 4 fraction digits, + 5, // 10. Null when it does
-    not fit (then the regex tiers take the chunk)."""
+    """:func:`_us_to_ns` of a whole ``<int>[.<frac>]`` text (already checked to be one) of at most
+    :data:`_EXACT_FRACTION_DIGITS` fraction digits, read as an exact decimal: ns = µs × 1000 + 0.5,
+    truncated (a third of the string work). Null otherwise (then the regex tiers take the chunk)."""
     dot = text.str.find(".", literal=True).cast(pl.Int64)
     length = text.str.len_bytes().cast(pl.Int64)
-    k = (length - dot - 1).fill_null(0)
-    digits = text.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False)
-    ten = pl.lit(10, dtype=pl.Int64)
-    ns = pl.when(k <= 3).then(digits * ten.pow((3 - k).clip(0, 3))).when(k <= 18).then((digits // ten.pow((k - 4).clip(0, 14)) + 5) // 10)
-    return pl.when(dot.fill_null(length) <= MAX_WHOLE_US_DIGITS).then(ns)
+    fraction_digits = (length - dot - 1).fill_null(0)
+    ns = (text.cast(_EXACT_US, strict=False) * 1000 + pl.lit(0.5).cast(pl.Decimal(38, 1))).cast(pl.Int64, strict=False)
+    return pl.when((dot.fill_null(length) <= MAX_WHOLE_US_DIGITS) & (fraction_digits <= _EXACT_FRACTION_DIGITS)).then(ns)
+
+
+_EXACT_FRACTION_DIGITS = 6
+"""Fraction digits of a µs number the fields pass converts (the runtime writes 6)."""
+_EXACT_US = pl.Decimal(38, _EXACT_FRACTION_DIGITS)
 
 
 def _int_text(text: pl.Expr) -> pl.Expr:
