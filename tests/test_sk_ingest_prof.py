@@ -270,6 +270,7 @@ REGEX_ONLY_LINES = [
     '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}} ,',
     '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1.0004999999,"dur":1,"args":{"modelId":"3_1","skId":7}},',
     '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":"0","ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},"nodeId":1}}',
     '{ }',
 ]
 """Records the pass leaves to the regex tiers (a comma in a name, spaces, 10 fraction digits, a quoted tid)."""
@@ -332,6 +333,9 @@ def test_records_outside_the_runtime_layout_go_to_the_regex_tiers(tmp_path: Path
     '{"ph":"X","name":"[0/2]a},{b","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
     '{"ph":"B","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
     '{"ph":"X","name":"[0/2]a","pid":"AIX","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":-1,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":1,"dur":1,"args":{"modelId":"3_1","skId":7,"nodeId":+2}},',
+    '{"ph":"X","name":"[0/2]a","pid":"AIC","tid":0,"ts":-1,"dur":1,"args":{"modelId":"3_1","skId":7}},',
 ])
 def test_a_bad_record_in_a_runtime_layout_file_is_named_by_the_regex_tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
     path = tmp_path / "sk_prof_device_0.json"

@@ -253,25 +253,33 @@ def _runtime_layout(
         )
     except pl.exceptions.PolarsError:
         return None  # not UTF-8, or a line of more fields than a record has
-    lines = text.count(b"\n") - 1 + (0 if text.endswith(b"\n") else 1)
-    if cells.height != lines or cells.width != _FIELDS_PER_LINE:
+    lines = cells.height  # Polars cuts at "\n" only and reads an empty line as a row of nulls: a row a line
+    if cells.width != _FIELDS_PER_LINE:
         return None
     f = [pl.col(f"f{i}") for i in range(_FIELDS_PER_LINE)]
     ph_first = f[0] == '{"ph":"X"'
     has_node = f[8].is_not_null()
     model = f[6].str.slice(8, 9)
+    # per row: the fields there are and the high-cardinality ones; the few distinct values of the others below
     layout = (
         pl.when(ph_first).then(f[1].str.starts_with('"name":"')).otherwise(f[0].str.starts_with('{"name":"') & (f[1] == '"ph":"X"'))
         & f[2].is_in(['"pid":"AIC"', '"pid":"AIV"'])
-        & f[3].str.contains(rf'\A"tid":{_DIGITS}\z')
+        & pl.all_horizontal(c.is_not_null() for c in f[3:8])
+        & (f[7].str.ends_with("}}") != has_node)
         & f[4].str.contains(rf'\A"ts":{_US}\z')
         & f[5].str.contains(rf'\A"dur":{_US}\z')
-        & f[6].str.contains(rf'\A"args":\{{"model(?:RI":{_DIGITS}|Id":"[^"]*")\z')
-        & pl.when(has_node)
-        .then(f[7].str.contains(rf'\A"skId":{_DIGITS}\z') & f[8].str.contains(rf'\A"nodeId":{_DIGITS}\}}\}}\z'))
-        .otherwise(f[7].str.contains(rf'\A"skId":{_DIGITS}\}}\}}\z'))
         & pl.all_horizontal(c.is_null() for c in f[9:])
     ).fill_null(False)
+    distinct = [
+        (f[3], rf'\A"tid":{_DIGITS}\z'),
+        (f[6], rf'\A"args":\{{"model(?:RI":{_DIGITS}|Id":"[^"]*")\z'),
+        (f[7], rf'\A"skId":{_DIGITS}(?:\}}\}})?\z'),
+        (f[8], rf'\A"nodeId":{_DIGITS}\}}\}}\z'),
+    ]
+    checks = cells.lazy().select(*(c.drop_nulls().unique().str.contains(pattern).all().alias(f"ok{i}")
+                                    for i, (c, pattern) in enumerate(distinct)))
+    if not all(checks.collect().row(0)):
+        return None
     empty = ((f[0] == "{}") & pl.all_horizontal(c.is_null() for c in f[1:])).fill_null(False)
     rows = (
         cells.lazy()
