@@ -363,6 +363,11 @@ def test_task_init_writes_a_task_the_plan_accepts(tmp_path: Path, capsys: pytest
     assert run_cli(cli, "sk-run", [*init, "--accept", "split_mode=5", "--", sys.executable, "infer.py"]) == 2
     assert "--accept split_mode=5: not a value the option matrix tries (expected one of 1, 2, 3)" in capsys.readouterr().err
     assert not (tmp_path / "task").exists()  # refused before the workload ran
+    assert run_cli(cli, "sk-run", [*init, "--accept", "auto_op_paralel=1", "--", sys.executable, "infer.py"]) == 2
+    err = capsys.readouterr().err
+    assert ("--accept auto_op_paralel=1: unknown option 'auto_op_paralel': not a registered option "
+            "(did you mean 'auto_op_parallel'?)") in err and err.count("\n") == 1, err
+    assert not (tmp_path / "task").exists()
 
     assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "-c", "import sys; sys.exit(4)"]) == 2  # a workload that fails
     err = capsys.readouterr().err

@@ -138,12 +138,17 @@ def test_plan_only_prints_every_mode_resolved_and_checks_the_command(
     assert modes["profile"]["env"]["SK_RUN_PROFILE"] == "1" and modes["profile"]["env"]["SK_RUN_ITERATIONS"] == "40"
     assert [r.kind for r in read_records(root)] == ["session_started", "phase_entry"]  # planned, nothing run
 
-    for bad, code, needle in ((["{rundir}"], 2, "unknown placeholder(s) {rundir}"),
+    for bad, code, needle in ((["--out={rundir}"], 2, "(record /workload/command/2): workload/command argument '--out={rundir}' "
+                                                     "has unknown placeholder(s) {rundir} (expected only {config}, {run_dir}, {seed})"),
                               ([], 3, "workload executable './nope.sh' not found in")):
         folder = tmp_path / f"bad-{code}"
-        cmd = [sys.executable, "infer.py", *bad] if bad else ["./nope.sh"]
-        assert run_cli(cli, "sk-run", ["sweep", "--task", str(write_task(folder, cmd, cwd="../work")), "--plan-only"]) == code
-        assert needle in capsys.readouterr().err
+        written = write_task(folder, [sys.executable, "infer.py"] if bad else ["./nope.sh"], cwd="../work")
+        data = json.loads(written.read_text(encoding="utf-8"))
+        data["workload"]["command"] += bad  # the typo made by hand in task.json, which task init would refuse to write
+        written.write_text(json.dumps(data), encoding="utf-8")
+        assert run_cli(cli, "sk-run", ["sweep", "--task", str(written), "--plan-only"]) == code
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
         assert not (folder / "session").exists()  # refused before the session folder is created
 
 

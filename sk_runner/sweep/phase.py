@@ -21,7 +21,7 @@ from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.option_values import name_problem, value_problem
 from sk_analytics.stage_o.options import is_debug_option, spec_of
-from sk_runner.backends.base import Control
+from sk_runner.backends.base import PLACEHOLDERS, Control, unknown_placeholders
 from sk_runner.config import check_config_options, load_config
 from sk_runner.limits import size_problem
 from sk_runner.sweep.session import SESSION_FILE, BackendSpec, SweepSession, create_session, load_session
@@ -175,6 +175,10 @@ def _workload(workload: dict[str, Any], path: Path) -> tuple[BackendSpec, Contro
     command = workload.get("command") or []
     if name != "sim" and not command:
         raise InputError(path, f"backend {name} needs a workload command", record="/workload/command")
+    for i, arg in enumerate(command if name != "sim" else ()):  # a typo such as {rundir} named by its argument
+        if unknown := unknown_placeholders([arg]):
+            raise InputError(path, f"workload/command argument {arg!r} has unknown placeholder(s) {', '.join(unknown)}",
+                             record=f"/workload/command/{i}", expected=f"only {', '.join(PLACEHOLDERS)}")
     noise = workload.get("noise")
     control = Control(workload.get("ranks", 8), workload.get("iterations"), workload.get("warmup", 8))
     if control.iterations is not None and control.iterations <= control.warmup:

@@ -20,7 +20,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.stage_o.matrix import protocol_candidates
-from sk_analytics.stage_o.option_values import expected_value
+from sk_analytics.stage_o.option_values import expected_value, name_problem
 from sk_analytics.stage_o.options import REGISTRY, is_debug_option
 from sk_runner.backends.base import Control
 from sk_runner.config import check_config_options
@@ -52,12 +52,15 @@ def option_table() -> list[dict[str, Any]]:
 
 
 def accepted_values(chosen: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """The task's ``accepted_option_values``: ``chosen`` (each one a candidate of the matrix), else every candidate."""
+    """The task's ``accepted_option_values``: ``chosen`` (each one a candidate of the matrix; an unknown option is
+    refused with the closest registered names), else every candidate."""
     candidates = candidate_values()
     if chosen is None:
         return candidates
     known = {(c["option"], canonical_json(c["value"])) for c in candidates}
     for item in chosen:
+        if (unknown := name_problem(item["option"])) is not None:  # a typo names the closest options, as in a task
+            raise InputError(None, f"--accept {item['option']}={canonical_json(item['value'])}: {unknown}")
         if (item["option"], canonical_json(item["value"])) not in known:
             offered = [canonical_json(c["value"]) for c in candidates if c["option"] == item["option"]]
             raise InputError(None, f"--accept {item['option']}={canonical_json(item['value'])}: not a value the option matrix tries",
