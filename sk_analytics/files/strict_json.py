@@ -139,8 +139,9 @@ def loads_strict(text: str, source: str | PathLike[str] = "<json>") -> Any:
                                     expected="unique keys") from None
         raise InputError(src, f"invalid JSON: {exc.constant} is not valid JSON", line=line,
                          expected="strict JSON without NaN/Infinity") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(src, f"invalid JSON: {exc.msg}", line=exc.lineno, expected="strict JSON") from exc
+    except json.JSONDecodeError as exc:  # the column ends json's "Unterminated string starting at" and the like
+        where = f"{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno}"
+        raise InputError(src, f"invalid JSON: {exc.msg}{where}", line=exc.lineno, expected="strict JSON") from exc
 
 
 class _TooDeep(InputError):
