@@ -101,12 +101,16 @@ def test_manifest_missing_field(tmp_path: Path) -> None:
     [
         ({"agent_id": "sk-stage-p"}, 2, "not a stage-O task"),
         ({"seed": {"name": "Sbest-SEED", "frozen": False, "config": "seed.json", "config_fingerprint": "0" * 64}}, 2, "frozen Sbest-SEED"),
-        ({"seed": {"name": "Sbest-SEED", "frozen": True, "config": "seed.json", "config_fingerprint": "0" * 64}}, 2, "does not match"),
+        ({"seed": {"name": "Sbest-SEED", "frozen": True, "config": "seed.json", "config_fingerprint": "0" * 64}}, 2,
+         f"task.json (the SEED is not frozen): its canonical fingerprint is {fingerprint(SEED)}, "
+         f"the task says {'0' * 64}"),
         ({"clean_artifacts": {"bound_to": "S1", "path": "S0"}}, 2, "not bound to S0"),
         ({"clean_artifacts": {"bound_to": "S0", "path": "nowhere"}}, 2, "S0 clean artifacts not found"),
         ({"accepted_option_values": [{"option": "debug_sync_all", "value": 1}]}, 2, "debug option"),
         ({"accepted_option_values": [{"option": "bogus", "value": 1}]}, 2, "registered option"),
         ({"workload": {"backend": "command"}}, 2, "needs a workload command"),
+        ({"workload": {"backend": "command", "command": ["python", "{rundir}"]}}, 2,
+         "(record /workload/command/1): workload/command argument '{rundir}' has unknown placeholder(s) {rundir}"),
         ({"session": None}, 2, "no session folder"),
         # every workload/policy field is type-checked at entry (a bad seed used to raise a traceback)
         ({"workload": {"backend": "sim", "seed": "x"}}, 2,
