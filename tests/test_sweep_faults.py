@@ -200,3 +200,15 @@ def test_environment_stop_names_the_record_inside_a_session_given_by_a_relative_
     text = stop.one_line()
     assert "recorded in experiments/Sbest/O1/environment-blockers.jsonl" in text
     assert f"sk-run sweep --resume {session}" in text  # runs from any folder
+
+
+def test_environment_stop_outside_any_action_says_session_once(tmp_path: Path) -> None:
+    """A stop before any action (the lease of a sweep's first device command) read 'SESSION session: NPU 0 is …'."""
+    from sk_analytics.errors import EnvironmentBlocker
+    from sk_runner.sweep.faults import environment_stop
+
+    stop = environment_stop(tmp_path, None, EnvironmentBlocker("NPU 0 is still leased by unknown holder after 3.0 s"))
+    assert stop is not None
+    assert stop.one_line().startswith("session: NPU 0 is still leased by unknown holder after 3.0 s; nothing was decided "
+                                      "(recorded in experiments/Sbest/SESSION/environment-blockers.jsonl). Free the cause, then: "
+                                      f"sk-run sweep --resume {tmp_path}")

@@ -55,7 +55,8 @@ def environment_stop(root: Path, action: m.Action | None, exc: BaseException) ->
         extra = {"errno": code, "action": step} if code else {"action": step}
         recorded = record_blocker(root / EXPERIMENTS / round_name, round_name=round_name, stage=step, message=what, extra=extra)
     note = f"recorded in {_inside(recorded, root)}" if recorded is not None else "not recorded: the session folder is not writable"
-    stop = EnvironmentBlocker(f"{round_name} {step}: {what}; nothing was decided ({note}). {_then(exc, root)}")
+    where = step if action is None else f"{round_name} {step}"  # outside any action: "session", not "SESSION session"
+    stop = EnvironmentBlocker(f"{where}: {what}; nothing was decided ({note}). {_then(exc, root)}")
     stop.recorded_in = recorded
     return stop
 
