@@ -207,3 +207,16 @@ def test_second_sweep_on_a_session_is_refused(tmp_path: Path) -> None:
     with FileLock(str(session.root / ".sweep.lock")):
         with pytest.raises(UsageError, match="another sweep is running"):
             run_sweep(session, say=lambda _: None)
+
+
+@pytest.mark.parametrize("how", [["--task", "{task}"], ["--task", "{task}", "--plan-only"], ["--demo", "--ranks", "2", "--session", "{session}"]])
+def test_more_ranks_than_leased_devices_is_refused_before_the_session_exists(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], how: list[str]) -> None:
+    """Two ranks on one leased NPU: refused before the session folder exists. It used to create the session with that
+    lease recorded and then refuse, leaving a session no --resume could run (each one takes the recorded lease again)."""
+    task, session = _write(tmp_path), tmp_path / "session"
+    args = [a.format(task=task, session=session) for a in how]
+    code = run_cli(cli, "sk-run", ["sweep", *args, "--quiet", "--lease-root", str(tmp_path / "locks"), "--device-id", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == "sk-run: error: --ranks 2 needs 2 leased devices (rank i runs on the i-th), the lease holds 1 (0)"
+    assert not session.exists()

@@ -143,6 +143,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
         folder = demo_root(session_dir)
         if request.need is None and not request.unleased:  # the demo's own lease, under its session
             request = replace(request, need=demo_need(folder, control.ranks))
+        _require_fit(request, control.ranks)
         session = demo_session(folder, network=network, seed=seed, control=control, policy=policy, lease=request)
         return run_and_print(session, lang, quiet, request)
     from sk_runner.sweep.phase import check_workload_command, enter_phase, validate_task
@@ -174,11 +175,22 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     request = _task_request(root, lease_root, device_ids, lease_timeout, unleased)
     if not plan_only:
         require_lease(request, checked.backend.name)
+    _require_fit(request, checked.control.ranks)
     session, plan = enter_phase(task, session_dir, lease=_requested(request))
     _echo_plan(session, plan)
     if plan_only:
         return EXIT_OK
     return run_and_print(session, lang, quiet, request)
+
+
+def _require_fit(request: LeaseRequest, ranks: int) -> None:
+    """Refuse ranks the requested devices cannot hold before the session exists: a session created with that lease
+    recorded could never run (every --resume takes the recorded lease again, and a new one is another environment)."""
+    from sk_runner.hosts.base import ranks_problem
+
+    problem = ranks_problem(None, request, ranks)
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def _task_request(root: Path | None, lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float,
