@@ -368,6 +368,10 @@ def test_task_init_writes_a_task_the_plan_accepts(tmp_path: Path, capsys: pytest
     assert ("--accept auto_op_paralel=1: unknown option 'auto_op_paralel': not a registered option "
             "(did you mean 'auto_op_parallel'?)") in err and err.count("\n") == 1, err
     assert not (tmp_path / "task").exists()
+    lease = ["--lease-root", str(tmp_path / "locks"), "--device-id", "0"]
+    assert run_cli(cli, "sk-run", [*init, *lease, "--", sys.executable, "infer.py"]) == 2
+    assert capsys.readouterr().err.strip() == "sk-run: error: --ranks 2 needs 2 leased devices (rank i runs on the i-th), the lease holds 1 (0)"
+    assert not (tmp_path / "task").exists()  # no S0/ left behind
 
     assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "-c", "import sys; sys.exit(4)"]) == 2  # a workload that fails
     err = capsys.readouterr().err

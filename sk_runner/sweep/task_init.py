@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sk_analytics.errors import InputError
+from sk_analytics.errors import InputError, UsageError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.stage_o.matrix import protocol_candidates
@@ -25,6 +25,7 @@ from sk_analytics.stage_o.options import REGISTRY, is_debug_option
 from sk_runner.backends.base import Control
 from sk_runner.config import check_config_options
 from sk_runner.devices.lease import LeaseLike
+from sk_runner.hosts.base import ranks_problem
 from sk_runner.sweep.phase import AGENT_ID, PHASE, StageOTask, validate_task
 from sk_runner.sweep.task_schema import PHASE_SCHEMA, TASK_SCHEMA
 
@@ -103,6 +104,8 @@ def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, c
     seed_config = load_config(seed_config_path)
     check_config_options(seed_config, seed_config_path)
     accepted_values(accepted)  # a bad --accept is said before the workload runs
+    if (problem := ranks_problem(None, lease, control.ranks)) is not None:  # and more ranks than leased NPUs, before S0/
+        raise UsageError(problem)
     folder = folder.resolve()
     workdir = (cwd or Path.cwd()).resolve()
     s0 = folder / S0_ROUND
