@@ -112,6 +112,7 @@ def test_manifest_missing_field(tmp_path: Path) -> None:
         ({"workload": {"backend": "command", "command": ["python", "{rundir}"]}}, 2,
          "(record /workload/command/1): workload/command argument '{rundir}' has unknown placeholder(s) {rundir}"),
         ({"session": None}, 2, "no session folder"),
+        ({"session": "phase.json"}, 2, "phase.json' is not a folder (expected a new folder or an existing session folder)"),
         # every workload/policy field is type-checked at entry (a bad seed used to raise a traceback)
         ({"workload": {"backend": "sim", "seed": "x"}}, 2,
          "(record /workload/seed): task: /workload/seed is \"x\" (expected an integer from 0 to 9223372036854775807)"),

@@ -269,6 +269,9 @@ def enter_phase(
     root = session_dir or task.session
     if root is None:
         raise InputError(task_path, "no session folder: give --session or the task's 'session'", record="session")
+    if root.exists() and not root.is_dir():  # a file where the session belongs: said as the task's field, not 'Not a directory'
+        raise InputError(task_path, f"session {str(root)!r} is not a folder", record="/session",
+                         expected="a new folder or an existing session folder")
     record = {"task_fingerprint": task.fingerprint, "path": str(task.path.resolve()),
               "accepted_option_values": task.data["accepted_option_values"], "clean_artifacts": task.data["clean_artifacts"],
               "phase_manifest": task.manifest}
