@@ -55,13 +55,19 @@ class DriftModel:
     jitter_pct: float = 1.0
     ranks: int = 4
     per_rank: int = 50
+    tail: str = "normal"
+    """``normal`` or ``t3``: the drift drawn from a Student t of 3 degrees of freedom scaled to the same sd (heavy tails)."""
 
     @property
     def name(self) -> str:
-        return f"drift {self.drift_pct:g} %"
+        return f"drift {self.drift_pct:g} %" + ("" if self.tail == "normal" else f" {self.tail}")
 
     def samples(self, rng: np.random.Generator, trials: int, runs: int, scale: float) -> np.ndarray:
-        drift = rng.normal(0.0, self.drift_pct / 100, (trials, runs, 1, 1))
+        shape = (trials, runs, 1, 1)
+        if self.tail == "t3":
+            drift = rng.standard_t(3, shape) * (self.drift_pct / 100 / math.sqrt(3))
+        else:
+            drift = rng.normal(0.0, self.drift_pct / 100, shape)
         jitter = rng.normal(0.0, self.jitter_pct / 100, (trials, runs, self.ranks, self.per_rank))
         return STEP_MS * scale * np.exp(drift + jitter)
 

@@ -36,6 +36,8 @@ from sk_analytics.explore.stage_o import (
 )
 from sk_analytics.markdown import table
 from sk_analytics.option_trial.api import GATE_LABELS
+from sk_analytics.stage_o.contradictions import contradictions, redecide_argv
+from sk_analytics.stage_o.contradictions import lines as contradiction_lines
 from sk_analytics.report.dcci import dcci_section
 from sk_analytics.report.devices import devices_section
 from sk_analytics.report.figures import RunColumn, svg_run_metrics, svg_sk_deltas
@@ -255,6 +257,10 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
     t = TEXT[lang]
     outcome = t["outcome_stopped"] if view.state.stopped else t["outcome_base"]
     lines = [f"# {t['title']}", "", f"**{outcome}**", ""]
+    found = contradictions(view.records)
+    if found:  # issue 43: in the headline, never below it
+        said = contradiction_lines(found, redecide_argv(str(view.root.resolve())), lang)
+        lines += [f"> **{said[0]}**", *[f"> - {line.strip()}" for line in said[1:]], ""]
     if view.state.stopped:
         lines += [f"- {t['stop_reason']}: {stop_reason(view.state.stopped, view.state, lang)}"]
         scene = (view.state.stopped.get("evidence") or {}).get("scene")

@@ -218,11 +218,12 @@ def _cwd(workload: dict[str, Any], backend: str, path: Path) -> str | None:
 def _policy(raw: dict[str, Any] | None, path: Path) -> Policy:
     """The task's schema-checked ``policy`` (absent: the protocol defaults)."""
     raw = {} if raw is None else raw
-    if raw.get("gate") == "sequential" and raw.get("budget_runs") is not None:
-        # the sequential gate adds candidate runs inside the gate action, which the run budget does not count yet
-        raise InputError(path, "policy/budget_runs cannot be combined with policy/gate sequential", record="/policy/budget_runs",
+    if raw.get("gate") in ("sequential", "family") and raw.get("budget_runs") is not None:
+        # these gates add runs inside the gate action, which the run budget does not count yet
+        raise InputError(path, f"policy/budget_runs cannot be combined with policy/gate {raw['gate']}", record="/policy/budget_runs",
                          expected="no budget_runs, or another gate mode")
-    floats: dict[str, float] = {name: float(raw[name]) for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct") if name in raw}
+    floats: dict[str, float] = {name: float(raw[name]) for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct", "min_effect_pct")
+                                if name in raw}
     return Policy.from_json({**raw, **floats})
 
 

@@ -1,0 +1,62 @@
+"""The family policy in a sweep on the simulator (``policy.gate = "family"``, issue 43)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sk_analytics.errors import InputError
+from sk_analytics.ledger.chain import read_records
+from sk_analytics.option_trial.modes import FAMILY_INCUMBENT_RUNS
+from sk_runner.sweep.driver import run_sweep
+from sk_runner.sweep.phase import _policy
+from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
+
+
+@pytest.mark.slow
+def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    # truth: auto-op-parallel-1 about -3.7 % step time (a gain), split-mode-3 neutral (+0.1 %)
+    session = small_session(root, ["auto-op-parallel-1", "split-mode-3"], noise=1.0, policy=replace(FAST_POLICY, gate="family"))
+    outcome = run_sweep(session, say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    gates = {r.data["round"]: r.data for r in read_records(root) if r.kind == "gate_result"}
+    runs = runs_per_round(root)
+    assert len(runs["O0-INCUMBENT"]) == FAMILY_INCUMBENT_RUNS  # extended once, before the first look
+    first = gates["O1"]["family"]
+    assert first["incumbent_runs_added_by_gate"] == FAMILY_INCUMBENT_RUNS - 5 and first["incumbent_runs"] == FAMILY_INCUMBENT_RUNS
+    design = first["design"]
+    assert design["entries"] == 2 and design["entry_level_one_sided"] == pytest.approx(0.025)
+    assert design["cap_runs_per_session"] == FAMILY_INCUMBENT_RUNS + 2 * design["cap_runs_per_entry"]
+    for name, gate in gates.items():
+        fam = gate["family"]
+        assert gate["gate_mode"] == "family" and gate["gate_is_protocol"] is False and gate["accepted"] is fam["accepted"]
+        assert fam["state"] in ("accepted", "rejected") and 3 <= fam["runs_used"] <= design["cap_candidate_runs"]
+        # the protocol's verdict is taken on the protocol's runs: five of the incumbent, three of the candidate
+        verdict = gate["protocol_verdict"]
+        assert (verdict["baseline_runs"], verdict["candidate_runs"]) == (5, 3)
+        assert gate["protocol_accepted"] is verdict["accepted"]
+        summary = json.loads((root / gate["summary_path"]).read_text(encoding="utf-8"))
+        assert summary["candidates"][name]["family_policy_evaluation"]["state"] == fam["state"]
+    statuses = settled_statuses(root)
+    assert statuses["auto-op-parallel-1"] == "accepted" and statuses["split-mode-3"] == "rejected"
+    # the winner became the incumbent with at least the design's incumbent runs
+    assert len(runs["O1"]) >= FAMILY_INCUMBENT_RUNS
+
+
+def test_family_gate_policy_fields(tmp_path: Path) -> None:
+    task = tmp_path / "task.json"
+    with pytest.raises(InputError, match="budget_runs cannot be combined with policy/gate family"):
+        _policy({"gate": "family", "budget_runs": 40}, task)
+    with pytest.raises(InputError, match="policy/min_effect_pct"):
+        _policy({"gate": "family", "min_effect_pct": -1}, task)
+    with pytest.raises(InputError, match="policy/min_effect_pct"):
+        _policy({"gate": "family", "min_effect_pct": "1%"}, task)
+    policy = _policy({"gate": "family", "min_effect_pct": 2}, task)
+    assert policy.gate == "family" and policy.min_effect_pct == 2.0 and policy.to_json()["min_effect_pct"] == 2.0
+    # a task that does not choose keeps the protocol and the session identity of sessions made before the field
+    default = _policy(None, task)
+    assert default.gate == "protocol" and "min_effect_pct" not in default.to_json()
