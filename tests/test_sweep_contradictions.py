@@ -61,3 +61,21 @@ def test_a_protocol_sweep_that_freezes_a_no_effect_value_names_it_last(tmp_path:
     assert "split-mode-3 (O2)" in head and " ".join(argv) in head
     assert verify(root).ok
     assert [r.data["protocol_accepted"] for r in read_records(root) if r.kind == "gate_result"] == [True, True]
+
+    # the printed command: a linked successor session under the family policy, from the runs already made
+    from sk_analytics.cli._base import run_cli
+    from sk_runner.cli import cli
+
+    original = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
+    assert run_cli(cli, "sk-run", argv[1:] + ["--quiet"]) == 0
+    successor = Path(argv[-1])
+    assert settled_statuses(successor) == {"auto-op-parallel-1": "accepted", "split-mode-3": "rejected"}  # the right BASE
+    assert verify(successor).ok and verify(root).ok
+    assert {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")} == original
+    link = json.loads((successor / "session.json").read_text(encoding="utf-8"))["task"]["redecides"]
+    assert link["session"] == str(root.resolve()) and link["handoff_fingerprint"] == handoff["handoff_fingerprint"]
+    trials = {r.data["round"]: r.data for r in read_records(successor) if r.kind == "trial_result" and r.data["phase"] != "top_up"}
+    # O0 and O1 (same incumbent in both sessions) are adopted; only runs the family policy needs are added
+    assert trials["O0-INCUMBENT"]["adopted_runs"] == 5 and trials["O1"]["adopted_runs"] >= 3
+    assert trials["O1"]["runs_added"] == 0
+    assert not json.loads((successor / "handoff.json").read_text(encoding="utf-8"))["contradictions"]["entries"]

@@ -10,10 +10,12 @@ import pytest
 
 from sk_analytics.errors import InputError
 from sk_analytics.ledger.chain import read_records
-from sk_analytics.option_trial.modes import FAMILY_INCUMBENT_RUNS
+from sk_analytics.option_trial.modes import family_incumbent_runs
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy
 from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
+
+INCUMBENT = family_incumbent_runs(2)  # the design of a two-entry matrix
 
 
 @pytest.mark.slow
@@ -25,12 +27,12 @@ def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(tmp_
     assert outcome is not None and outcome.outcome == "base"
     gates = {r.data["round"]: r.data for r in read_records(root) if r.kind == "gate_result"}
     runs = runs_per_round(root)
-    assert len(runs["O0-INCUMBENT"]) == FAMILY_INCUMBENT_RUNS  # extended once, before the first look
+    assert len(runs["O0-INCUMBENT"]) == INCUMBENT  # extended once, before the first look
     first = gates["O1"]["family"]
-    assert first["incumbent_runs_added_by_gate"] == FAMILY_INCUMBENT_RUNS - 5 and first["incumbent_runs"] == FAMILY_INCUMBENT_RUNS
+    assert first["incumbent_runs_added_by_gate"] == INCUMBENT - 5 and first["incumbent_runs"] == INCUMBENT
     design = first["design"]
     assert design["entries"] == 2 and design["entry_level_one_sided"] == pytest.approx(0.025)
-    assert design["cap_runs_per_session"] == FAMILY_INCUMBENT_RUNS + 2 * design["cap_runs_per_entry"]
+    assert design["cap_runs_per_session"] == INCUMBENT + 2 * design["cap_runs_per_entry"]
     for name, gate in gates.items():
         fam = gate["family"]
         assert gate["gate_mode"] == "family" and gate["gate_is_protocol"] is False and gate["accepted"] is fam["accepted"]
@@ -44,7 +46,7 @@ def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(tmp_
     statuses = settled_statuses(root)
     assert statuses["auto-op-parallel-1"] == "accepted" and statuses["split-mode-3"] == "rejected"
     # the winner became the incumbent with at least the design's incumbent runs
-    assert len(runs["O1"]) >= FAMILY_INCUMBENT_RUNS
+    assert len(runs["O1"]) >= INCUMBENT
 
 
 def test_family_gate_policy_fields(tmp_path: Path) -> None:

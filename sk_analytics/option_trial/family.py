@@ -23,9 +23,9 @@ half of the time. This policy makes the BASE right as a whole:
   :data:`FUTILITY_CONFIDENCE` upper bound of its gain is below it (non-binding:
   it only lowers the false-win rate);
 * **incumbent runs that serve every entry**: the incumbent is extended to
-  :data:`INCUMBENT_RUNS` runs (each extra run sharpens every later test; recorded
-  as ``incumbent_runs_added``) and a frozen winner, which becomes the next
-  incumbent, is topped up to as many;
+  ``entries + 3`` runs (10 to 15, :func:`~sk_analytics.option_trial.modes.family_incumbent_runs`:
+  each extra run sharpens every later test; recorded as ``incumbent_runs_added_by_gate``) and a
+  frozen winner, which becomes the next incumbent, is topped up to as many;
 * P90 and stddev must not be significantly worse, at the entry's level (the
   statistics policy's tests, :mod:`stats_gate`), so a variance-neutral win is
   not lost to a coin flip.
@@ -46,7 +46,7 @@ import numpy as np
 from sk_analytics.lazy_module import lazy_module
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, Allowances
 from sk_analytics.option_trial.inference import log_effect_of_pct, log_improvement_pct, welch_terms
-from sk_analytics.option_trial.modes import FAMILY_CAP, FAMILY_INCUMBENT_RUNS, FAMILY_MIN_EFFECT_PCT
+from sk_analytics.option_trial.modes import FAMILY_CAP, FAMILY_MIN_EFFECT_PCT, family_incumbent_runs
 from sk_analytics.option_trial.stats_gate import RunFigures, bounds, metric_checks
 
 sps = lazy_module("scipy.stats")
@@ -57,14 +57,12 @@ FAMILY_LEVEL = 0.05
 MIN_EFFECT_PCT = FAMILY_MIN_EFFECT_PCT
 """Default ``policy.min_effect_pct``: a gain below 1 % is not worth freezing into BASE (twice the 0.5 % band the
 statistics call no effect, :data:`~sk_analytics.option_trial.inference.EQUIVALENCE_MARGIN_PCT`)."""
-INCUMBENT_RUNS = FAMILY_INCUMBENT_RUNS
-"""Runs the incumbent is extended (and a frozen winner topped up) to: its runs serve every later entry."""
 CAP = FAMILY_CAP
 """Default most candidate runs of one entry."""
 FIRST_LOOK = CANDIDATE_MIN_RUNS
 SPENDING_SHAPE = 2.0
 """Exponent of the spending function: the share of an entry's level spent by a look grows as its run share squared."""
-FUTILITY_CONFIDENCE = 0.90
+FUTILITY_CONFIDENCE = 0.75
 """One-sided confidence of the upper bound of the gain that must reach the minimum effect to go on."""
 CALIBRATION_TRIALS = 200_000
 CALIBRATION_SEED = 20_261_206
@@ -81,7 +79,8 @@ class FamilyDesign:
     """Entries of the frozen matrix (the family the level is spent over)."""
     level: float = FAMILY_LEVEL
     min_effect_pct: float = MIN_EFFECT_PCT
-    incumbent_runs: int = INCUMBENT_RUNS
+    incumbent_runs: int = 0
+    """Runs of the incumbent (0: :func:`~sk_analytics.option_trial.modes.family_incumbent_runs` of the entries)."""
     cap: int = CAP
     """Most candidate runs of one entry."""
     first: int = FIRST_LOOK
@@ -89,6 +88,8 @@ class FamilyDesign:
     def __post_init__(self) -> None:
         if self.entries < 1:
             raise ValueError(f"a family needs at least one entry, not {self.entries}")
+        if self.incumbent_runs == 0:
+            object.__setattr__(self, "incumbent_runs", family_incumbent_runs(self.entries))
         if not 0 < self.level < 1:
             raise ValueError(f"the family level {self.level!r} is not in (0, 1)")
         if not (np.isfinite(self.min_effect_pct) and self.min_effect_pct >= 0):

@@ -92,10 +92,11 @@ def accept_path(
 
 
 def family_top_up(gate: Mapping[str, Any] | None) -> int:
-    """Runs a family-policy winner is topped up to before it becomes the incumbent: the design's incumbent runs,
-    or the runs it already has when more (its runs serve every later entry)."""
+    """Runs a family-policy winner is topped up to before it becomes the incumbent: the design's incumbent runs
+    (stated in its gate record), or the runs it already has when more (its runs serve every later entry)."""
     runs = len((gate or {}).get("candidate_run_metrics") or ())
-    return max(runs, FAMILY_INCUMBENT_RUNS)
+    design = ((gate or {}).get("family") or {}).get("design") or {}
+    return max(runs, int(design.get("incumbent_runs") or FAMILY_INCUMBENT_RUNS[0]))
 
 
 def run_action(entry: Mapping[str, Any], policy: Policy, round_: str, phase: Phase, base_round: str, changes: tuple[Change, ...]) -> RunTrial:

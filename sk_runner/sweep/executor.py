@@ -35,6 +35,7 @@ from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ
 from sk_runner.hosts.base import Hosts, run_lease_record
 from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.probes import probe_control
+from sk_runner.sweep.redecide import adopt_round
 from sk_runner.sweep.session import SweepSession, session_relative
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
 
@@ -119,6 +120,10 @@ class Executor:
             if event.stage in ("clean", "correctness", "probe"):
                 self.say(f"    {a.round} {event.message} ({event.elapsed_s:.1f} s)")
 
+        adopted = adopt_round(self.session, a.round, self.config_of(a.base_round),
+                              [{"pointer": c.pointer, "value": c.value} for c in a.changes], a.joint_dcci)
+        if adopted:
+            self.say(f"    {a.round}: {adopted} clean runs adopted from the predecessor session (only missing runs are added)")
         result = run_trial(spec, progress)
         failure = None
         if result.status != "ok":
@@ -132,6 +137,7 @@ class Executor:
             "base_round": a.base_round, "changes": [{"pointer": c.pointer, "value": c.value} for c in a.changes],
             "timeout_s": a.timeout_s, "isolated_risky": a.isolated, "joint_dcci": a.joint_dcci,
             "failure": failure, "lease": result.lease, "foreign_processes": result.foreign,
+            **({"adopted_runs": adopted} if adopted else {}),
             "summary_zh": f"{a.round}（{a.phase}）{'完成' if failure is None else '失败'}：{len(result.runs_completed)} 次干净运行"
             + ("" if failure is None else f"；{failure['reason_zh']}"),
         }
