@@ -62,3 +62,19 @@ def test_family_gate_policy_fields(tmp_path: Path) -> None:
     # a task that does not choose keeps the protocol and the session identity of sessions made before the field
     default = _policy(None, task)
     assert default.gate == "protocol" and "min_effect_pct" not in default.to_json()
+
+
+def test_the_plan_states_the_family_caps_up_front(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sk_analytics.cli._base import run_cli
+    from sk_analytics.stage_o.matrix import protocol_candidates
+    from sk_runner.cli import cli
+    from test_sweep_phase import _write
+
+    task = _write(tmp_path, policy={"risky_timeout_s": 5.0, "gate": "family", "min_effect_pct": 1.5})
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    plan = json.loads(out[out.index("{"):])["gate_policy"]
+    entries = len(protocol_candidates())
+    assert plan["policy"] == "family" and plan["entries"] == entries and plan["min_effect_pct"] == 1.5
+    assert plan["cap_runs_per_session"] == plan["incumbent_runs"] + entries * plan["cap_runs_per_entry"]
+    assert plan["entry_level_one_sided"] == pytest.approx(0.05 / entries)

@@ -21,6 +21,7 @@ from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.option_values import name_problem, value_problem
 from sk_analytics.stage_o.options import is_debug_option, spec_of
+from sk_analytics.option_trial.modes import FAMILY_MIN_EFFECT_PCT
 from sk_runner.backends.base import Control
 from sk_runner.config import check_config_options, load_config
 from sk_runner.limits import size_problem
@@ -243,7 +244,18 @@ def plan(task: StageOTask, session: Path) -> dict[str, Any]:
             {"argv": ["sk-analyze", "ledger", "show", root]},
         ],
         "handoff": {"schema_version": HANDOFF_SCHEMA, "session_path": root, "step_id": PHASE, "seal_after_agent_result": True},
+        **({"gate_policy": family_plan(task.policy)} if task.policy.gate == "family" else {}),
     }
+
+
+def family_plan(policy: Policy) -> dict[str, Any]:
+    """The family policy's design stated up front (issue 43): its level, minimum effect and caps, for a matrix of
+    every protocol candidate (a value the task does not list still enters the matrix, settled blocked)."""
+    from sk_analytics.option_trial.family import FamilyDesign
+    from sk_analytics.stage_o.matrix import protocol_candidates
+
+    effect = FAMILY_MIN_EFFECT_PCT if policy.min_effect_pct is None else policy.min_effect_pct
+    return FamilyDesign(len(protocol_candidates()), min_effect_pct=effect).to_json()
 
 
 def check_workload_command(task: StageOTask) -> None:
