@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from gate_noise import STEP_MS, DriftModel, _stable
+
 from sk_analytics.option_trial.family import FamilyDesign
 from sk_analytics.option_trial.family import replay as family_replay
 from sk_analytics.option_trial.gate import Allowances, evaluate_candidate

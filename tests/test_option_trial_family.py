@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
 from session_mc import Cell, entry_power
+
 from sk_analytics.option_trial.family import (
     FamilyDesign,
     design_boundaries,

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from sweep_helpers import settled_statuses, small_session
 
 from sk_analytics.ledger.chain import read_records, verify
 from sk_analytics.stage_o.contradictions import contradictions, lines, redecide_argv
 from sk_runner.sweep.driver import run_sweep
-from sweep_helpers import settled_statuses, small_session
 
 
 def _gate(round_name: str, accepted: bool, ci: list[float] | None, mode: str = "protocol") -> tuple[str, dict[str, object]]:

@@ -7,13 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
 
 from sk_analytics.errors import InputError
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.option_trial.modes import family_incumbent_runs
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy
-from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
 
 INCUMBENT = family_incumbent_runs(2)  # the design of a two-entry matrix
 
@@ -65,10 +65,11 @@ def test_family_gate_policy_fields(tmp_path: Path) -> None:
 
 
 def test_the_plan_states_the_family_caps_up_front(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_sweep_phase import _write
+
     from sk_analytics.cli._base import run_cli
     from sk_analytics.stage_o.matrix import protocol_candidates
     from sk_runner.cli import cli
-    from test_sweep_phase import _write
 
     task = _write(tmp_path, policy={"risky_timeout_s": 5.0, "gate": "family", "min_effect_pct": 1.5})
     assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0

@@ -139,7 +139,7 @@ def welch_z(base: np.ndarray, cand: np.ndarray, shift: float = 0.0) -> np.ndarra
 
 def spent(k: int, first: int, cap: int, level: float) -> float:
     """Level spent by the look at candidate run ``k`` (cumulative)."""
-    return level * ((k - first + 1) / (cap - first + 1)) ** SPENDING_SHAPE
+    return float(level * ((k - first + 1) / (cap - first + 1)) ** SPENDING_SHAPE)
 
 
 @lru_cache(maxsize=64)
@@ -185,9 +185,13 @@ class Replay:
     """Normal score of the improvement at every look (last axis), NaN after the decision."""
 
 
-def replay(base: RunFigures, cand: RunFigures, design: FamilyDesign, allowances: Allowances = Allowances()) -> Replay:
+PROTOCOL_ALLOWANCES = Allowances()
+"""The protocol's 0 % P90/stddev allowances (the default of every evaluation)."""
+
+
+def replay(base: RunFigures, cand: RunFigures, design: FamilyDesign, allowances: Allowances = PROTOCOL_ALLOWANCES) -> Replay:
     """The family decision of every trial from its runs in run order (looks at ``first .. min(cap, runs)``)."""
-    nb, nc = base.mean_ms.shape[-1], cand.mean_ms.shape[-1]
+    nc = cand.mean_ms.shape[-1]
     lead = base.mean_ms.shape[:-1]
     limit = min(design.cap, nc)
     c = design_boundaries(design)
@@ -231,7 +235,7 @@ def _json_number(value: float) -> float | str | None:
 
 
 def evaluate_family(baseline: Mapping[str, Any], candidate: Mapping[str, Any], design: FamilyDesign,
-                    allowances: Allowances = Allowances()) -> dict[str, Any]:
+                    allowances: Allowances = PROTOCOL_ALLOWANCES) -> dict[str, Any]:
     """``family_policy_evaluation`` of one candidate (JSON-ready); it decides only under ``"gate": "family"``.
 
     ``undecided`` asks for one more candidate run (``next``); the incumbent's run count is whatever the
@@ -249,7 +253,7 @@ def evaluate_family(baseline: Mapping[str, Any], candidate: Mapping[str, Any], d
     bounds_ = design_boundaries(design) if designed else ()
     looks = [] if found is None else [
         {"candidate_runs": design.first + j, "z": _json_number(z), "boundary": _json_number(c)}
-        for j, (z, c) in enumerate(zip(found.z, bounds_)) if design.first + j <= used
+        for j, (z, c) in enumerate(zip(found.z, bounds_, strict=True)) if design.first + j <= used
     ]
     return {
         "policy": POLICY, "is_protocol": False, "label": LABEL, "label_zh": LABEL_ZH,

@@ -14,7 +14,7 @@ family policy from the runs already made (:func:`redecide_argv`). Pure: ledger r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 KINDS = ("accepted_not_supported", "rejected_likely_gain")
@@ -70,7 +70,7 @@ def _ci(ci: list[float] | None) -> str:
     return "—" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]"
 
 
-def lines(found: list[Mapping[str, Any]], argv: list[str] | None, lang: str = "en") -> list[str]:
+def lines(found: Sequence[Mapping[str, Any]], argv: Sequence[str] | None, lang: str = "en") -> list[str]:
     """Human lines naming each contradicted entry and the command (empty when there is none)."""
     if not found:
         return []

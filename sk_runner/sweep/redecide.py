@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.errors import IntegrityError, UsageError
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import sha256_file
 from sk_analytics.stage_o.layout import HANDOFF_FILE
-from sk_analytics.strict_json import load_json_file
 from sk_runner.sweep.matrix_cli import MATRIX_NAME
 from sk_runner.sweep.probes import PROBES_DIR
 from sk_runner.sweep.session import SweepSession, create_session, load_session
-from sk_runner.trial import complete_runs, round_dir_of
+from sk_runner.trial.spec import complete_runs, round_dir_of
 
 PREDECESSOR_KEY = "redecides"
 NOT_ADOPTED = ("option-trial-summary.json", "stability.json", "*.lock", ".*")
@@ -33,7 +33,7 @@ NOT_ADOPTED = ("option-trial-summary.json", "stability.json", "*.lock", ".*")
 
 def successor_session(original: Path, target: Path, gate: str) -> SweepSession:
     """Create the successor of the finished, verifiable session ``original`` under ``gate`` at ``target``."""
-    from sk_analytics.ledger import verify
+    from sk_analytics.ledger.chain import verify
 
     orig = load_session(original)
     handoff_path = original / HANDOFF_FILE
