@@ -79,3 +79,38 @@ def test_the_plan_states_the_family_caps_up_front(tmp_path: Path, capsys: pytest
     assert plan["policy"] == "family" and plan["entries"] == entries and plan["min_effect_pct"] == 1.5
     assert plan["cap_runs_per_session"] == plan["incumbent_runs"] + entries * plan["cap_runs_per_entry"]
     assert plan["entry_level_one_sided"] == pytest.approx(0.05 / entries)
+
+
+@pytest.mark.slow
+def test_family_gate_interrupted_after_extending_the_incumbent_resumes_to_the_same_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C right after the incumbent was extended (before any gate record): the resume accepts an incumbent
+    with more than five runs, extends nothing again and ends as an uninterrupted sweep does."""
+    from sweep_helpers import sweep_outcome
+
+    import sk_runner.sweep.executor as executor
+    from sk_analytics.handoff.crosscheck import first_disagreement
+    from sk_runner.sweep.session import load_session
+
+    entries, policy = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="family")
+    reference = tmp_path / "reference"
+    run_sweep(small_session(reference, entries, noise=1.0, policy=policy), say=lambda _: None)
+    real = executor.run_trial
+
+    def interrupted(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = real(spec, progress)
+        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:
+            raise KeyboardInterrupt
+        return result
+
+    root = tmp_path / "s"
+    monkeypatch.setattr(executor, "run_trial", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, entries, noise=1.0, policy=policy), say=lambda _: None)
+    assert len(runs_per_round(root)["O0-INCUMBENT"]) == INCUMBENT
+    assert not any(r.kind == "gate_result" for r in read_records(root))
+    monkeypatch.setattr(executor, "run_trial", real)
+    run_sweep(load_session(root), say=lambda _: None)
+    assert sweep_outcome(root) == sweep_outcome(reference)
+    assert len(runs_per_round(root)["O0-INCUMBENT"]) == INCUMBENT
+    assert first_disagreement(root) is None
