@@ -29,7 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, MAX_SPREAD_PCT, Allowances, evaluate_candidate
+from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, MAX_SPREAD_PCT, PROTOCOL_ALLOWANCES, Allowances, evaluate_candidate
 from sk_analytics.option_trial.inference import EQUIVALENCE_MARGIN_PCT, POWER, ci_excludes_zero, log_effect_of_pct, planned_runs, runs_needed
 from sk_analytics.option_trial.sequential import replay
 from sk_analytics.option_trial.stats_gate import PRECONDITIONS, RunFigures, bounds, metric_checks
@@ -125,7 +125,7 @@ def draw(model: NoiseModel, rng: np.random.Generator, trials: int, nb: int, nc: 
     return Side.of(model.samples(rng, trials, nb, 1.0)), Side.of(model.samples(rng, trials, nc, 1.0 - effect_pct / 100))
 
 
-def decide(base: Side, cand: Side, allowances: Allowances = Allowances()) -> dict[str, np.ndarray]:
+def decide(base: Side, cand: Side, allowances: Allowances = PROTOCOL_ALLOWANCES) -> dict[str, np.ndarray]:
     """Accept/reject of every gate for every trial (boolean arrays)."""
     means = base.runs.mean_ms
     stable = ((means.max(axis=1) - means.min(axis=1)) / means.mean(axis=1) * 100 <= MAX_SPREAD_PCT) & (means.shape[1] == BASELINE_REQUIRED_RUNS)

@@ -21,6 +21,7 @@ from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAUL
 from sk_analytics.option_trial.advice import advise
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
+    PROTOCOL_ALLOWANCES,
     Allowances,
     evaluate_candidate,
     evaluate_stability,
@@ -132,7 +133,7 @@ def evaluate_option_trial(
     baseline_path: str = "baseline",
     candidate_paths: Mapping[str, str] | None = None,
     expected_ranks: int | None = DEFAULT_EXPECTED_RANKS,
-    allowances: Allowances = Allowances(),
+    allowances: Allowances = PROTOCOL_ALLOWANCES,
     sequential_cap: int = SEQUENTIAL_CAP,
     family: FamilyDesign | None = None,
 ) -> dict[str, Any]:

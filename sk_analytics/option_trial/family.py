@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, Allowances
+from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, PROTOCOL_ALLOWANCES, Allowances
 from sk_analytics.option_trial.inference import log_effect_of_pct, log_improvement_pct, welch_terms
 from sk_analytics.option_trial.modes import FAMILY_CAP, FAMILY_MIN_EFFECT_PCT, family_incumbent_runs
 from sk_analytics.option_trial.stats_gate import RunFigures, bounds, metric_checks
@@ -183,10 +183,6 @@ class Replay:
     """``crossed`` / ``futile`` / ``below_min_effect`` / ``cap_reached`` / ``add_a_run``."""
     z: np.ndarray
     """Normal score of the improvement at every look (last axis), NaN after the decision."""
-
-
-PROTOCOL_ALLOWANCES = Allowances()
-"""The protocol's 0 % P90/stddev allowances (the default of every evaluation)."""
 
 
 def replay(base: RunFigures, cand: RunFigures, design: FamilyDesign, allowances: Allowances = PROTOCOL_ALLOWANCES) -> Replay:
