@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from gate_noise import STEP_MS, DriftModel, _stable
 
-from sk_analytics.option_trial.family import FamilyDesign
-from sk_analytics.option_trial.family import replay as family_replay
+from sk_analytics.option_trial.family import FamilyDesign, replay as family_replay
 from sk_analytics.option_trial.gate import Allowances, evaluate_candidate
 from sk_analytics.option_trial.sequential import replay as sequential_replay
 from sk_analytics.option_trial.stats_gate import RunFigures, bounds, metric_checks

@@ -19,6 +19,7 @@ import polars as pl
 from sk_analytics.errors import UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.advice import advise
+from sk_analytics.option_trial.family import LABEL as FAMILY_LABEL, LABEL_ZH as FAMILY_LABEL_ZH, FamilyDesign, evaluate_family
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
     PROTOCOL_ALLOWANCES,
@@ -30,9 +31,6 @@ from sk_analytics.option_trial.gate import (
 )
 from sk_analytics.option_trial.inference import trial_statistics
 from sk_analytics.option_trial.modes import GATE_MODES, GateMode
-from sk_analytics.option_trial.family import LABEL as FAMILY_LABEL
-from sk_analytics.option_trial.family import LABEL_ZH as FAMILY_LABEL_ZH
-from sk_analytics.option_trial.family import FamilyDesign, evaluate_family
 from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP, LABEL as SEQUENTIAL_LABEL, LABEL_ZH as SEQUENTIAL_LABEL_ZH, evaluate_sequential
 from sk_analytics.option_trial.sources import check_candidate
 from sk_analytics.option_trial.stats import Samples

@@ -36,8 +36,6 @@ from sk_analytics.explore.stage_o import (
 )
 from sk_analytics.markdown import table
 from sk_analytics.option_trial.api import GATE_LABELS
-from sk_analytics.stage_o.contradictions import contradictions, redecide_argv
-from sk_analytics.stage_o.contradictions import lines as contradiction_lines
 from sk_analytics.report.dcci import dcci_section
 from sk_analytics.report.devices import devices_section
 from sk_analytics.report.figures import RunColumn, svg_run_metrics, svg_sk_deltas
@@ -52,6 +50,7 @@ from sk_analytics.session_view import (
     settled_status,
     trial_round,
 )
+from sk_analytics.stage_o.contradictions import contradictions, lines as contradiction_lines, redecide_argv
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.stage_o.state import O0
 

@@ -112,14 +112,16 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | N
     if gate is not None and not (demo or redecide is not None):
         raise UsageError("--gate goes with --demo or --redecide (a task sets policy.gate; a resumed session keeps its own)")
     if redecide is not None:
-        from sk_runner.sweep.demo import recorded_need
+        from sk_runner.sweep.leasing import session_request
         from sk_runner.sweep.redecide import successor_session
         from sk_runner.sweep.session import load_session
 
         if session_dir is None:
             raise UsageError("--redecide needs --session NEW: the successor's folder (the original stays untouched)")
-        request = lease_request(lease_root, device_ids, lease_timeout, default=recorded_need(load_session(redecide)))
-        return run_and_print(successor_session(redecide, session_dir, gate or "family"), lang, quiet, request)
+        request = session_request(redecide, lease_root, device_ids, lease_timeout, unleased=unleased)  # the predecessor's lease
+        require_lease(request, load_session(redecide).backend.name)
+        successor = successor_session(redecide, session_dir, gate or "family", lease=_requested(request))
+        return run_and_print(successor, lang, quiet, request)
     if demo and hosts > 1:
         raise UsageError("--hosts goes with --task (or --resume of a session that spans hosts); the demo runs on this host")
     if resume is not None:

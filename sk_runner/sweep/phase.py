@@ -18,10 +18,10 @@ from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.strict_json import check_against_schema, load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.option_trial.modes import FAMILY_MIN_EFFECT_PCT
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.option_values import name_problem, value_problem
 from sk_analytics.stage_o.options import is_debug_option, spec_of
-from sk_analytics.option_trial.modes import FAMILY_MIN_EFFECT_PCT
 from sk_runner.backends.base import Control
 from sk_runner.config import check_config_options, load_config
 from sk_runner.limits import size_problem

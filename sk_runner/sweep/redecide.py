@@ -31,8 +31,9 @@ NOT_ADOPTED = ("option-trial-summary.json", "stability.json", "*.lock", ".*")
 """Derived files the successor computes again under its own gate (and locks / temp files)."""
 
 
-def successor_session(original: Path, target: Path, gate: str) -> SweepSession:
-    """Create the successor of the finished, verifiable session ``original`` under ``gate`` at ``target``."""
+def successor_session(original: Path, target: Path, gate: str, *, lease: dict[str, Any] | None = None) -> SweepSession:
+    """Create the successor of the finished, verifiable session ``original`` under ``gate`` at ``target``
+    (``lease``: its ``lease_requested`` record, :mod:`sk_runner.sweep.leasing`)."""
     from sk_analytics.ledger.chain import verify
 
     orig = load_session(original)
@@ -50,7 +51,7 @@ def successor_session(original: Path, target: Path, gate: str) -> SweepSession:
     task: dict[str, Any] = {**(orig.task or {}), PREDECESSOR_KEY: link}
     session = create_session(target, load_json_file(orig.seed_config_path), seed=orig.seed, backend=orig.backend,
                              control=orig.control, policy=replace(orig.policy, gate=gate, budget_runs=None), task=task,
-                             placement=orig.placement)
+                             placement=orig.placement, lease=lease)
     shutil.copy2(original / MATRIX_NAME, target / MATRIX_NAME)  # the same frozen family of entries
     if (original / PROBES_DIR).is_dir():
         shutil.copytree(original / PROBES_DIR, target / PROBES_DIR)
