@@ -50,14 +50,17 @@ def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(tmp_
 
 
 def test_family_gate_policy_fields(tmp_path: Path) -> None:
+    from test_sweep_phase import _write
+
+    from sk_runner.sweep.phase import validate_task
+
     task = tmp_path / "task.json"
     with pytest.raises(InputError, match="budget_runs cannot be combined with policy/gate family"):
         _policy({"gate": "family", "budget_runs": 40}, task)
-    with pytest.raises(InputError, match="policy/min_effect_pct"):
-        _policy({"gate": "family", "min_effect_pct": -1}, task)
-    with pytest.raises(InputError, match="policy/min_effect_pct"):
-        _policy({"gate": "family", "min_effect_pct": "1%"}, task)
-    policy = _policy({"gate": "family", "min_effect_pct": 2}, task)
+    for bad in (-1, "1%", 101):  # the task's schema types and bounds the field
+        with pytest.raises(InputError, match="min_effect_pct"):
+            validate_task(_write(tmp_path, policy={"gate": "family", "min_effect_pct": bad}))
+    policy = validate_task(_write(tmp_path, policy={"gate": "family", "min_effect_pct": 2})).policy
     assert policy.gate == "family" and policy.min_effect_pct == 2.0 and policy.to_json()["min_effect_pct"] == 2.0
     # a task that does not choose keeps the protocol and the session identity of sessions made before the field
     default = _policy(None, task)
