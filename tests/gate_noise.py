@@ -29,7 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, MAX_SPREAD_PCT, Allowances, evaluate_candidate
+from sk_analytics.option_trial.gate import BASELINE_REQUIRED_RUNS, MAX_SPREAD_PCT, PROTOCOL_ALLOWANCES, Allowances, evaluate_candidate
 from sk_analytics.option_trial.inference import EQUIVALENCE_MARGIN_PCT, POWER, ci_excludes_zero, log_effect_of_pct, planned_runs, runs_needed
 from sk_analytics.option_trial.sequential import replay
 from sk_analytics.option_trial.stats_gate import PRECONDITIONS, RunFigures, bounds, metric_checks
@@ -55,13 +55,19 @@ class DriftModel:
     jitter_pct: float = 1.0
     ranks: int = 4
     per_rank: int = 50
+    tail: str = "normal"
+    """``normal`` or ``t3``: the drift drawn from a Student t of 3 degrees of freedom scaled to the same sd (heavy tails)."""
 
     @property
     def name(self) -> str:
-        return f"drift {self.drift_pct:g} %"
+        return f"drift {self.drift_pct:g} %" + ("" if self.tail == "normal" else f" {self.tail}")
 
     def samples(self, rng: np.random.Generator, trials: int, runs: int, scale: float) -> np.ndarray:
-        drift = rng.normal(0.0, self.drift_pct / 100, (trials, runs, 1, 1))
+        shape = (trials, runs, 1, 1)
+        if self.tail == "t3":
+            drift = rng.standard_t(3, shape) * (self.drift_pct / 100 / math.sqrt(3))
+        else:
+            drift = rng.normal(0.0, self.drift_pct / 100, shape)
         jitter = rng.normal(0.0, self.jitter_pct / 100, (trials, runs, self.ranks, self.per_rank))
         return STEP_MS * scale * np.exp(drift + jitter)
 
@@ -119,7 +125,7 @@ def draw(model: NoiseModel, rng: np.random.Generator, trials: int, nb: int, nc: 
     return Side.of(model.samples(rng, trials, nb, 1.0)), Side.of(model.samples(rng, trials, nc, 1.0 - effect_pct / 100))
 
 
-def decide(base: Side, cand: Side, allowances: Allowances = Allowances()) -> dict[str, np.ndarray]:
+def decide(base: Side, cand: Side, allowances: Allowances = PROTOCOL_ALLOWANCES) -> dict[str, np.ndarray]:
     """Accept/reject of every gate for every trial (boolean arrays)."""
     means = base.runs.mean_ms
     stable = ((means.max(axis=1) - means.min(axis=1)) / means.mean(axis=1) * 100 <= MAX_SPREAD_PCT) & (means.shape[1] == BASELINE_REQUIRED_RUNS)

@@ -19,8 +19,10 @@ import polars as pl
 from sk_analytics.errors import UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.advice import advise
+from sk_analytics.option_trial.family import LABEL as FAMILY_LABEL, LABEL_ZH as FAMILY_LABEL_ZH, FamilyDesign, evaluate_family
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
+    PROTOCOL_ALLOWANCES,
     Allowances,
     evaluate_candidate,
     evaluate_stability,
@@ -40,6 +42,7 @@ GATE_LABELS: dict[str, tuple[str, str]] = {
     "strict": ("protocol gate + 95 % CI of the improvement above 0 (stricter than the protocol)", "协议门禁 + 提升的95%置信区间高于0（比协议更严）"),
     "stats": (STATS_LABEL, STATS_LABEL_ZH),
     "sequential": (SEQUENTIAL_LABEL, SEQUENTIAL_LABEL_ZH),
+    "family": (FAMILY_LABEL, FAMILY_LABEL_ZH),
 }
 """(en, zh) name of what decides under each gate mode; ``stats`` says it is not the protocol."""
 
@@ -112,10 +115,11 @@ def gate_policy(gate: str, allowances: Allowances) -> dict[str, Any]:
     }
 
 
-def decides(gate: str, protocol_accepted: bool, ci_excludes_zero: bool, stats_accepted: bool, sequential_accepted: bool = False) -> bool:
-    """The effective decision of ``gate`` from the four answers computed for every candidate."""
+def decides(gate: str, protocol_accepted: bool, ci_excludes_zero: bool, stats_accepted: bool, sequential_accepted: bool = False,
+            family_accepted: bool = False) -> bool:
+    """The effective decision of ``gate`` from the answers computed for every candidate."""
     return {"protocol": protocol_accepted, "strict": protocol_accepted and ci_excludes_zero, "stats": stats_accepted,
-            "sequential": sequential_accepted}[gate]
+            "sequential": sequential_accepted, "family": family_accepted}[gate]
 
 
 def evaluate_option_trial(
@@ -127,8 +131,9 @@ def evaluate_option_trial(
     baseline_path: str = "baseline",
     candidate_paths: Mapping[str, str] | None = None,
     expected_ranks: int | None = DEFAULT_EXPECTED_RANKS,
-    allowances: Allowances = Allowances(),
+    allowances: Allowances = PROTOCOL_ALLOWANCES,
     sequential_cap: int = SEQUENTIAL_CAP,
+    family: FamilyDesign | None = None,
 ) -> dict[str, Any]:
     """The option-trial summary JSON of ``candidates`` against ``baseline``.
 
@@ -140,7 +145,9 @@ def evaluate_option_trial(
     by the statistics policy (:mod:`~sk_analytics.option_trial.stats_gate`,
     not the protocol); ``gate="sequential"`` by its sequential form
     (:mod:`~sk_analytics.option_trial.sequential`, looks at 3 .. ``sequential_cap``
-    candidate runs; undecided = not accepted yet). The protocol checks and ``option_trial_evaluation``
+    candidate runs; undecided = not accepted yet); ``gate="family"`` by the family policy
+    (:mod:`~sk_analytics.option_trial.family`; ``family`` is the sweep's design, default: one family of
+    the candidates given). The protocol checks and ``option_trial_evaluation``
     are never changed by the mode. ``allowances``
     are the reference tool's P90/stddev regression allowances (default 0 %).
     """
@@ -174,9 +181,14 @@ def evaluate_option_trial(
         summary["stats_policy_evaluation"] = stats_ev
         seq_ev = evaluate_sequential(evaluation, base_summary, summary, allowances, sequential_cap)
         summary["sequential_policy_evaluation"] = seq_ev
+        fam_ev = None
+        if gate == "family":  # calibrated per design: computed only where it decides
+            fam_ev = evaluate_family(base_summary, summary, family or FamilyDesign(len(candidates)), allowances)
+            summary["family_policy_evaluation"] = fam_ev
         summary["advice"] = advise(base_summary, summary)
         strict_ok = bool(extra["ci_excludes_zero"])
-        effective[name] = decides(gate, evaluation["accepted"], strict_ok, stats_ev["accepted"], seq_ev["accepted"])
+        effective[name] = decides(gate, evaluation["accepted"], strict_ok, stats_ev["accepted"], seq_ev["accepted"],
+                                  bool(fam_ev and fam_ev["accepted"]))
         summary["gate"] = {
             "mode": gate,
             "accepted": effective[name],
@@ -187,6 +199,7 @@ def evaluate_option_trial(
             "stats_accepted": stats_ev["accepted"],
             "sequential_accepted": seq_ev["accepted"],
             "sequential_state": seq_ev["state"],
+            **({} if fam_ev is None else {"family_accepted": fam_ev["accepted"], "family_state": fam_ev["state"]}),
             **allowances.to_json(),
         }
         summaries[name] = summary

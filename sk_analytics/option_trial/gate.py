@@ -142,6 +142,10 @@ class Allowances:
         return {"allow_p90_regression_pct": float(self.p90_pct), "allow_stddev_regression_pct": float(self.stddev_pct)}
 
 
+PROTOCOL_ALLOWANCES = Allowances()
+"""The protocol's allowances (0 %): the default of every evaluation."""
+
+
 def _decimal(value: float) -> Fraction:
     """A float as the decimal the JSON shows (its shortest repr): ``0.1`` is exactly 1/10."""
     return Fraction(repr(float(value)))

@@ -50,6 +50,7 @@ from sk_analytics.session_view import (
     settled_status,
     trial_round,
 )
+from sk_analytics.stage_o.contradictions import contradictions, lines as contradiction_lines, redecide_argv
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.stage_o.state import O0
 
@@ -255,6 +256,10 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
     t = TEXT[lang]
     outcome = t["outcome_stopped"] if view.state.stopped else t["outcome_base"]
     lines = [f"# {t['title']}", "", f"**{outcome}**", ""]
+    found = contradictions(view.records)
+    if found:  # issue 43: in the headline, never below it
+        said = contradiction_lines(found, redecide_argv(str(view.root.resolve())), lang)
+        lines += [f"> **{said[0]}**", *[f"> - {line.strip()}" for line in said[1:]], ""]
     if view.state.stopped:
         lines += [f"- {t['stop_reason']}: {stop_reason(view.state.stopped, view.state, lang)}"]
         scene = (view.state.stopped.get("evidence") or {}).get("scene")

@@ -44,6 +44,9 @@ class Policy:
     allow_p90_regression_pct: float = 0.0
     allow_stddev_regression_pct: float = 0.0
     """The reference tool's P90/stddev regression allowances (the protocol: 0)."""
+    min_effect_pct: float | None = None
+    """The family policy's minimum effect that matters (%): a smaller estimated gain is not frozen;
+    None: :data:`~sk_analytics.option_trial.modes.FAMILY_MIN_EFFECT_PCT`. Read only under ``gate: family``."""
     profile_iterations: int | None = None
     """First window (iterations) of the DCCI diagnostic collections; None: ``sk_runner.profile``'s
     default (40). The demo profiles fewer steps (``sk_runner.sweep.demo.DEMO_PROFILE_ITERATIONS``)."""
@@ -51,8 +54,9 @@ class Policy:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["authorisations"] = sorted(self.authorisations)
-        if self.profile_iterations is None:  # sessions made before the field keep their identity
-            del data["profile_iterations"]
+        for name in ("profile_iterations", "min_effect_pct"):
+            if data[name] is None:  # sessions made before the field keep their identity
+                del data[name]
         return data
 
     @classmethod

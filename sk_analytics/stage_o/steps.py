@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from sk_analytics.option_trial.modes import FAMILY_INCUMBENT_RUNS
 from sk_analytics.stage_o.actions import (
     Action,
     Change,
@@ -52,12 +53,21 @@ def accept_path(
     """
     eid = entry["id"]
     round_ = trial.round
+    gate = state.last(eid, "gate_result", round=round_)
+    family = policy.gate == "family"
+    top_to = family_top_up(gate) if family else policy.incumbent_runs
     top = state.last(eid, "trial_result", round=round_, phase="top_up")
     if top is None:
-        return replace(trial, phase="top_up", runs=policy.incumbent_runs, correctness=False)
+        return replace(trial, phase="top_up", runs=top_to, correctness=False)
     if not top["ok"]:
-        reason, ev = failure_reason(top, f"{label_zh}通过门禁后补足至 {policy.incumbent_runs} 次时失败，撤回接受")
+        reason, ev = failure_reason(top, f"{label_zh}通过门禁后补足至 {top_to} 次时失败，撤回接受")
         return Settle(eid, "failed", reason, ev, state.incumbent, **settle)
+    if family:  # the family policy decided on all of the winner's runs; the five-run re-check is the protocol's
+        return Settle(
+            eid, "accepted",
+            f"{label_zh}通过全矩阵统计策略（非协议；均值改善 {pct_zh(gate['mean_improvement_pct']) if gate else '?'}），补足至 {top_to} 次，成为新基线",
+            {"round": round_, "gate": gate.get("summary_path") if gate else None, "runs": top_to}, round_, accepted_changes=changes,
+        )
     stab = state.last(eid, "stability_result", round=round_)
     if stab is None:
         return CheckStability(round_, eid)
@@ -71,7 +81,6 @@ def accept_path(
             state.incumbent,
             **settle,
         )
-    gate = state.last(eid, "gate_result", round=round_)
     return Settle(
         eid,
         "accepted",
@@ -80,6 +89,14 @@ def accept_path(
         round_,
         accepted_changes=changes,
     )
+
+
+def family_top_up(gate: Mapping[str, Any] | None) -> int:
+    """Runs a family-policy winner is topped up to before it becomes the incumbent: the design's incumbent runs
+    (stated in its gate record), or the runs it already has when more (its runs serve every later entry)."""
+    runs = len((gate or {}).get("candidate_run_metrics") or ())
+    design = ((gate or {}).get("family") or {}).get("design") or {}
+    return max(runs, int(design.get("incumbent_runs") or FAMILY_INCUMBENT_RUNS[0]))
 
 
 def run_action(entry: Mapping[str, Any], policy: Policy, round_: str, phase: Phase, base_round: str, changes: tuple[Change, ...]) -> RunTrial:

@@ -37,8 +37,10 @@ def freeze_base(session: SweepSession, action: FreezeBase) -> tuple[Path, dict[s
     config = load_json_file(round_dir / "config.json")
     trial = load_json_file(round_dir / "trial.json")
     runs = complete_runs(round_dir)
-    if len(runs) != session.policy.incumbent_runs:
-        raise IntegrityError(f"{round_dir}: BASE needs exactly {session.policy.incumbent_runs} clean runs, found {len(runs)}")
+    family = session.policy.gate == "family"  # its incumbents keep every run they were extended to
+    if len(runs) < session.policy.incumbent_runs or (len(runs) != session.policy.incumbent_runs and not family):
+        needs = "at least" if family else "exactly"
+        raise IntegrityError(f"{round_dir}: BASE needs {needs} {session.policy.incumbent_runs} clean runs, found {len(runs)}")
     metas = [load_json_file(round_dir / "CLEAN" / f"run-{k}" / "meta.json") for k in runs]
     matrix = load_matrix(root / "matrix.json")
     fps = trial["fingerprints"]

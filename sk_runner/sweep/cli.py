@@ -76,6 +76,9 @@ def fresh_session_advice(session: SweepSession) -> str:
 @click.option("--task", "task", type=PathArg(dir_okay=False, path_type=Path), help="Dispatched stage-O task (phase entry).")
 @click.option("--resume", "resume", type=PathArg(file_okay=False, path_type=Path), help="Continue an interrupted session.")
 @click.option("--demo", is_flag=True, help="A complete sweep on the simulated device with the default network.")
+@click.option("--redecide", "redecide", type=PathArg(file_okay=False, path_type=Path),
+              help="Re-decide a finished session under --gate (default family) into a linked successor --session, "
+                   "reusing its runs and adding only the runs the gate needs; the original stays untouched.")
 @click.option("--session", "session_dir", type=PathArg(file_okay=False, path_type=Path), help="Folder of a new session.")
 @click.option("--plan-only", is_flag=True,
               help="With --task: validate, check the workload command (executable, placeholders) and print the plan "
@@ -85,13 +88,13 @@ def fresh_session_advice(session: SweepSession) -> str:
 @click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
 @click.option("--iterations", default=None, type=click.IntRange(min=10), help="With --demo: decode samples per rank.")
 @click.option("--gate", type=click.Choice(GATE_MODES), default=None,
-              help="With --demo: gate mode of every option trial (default protocol; stats and sequential are NOT the protocol; "
-                   "a task sets it as policy.gate).")
+              help="With --demo: gate mode of every option trial (default protocol; stats, sequential and family are NOT the "
+                   "protocol; a task sets it as policy.gate). With --redecide: the successor's gate (default family).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @lease_options
 @hosts_options
-def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path | None, plan_only: bool, network: str | None,
+def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | None, session_dir: Path | None, plan_only: bool, network: str | None,
           seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool,
           lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool,
           hosts: int, npus_per_host: int | None, cpus_per_host: float, ray_address: str | None) -> int:
@@ -102,12 +105,23 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, session_dir: Path 
     the session. On real NPUs a clean run is leased unless --unleased (recorded). With --hosts
     above 1 (a task on a Ray cluster) the ranks span hosts: one rank group per host, each host leasing the NPUs
     Ray assigns it; --resume continues such a session on the same hosts."""
-    if sum((task is not None, resume is not None, demo)) != 1:
-        raise UsageError("give exactly one of --task FILE, --resume SESSION or --demo")
+    if sum((task is not None, resume is not None, demo, redecide is not None)) != 1:
+        raise UsageError("give exactly one of --task FILE, --resume SESSION, --demo or --redecide SESSION")
     if plan_only and task is None:
         raise UsageError("--plan-only goes with --task")
-    if gate is not None and not demo:
-        raise UsageError("--gate goes with --demo (a task sets policy.gate; a resumed session keeps its own)")
+    if gate is not None and not (demo or redecide is not None):
+        raise UsageError("--gate goes with --demo or --redecide (a task sets policy.gate; a resumed session keeps its own)")
+    if redecide is not None:
+        from sk_runner.sweep.leasing import session_request
+        from sk_runner.sweep.redecide import successor_session
+        from sk_runner.sweep.session import load_session
+
+        if session_dir is None:
+            raise UsageError("--redecide needs --session NEW: the successor's folder (the original stays untouched)")
+        request = session_request(redecide, lease_root, device_ids, lease_timeout, unleased=unleased)  # the predecessor's lease
+        require_lease(request, load_session(redecide).backend.name)
+        successor = successor_session(redecide, session_dir, gate or "family", lease=_requested(request))
+        return run_and_print(successor, lang, quiet, request)
     if demo and hosts > 1:
         raise UsageError("--hosts goes with --task (or --resume of a session that spans hosts); the demo runs on this host")
     if resume is not None:

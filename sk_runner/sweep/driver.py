@@ -155,6 +155,15 @@ def run_sweep(
         lock.release()
 
 
+def _say_contradictions(handoff: Path, say: Say, lang: str) -> None:
+    """The last console lines of a session whose protocol decisions the statistics contradict (issue 43)."""
+    from sk_analytics.stage_o.contradictions import lines
+
+    block = (load_json_file(handoff).get("contradictions") or {}) if handoff.is_file() else {}
+    for line in lines(block.get("entries") or [], block.get("redecide_argv"), lang):
+        say(line)
+
+
 def _drop_leftovers(root: Path, say: Say) -> None:
     """Temp files of writes an earlier sk-run was killed in (no other sweep runs: the lock is held)."""
     from sk_runner.sweep.leftovers import drop_leftover_temps
@@ -192,7 +201,8 @@ def _loop(
     if state.matrix_fingerprint is not None:
         check_frozen(load_matrix(session.root / MATRIX_NAME), session.root / MATRIX_NAME, expected=state.matrix_fingerprint)
     if state.last(None, "stability_result", round=m.O0) is not None and state.base is None:
-        verify_incumbent(session.root, state.incumbent, session.policy.incumbent_runs)  # resume: the baseline still holds
+        verify_incumbent(session.root, state.incumbent, session.policy.incumbent_runs,  # resume: the baseline still holds
+                         at_least=session.policy.gate == "family")
     done = 0
     started = time.monotonic()
     while True:
@@ -204,6 +214,7 @@ def _loop(
             paths = write_reports(session.root, lang=lang)  # derived: re-rendered in the asked language
             handoff = session.root / HANDOFF_FILE
             say(f"完成（{time.monotonic() - started:.0f} s）：报告 {paths['report']}；HTML {paths['html']}；交接 {handoff}")
+            _say_contradictions(handoff, say, lang)
             return SweepOutcome(action.outcome, session.root, done, handoff, paths["report"], paths["html"])
         if max_actions is not None and done >= max_actions:
             return None

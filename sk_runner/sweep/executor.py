@@ -6,8 +6,9 @@ Each action is delegated to the engine that owns it: trials to
 :func:`sk_runner.profile.collect_profile`, attribution to
 :mod:`sk_analytics.dcci`, probes to :mod:`sk_runner.probe`. The executor
 translates between the action, the engine and the ledger record, and makes
-one decision of its own: under ``--gate sequential`` it adds clean runs to a
-candidate round while the sequential policy is undecided (``_sequential_runs``).
+one decision of its own: under ``--gate sequential`` / ``family`` it adds clean runs to a
+candidate round while the policy is undecided (``_extension_runs``; the family policy also extends
+the incumbent first, ``_extend_incumbent``).
 Paths in records are relative to the session folder.
 
 Derived files (summaries, stability, BASE identity) are written once: an
@@ -34,6 +35,7 @@ from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ
 from sk_runner.hosts.base import Hosts, run_lease_record
 from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.probes import probe_control
+from sk_runner.sweep.redecide import adopt_round
 from sk_runner.sweep.session import SweepSession, session_relative
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
 
@@ -118,6 +120,10 @@ class Executor:
             if event.stage in ("clean", "correctness", "probe"):
                 self.say(f"    {a.round} {event.message} ({event.elapsed_s:.1f} s)")
 
+        adopted = adopt_round(self.session, a.round, self.config_of(a.base_round),
+                              [{"pointer": c.pointer, "value": c.value} for c in a.changes], a.joint_dcci)
+        if adopted:
+            self.say(f"    {a.round}: {adopted} clean runs adopted from the predecessor session (only missing runs are added)")
         result = run_trial(spec, progress)
         failure = None
         if result.status != "ok":
@@ -131,6 +137,7 @@ class Executor:
             "base_round": a.base_round, "changes": [{"pointer": c.pointer, "value": c.value} for c in a.changes],
             "timeout_s": a.timeout_s, "isolated_risky": a.isolated, "joint_dcci": a.joint_dcci,
             "failure": failure, "lease": result.lease, "foreign_processes": result.foreign,
+            **({"adopted_runs": adopted} if adopted else {}),
             "summary_zh": f"{a.round}（{a.phase}）{'完成' if failure is None else '失败'}：{len(result.runs_completed)} 次干净运行"
             + ("" if failure is None else f"；{failure['reason_zh']}"),
         }
@@ -165,9 +172,16 @@ class Executor:
         policy = self.session.policy
         self.check_same_identity(a.round, a.baseline_round)
         path = self.round_dir(a.round) / "option-trial-summary.json"
+        incumbent_added = 0
         if path.is_file():
             summary = load_json_file(path)
         else:
+            design = self._family_design() if policy.gate == "family" else None
+            protocol_view = None
+            if design is not None:  # the protocol's verdict on the protocol's runs, before the policy adds any
+                protocol_view = self._protocol_verdict(a)
+                incumbent_added = self._extend_incumbent(a, design.incumbent_runs)
+
             def evaluate() -> dict[str, Any]:
                 return evaluate_option_trial(
                     self._frame(a.baseline_round), {a.round: self._frame(a.round)}, warmup=self.session.control.warmup,
@@ -175,24 +189,31 @@ class Executor:
                     candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""}, expected_ranks=None,
                     gate=policy.gate,  # type: ignore[arg-type]  # a str; evaluate_option_trial refuses one not in GATE_MODES
                     allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
-                    sequential_cap=policy.incumbent_runs,
+                    sequential_cap=policy.incumbent_runs, family=design,
                 )
 
             summary = evaluate()
             if policy.gate == "sequential":
-                summary = self._sequential_runs(a, summary, evaluate)
+                summary = self._extension_runs(a, summary, evaluate, "sequential_policy_evaluation", policy.incumbent_runs)
+            elif design is not None:
+                summary = self._extension_runs(a, summary, evaluate, "family_policy_evaluation", design.cap)
+                summary["candidates"][a.round]["family_policy_evaluation"]["incumbent_runs_added_by_gate"] = incumbent_added
+                summary["candidates"][a.round]["protocol_verdict"] = protocol_view
             write_json(path, summary)
         cand = summary["candidates"][a.round]
         ev = cand["option_trial_evaluation"]
         stats = cand.get("statistics") or {}
         decided = cand.get("gate") or {"mode": "protocol", "accepted": ev["accepted"]}
+        protocol = cand.get("protocol_verdict") or _protocol_verdict_of(cand, summary)
         data = {
             "round": a.round, "baseline_round": a.baseline_round, "entry_id": a.entry_id,
-            "accepted": bool(decided["accepted"]), "protocol_accepted": bool(ev["accepted"]), "gate_mode": decided["mode"],
+            "accepted": bool(decided["accepted"]), "protocol_accepted": bool(protocol["accepted"]), "gate_mode": decided["mode"],
             "gate_is_protocol": bool(decided.get("is_protocol", decided["mode"] == "protocol")),
             "gate_label": decided.get("label", "Stage O protocol gate"),
+            "protocol_verdict": protocol,
             "stats_accepted": (cand.get("stats_policy_evaluation") or {}).get("accepted"),
             "sequential": _sequential_record(cand.get("sequential_policy_evaluation")),
+            **({"family": _family_record(cand["family_policy_evaluation"])} if cand.get("family_policy_evaluation") else {}),
             "allow_p90_regression_pct": ev.get("allow_p90_regression_pct", 0.0),
             "allow_stddev_regression_pct": ev.get("allow_stddev_regression_pct", 0.0),
             "checks": ev["checks"],
@@ -209,35 +230,82 @@ class Executor:
             "summary_path": self.rel(path),
         }
         data["summary_zh"] = (f"{a.round} 对比 {a.baseline_round}：均值改善 {_pct(data['mean_improvement_pct'])}，"
-                              f"{_decider_zh(data['gate_mode'])}{'通过' if data['accepted'] else '未通过'}（统计判断 {data['verdict']}）")
+                              f"{_decider_zh(data['gate_mode'])}{'通过' if data['accepted'] else '未通过'}（统计判断 {data['verdict']}）"
+                              + ("" if data["gate_is_protocol"] else f"；协议门禁{'通过' if data['protocol_accepted'] else '未通过'}"))
         return "gate_result", data
 
-    def _sequential_runs(self, a: m.Gate, summary: dict[str, Any], evaluate: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """``--gate sequential`` in the sweep: while the sequential policy is undecided, add one clean run to the
-        candidate round and decide again, up to the incumbent's run count (so an accepted round is never larger
-        than the five-run baseline it replaces). The looks are replayed from the runs on disk, so a resumed gate
-        continues where it stopped. A failed run ends the top-ups: the gate then decides on the runs there are."""
+    def _family_design(self) -> Any:
+        """The family policy's design of this session: its frozen matrix is the family."""
+        from sk_analytics.option_trial.family import FamilyDesign
+        from sk_analytics.option_trial.modes import FAMILY_MIN_EFFECT_PCT
+        from sk_analytics.stage_o.matrix import load_matrix
+        from sk_runner.sweep.matrix_cli import MATRIX_NAME
+
+        entries = len(load_matrix(self.root / MATRIX_NAME)["entries"])
+        effect = self.session.policy.min_effect_pct
+        return FamilyDesign(entries, min_effect_pct=FAMILY_MIN_EFFECT_PCT if effect is None else effect)
+
+    def _protocol_verdict(self, a: m.Gate) -> dict[str, Any]:
+        """The Stage O protocol's verdict on the runs the protocol reads: the incumbent's first five runs and
+        the candidate's first three, whatever a non-protocol policy adds later."""
+        from sk_analytics.option_trial.api import evaluate_option_trial
+
+        policy = self.session.policy
+        base = _first_runs(self._frame(a.baseline_round), policy.incumbent_runs)
+        cand = _first_runs(self._frame(a.round), policy.min_trial_runs)
+        summary = evaluate_option_trial(base, {a.round: cand}, warmup=self.session.control.warmup, expected_ranks=None,
+                                        baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
+                                        candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""})
+        return _protocol_verdict_of(summary["candidates"][a.round], summary)
+
+    def _repeat_spec(self, round_name: str, top_up_to: int) -> TrialSpec:
+        """The spec that adds clean runs to ``round_name`` (its recorded identity) up to ``top_up_to``."""
         from sk_analytics.ledger.chain import read_records
 
-        trial = next((r.data for r in reversed(read_records(self.root)) if r.kind == "trial_result" and r.data.get("round") == a.round), None)
+        policy = self.session.policy
+        if round_name == m.O0:
+            return self._trial_spec(m.O0, None, (), joint_dcci=False, incumbent=True, runs=policy.min_trial_runs,
+                                    top_up_to=top_up_to, timeout_s=policy.timeout_s)
+        trial = next((r.data for r in reversed(read_records(self.root))
+                      if r.kind == "trial_result" and r.data.get("round") == round_name and r.data.get("phase") != "top_up"), None)
         if trial is None:
-            raise IntegrityError(f"{a.round}: the sequential gate found no trial_result record of the round to repeat")
+            raise IntegrityError(f"{round_name}: the gate found no trial_result record of the round to repeat")
         changes = tuple(PointerChange(c["pointer"], c["value"]) for c in trial.get("changes") or [])
+        return self._trial_spec(round_name, trial.get("base_round"), changes, joint_dcci=bool(trial.get("joint_dcci")),
+                                incumbent=False, runs=policy.min_trial_runs, top_up_to=top_up_to,
+                                timeout_s=float(trial.get("timeout_s") or policy.timeout_s))
+
+    def _extend_incumbent(self, a: m.Gate, runs: int) -> int:
+        """``"gate": "family"``: the incumbent's clean runs extended to ``runs`` before the first look (each of its
+        runs serves every later entry); the runs added (0 when it has them). A failed run ends the extension."""
+        from sk_runner.trial import complete_runs
+
+        have = len(complete_runs(self.round_dir(a.baseline_round)))
+        if have >= runs:
+            return 0
+        self.say(f"    {a.baseline_round}: family policy extends the incumbent from {have} to {runs} runs (they serve every later entry)")
+        result = run_trial(self._repeat_spec(a.baseline_round, runs))
+        return len(result.new_runs)
+
+    def _extension_runs(self, a: m.Gate, summary: dict[str, Any], evaluate: Callable[[], dict[str, Any]], key: str,
+                        cap: int) -> dict[str, Any]:
+        """``--gate sequential`` / ``family`` in the sweep: while the policy (``key`` of the candidate) is undecided,
+        add one clean run to the candidate round and decide again, up to ``cap`` candidate runs. The looks are
+        replayed from the runs on disk, so a resumed gate continues where it stopped. A failed run ends the
+        top-ups: the gate then decides on the runs there are."""
         added = 0
         while True:
-            seq = summary["candidates"][a.round]["sequential_policy_evaluation"]
-            runs = int(seq["candidate_runs_available"])
-            if seq["state"] != "undecided" or runs >= seq["cap"]:
+            found = summary["candidates"][a.round][key]
+            runs = int(found["candidate_runs_available"])
+            if found["state"] != "undecided" or runs >= cap:
                 break
-            self.say(f"    {a.round}: sequential policy undecided after {runs} runs, adding run {runs + 1}")
-            result = run_trial(self._trial_spec(a.round, trial.get("base_round"), changes, joint_dcci=bool(trial.get("joint_dcci")),
-                                                incumbent=False, runs=self.session.policy.min_trial_runs, top_up_to=runs + 1,
-                                                timeout_s=float(trial.get("timeout_s") or self.session.policy.timeout_s)))
+            self.say(f"    {a.round}: {found['policy']} policy undecided after {runs} runs, adding run {runs + 1}")
+            result = run_trial(self._repeat_spec(a.round, runs + 1))
             if result.status != "ok":
                 break
             added += len(result.new_runs)
             summary = evaluate()
-        summary["candidates"][a.round]["sequential_policy_evaluation"]["runs_added_by_gate"] = added
+        summary["candidates"][a.round][key]["runs_added_by_gate"] = added
         return summary
 
     def do_CheckStability(self, a: m.CheckStability) -> Record:
@@ -355,7 +423,7 @@ def _pct(value: Any) -> str:
 def _decider_zh(mode: str) -> str:
     """Who decided a gate, in the ledger's Chinese summary (the statistics policy says it is not the protocol)."""
     return {"protocol": "门禁", "strict": "严格门禁（协议+置信区间）", "stats": "统计策略（非协议）",
-            "sequential": "序贯统计策略（非协议）"}.get(mode, "门禁")
+            "sequential": "序贯统计策略（非协议）", "family": "全矩阵统计策略（非协议）"}.get(mode, "门禁")
 
 
 def _sequential_record(seq: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -364,6 +432,33 @@ def _sequential_record(seq: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     keys = ("accepted", "state", "reason", "runs_used", "candidate_runs_available", "cap", "runs_added_by_gate")
     return {key: seq.get(key) for key in keys}
+
+
+def _family_record(fam: dict[str, Any]) -> dict[str, Any]:
+    """The family policy's answer in a gate record: its decision, the runs it used and added (candidate and
+    incumbent) and the design stated up front (level spent, caps, minimum effect)."""
+    keys = ("accepted", "state", "reason", "runs_used", "candidate_runs_available", "incumbent_runs", "runs_added_by_gate",
+            "incumbent_runs_added_by_gate", "design")
+    return {key: fam.get(key) for key in keys}
+
+
+def _protocol_verdict_of(cand: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """The protocol's verdict of one candidate of an option-trial summary, with the statistics beside it."""
+    ev, stats = cand["option_trial_evaluation"], cand.get("statistics") or {}
+    return {
+        "accepted": bool(ev["accepted"]), "failed_checks": list(ev["failed_checks"]),
+        "mean_improvement_pct": ev.get("mean_improvement_pct"),
+        "baseline_runs": len(summary["baseline"]["run_worst_rank_means_ms"]), "candidate_runs": len(cand["run_worst_rank_means_ms"]),
+        "ci_pct": stats.get("ci_pct"), "advice": (cand.get("advice") or {}).get("kind"),
+    }
+
+
+def _first_runs(frame: Any, runs: int) -> Any:
+    """The timings of the first ``runs`` clean runs of a frame (run folders ``run-<k>`` in k order)."""
+    import polars as pl
+
+    names = sorted(frame.get_column("run").unique().to_list(), key=lambda n: int(str(n).rsplit("-", 1)[-1]))
+    return frame.filter(pl.col("run").is_in(names[:runs]))
 
 
 _FAILURE_ZH = {

@@ -15,6 +15,7 @@ from sk_analytics.handoff.outputs import REPORT_HTML, REPORT_LANGS, REPORT_MD, n
 from sk_analytics.ledger.chain import head_path, read_records
 from sk_analytics.ledger.signing import signer
 from sk_analytics.report.render import load_view
+from sk_analytics.stage_o.contradictions import contradictions_block
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.leases import summarize
 from sk_runner.sweep.truth import trial_truths
@@ -56,6 +57,8 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
         "evidence": evidence,
         "failure_scenes": scenes,
         "devices": summarize(view.records).to_json(),  # protocol §9: the lease the clean runs held, the runs it could not prove
+        # issue 43: decisions of the protocol gate its statistics contradict, and the one command that re-decides them
+        "contradictions": contradictions_block(view.records, str(root.resolve())),
         "next_steps_zh": next_steps(view, "zh"),  # protocol §2: next-step guidance in Chinese
         "seal_after_agent_result": True,
         # sessions on the simulator: its noise-free effect per gated round, for the report's comparison only

@@ -18,6 +18,7 @@ from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.strict_json import check_against_schema, load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.option_trial.modes import FAMILY_MIN_EFFECT_PCT
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.option_values import name_problem, value_problem
 from sk_analytics.stage_o.options import is_debug_option, spec_of
@@ -223,11 +224,12 @@ def _cwd(workload: dict[str, Any], backend: str, path: Path) -> str | None:
 def _policy(raw: dict[str, Any] | None, path: Path) -> Policy:
     """The task's schema-checked ``policy`` (absent: the protocol defaults)."""
     raw = {} if raw is None else raw
-    if raw.get("gate") == "sequential" and raw.get("budget_runs") is not None:
-        # the sequential gate adds candidate runs inside the gate action, which the run budget does not count yet
-        raise InputError(path, "policy/budget_runs cannot be combined with policy/gate sequential", record="/policy/budget_runs",
+    if raw.get("gate") in ("sequential", "family") and raw.get("budget_runs") is not None:
+        # these gates add runs inside the gate action, which the run budget does not count yet
+        raise InputError(path, f"policy/budget_runs cannot be combined with policy/gate {raw['gate']}", record="/policy/budget_runs",
                          expected="no budget_runs, or another gate mode")
-    floats: dict[str, float] = {name: float(raw[name]) for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct") if name in raw}
+    floats: dict[str, float] = {name: float(raw[name]) for name in ("allow_p90_regression_pct", "allow_stddev_regression_pct", "min_effect_pct")
+                                if name in raw}
     return Policy.from_json({**raw, **floats})
 
 
@@ -247,7 +249,18 @@ def plan(task: StageOTask, session: Path) -> dict[str, Any]:
             {"argv": ["sk-analyze", "ledger", "show", root]},
         ],
         "handoff": {"schema_version": HANDOFF_SCHEMA, "session_path": root, "step_id": PHASE, "seal_after_agent_result": True},
+        **({"gate_policy": family_plan(task.policy)} if task.policy.gate == "family" else {}),
     }
+
+
+def family_plan(policy: Policy) -> dict[str, Any]:
+    """The family policy's design stated up front (issue 43): its level, minimum effect and caps, for a matrix of
+    every protocol candidate (a value the task does not list still enters the matrix, settled blocked)."""
+    from sk_analytics.option_trial.family import FamilyDesign
+    from sk_analytics.stage_o.matrix import protocol_candidates
+
+    effect = FAMILY_MIN_EFFECT_PCT if policy.min_effect_pct is None else policy.min_effect_pct
+    return FamilyDesign(len(protocol_candidates()), min_effect_pct=effect).to_json()
 
 
 def check_workload_command(task: StageOTask) -> None:

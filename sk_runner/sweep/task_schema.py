@@ -61,6 +61,7 @@ POLICY_PROPERTIES: dict[str, Any] = {
     "allow_p90_regression_pct": {"type": "number", "minimum": 0, "maximum": 100},
     "allow_stddev_regression_pct": {"type": "number", "minimum": 0, "maximum": 100},
     "profile_iterations": _integer(1, MAX_ITERATIONS, null=True),
+    "min_effect_pct": {"type": "number", "minimum": 0, "maximum": 100},
 }
 """Type and bounds of each policy field; a ``Policy`` field without an entry is a valid key of any value
 (its own check in :func:`sk_runner.sweep.phase.validate_task` types it)."""

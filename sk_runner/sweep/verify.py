@@ -10,16 +10,20 @@ from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_runner.trial import complete_runs, round_dir_of
 
 
-def verify_incumbent(session: Path, round_name: str, runs: int) -> list[str]:
+def verify_incumbent(session: Path, round_name: str, runs: int, *, at_least: bool = False) -> list[str]:
     """Check every clean run of ``round_name``: meta.json fingerprint and the sha256 of each rank log.
+
+    ``runs`` is the count the incumbent must have (at least that many with ``at_least``: the family policy
+    extends its incumbents).
 
     Returns the verified run names; raises :class:`IntegrityError` naming the
     first run or log that changed since it was recorded.
     """
     round_dir = round_dir_of(session, round_name)
     done = complete_runs(round_dir)
-    if len(done) != runs:
-        raise IntegrityError(f"{round_dir / 'CLEAN'}: incumbent {round_name} has {len(done)} complete clean runs, expected {runs}")
+    if len(done) < runs or (len(done) != runs and not at_least):
+        expected = f"at least {runs}" if at_least else str(runs)
+        raise IntegrityError(f"{round_dir / 'CLEAN'}: incumbent {round_name} has {len(done)} complete clean runs, expected {expected}")
     names = []
     for k in done:
         run_dir = round_dir / "CLEAN" / f"run-{k}"

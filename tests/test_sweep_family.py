@@ -1,0 +1,119 @@
+"""The family policy in a sweep on the simulator (``policy.gate = "family"``, issue 43)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
+
+from sk_analytics.errors import InputError
+from sk_analytics.ledger.chain import read_records
+from sk_analytics.option_trial.modes import family_incumbent_runs
+from sk_runner.sweep.driver import run_sweep
+from sk_runner.sweep.phase import _policy
+
+INCUMBENT = family_incumbent_runs(2)  # the design of a two-entry matrix
+
+
+@pytest.mark.slow
+def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    # truth: auto-op-parallel-1 about -3.7 % step time (a gain), split-mode-3 neutral (+0.1 %)
+    session = small_session(root, ["auto-op-parallel-1", "split-mode-3"], noise=1.0, policy=replace(FAST_POLICY, gate="family"))
+    outcome = run_sweep(session, say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    gates = {r.data["round"]: r.data for r in read_records(root) if r.kind == "gate_result"}
+    runs = runs_per_round(root)
+    assert len(runs["O0-INCUMBENT"]) == INCUMBENT  # extended once, before the first look
+    first = gates["O1"]["family"]
+    assert first["incumbent_runs_added_by_gate"] == INCUMBENT - 5 and first["incumbent_runs"] == INCUMBENT
+    design = first["design"]
+    assert design["entries"] == 2 and design["entry_level_one_sided"] == pytest.approx(0.025)
+    assert design["cap_runs_per_session"] == INCUMBENT + 2 * design["cap_runs_per_entry"]
+    for name, gate in gates.items():
+        fam = gate["family"]
+        assert gate["gate_mode"] == "family" and gate["gate_is_protocol"] is False and gate["accepted"] is fam["accepted"]
+        assert fam["state"] in ("accepted", "rejected") and 3 <= fam["runs_used"] <= design["cap_candidate_runs"]
+        # the protocol's verdict is taken on the protocol's runs: five of the incumbent, three of the candidate
+        verdict = gate["protocol_verdict"]
+        assert (verdict["baseline_runs"], verdict["candidate_runs"]) == (5, 3)
+        assert gate["protocol_accepted"] is verdict["accepted"]
+        summary = json.loads((root / gate["summary_path"]).read_text(encoding="utf-8"))
+        assert summary["candidates"][name]["family_policy_evaluation"]["state"] == fam["state"]
+    statuses = settled_statuses(root)
+    assert statuses["auto-op-parallel-1"] == "accepted" and statuses["split-mode-3"] == "rejected"
+    # the winner became the incumbent with at least the design's incumbent runs
+    assert len(runs["O1"]) >= INCUMBENT
+
+
+def test_family_gate_policy_fields(tmp_path: Path) -> None:
+    from test_sweep_phase import _write
+
+    from sk_runner.sweep.phase import validate_task
+
+    task = tmp_path / "task.json"
+    with pytest.raises(InputError, match="budget_runs cannot be combined with policy/gate family"):
+        _policy({"gate": "family", "budget_runs": 40}, task)
+    for bad in (-1, "1%", 101):  # the task's schema types and bounds the field
+        with pytest.raises(InputError, match="min_effect_pct"):
+            validate_task(_write(tmp_path, policy={"gate": "family", "min_effect_pct": bad}))
+    policy = validate_task(_write(tmp_path, policy={"gate": "family", "min_effect_pct": 2})).policy
+    assert policy.gate == "family" and policy.min_effect_pct == 2.0 and policy.to_json()["min_effect_pct"] == 2.0
+    # a task that does not choose keeps the protocol and the session identity of sessions made before the field
+    default = _policy(None, task)
+    assert default.gate == "protocol" and "min_effect_pct" not in default.to_json()
+
+
+def test_the_plan_states_the_family_caps_up_front(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_sweep_phase import _write
+
+    from sk_analytics.cli._base import run_cli
+    from sk_analytics.stage_o.matrix import protocol_candidates
+    from sk_runner.cli import cli
+
+    task = _write(tmp_path, policy={"risky_timeout_s": 5.0, "gate": "family", "min_effect_pct": 1.5})
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    out = capsys.readouterr().out
+    plan = json.loads(out[out.index("{"):])["gate_policy"]
+    entries = len(protocol_candidates())
+    assert plan["policy"] == "family" and plan["entries"] == entries and plan["min_effect_pct"] == 1.5
+    assert plan["cap_runs_per_session"] == plan["incumbent_runs"] + entries * plan["cap_runs_per_entry"]
+    assert plan["entry_level_one_sided"] == pytest.approx(0.05 / entries)
+
+
+@pytest.mark.slow
+def test_family_gate_interrupted_after_extending_the_incumbent_resumes_to_the_same_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C right after the incumbent was extended (before any gate record): the resume accepts an incumbent
+    with more than five runs, extends nothing again and ends as an uninterrupted sweep does."""
+    from sweep_helpers import sweep_outcome
+
+    import sk_runner.sweep.executor as executor
+    from sk_analytics.handoff.crosscheck import first_disagreement
+    from sk_runner.sweep.session import load_session
+
+    entries, policy = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="family")
+    reference = tmp_path / "reference"
+    run_sweep(small_session(reference, entries, noise=1.0, policy=policy), say=lambda _: None)
+    real = executor.run_trial
+
+    def interrupted(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = real(spec, progress)
+        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:
+            raise KeyboardInterrupt
+        return result
+
+    root = tmp_path / "s"
+    monkeypatch.setattr(executor, "run_trial", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, entries, noise=1.0, policy=policy), say=lambda _: None)
+    assert len(runs_per_round(root)["O0-INCUMBENT"]) == INCUMBENT
+    assert not any(r.kind == "gate_result" for r in read_records(root))
+    monkeypatch.setattr(executor, "run_trial", real)
+    run_sweep(load_session(root), say=lambda _: None)
+    assert sweep_outcome(root) == sweep_outcome(reference)
+    assert len(runs_per_round(root)["O0-INCUMBENT"]) == INCUMBENT
+    assert first_disagreement(root) is None
