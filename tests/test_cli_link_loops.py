@@ -102,8 +102,21 @@ STRING_PATHS: dict[str, Callable[[Path, Path], tuple[str, list[str]]]] = {
     "stability parquet:": lambda t, loop: ("sk-analyze", ["stability", f"parquet:{loop}/data#round=O1"]),
     "contract validate-set --manifest ROLE=PATH": lambda t, loop: ("sk-analyze", ["contract", "validate-set", "--manifest", f"baseline_profile={loop}",
                                                                                    "--manifest", f"candidate_profile={loop}"]),
+    "trial --source": lambda t, loop: ("sk-run", ["trial", "--session", str(_folder(t / "s")), "--round", "O0", "--incumbent",
+                                                  "--base-config", str(_json(t / "base.json")), "--backend", "command",
+                                                  "--cwd", str(t), "--source", str(loop), "--", "python3", "-c", "pass"]),
 }
 """Parameters whose string value holds a path: named by the error mapping when the command reaches the path."""
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def _json(path: Path) -> Path:
+    path.write_text("{}", encoding="utf-8")
+    return path
 
 NOT_PATHS = {"round_", "profile_ranks", "foreign_load"}  # foreign_load: device ids (its help names the registry folder)
 """String parameters whose help mentions a file or folder without taking one (ingest's partition names,
