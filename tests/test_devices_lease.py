@@ -27,10 +27,9 @@ from sk_runner.devices.lease import Holder, LeaseBlocked, acquire, lock_path, re
 from sk_runner.devices.markers import HELD, IDS, ROOT, Need
 from sk_runner.process import group_alive, process_alive
 
-#: A holder as another program writes it: plain Python, flock on the protocol's files in ascending order,
-#: optionally a line of its own in each file; it holds until its stdin closes.
-HOLDER = r"""
-import fcntl, os, sys
+#: Takes the locks as another program would: flock on the protocol's files in ascending order, optionally a line of its
+#: own in each file (arguments: root, ids, text).
+LOCKS = r"""
 root, ids, text = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
 fds = []
 for i in sorted(ids, key=int):
@@ -40,6 +39,12 @@ for i in sorted(ids, key=int):
         os.ftruncate(fd, 0)
         os.write(fd, text.encode())
     fds.append(fd)
+"""
+
+#: A holder as another program writes it: plain Python taking the LOCKS; it holds until its stdin closes.
+HOLDER = r"""
+import fcntl, os, sys
+""" + LOCKS + r"""
 print("held", flush=True)
 sys.stdin.read()
 """
@@ -48,15 +53,7 @@ sys.stdin.read()
 #: arguments) under the three markers, and exits with the child's exit code.
 PARENT = r"""
 import fcntl, os, subprocess, sys
-root, ids, text = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
-fds = []
-for i in sorted(ids, key=int):
-    fd = os.open(os.path.join(root, "npu-device-%s.lock" % i), os.O_RDWR | os.O_CREAT, 0o666)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    if text:
-        os.ftruncate(fd, 0)
-        os.write(fd, text.encode())
-    fds.append(fd)
+""" + LOCKS + r"""
 env = dict(os.environ, SUPERKERNEL_DEVICE_LEASE_HELD="1", SUPERKERNEL_DEVICE_IDS=",".join(sorted(ids, key=int)),
            SUPERKERNEL_DEVICE_LEASE_ROOT=root)
 sys.exit(subprocess.run(sys.argv[4:], env=env).returncode)

@@ -17,6 +17,7 @@ import pytest
 from campaign_helpers import SEED, write_spec, write_task
 from runner_fake import write_fake
 from test_cli_link_loops import COMMANDS, GROUPS, _argv
+from test_hostile_inputs import _one_line_exit_2
 from test_workload_contract import doc_workload
 
 from sk_analytics.cli._base import FiniteFloat, run_cli
@@ -31,14 +32,6 @@ from sk_runner.sweep.session import BackendSpec, create_session
 
 HUGE = "1" * 4301
 """An integer of 4 301 digits: over Python's conversion limit, which used to end in exit 70."""
-
-
-def _one_line_exit_2(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert all(n in err for n in needles), err
-    return err
 
 
 def _edit(task: Path, text: str | None = None, **changes: Any) -> Path:

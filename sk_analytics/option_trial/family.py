@@ -47,6 +47,7 @@ from sk_analytics.lazy_module import lazy_module
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, PROTOCOL_ALLOWANCES, Allowances
 from sk_analytics.option_trial.inference import log_effect_of_pct, log_improvement_pct, welch_terms
 from sk_analytics.option_trial.modes import FAMILY_CAP, FAMILY_MIN_EFFECT_PCT, family_incumbent_runs
+from sk_analytics.option_trial.sequential import json_number
 from sk_analytics.option_trial.stats_gate import RunFigures, bounds, metric_checks
 
 sps = lazy_module("scipy.stats")
@@ -223,13 +224,6 @@ def replay(base: RunFigures, cand: RunFigures, design: FamilyDesign, allowances:
     return Replay(state, runs_used, reason, zs)
 
 
-def _json_number(value: float) -> float | str | None:
-    number = float(value)
-    if np.isnan(number):
-        return None
-    return number if np.isfinite(number) else ("inf" if number > 0 else "-inf")
-
-
 def evaluate_family(baseline: Mapping[str, Any], candidate: Mapping[str, Any], design: FamilyDesign,
                     allowances: Allowances = PROTOCOL_ALLOWANCES) -> dict[str, Any]:
     """``family_policy_evaluation`` of one candidate (JSON-ready); it decides only under ``"gate": "family"``.
@@ -248,7 +242,7 @@ def evaluate_family(baseline: Mapping[str, Any], candidate: Mapping[str, Any], d
     used = min(nc, design.cap) if found is None else int(found.runs_used)
     bounds_ = design_boundaries(design) if designed else ()
     looks = [] if found is None else [
-        {"candidate_runs": design.first + j, "z": _json_number(z), "boundary": _json_number(c)}
+        {"candidate_runs": design.first + j, "z": json_number(z), "boundary": json_number(c)}
         for j, (z, c) in enumerate(zip(found.z, bounds_, strict=True)) if design.first + j <= used
     ]
     return {
@@ -256,7 +250,7 @@ def evaluate_family(baseline: Mapping[str, Any], candidate: Mapping[str, Any], d
         "accepted": state == "accepted", "state": state, "reason": reason,
         "runs_used": used, "candidate_runs_available": nc, "incumbent_runs": nb,
         "next": "add one candidate run and evaluate again" if state == "undecided" else None,
-        "design": design.to_json(), "boundaries": [_json_number(c) for c in bounds_], "looks": looks,
+        "design": design.to_json(), "boundaries": [json_number(c) for c in bounds_], "looks": looks,
         **allowances.to_json(),
     }
 

@@ -140,7 +140,7 @@ def replay(base: RunFigures, cand: RunFigures, allowances: Allowances = Allowanc
     return Replay(state, runs_used, reason, ts)
 
 
-def _json_number(value: float) -> float | str | None:
+def json_number(value: float) -> float | str | None:
     """A float for strict JSON: +/-inf (a difference of constant sides, a look that cannot cross) as text, NaN as null."""
     number = float(value)
     if np.isnan(number):
@@ -159,7 +159,7 @@ def evaluate_sequential(protocol_evaluation: Mapping[str, Any], baseline: Mappin
     state = "rejected" if not held or not designed else ("undecided" if found is None else str(found.state))
     reason = "preconditions" if not held or not designed else ("add_a_run" if found is None else str(found.reason))
     looks = [] if found is None else [
-        {"candidate_runs": FIRST_LOOK + j, "welch_t": _json_number(t), "boundary": _json_number(c)}
+        {"candidate_runs": FIRST_LOOK + j, "welch_t": json_number(t), "boundary": json_number(c)}
         for j, (t, c) in enumerate(zip(found.t, boundaries(nb, cap), strict=True)) if held and FIRST_LOOK + j <= int(found.runs_used)
     ]
     return {
@@ -171,6 +171,6 @@ def evaluate_sequential(protocol_evaluation: Mapping[str, Any], baseline: Mappin
         "level_one_sided": LEVEL, "level_spent": SPENT_LEVEL,
         "spending": "linear (alpha * j / K by look j of K), Welch t boundaries calibrated on the normal null",
         "futility": f"stop and reject when the Welch t of the improvement is <= {FUTILITY_T:g} (not faster on average)",
-        "boundaries": [_json_number(c) for c in boundaries(nb, cap)] if designed else [],
+        "boundaries": [json_number(c) for c in boundaries(nb, cap)] if designed else [],
         "looks": looks, **allowances.to_json(),
     }
