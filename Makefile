@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench notebook clean torch-npu-sources
+.PHONY: demo test lint bench notebook clean torch-npu-sources catalogs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ torch-npu-sources: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check sk_analytics sk_runner tests benchmarks
 	$(BIN)/mypy
+
+# The message catalogs: compile each sk_analytics/messages/locale/<lang>/LC_MESSAGES/sk_tune.po (the source) into the
+# sk_tune.mo beside it (committed; tests/test_messages.py fails when a .mo differs from its .po).
+catalogs: $(STAMP)
+	$(BIN)/pybabel compile -d sk_analytics/messages/locale -D sk_tune --statistics
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done

@@ -1,5 +1,5 @@
 """Test-wide setup: a signing key and trusted-keys file of the test run, never the user's; the run's own
-simulated-device registry and no inherited device lease.
+simulated-device registry, no inherited device lease, and Chinese output whatever the shell's locale.
 
 Session-scoped and set in ``os.environ`` before any other fixture (autouse
 fixtures of a scope run first), so the sweeps, CLIs and Ray workers the tests
@@ -22,6 +22,7 @@ from hypothesis import settings
 from tmp_guard import pytest_configure, pytest_sessionfinish  # noqa: F401 - the run's own TMPDIR, checked empty at the end
 
 from sk_analytics.ledger.signing import KEY_ENV, TRUSTED_ENV
+from sk_analytics.messages import LANG_ENV
 from sk_runner.devices.markers import DEVICES_ENV, MARKERS, ROOT_ENV, TIMEOUT_ENV, VISIBLE
 from sk_runner.devices.registry import REGISTRY_ENV
 
@@ -59,6 +60,15 @@ def simulated_devices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
         for name in (*MARKERS, ROOT_ENV, DEVICES_ENV, TIMEOUT_ENV, VISIBLE):
             mp.delenv(name, raising=False)
         yield registry
+
+
+@pytest.fixture(scope="session", autouse=True)
+def output_language() -> Iterator[None]:
+    """Chinese output (the default the tests check) whatever the locale of the shell that started pytest: a
+    ``LANG=en_US.UTF-8`` would otherwise make every command without ``--lang`` speak English (docs/design.md)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(LANG_ENV, "zh")
+        yield
 
 
 @pytest.fixture(autouse=True)

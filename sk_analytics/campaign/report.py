@@ -17,6 +17,7 @@ from sk_analytics.campaign.tables import session_folders
 from sk_analytics.files.atomic import write_text
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.markdown import table
+from sk_analytics.messages import Messages, tables
 from sk_analytics.report.figures import (
     OUTCOME_COLOURS,
     _esc,
@@ -30,30 +31,8 @@ from sk_analytics.report.render import markdown_to_html
 REPORT_MD = "CAMPAIGN_REPORT.md"
 REPORT_HTML = "campaign-report.html"
 
-TEXT: dict[str, dict[str, str]] = {
-    "zh": {
-        "title": "战役报告", "sessions": "会话", "options": "各选项取值的跨会话结果", "cols_sessions": "会话|节点|结果|BASE 选项",
-        "cols_options": "选项|取值|会话数|接受|拒绝|失败|阻断|改善中位数 %|改善范围 %|结论",
-        "verdict_generalises": "可推广", "verdict_mixed": "因负载而异", "verdict_single": "仅一个会话接受",
-        "verdict_never": "从未被接受", "verdict_untested": "未试验（均阻断）",
-        "note": "改善率是各会话在其自身节点上对其自身基线的门禁结果；不同节点的测量从不相互比较。",
-        "outcome_base": "得到 BASE", "outcome_stopped": "已停止", "outcome_unfinished": "未完成",
-        "fig": "各会话的改善率（按选项取值）", "fig_desc": "每个点是一个会话的门禁均值改善率，颜色为该取值在该会话中的结论",
-        "fig_y": "均值改善率 %", "fig_table": "图中数据", "fig_cols": "取值|会话|结论|改善率 %",
-        "outcome_accepted": "接受", "outcome_rejected": "拒绝", "outcome_failed": "失败", "none": "（无已完成的会话）",
-    },
-    "en": {
-        "title": "Campaign report", "sessions": "Sessions", "options": "Option values across sessions", "cols_sessions": "session|node|outcome|BASE options",
-        "cols_options": "option|value|sessions|accepted|rejected|failed|blocked|median gain %|gain range %|verdict",
-        "verdict_generalises": "generalises", "verdict_mixed": "depends on the workload", "verdict_single": "accepted in one session only",
-        "verdict_never": "never accepted", "verdict_untested": "not trialled (blocked everywhere)",
-        "note": "Gains are each session's gate result against its own baseline on its own node; measurements of different nodes are never compared.",
-        "outcome_base": "BASE", "outcome_stopped": "stopped", "outcome_unfinished": "unfinished",
-        "fig": "Gain per session, by option value", "fig_desc": "each dot is one session's gate mean improvement, coloured by the value's status there",
-        "fig_y": "mean improvement %", "fig_table": "data of the figure", "fig_cols": "value|session|status|gain %",
-        "outcome_accepted": "accepted", "outcome_rejected": "rejected", "outcome_failed": "failed", "none": "(no finished session)",
-    },
-}
+TEXT: dict[str, Messages] = tables("campaign.")
+"""The campaign report's messages (``campaign.*`` of the catalogs) in each language."""
 
 
 def _session_rows(root: Path, t: Mapping[str, str]) -> list[list[str]]:

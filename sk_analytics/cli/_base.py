@@ -21,6 +21,7 @@ from sk_analytics.files.atomic import write_text
 from sk_analytics.files.io_seam import error_exit_code, open_regular, reading
 from sk_analytics.files.link_loop import loop_behind, loop_in, loop_message
 from sk_analytics.lazy_module import module_exists as _module_exists
+from sk_analytics.messages import Messages, tables
 
 
 class LazyGroup(click.Group):
@@ -235,10 +236,7 @@ def _help_hint(exc: click.ClickException) -> str:
     return f" (see {ctx.command_path} --help)"
 
 
-OUTPUT_LABELS: dict[str, dict[str, str]] = {
-    "zh": {"session": "会话：", "report": "报告：", "html": "HTML：", "handoff": "交接：", "scene": "失败现场："},
-    "en": {"session": "Session: ", "report": "Report: ", "html": "HTML: ", "handoff": "Hand-off: ", "scene": "Failure scene: "},
-}
+OUTPUT_LABELS: dict[str, Messages] = tables("output.")
 """Labels of the lines that say where a command's outputs are, per ``--lang``."""
 
 

@@ -46,6 +46,7 @@ from sk_analytics.dcci.repair import (
     changed_pointers,
     choose_pattern,
     repair_config,
+    repair_reason,
     symbol_inventory,
     union_tokens,
 )
@@ -290,20 +291,24 @@ def _repair(children_rows: pl.DataFrame, order: list[int], blocked: dict[int, li
         "changed_pointers": [],
     }
     if not order:
-        return {**result, "reason": "no_significantly_slower_sk", "reason_zh": "没有显著变慢的 SK，不提出修复。"}
+        return _decided(result, "no_significantly_slower_sk")
     if any(blocked.values()):
-        return {**result, "reason": "child_attribution_blocked",
-                "reason_zh": "至少一个显著变慢 SK 的子核归因被阻断（buffer full / 截断 / 缺核），需缩短采集窗口后重新采集，不提出修复。"}
+        return _decided(result, "child_attribution_blocked")
     if not tokens:
-        return {**result, "reason": "no_significant_child", "reason_zh": "显著变慢 SK 中没有通过显著性门限的子核，不提出修复。"}
+        return _decided(result, "no_significant_child")
     failed = [c.token for c in choices if c.status != "verified"]
     if failed:
-        return {**result, "reason": "pattern_not_verified", "failed_tokens": failed,
-                "reason_zh": f"以下算子无法构造只匹配自身符号的窄模式（会过匹配或无符号）：{', '.join(failed)}；不提出修复。"}
+        return _decided({**result, "failed_tokens": failed}, "pattern_not_verified")
     patterns = list(dict.fromkeys(p for c in choices for p in c.patterns))
     config, patch = repair_config(disable_all_config, patterns)
-    return {**result, "proposed": True, "reason": "repair_proposed", "reason_zh": "提出联合修复：disable-all + before/after 使用同一窄模式列表。",
+    return {**_decided({**result, "proposed": True}, "repair_proposed"),
             "list": patterns, "config": config, "diff": patch, "changed_pointers": changed_pointers(patch)}
+
+
+def _decided(result: dict[str, Any], code: str) -> dict[str, Any]:
+    """``result`` with its decision code and the Chinese sentence the decision JSON records beside it (docs/dcci-diff.md)."""
+    out = {**result, "reason": code}
+    return {**out, "reason_zh": repair_reason(out, "zh")}
 
 
 def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_all_config: dict[str, Any],

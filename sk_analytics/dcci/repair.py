@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -33,6 +33,7 @@ import polars as pl
 
 from sk_analytics.dcci.pattern import ALPHABET, matches_expr, pattern_problem
 from sk_analytics.errors import InputError
+from sk_analytics.messages import ids, text
 
 OPTIONS_POINTERS: Final = ("/super_kernel_optimize_options", "/model_config/custom_params/super_kernel_optimize_options")
 """Where execution configs keep the SK options (torch.compile layout, YAML experiment layout)."""
@@ -231,3 +232,10 @@ __all__ = [
     "symbol_inventory",
     "union_tokens",
 ]
+
+
+def repair_reason(repair: Mapping[str, Any], lang: str) -> str:
+    """The sentence of a repair decision code (``repair.reason``) in ``lang``; the code itself when no catalog knows it."""
+    msg_id = f"dcci.repair.{repair['reason']}"
+    tokens = ", ".join(repair.get("failed_tokens") or [])
+    return text(msg_id, lang, tokens=tokens) if msg_id in ids(lang) else str(repair["reason"])

@@ -12,141 +12,19 @@ config diff, and the statement that correlation is not a root cause.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sk_analytics.dcci.children import BLOCK_ZH
 from sk_analytics.dcci.classify import CLASS_ZH
 from sk_analytics.dcci.coverage import percent as _pct
 from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
+from sk_analytics.dcci.repair import repair_reason
 from sk_analytics.markdown import table
+from sk_analytics.messages import Messages, tables
 
-# key -> (Chinese, English): each message's two renderings side by side
-_MESSAGES: Final[dict[str, tuple[str, str]]] = {
-    "title": ("DCCI 差异诊断报告（O0 vs disable-all）", "DCCI diff report (O0 vs disable-all)"),
-    "collections": ("诊断采集", "Diagnostic collections"),
-    "role": ("角色", "role"),
-    "path": ("路径", "path"),
-    "manifest": ("manifest 指纹", "manifest fingerprint"),
-    "session": ("会话指纹", "session fingerprint"),
-    "config": ("配置指纹", "config fingerprint"),
-    "processes": ("进程", "processes"),
-    "truncated": ("sk_prof 截断", "sk_prof truncated"),
-    "buffer_full": ("buffer full（核）", "buffer full (cores)"),
-    "set": ("采集集合指纹", "collection set fingerprint"),
-    "warmup": ("预热丢弃（每个 SK 的前 N 次发生）", "warm-up dropped (first N occurrences of every SK)"),
-    "summary": ("结论摘要", "Summary"),
-    "classes": ("分类计数", "class counts"),
-    "efd": ("期望假发现数（BH 上界，仅参考）", "expected false discoveries (BH bound, advisory)"),
-    "decision": ("修复决策", "repair decision"),
-    "all_sks": ("全部 SK 对比统计（SK 区间/墙钟时间，单位 µs）", "Full per-SK comparison (SK interval/wall time, µs)"),
-    "slower": ("显著变慢 SK", "Significantly slower SKs"),
-    "by_structure": ("按 SK 结构汇总（同结构同分类的各次出现合并）", "By SK structure (occurrences of one structure and class merged)"),
-    "structure": ("SK 结构", "SK structure"),
-    "occurrences": ("出现次数（序号）", "occurrences (indices)"),
-    "range_pct": ("ΔP50 % 范围", "ΔP50 % range"),
-    "none": ("无", "none"),
-    "children": ("显著变慢 SK 的子核时间分解", "Child decomposition of significantly slower SKs"),
-    "blocked": ("子核归因被阻断：", "child attribution blocked: "),
-    "union": ("子核算子并集与符号→模式映射", "Child-op union and symbol-to-pattern mapping"),
-    "options": ("选项设置与配置差异（RFC 6902）", "Option settings and config diff (RFC 6902)"),
-    "no_repair": ("不提出修复。", "No repair is proposed."),
-    "note": ("相关不等于根因：本报告只给出相关性证据，不能据此断定 DCCI/缓存是根因；只有完整修复相对 O0 的干净 A/B 对比才能下结论。",
-             "Correlation is not a root cause: this report shows correlation only and never proves DCCI/cache as the root cause; only the clean A/B of the "
-             "complete repair against O0 decides."),
-    "lane_note": ("时长求和（lane sum）仅作为调度/通道负载诊断，不参与判定。",
-                  "Duration sums (lane sum) are scheduling/lane-workload diagnostics only and never decide a class."),
-    "scope": ("作用域", "scope"),
-    "ops": ("子核算子序列", "child ops"),
-    "cls": ("分类", "class"),
-    "reason": ("原因", "reason"),
-    "base": ("基线", "base"),
-    "cand": ("候选", "cand"),
-    "band": ("噪声带 %", "band %"),
-    "delta": ("ΔP50 µs", "ΔP50 µs"),
-    "delta_pct": ("ΔP50 %", "ΔP50 %"),
-    "pos": ("位置 [任务序号]", "pos [task index]"),
-    "op": ("算子", "op"),
-    "wall": ("墙钟跨度", "wall span"),
-    "exec": ("最长单核", "max-lane"),
-    "sig": ("显著", "significant"),
-    "token": ("算子 token", "op token"),
-    "pattern": ("模式", "pattern"),
-    "status": ("校验", "verified"),
-    "matched": ("匹配符号", "matched symbols"),
-    "alignment": ("图上下文对齐（每个 rank、每对计算图分别对齐）", "Graph-context alignment (each rank and graph pair on its own)"),
-    "align_rule": ("规则：计算图转储按共有结构配对（一对一），剩余的转储作为拆分/合并的延续（一个转储对应另一侧连续的多个转储，"
-                   "按执行顺序跨边界作为一个序列对齐）；只出现一次的结构作为锚点；锚点之间按结构相等做精确 LCS；所有最优对齐都给出的配对才配对，"
-                   "所有最优对齐都落在空缺中的 SK 记为单侧存在，其余记为对齐有歧义（不猜测）。",
-                   "Rule: graph dumps pair by shared structures (one to one), a leftover dump continues a split or merge "
-                   "(one dump facing a consecutive run of dumps, aligned as one sequence across the boundary in execution "
-                   "order); structures occurring once anchor the alignment; runs between anchors are aligned by exact LCS with "
-                   "structure equality; a pair every optimal alignment makes is paired, an SK in a gap of every optimal "
-                   "alignment is one-sided, anything else is ambiguous (never guessed)."),
-    "rank": ("rank", "rank"),
-    "graph_base": ("基线计算图", "baseline graph"),
-    "graph_cand": ("候选计算图", "candidate graph"),
-    "shared": ("共有结构数", "shared structures"),
-    "anchors": ("锚点", "anchors"),
-    "by_anchor": ("锚点配对", "paired by anchor"),
-    "in_runs": ("区段内配对", "paired in runs"),
-    "only_base": ("仅基线", "baseline only"),
-    "only_cand": ("仅候选", "candidate only"),
-    "ambiguous": ("歧义（基线/候选）", "ambiguous (base/cand)"),
-    "pairing_ambiguous": ("计算图配对有歧义", "graph pairing ambiguous"),
-    "placement": ("SK 位置与配对方式", "SK placement and how it was paired"),
-    "pos_base": ("基线位置 [scope id]", "baseline position [scope id]"),
-    "pos_cand": ("候选位置 [scope id]", "candidate position [scope id]"),
-    "paired_by": ("配对方式", "paired by"),
-    "between": ("所在区段（前锚点 → 后锚点，基线/候选位置）", "run (anchor before → anchor after, base/cand positions)"),
-    "yes": ("是", "yes"),
-    "explained": ("修复可解释的变慢", "slowdown the repair explains"),
-    "explained_line": ("显著变慢 SK {k}/{n} 个有显著子核；每步变慢 {x:.3f}/{y:.3f} µs（解释 {p}，仅就已比较的 {c} 候选 SK 时间而言）",
-                       "{k} of {n} slower SKs have a significant child; {x:.3f} of {y:.3f} µs per step (explains {p} "
-                       "of the slowdown in the compared {c} of the candidate's SK time)"),
-    "warning": ("⚠ 警告", "⚠ warning"),
-    "ranks_title": ("多 rank：每个 SK 的各 rank 差异与决定 rank", "Several ranks: per-rank deltas of each SK and the deciding rank"),
-    "ranks_rule": ("规则：每个 rank 的 SK 序列与参考 rank（序列最常见的 rank）按图上下文序列对齐，对齐配对的 SK 为同一个 SK；"
-                   "只在部分 rank 上存在或对应有歧义的 SK 单独成组。每个 SK 取候选 P50 最大的 rank 的分类（与门限的最差 rank 指标一致）；"
-                   "只分解该 rank 的子核并用于修复。",
-                   "Rule: each rank's SK sequence is aligned to the reference rank's (the rank with the most common sequence) "
-                   "with the graph-context sequence alignment; SKs the alignment pairs are one SK, an SK on some ranks only or "
-                   "with an ambiguous correspondence is its own. Each SK takes the class of the rank with the largest candidate "
-                   "P50 (the gate's worst-rank metric); only that rank is decomposed into children and feeds the repair."),
-    "deciding": ("决定 rank", "deciding rank"),
-    "coverage": ("比较覆盖率（已配对比较的候选 SK 时间与 SK 数）", "Coverage (candidate SK time and SK count compared in aligned pairs)"),
-    "compared_line": ("已比较：候选 SK 时间的 {t}，SK 数的 {n}", "compared: {t} of the candidate's SK time, {n} of its SKs"),
-    "diagnosis": ("诊断", "diagnosis"),
-    "complete": ("完整", "complete"),
-    "partial": ("部分（未比较部分计算图）", "partial (part of the graph not compared)"),
-    "sks": ("SK 数", "SKs"),
-    "sks_compared": ("已比较 SK", "SKs compared"),
-    "time": ("SK 时间 µs", "SK time µs"),
-    "time_compared": ("已比较时间 µs", "compared time µs"),
-    "time_share": ("时间占比", "time share"),
-    "sk_share": ("SK 占比", "SK share"),
-    "overall": ("全部", "overall"),
-    "unpaired": ("无法配对的计算图转储", "Graph dumps that could not be paired"),
-    "side": ("侧", "side"),
-    "graph": ("计算图", "graph"),
-    "correspondence": ("跨 rank 对应", "cross-rank correspondence"),
-    "not_all_ranks": ("不在所有 rank 上、或跨 rank 对应有歧义的 SK", "SKs not on every rank, or with an ambiguous cross-rank correspondence"),
-    "present": ("所在 rank", "ranks present"),
-    "missing": ("缺少的 rank", "missing ranks"),
-    "ambiguous_ranks": ("对应有歧义的 rank", "ambiguous on ranks"),
-    "reference": ("参考 rank", "reference rank"),
-    "per_rank": ("各 rank ΔP50 µs（分类）", "per-rank ΔP50 µs (class)"),
-}
-# repair decision code (analysis ``repair.reason``) -> English sentence; the Chinese one is ``repair.reason_zh``
-REPAIR_EN: Final[dict[str, str]] = {
-    "repair_proposed": "joint repair proposed: disable-all plus before/after with one narrow pattern list.",
-    "no_significantly_slower_sk": "no significantly slower SK; no repair is proposed.",
-    "child_attribution_blocked": ("child attribution of at least one significantly slower SK is blocked (buffer full / truncated / "
-                                  "missing core); re-collect with a shorter window; no repair is proposed."),
-    "no_significant_child": "no child of the significantly slower SKs passes the significance gate; no repair is proposed.",
-    "pattern_not_verified": "no narrow pattern matching only its own symbols exists for: {tokens}; no repair is proposed.",
-}
-TEXT: Final[dict[str, dict[str, str]]] = {lang: {k: v[i] for k, v in _MESSAGES.items()} for i, lang in enumerate(("zh", "en"))}
+TEXT: Final[dict[str, Messages]] = tables("dcci_report.")
+"""The report's messages (``dcci_report.*`` of the catalogs) in each language."""
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -173,7 +51,7 @@ def _sk_label(sk: dict[str, Any]) -> str:
     return f"#{sk['uid']} {sk['structure_hash']}/{sk['occurrence_index']}"
 
 
-def _collections(result: dict[str, Any], t: dict[str, str]) -> list[str]:
+def _collections(result: dict[str, Any], t: Mapping[str, str]) -> list[str]:
     rows = []
     for role in ("baseline", "candidate"):
         side = result[role]
@@ -201,7 +79,7 @@ def _sk_rows(sks: Sequence[dict[str, Any]], lang: str) -> list[list[str]]:
     ]
 
 
-def _child_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+def _child_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
     lines = [f"## {t['children']}", ""]
     by_uid = {sk["uid"]: sk for sk in result["sks"]}
     if not result["children"]:
@@ -229,13 +107,7 @@ def _child_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list
     return lines
 
 
-def _repair_en(repair: dict[str, Any]) -> str:
-    """The repair decision in English (the code itself when it is new to this table)."""
-    text = REPAIR_EN.get(repair["reason"])
-    return repair["reason"] if text is None else text.format(tokens=", ".join(repair.get("failed_tokens") or []))
-
-
-def _structure_summary(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+def _structure_summary(result: dict[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
     """One row per (SK structure, class): a decode graph repeats each structure once per layer."""
     rows = [[g.short_name, CLASS_ZH[g.cls] if lang == "zh" else g.cls, f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
              format_range(g.delta_p50_pct)] for g in group_sks(result["sks"])]
@@ -244,7 +116,7 @@ def _structure_summary(result: dict[str, Any], t: dict[str, str], lang: str) -> 
     return [f"## {t['by_structure']}", "", *table([t["structure"], t["cls"], t["occurrences"], t["range_pct"]], rows)]
 
 
-def _explained(explained: dict[str, Any] | None, t: dict[str, str], lang: str) -> list[str]:
+def _explained(explained: dict[str, Any] | None, t: Mapping[str, str], lang: str) -> list[str]:
     """How many slower SKs and how much of the slowdown per step the repair's children account for."""
     if not explained or not explained["slower_sks"]:
         return []
@@ -257,7 +129,7 @@ def _explained(explained: dict[str, Any] | None, t: dict[str, str], lang: str) -
     return lines
 
 
-def _ranks_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+def _ranks_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
     """Several ranks only: every SK flagged on some rank, with each rank's ΔP50 and the deciding rank."""
     ranks = result.get("ranks") or {}
     if len(ranks.get("ranks") or []) < 2:
@@ -290,7 +162,7 @@ def _anchor(anchor: dict[str, Any] | None, start: str) -> str:
     return start if anchor is None else f"{anchor['baseline_position']}/{anchor['candidate_position']}"
 
 
-def _alignment_section(result: dict[str, Any], t: dict[str, str], lang: str) -> list[str]:
+def _alignment_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
     """The graph pairs with their alignment counts, and where every SK sits and how it was paired."""
     alignment = result.get("alignment")
     if not alignment:
@@ -321,7 +193,7 @@ def _graph(graph: dict[str, Any] | None, correspondence: str = "one_to_one") -> 
     return f"{graph['process']}/{graph['model_dir']}" + (f" ({correspondence})" if several else "")
 
 
-def _coverage_section(result: dict[str, Any], t: dict[str, str]) -> list[str]:
+def _coverage_section(result: dict[str, Any], t: Mapping[str, str]) -> list[str]:
     """Compared shares per rank and overall, and the graph dumps that could not be paired."""
     cov = result.get("coverage")
     if not cov:
@@ -349,7 +221,7 @@ def _partial_first(result: dict[str, Any], lang: str) -> list[str]:
     return [f"- **⚠ {repair['partial_note_zh'] if lang == 'zh' else repair['partial_note_en']}**"]
 
 
-def _compared(result: dict[str, Any], t: dict[str, str]) -> list[str]:
+def _compared(result: dict[str, Any], t: Mapping[str, str]) -> list[str]:
     summary = result["summary"]
     if "compared_time_share" not in summary:
         return []
@@ -386,7 +258,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += _partial_first(result, lang) + _compared(result, t)
     lines += [f"- {t['classes']}: " + ", ".join(f"{CLASS_ZH[k] if lang == 'zh' else k}={v}" for k, v in summary["classes"].items())]
     lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
-    lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else _repair_en(repair)}"]
+    lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else repair_reason(repair, 'en')}"]
     lines += _explained(repair.get("explained"), t, lang) + [""]
     header = ["SK", t["scope"], t["ops"], t["base"], t["cand"], t["band"], t["delta"], t["delta_pct"], t["cls"], t["reason"], "MWU p", "BH q"]
     lines += _structure_summary(result, t, lang)

@@ -18,8 +18,10 @@ import polars as pl
 
 from sk_analytics.errors import UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
+from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
+from sk_analytics.messages import text
 from sk_analytics.option_trial.advice import advise
-from sk_analytics.option_trial.family import LABEL as FAMILY_LABEL, LABEL_ZH as FAMILY_LABEL_ZH, FamilyDesign, evaluate_family
+from sk_analytics.option_trial.family import FamilyDesign, evaluate_family
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
     PROTOCOL_ALLOWANCES,
@@ -31,19 +33,14 @@ from sk_analytics.option_trial.gate import (
 )
 from sk_analytics.option_trial.inference import trial_statistics
 from sk_analytics.option_trial.modes import GATE_MODES, GateMode
-from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP, LABEL as SEQUENTIAL_LABEL, LABEL_ZH as SEQUENTIAL_LABEL_ZH, evaluate_sequential
+from sk_analytics.option_trial.sequential import CAP as SEQUENTIAL_CAP, evaluate_sequential
 from sk_analytics.option_trial.sources import check_candidate
 from sk_analytics.option_trial.stats import Samples
-from sk_analytics.option_trial.stats_gate import LABEL as STATS_LABEL, LABEL_ZH as STATS_LABEL_ZH, evaluate_stats
+from sk_analytics.option_trial.stats_gate import evaluate_stats
 from sk_analytics.option_trial.summary import RunMetric, summarize, summarize_samples
 
-GATE_LABELS: dict[str, tuple[str, str]] = {
-    "protocol": ("Stage O protocol gate", "Stage O 协议门禁"),
-    "strict": ("protocol gate + 95 % CI of the improvement above 0 (stricter than the protocol)", "协议门禁 + 提升的95%置信区间高于0（比协议更严）"),
-    "stats": (STATS_LABEL, STATS_LABEL_ZH),
-    "sequential": (SEQUENTIAL_LABEL, SEQUENTIAL_LABEL_ZH),
-    "family": (FAMILY_LABEL, FAMILY_LABEL_ZH),
-}
+GATE_LABELS: dict[str, tuple[str, str]] = {mode: (text(f"gate_label.{mode}", "en"), text(f"gate_label.{mode}", "zh"))
+                                         for mode in ("protocol", "strict", "stats", "sequential", "family")}
 """(en, zh) name of what decides under each gate mode; ``stats`` says it is not the protocol."""
 
 

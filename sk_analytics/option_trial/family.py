@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
+from sk_analytics.messages import text
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, PROTOCOL_ALLOWANCES, Allowances
 from sk_analytics.option_trial.inference import log_effect_of_pct, log_improvement_pct, welch_terms
 from sk_analytics.option_trial.modes import FAMILY_CAP, FAMILY_MIN_EFFECT_PCT, family_incumbent_runs
@@ -67,8 +68,8 @@ FUTILITY_CONFIDENCE = 0.75
 """One-sided confidence of the upper bound of the gain that must reach the minimum effect to go on."""
 CALIBRATION_TRIALS = 200_000
 CALIBRATION_SEED = 20_261_206
-LABEL = "family policy of sk-tune (error controlled across the sweep), NOT the Stage O protocol"
-LABEL_ZH = "sk-tune 全矩阵统计策略（整轮控制误判），不是 Stage O 协议"
+LABEL = text("gate_label.family", "en")
+LABEL_ZH = text("gate_label.family", "zh")
 VARIANCE_CHECKS = ("p90_not_significantly_worse", "stddev_not_significantly_worse")
 
 

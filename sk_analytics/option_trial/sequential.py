@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from sk_analytics.messages import text
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, Allowances
 from sk_analytics.option_trial.inference import welch_terms
 from sk_analytics.option_trial.modes import SEQUENTIAL_CAP
@@ -54,8 +55,8 @@ FIRST_LOOK = CANDIDATE_MIN_RUNS
 FUTILITY_T = 0.0
 CALIBRATION_TRIALS = 100_000
 CALIBRATION_SEED = 20_261_203
-LABEL = "sequential statistics policy of sk-tune, NOT the Stage O protocol"
-LABEL_ZH = "sk-tune 序贯统计策略，不是 Stage O 协议"
+LABEL = text("gate_label.sequential", "en")
+LABEL_ZH = text("gate_label.sequential", "zh")
 VARIANCE_CHECKS = ("p90_not_significantly_worse", "stddev_not_significantly_worse")
 
 

@@ -34,14 +34,15 @@ from typing import Any
 
 import numpy as np
 
+from sk_analytics.messages import text
 from sk_analytics.option_trial.gate import Allowances
 from sk_analytics.option_trial.inference import log_improvement_pct, welch_lower_bound
 
 POLICY = "stats"
 LEVEL = 0.05
 """One-sided level of every test of the policy (mean: a 95 % lower bound)."""
-LABEL = "statistics policy of sk-tune, NOT the Stage O protocol"
-LABEL_ZH = "sk-tune 统计策略，不是 Stage O 协议"
+LABEL = text("gate_label.stats", "en")
+LABEL_ZH = text("gate_label.stats", "zh")
 PRECONDITIONS = ("baseline_stable", "baseline_min_runs", "candidate_min_runs")
 """Protocol checks the policy keeps as they are."""
 METRIC_CHECKS = ("mean_improvement_significant", "p90_not_significantly_worse", "stddev_not_significantly_worse")

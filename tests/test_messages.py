@@ -1,0 +1,95 @@
+"""The message catalogs: compiled files that match their sources, two languages with the same messages and
+fields, English without Chinese, and the language chosen by --lang, SK_LANG, the locale, in that order."""
+
+from __future__ import annotations
+
+import io
+import re
+import string
+from pathlib import Path
+
+import pytest
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+
+from sk_analytics.errors import UsageError
+from sk_analytics.messages import DOMAIN, LANGS, LOCALE_DIR, Messages, coded, ids, lang_of_locale, render, resolve_lang, template, text
+
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+"""Chinese characters and the full-width punctuation that goes with them."""
+
+
+def _po(lang: str) -> Path:
+    return LOCALE_DIR / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def _fields(message: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(message) if name is not None}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_committed_mo_is_the_compiled_po(lang: str) -> None:
+    """A .po edited without `make catalogs` (or a .mo edited by hand) fails here, not in a user's report."""
+    with _po(lang).open("rb") as f:
+        catalog = read_po(f, locale=lang)
+    compiled = io.BytesIO()
+    write_mo(compiled, catalog)
+    assert _po(lang).with_suffix(".mo").read_bytes() == compiled.getvalue(), f"run `make catalogs`: {lang} .mo is stale"
+
+
+def test_both_languages_hold_the_same_messages_with_the_same_fields() -> None:
+    catalogs = {}
+    for lang in LANGS:
+        with _po(lang).open("rb") as f:
+            catalogs[lang] = {m.id: m.string for m in read_po(f) if m.id}
+    assert set(catalogs["zh"]) == set(catalogs["en"])
+    for msg_id, zh in catalogs["zh"].items():
+        assert zh and catalogs["en"][msg_id], f"{msg_id}: empty translation"
+        assert _fields(zh) == _fields(catalogs["en"][msg_id]), msg_id
+    assert ids("en") == frozenset(catalogs["en"])
+
+
+def test_english_catalog_has_no_chinese() -> None:
+    with _po("en").open("rb") as f:
+        bad = [m.id for m in read_po(f) if m.id and CJK.search(m.string)]
+    assert bad == []
+
+
+def test_text_fills_named_parameters_and_shows_a_missing_fact_as_a_question_mark() -> None:
+    assert text("report.lease_runs", "en", n=3, m=2).startswith("2 of 3 trial records")
+    assert text("report.lease_runs", "zh", n=3, m=2).startswith("3 个试验记录中 2 个")
+    assert text("reason.gate_failed", "en", label="a=1", mean_pct=None) == "a=1 did not pass the gate (mean improvement ?); incumbent restored"
+    assert render(coded("reason.gate_failed", label="a=1", mean_pct=1.5), "zh") == "a=1 未通过门禁（均值改善 +1.500%），恢复原基线"
+
+
+def test_an_unknown_id_is_an_error_not_the_id_printed() -> None:
+    with pytest.raises(KeyError, match="no message 'report.nope'"):
+        template("report.nope", "zh")
+    t = Messages("report.", "en")
+    assert t.get("nope", "fallback") == "fallback" and "title" in t and "nope" not in t
+    assert t["title"] == "Stage O experiment report" and len(t) == len(list(t)) > 100
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, "zh"),
+    ({"LANG": "en_US.UTF-8"}, "en"),
+    ({"LANG": "zh_CN.UTF-8"}, "zh"),
+    ({"LANG": "C.UTF-8"}, "zh"),
+    ({"LANG": "de_DE.UTF-8"}, "zh"),
+    ({"LC_ALL": "C", "LANG": "en_US.UTF-8"}, "zh"),  # the first set variable decides, as in POSIX
+    ({"LC_MESSAGES": "en_GB", "LANG": "zh_CN"}, "en"),
+    ({"SK_LANG": "en", "LANG": "zh_CN.UTF-8"}, "en"),
+    ({"SK_LANG": "zh", "LC_ALL": "en_US.UTF-8"}, "zh"),
+])
+def test_language_from_sk_lang_then_the_locale(env: dict[str, str], expected: str) -> None:
+    assert resolve_lang(None, env) == expected
+    assert resolve_lang("en", env) == "en" and resolve_lang("zh", env) == "zh"  # --lang wins over both
+
+
+def test_a_wrong_sk_lang_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="SK_LANG='fr': expected one of zh, en"):
+        resolve_lang(None, {"SK_LANG": "fr"})
+
+
+def test_locale_names() -> None:
+    assert [lang_of_locale(v) for v in ("en", "en-US", "zh_TW.Big5", "", None, "POSIX")] == ["en", "en", "zh", None, None, None]
