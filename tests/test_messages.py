@@ -58,7 +58,7 @@ def test_english_catalog_has_no_chinese() -> None:
 def test_text_fills_named_parameters_and_shows_a_missing_fact_as_a_question_mark() -> None:
     assert text("report.lease_runs", "en", n=3, m=2).startswith("2 of 3 trial records")
     assert text("report.lease_runs", "zh", n=3, m=2).startswith("3 个试验记录中 2 个")
-    assert text("reason.gate_failed", "en", label="a=1", mean_pct=None) == "a=1 did not pass the gate (mean improvement ?); incumbent restored"
+    assert text("reason.gate_failed", "en", label="a=1", mean_pct=None) == "a=1 did not pass the gate (mean improvement ?%); incumbent restored"
     assert render(coded("reason.gate_failed", label="a=1", mean_pct=1.5), "zh") == "a=1 未通过门禁（均值改善 +1.500%），恢复原基线"
 
 

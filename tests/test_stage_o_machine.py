@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from sk_analytics.errors import IntegrityError
+from sk_analytics.messages import render
 from sk_analytics.stage_o.machine import (
     O0,
     Change,
@@ -37,6 +38,11 @@ from sk_analytics.stage_o.machine import (
 )
 from sk_analytics.stage_o.matrix import build_matrix, freeze_matrix, protocol_candidates
 from sk_analytics.stage_o.state import Policy
+
+
+def zh(action: Any) -> str:
+    """The Chinese wording of a Settle's or Stop's recorded reason (a message id and its facts)."""
+    return render(action.reason, "zh")
 
 ROOT = "/super_kernel_optimize_options"
 SEED = {"super_kernel_optimize": True, "super_kernel_optimize_options": {}}
@@ -111,7 +117,7 @@ class Script:
         if isinstance(action, Settle):
             return "entry_settled", settle_record(action)
         if isinstance(action, Stop):
-            return "session_stopped", {"reason_zh": action.reason_zh}
+            return "session_stopped", {"reason": dict(action.reason)}
         if isinstance(action, FreezeBase):
             return "base_frozen", {"round": action.round}
         if isinstance(action, WriteHandoff):
@@ -181,13 +187,13 @@ def test_o0_then_accept_then_base() -> None:
 def test_o0_unstable_stops_with_reason() -> None:
     actions, records = drive(make_matrix(["auto-op-parallel-1"]), Script(stable={(None, "o0"): False}))
     assert kinds(actions) == ["Run:O0-INCUMBENT:o0:5", "CheckStability", "Stop", "WriteHandoff", "Finished"]
-    assert "spread 7.500% > 5.0%" in actions[2].reason_zh and actions[-1].outcome == "stopped"
+    assert "spread 7.500% > 5.0%" in zh(actions[2]) and actions[-1].outcome == "stopped"
 
 
 def test_o0_failure_stops() -> None:
     actions, _ = drive(make_matrix(["auto-op-parallel-1"]), Script(trial_ok={(None, "o0"): "正确性校验失败"}))
     assert kinds(actions)[:2] == ["Run:O0-INCUMBENT:o0:5", "Stop"]
-    assert "正确性校验失败" in actions[1].reason_zh
+    assert "正确性校验失败" in zh(actions[1])
 
 
 # --------------------------------------------------------------------------- ordinary entries
@@ -218,7 +224,7 @@ def test_trial_failure_settles_failed_with_scene_and_continues() -> None:
     assert first.isolated and first.timeout_s == Policy().risky_timeout_s
     settle = actions[3]
     assert settle.status == "failed" and settle.incumbent_round == O0
-    assert settle.evidence["scene"] == "FAILURE_SCENES/O1/attempt-1" and "设备错误" in settle.reason_zh
+    assert settle.evidence["scene"] == "FAILURE_SCENES/O1/attempt-1" and "设备错误" in zh(settle)
     assert actions[4].round == "O2" and actions[4].base_round == O0 and not actions[4].isolated
     assert settled(records) == {"aggressive-task1-value0": "failed", "split-mode-1": "accepted"}
 
@@ -229,7 +235,7 @@ def test_top_up_failure_and_unstable_withdraw_acceptance() -> None:
     actions, records = drive(matrix, script)
     assert settled(records) == {"auto-op-parallel-1": "failed", "preload-code-0": "failed"}
     unstable = [a for a in actions if isinstance(a, Settle)][1]
-    assert "撤回接受" in unstable.reason_zh and "spread 7.500% > 5.0%" in unstable.reason_zh
+    assert "撤回接受" in zh(unstable) and "spread 7.500% > 5.0%" in zh(unstable)
     base = [a for a in actions if isinstance(a, FreezeBase)][0]
     assert base == FreezeBase(O0, (), ())  # no option helped: BASE equals SEED
 
@@ -249,7 +255,7 @@ def test_pre_run_blockers(entry: str, policy: Policy, matrix_kw: dict[str, Any],
     matrix = make_matrix([entry], **matrix_kw)
     actions, records = drive(matrix, Script(), policy)
     assert kinds(actions) == ["Run:O0-INCUMBENT:o0:5", "CheckStability", f"Settle:{entry}:blocked", "FreezeBase", "WriteHandoff", "Finished"]
-    assert needle in actions[2].reason_zh and actions[2].evidence
+    assert needle in zh(actions[2]) and actions[2].evidence
 
 
 def test_authorised_and_adapted_entries_run() -> None:
@@ -288,14 +294,14 @@ def test_dcci_noise_rejects_family() -> None:
     actions, records = drive(make_matrix(DCCI_IDS), Script(gate={("dcci-disable-all", "trial"): gate}))
     settle = actions[4]
     assert kinds(actions)[4] == "Settle:dcci-disable-all:rejected" and settle.family_rejected
-    assert "噪声带" in settle.reason_zh and "before/after" in settle.reason_zh
+    assert "噪声带" in zh(settle) and "before/after" in zh(settle)
     assert actions[5].round == "O2" and actions[5].base_round == O0
 
 
 def test_dcci_failure_settles_failed_family_rejected() -> None:
     actions, records = drive(make_matrix(DCCI_IDS), Script(trial_ok={("dcci-disable-all", "trial"): "挂起超时"}))
     settle = actions[3]
-    assert (settle.status, settle.family_rejected) == ("failed", True) and "DCCI 家族" in settle.reason_zh
+    assert (settle.status, settle.family_rejected) == ("failed", True) and "DCCI 家族" in zh(settle)
     assert not any(isinstance(a, CollectProfile) for a in actions)
 
 
@@ -333,14 +339,14 @@ def test_dcci_repair_not_better_than_o0_rejects_family() -> None:
     actions, records = drive(make_matrix(DCCI_IDS), script)
     settle = [a for a in actions if isinstance(a, Settle)][0]
     assert (settle.status, settle.family_rejected, settle.incumbent_round) == ("rejected", True, O0)
-    assert "相对 disable-all 的恢复不构成接受" in settle.reason_zh
+    assert "相对 disable-all 的恢复不构成接受" in zh(settle)
     assert [a for a in actions if isinstance(a, RunTrial) and a.phase == "trial"][-1].base_round == O0
 
 
 def test_dcci_regression_without_repair_rejects_family() -> None:
     actions, records = drive(make_matrix(DCCI_IDS), Script(gate={("dcci-disable-all", "trial"): LOSS}, patterns=None))
     assert kinds(actions)[4:8] == ["Profile:o0:1", "Profile:disable_all:1", "DcciDiff", "Settle:dcci-disable-all:rejected"]
-    assert "无显著子节点" in actions[7].reason_zh
+    assert "无显著子节点" in zh(actions[7])
 
 
 def test_dcci_repair_probe_failure_and_repair_crash() -> None:
@@ -359,7 +365,7 @@ def test_dcci_invalid_collection_recollects_then_gives_up() -> None:
     script = Script(gate={("dcci-disable-all", "trial"): LOSS}, profile_ok={("o0", 1): False, ("o0", 2): False})
     actions, _ = drive(make_matrix(DCCI_IDS), script)
     assert kinds(actions)[4:7] == ["Profile:o0:1", "Profile:o0:2", "Settle:dcci-disable-all:rejected"]
-    assert "不产生子节点正则" in actions[6].reason_zh
+    assert "不产生子节点正则" in zh(actions[6])
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -21,7 +21,7 @@ from sk_analytics.files.atomic import write_text
 from sk_analytics.files.io_seam import error_exit_code, open_regular, reading
 from sk_analytics.files.link_loop import loop_behind, loop_in, loop_message
 from sk_analytics.lazy_module import module_exists as _module_exists
-from sk_analytics.messages import Messages, tables
+from sk_analytics.messages import LANGS, Messages, resolve_lang, tables
 
 
 class LazyGroup(click.Group):
@@ -236,8 +236,17 @@ def _help_hint(exc: click.ClickException) -> str:
     return f" (see {ctx.command_path} --help)"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 OUTPUT_LABELS: dict[str, Messages] = tables("output.")
 """Labels of the lines that say where a command's outputs are, per ``--lang``."""
+
+
+def lang_option(what: str) -> Callable[[F], F]:
+    """``--lang zh|en`` of a command that prints or writes prose (``what``: "Report language."); without it the
+    language comes from ``SK_LANG``, else the locale, else Chinese (:func:`sk_analytics.messages.resolve_lang`)."""
+    return click.option("--lang", type=click.Choice(LANGS), default=None, callback=lambda _ctx, _param, value: resolve_lang(value),
+                        help=f"{what} [default: SK_LANG, else the locale's zh/en, else zh]")
 
 
 def write_or_check(path: Path, text: str, *, source: str, regenerate: str, check: bool) -> int:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import PathArg, lang_option
 from sk_analytics.errors import EXIT_OK
 
 
 @click.command("campaign")
 @click.argument("root", type=PathArg(file_okay=False, path_type=Path))
-@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
+@lang_option("Report language.")
 @click.option("--out", type=PathArg(file_okay=False, path_type=Path), default=None, help="Folder of the report (default: the campaign root).")
 def campaign(root: Path, lang: str, out: Path | None) -> int:
     """Per option value: in how many sessions it was accepted, rejected, failed or blocked,

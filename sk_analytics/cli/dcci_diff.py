@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sk_analytics.cli._base import ExistingPath, PathArg
+from sk_analytics.cli._base import ExistingPath, PathArg, lang_option
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
 
 
@@ -22,7 +22,7 @@ from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
               help="Decision JSON (written atomically).")
 @click.option("--report-md", "report_md", type=PathArg(path_type=Path, dir_okay=False),
               help="Markdown report (written atomically).")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
+@lang_option("Report language.")
 @click.option("--tables-out", "tables_out", type=PathArg(path_type=Path, file_okay=False),
               help="Also write the derived sk_occurrences/sk_children Parquet tables of both sides here.")
 @click.option("--trace-out", "trace_out", type=PathArg(path_type=Path, dir_okay=False),

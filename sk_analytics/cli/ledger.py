@@ -11,6 +11,7 @@ import click
 from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_OK, IntegrityError
 from sk_analytics.ledger.chain import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
+from sk_analytics.messages import is_coded, render, resolve_lang
 
 
 @click.group("ledger")
@@ -128,7 +129,9 @@ def format_record(record: LedgerRecord) -> str:
     except (OverflowError, OSError, ValueError):  # a forged or damaged ts_ns: show it, do not crash the display
         when = f"ts_ns={record.ts_ns}"
     data = record.data
-    summary = data.get("summary_zh") or data.get("summary")
+    summary = data.get("summary_zh") or data.get("summary")  # summary_zh: records written before summaries were codes
+    if is_coded(summary):
+        summary = render(summary, resolve_lang())
     if not isinstance(summary, str):
         summary = json.dumps(data, ensure_ascii=False, sort_keys=True)
     if len(summary) > 160:

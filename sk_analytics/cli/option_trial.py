@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sk_analytics.cli._base import FiniteFloat, PathArg
+from sk_analytics.cli._base import FiniteFloat, PathArg, lang_option
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError, UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.option_trial.modes import GATE_MODES, SEQUENTIAL_CAP
-from sk_analytics.option_trial.report import LANGS
 
 if TYPE_CHECKING:  # the gate (Polars, NumPy, SciPy) is imported when a command runs: --help stays fast
     from sk_analytics.option_trial.api import SideSummary
@@ -27,7 +26,7 @@ SOURCE_HELP = "a folder of run-*/log_<rank>.log, or parquet:DATA_DIR#round=R[,ro
 
 def _common(func: F) -> F:
     """Options shared by both commands."""
-    func = click.option("--lang", type=click.Choice(LANGS), default="zh", show_default=True, help="Table language.")(func)
+    func = lang_option("Table language.")(func)
     func = click.option("--json-out", type=PathArg(dir_okay=False, path_type=Path), help="Write the summary JSON here (atomic).")(func)
     func = click.option("--expected-ranks", type=click.IntRange(min=1), default=DEFAULT_EXPECTED_RANKS, show_default=True, help="Rank logs per run.")(func)
     func = click.option("--warmup", type=click.IntRange(min=0), default=DEFAULT_WARMUP, show_default=True, help="Decode samples dropped per rank.")(func)

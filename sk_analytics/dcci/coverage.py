@@ -21,6 +21,7 @@ import polars as pl
 
 from sk_analytics.dcci.align import ALIGNED, Alignment
 from sk_analytics.dcci.occurrences import SK_KEYS
+from sk_analytics.messages import coded, render
 
 PARTIAL_BELOW: Final = 0.90
 """Compared share of the candidate's SK time below which the diagnosis is ``partial``."""
@@ -100,18 +101,13 @@ def percent(share: float | None) -> str:
     return "—" if share is None else f"{share:.0%}"
 
 
-def partial_notes(cov: dict[str, Any]) -> tuple[str, str]:
-    """(English, Chinese) statement that part of the candidate was not compared."""
-    time, count = percent(cov["time_share"]), percent(cov["sk_share"])
+def partial_note(cov: dict[str, Any]) -> dict[str, Any]:
+    """The statement that part of the candidate was not compared, as a message (``dcci.partial_note``) and its facts."""
     worst = min((r for r in cov["per_rank"] if r["time_share"] is not None), key=lambda r: r["time_share"], default=None)
-    rank_en = f"; rank {worst['rank']}: {percent(worst['time_share'])}" if worst and len(cov["per_rank"]) > 1 else ""
-    rank_zh = f"；rank {worst['rank']}：{percent(worst['time_share'])}" if worst and len(cov["per_rank"]) > 1 else ""
+    rank = coded("dcci.partial_rank", rank=worst["rank"], share=percent(worst["time_share"])) if worst and len(cov["per_rank"]) > 1 else ""
     unpaired = len(cov["unpaired_graphs"])
-    en = (f"PARTIAL diagnosis: only {time} of the candidate's SK time ({count} of its SKs) was compared{rank_en}; "
-          f"the rest of the graph was not compared" + (f" ({unpaired} graph dump(s) unpaired)" if unpaired else ""))
-    zh = (f"部分诊断：只比较了候选 SK 时间的 {time}（SK 数的 {count}）{rank_zh}；其余部分计算图未比较"
-          + (f"（{unpaired} 个计算图转储无法配对）" if unpaired else ""))
-    return en, zh
+    return coded("dcci.partial_note", time=percent(cov["time_share"]), count=percent(cov["sk_share"]), rank=rank,
+                 unpaired=coded("dcci.partial_unpaired", n=unpaired) if unpaired else "")
 
 
 def mark_repair(repair: dict[str, Any], cov: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +119,9 @@ def mark_repair(repair: dict[str, Any], cov: dict[str, Any]) -> dict[str, Any]:
         explained["compared_sk_share"] = cov["sk_share"]
     out = {**repair, "partial": cov["diagnosis"] == PARTIAL}
     if out["partial"]:
-        en, zh = partial_notes(cov)
-        out["partial_note_en"], out["partial_note_zh"] = en, zh
+        note = partial_note(cov)
+        out["partial_note"] = note
+        out["partial_note_en"], out["partial_note_zh"] = render(note, "en"), render(note, "zh")
+        zh = out["partial_note_zh"]
         out["reason_zh"] = f"{zh}。{repair['reason_zh']}"
     return out

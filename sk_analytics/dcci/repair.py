@@ -33,7 +33,7 @@ import polars as pl
 
 from sk_analytics.dcci.pattern import ALPHABET, matches_expr, pattern_problem
 from sk_analytics.errors import InputError
-from sk_analytics.messages import ids, text
+from sk_analytics.messages import coded, ids, text
 
 OPTIONS_POINTERS: Final = ("/super_kernel_optimize_options", "/model_config/custom_params/super_kernel_optimize_options")
 """Where execution configs keep the SK options (torch.compile layout, YAML experiment layout)."""
@@ -232,6 +232,15 @@ __all__ = [
     "symbol_inventory",
     "union_tokens",
 ]
+
+
+def repair_message(repair: Mapping[str, Any]) -> dict[str, Any]:
+    """The repair decision as a recorded message: its code's catalog message, or (a code no catalog knows) the
+    decision's own words in both languages."""
+    msg_id = f"dcci.repair.{repair['reason']}"
+    if msg_id in ids("zh"):
+        return coded(msg_id, tokens=", ".join(repair.get("failed_tokens") or []))
+    return {"zh": str(repair.get("reason_zh") or repair["reason"]), "en": str(repair["reason"])}
 
 
 def repair_reason(repair: Mapping[str, Any], lang: str) -> str:

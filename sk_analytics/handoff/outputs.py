@@ -80,5 +80,7 @@ def settled_from(matrix: Mapping[str, Any], state: SessionState, *, validate: bo
         if s is None:  # only possible in a stopped session
             out[entry["id"]] = skipped_settlement(state.stopped or {})
         else:
-            out[entry["id"]] = {k: s[k] for k in ("status", "reason_zh", "evidence", "incumbent_round", "accepted_changes", "family_rejected")}
+            # "reason" (a message id and facts) in sessions recorded since reasons are codes, "reason_zh" before
+            out[entry["id"]] = {k: s[k] for k in ("status", "reason", "reason_zh", "evidence", "incumbent_round", "accepted_changes",
+                                                 "family_rejected") if k in s}
     return settle_matrix(matrix, out, validate=validate)

@@ -90,6 +90,7 @@ from sk_analytics.ledger.records import (
     scan,
 )
 from sk_analytics.ledger.verify import HANDOVER_KIND, ONE_SIGNER, VerifyReport, check, signer_chain, verify
+from sk_analytics.messages import coded
 
 
 def raw_records(path: str | os.PathLike[str]) -> list[LedgerRecord]:
@@ -284,7 +285,7 @@ def hand_over(path: str | os.PathLike[str], next_key: str) -> LedgerRecord:
     if not next_key.startswith("SHA256:"):
         raise InputError(None, f"next key {next_key!r} is not a key fingerprint", expected="SHA256:… as `ssh-keygen -lf` prints it")
     return ledger.append(HANDOVER_KIND, {"next_key": next_key, "previous_key": own,
-                                         "summary_zh": f"签名密钥移交：{own} → {next_key}"})
+                                         "summary": coded("summary.key_handover", previous=own, next=next_key)})
 
 
 def drop_stale_temps(path: str | os.PathLike[str]) -> list[str]:

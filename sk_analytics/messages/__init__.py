@@ -88,12 +88,27 @@ def template(msg_id: str, lang: str) -> str:
 
 
 def text(msg_id: str, lang: str, /, **params: Any) -> str:
-    """Message ``msg_id`` in ``lang`` with its named parameters filled in."""
-    return _FORMATTER.vformat(template(msg_id, lang), (), params)
+    """Message ``msg_id`` in ``lang`` with its named parameters filled in; a parameter that is itself a
+    recorded message (:func:`coded`) is rendered first, in the same language."""
+    filled = {name: render(value, lang) if is_coded(value) or is_bilingual(value) else value for name, value in params.items()}
+    return _FORMATTER.vformat(template(msg_id, lang), (), filled)
+
+
+def is_bilingual(value: Any) -> bool:
+    """Whether ``value`` is a ``{"zh": ..., "en": ...}`` pair: a fact that a lower layer (a collection's refusal, a
+    diff's decision) still words itself in both languages; the message takes the reader's one."""
+    return isinstance(value, Mapping) and set(value) == {"zh", "en"}
+
+
+def is_coded(value: Any) -> bool:
+    """Whether ``value`` is a recorded message (``{"code": id, "params": {...}}``)."""
+    return isinstance(value, Mapping) and isinstance(value.get("code"), str) and set(value) <= {"code", "params"}
 
 
 def render(message: Mapping[str, Any], lang: str) -> str:
-    """A recorded ``{"code": id, "params": {...}}`` in ``lang``."""
+    """A recorded ``{"code": id, "params": {...}}`` (or a ``{"zh", "en"}`` pair) in ``lang``."""
+    if is_bilingual(message):
+        return str(message[normal(lang)])
     return text(str(message["code"]), lang, **dict(message.get("params") or {}))
 
 

@@ -115,7 +115,8 @@ class Settle(Action):
 
     entry_id: str
     status: Status
-    reason_zh: str
+    reason: Mapping[str, Any]
+    """The recorded reason: a message id and its facts (:func:`sk_analytics.messages.coded`), worded at the edge."""
     evidence: Mapping[str, Any]
     incumbent_round: str
     accepted_changes: tuple[Change, ...] = ()
@@ -126,7 +127,7 @@ class Settle(Action):
 class Stop(Action):
     """The session cannot continue (O0 failed or unstable)."""
 
-    reason_zh: str
+    reason: Mapping[str, Any]
     evidence: Mapping[str, Any]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from sk_analytics.messages import coded
 from sk_analytics.stage_o.actions import (
     Action,
     Change,
@@ -30,7 +31,7 @@ from sk_analytics.stage_o.actions import (
 )
 from sk_analytics.stage_o.options import option_pointer
 from sk_analytics.stage_o.state import Policy, SessionState
-from sk_analytics.stage_o.steps import accept_path, failure_reason, pct_zh, run_action
+from sk_analytics.stage_o.steps import accept_path, failure_reason, run_action
 
 DcciOutcome = Literal["gain", "noise", "regression"]
 
@@ -70,8 +71,7 @@ def dcci_diagnosis(
                 return CollectProfile(eid, side, role, cfg_round, prof["attempt"] + 1, window)
             return Settle(
                 eid, "rejected",
-                f"disable-all 可重复回退，但 {side} 诊断采集 {prof['attempt']} 次均未通过工件契约校验（{prof.get('reason_zh') or '清单无效'}）；"
-                "停止归因，不产生子节点正则，不运行修复，拒绝 DCCI 家族",
+                coded("reason.dcci_profile_failed", side=side, attempts=prof["attempt"], why=_profile_why(prof)),
                 {**regression, "profile": dict(prof)}, state.incumbent, family_rejected=True,
             )
     done = {side: prof for side, prof in last.items() if prof is not None}  # both sides ok here
@@ -84,22 +84,20 @@ def dcci_diagnosis(
             return CollectProfile(eid, longer, role, cfg_round, done[longer]["attempt"] + 1, min(windows.values()))
         return Settle(
             eid, "rejected",
-            f"disable-all 可重复回退，但 O0 与 disable-all 诊断采集的迭代窗口不同（{windows['o0']} 与 {windows['disable_all']} 次），"
-            f"{done[longer]['attempt']} 次采集内未能对齐（sk_prof 缓冲区满后缩短了窗口）；停止归因，不产生子节点正则，不运行修复，拒绝 DCCI 家族",
+            coded("reason.dcci_windows_differ", o0=windows["o0"], disable_all=windows["disable_all"], attempts=done[longer]["attempt"]),
             {**regression, "profiles": [dict(done["o0"]), dict(done["disable_all"])]}, state.incumbent, family_rejected=True,
         )
     diff = state.last(eid, "dcci_diff_result")
     if diff is None:
         return DcciDiff(eid, done["o0"]["root"], done["disable_all"]["root"], o0_round, trial["round"])
     if not diff["ok"] or not diff.get("patterns"):
-        why = diff.get("reason_zh") or "没有显著变慢的子节点"
         return Settle(
             eid, "rejected",
-            f"disable-all 可重复回退，但 dcci-diff 未提出修复（{why}），拒绝 DCCI 家族，保留 O0",
+            coded("reason.dcci_no_repair", why=_diff_why(diff)),
             {**regression, "dcci_diff": diff.get("path")}, state.incumbent, family_rejected=True,
         )
     # a partial diagnosis (part of the graph not compared) still proposes its repair, but never without saying so
-    partial = f"（{diff['partial_note_zh']}）" if diff.get("partial_note_zh") else ""
+    partial = _partial(diff)
     root = matrix["options_root"]
     patterns = list(diff["patterns"])
     repair = (
@@ -112,14 +110,14 @@ def dcci_diagnosis(
     if not probe["ready"]:
         return Settle(
             eid, "rejected",
-            f"联合修复的精确正则列表未通过同环境探测（ready=false），不运行修复，拒绝 DCCI 家族{partial}",
+            coded("reason.dcci_probe_failed", partial=partial),
             {**regression, "dcci_diff": diff.get("path"), "probe": probe.get("evidence")}, state.incumbent, family_rejected=True,
         )
     rep = state.last(eid, "trial_result", phase="repair")
     if rep is None:
         return run_action(entry, policy, state.next_round, "repair", trial["round"], repair)
     if not rep["ok"]:
-        reason, ev = failure_reason(rep, "DCCI 联合修复试验失败，恢复 O0，拒绝 DCCI 家族")
+        reason, ev = failure_reason(rep, "reason.dcci_repair_failed")
         return Settle(eid, "failed", reason, {**ev, **{"dcci_diff": diff.get("path")}}, state.incumbent, family_rejected=True)
     rgate = state.last(eid, "gate_result", round=rep["round"])
     if rgate is None:
@@ -128,10 +126,37 @@ def dcci_diagnosis(
     if not rgate["accepted"]:
         return Settle(
             eid, "rejected",
-            f"DCCI 联合修复未以完整门禁胜过 O0（均值改善 {pct_zh(rgate['mean_improvement_pct'])}）；相对 disable-all 的恢复不构成接受，拒绝 DCCI 家族，恢复 "
-            f"O0，不再扩充子节点列表{partial}",
+            coded("reason.dcci_repair_rejected", mean_pct=rgate["mean_improvement_pct"], partial=partial),
             {**regression, "repair_round": rep["round"], "repair_gate": rgate.get("summary_path"), "dcci_diff": diff.get("path")},
             state.incumbent, family_rejected=True,
         )
     run = run_action(entry, policy, rep["round"], "repair", trial["round"], repair)
-    return accept_path(entry, state, policy, run, combination, f"DCCI disable+before+after 不可分割组合{partial}", family_rejected=True)
+    return accept_path(entry, state, policy, run, combination, coded("label.dcci_combination", partial=partial), family_rejected=True)
+
+
+def _words(zh: Any, en: Any, default: str) -> dict[str, Any]:
+    """A lower layer's own words (a zh/en pair; a record with only one language gives it for both), or the
+    message ``default`` when it gave none."""
+    if not zh and not en:
+        return coded(default)
+    return {"zh": str(zh or en), "en": str(en or zh)}
+
+
+def _profile_why(prof: Mapping[str, Any]) -> dict[str, Any]:
+    """Why a collection failed the artifact contract, as its ``profile_result`` says it."""
+    return _words(prof.get("reason_zh"), prof.get("reason"), "reason.manifest_invalid")
+
+
+def _diff_why(diff: Mapping[str, Any]) -> Any:
+    """Why dcci-diff proposed nothing: the recorded message, or an older record's Chinese sentence."""
+    if isinstance(diff.get("reason"), Mapping):
+        return diff["reason"]
+    return _words(diff.get("reason_zh"), None, "reason.no_significant_child")
+
+
+def _partial(diff: Mapping[str, Any]) -> Any:
+    """The parenthesised partial-diagnosis note of a repair proposed from part of the graph ("" when complete)."""
+    note = diff.get("partial_note") or diff.get("partial_note_zh")
+    if not note:
+        return ""
+    return coded("dcci.partial_paren", note=note if isinstance(note, Mapping) else {"zh": note, "en": note})

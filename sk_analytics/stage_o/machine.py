@@ -33,15 +33,19 @@ public names, so ``sk_analytics.stage_o.machine`` stays the one import path.
 Ledger record kinds written by the executor (``data`` fields the machine reads):
 
 ``matrix_frozen`` {fingerprint} · ``trial_result`` {round, entry_id, phase, ok,
-runs_added, runs_total, clean_dir, config_path, failure{stage, reason_zh,
+runs_added, runs_total, clean_dir, config_path, failure{stage, message,
 scene}} · ``gate_result`` {round, baseline_round, entry_id, accepted,
 mean_improvement_pct, verdict, baseline_run_metrics, candidate_run_metrics,
 summary_path} · ``stability_result`` {round, entry_id, stable, spread_pct, max_spread_pct} ·
 ``profile_result`` {entry_id, side, attempt, ok, root, manifest, reason_zh, iterations} ·
-``dcci_diff_result`` {entry_id, ok, path, patterns, reason_zh, diagnosis, compared_time_share, partial_note_zh} ·
+``dcci_diff_result`` {entry_id, ok, path, patterns, reason, diagnosis, compared_time_share, partial_note} ·
 ``probe_result`` {entry_id, purpose, ready, values, evidence} ·
 ``entry_settled`` (the :class:`Settle` action) · ``session_stopped``
 (:class:`Stop`) · ``base_frozen`` (:class:`FreezeBase`) · ``handoff_written``.
+
+Reasons and summaries are recorded as codes and facts (``{"code": message id, "params": {...}}``,
+:mod:`sk_analytics.messages`); sessions recorded before that hold Chinese ``reason_zh``/``summary_zh``
+(and failures their ``reason_zh``), which every reader still takes.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sk_analytics.messages import coded
 from sk_analytics.stage_o.actions import (
     Action,
     Change,
@@ -85,7 +90,6 @@ from sk_analytics.stage_o.state import (
 from sk_analytics.stage_o.steps import (
     accept_path,
     failure_reason,
-    pct_zh,
     run_action,
     short_value,
 )
@@ -110,21 +114,21 @@ def entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Ses
         return run_action(entry, policy, state.next_round, "trial", state.incumbent, (change,))
     is_dcci = entry["category"] == "dcci"
     if not trial["ok"]:
-        reason, ev = failure_reason(trial, f"{label} 试验失败，恢复原基线" + ("，拒绝整个 DCCI 家族" if is_dcci else ""))
+        reason, ev = failure_reason(trial, "reason.dcci_trial_failed" if is_dcci else "reason.trial_failed", label=label)
         return Settle(eid, "failed", reason, ev, state.incumbent, family_rejected=is_dcci)
     gate = state.last(eid, "gate_result", round=trial["round"])
     if gate is None:
         return Gate(trial["round"], state.incumbent, eid)
     if gate["accepted"]:
         run = run_action(entry, policy, trial["round"], "trial", state.incumbent, (change,))
-        return accept_path(entry, state, policy, run, (change,), f"{label} ", family_rejected=is_dcci)
+        return accept_path(entry, state, policy, run, (change,), coded("label.option", name=label), family_rejected=is_dcci)
     evidence = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict")}
     if not is_dcci:
-        return Settle(eid, "rejected", f"{label} 未通过门禁（均值改善 {pct_zh(gate['mean_improvement_pct'])}），恢复原基线", evidence, state.incumbent)
+        return Settle(eid, "rejected", coded("reason.gate_failed", label=label, mean_pct=gate["mean_improvement_pct"]), evidence, state.incumbent)
     if classify_disable_all(gate) == "noise":
         return Settle(
             eid, "rejected",
-            f"DCCI disable-all 无收益且处于噪声带内（均值改善 {pct_zh(gate['mean_improvement_pct'])}），拒绝整个 DCCI 家族，保留 O0，不运行 before/after 试验",
+            coded("reason.dcci_noise", mean_pct=gate["mean_improvement_pct"]),
             evidence, state.incumbent, family_rejected=True,
         )
     return dcci_diagnosis(entry, matrix, state, policy, trial, gate)
@@ -145,15 +149,14 @@ def next_action(matrix: Mapping[str, Any], ledger_records: Iterable[Any], policy
     if o0 is None:
         return RunTrial(O0, "o0", None, None, (), policy.incumbent_runs, True, policy.timeout_s)
     if not o0["ok"]:
-        reason, ev = failure_reason(o0, "O0-INCUMBENT 失败，Stage O 无法开始")
+        reason, ev = failure_reason(o0, "reason.o0_failed")
         return Stop(reason, ev)
     o0_stab = state.last(None, "stability_result", round=O0)
     if o0_stab is None:
         return CheckStability(O0, None)
     if not o0_stab["stable"]:
         return Stop(
-            f"O0-INCUMBENT 五次干净运行不稳定（spread {pct_zh(o0_stab.get('spread_pct'), sign=False)} > "
-            f"{o0_stab.get('max_spread_pct', 5.0)}%），先排查环境噪声再开始 Stage O",
+            coded("reason.o0_unstable", spread_pct=o0_stab.get("spread_pct"), max_spread_pct=o0_stab.get("max_spread_pct", 5.0)),
             {"round": O0, "stability": dict(o0_stab)},
         )
     for entry in matrix["entries"]:
@@ -167,5 +170,5 @@ def settle_record(action: Settle) -> dict[str, Any]:
     """The ``entry_settled`` ledger data of a :class:`Settle` action."""
     data = action.to_json()
     data.pop("action")
-    data["summary_zh"] = f"{action.entry_id} → {action.status}：{action.reason_zh}"
+    data["summary"] = coded("summary.settled", entry=action.entry_id, status=action.status, reason=action.reason)
     return data

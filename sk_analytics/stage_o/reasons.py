@@ -1,14 +1,17 @@
 """Recorded Stage O reasons, rendered for a reader in Chinese or English.
 
-The ledger keeps one Chinese reason (``reason_zh``) per settlement and stop;
-that text stays the record. An English report must not print it as is, so
+A settlement or stop records its reason as a message id and its facts
+(``reason``: :func:`sk_analytics.messages.coded`), worded here in the
+reader's language from the catalogs. Sessions recorded before that keep one
+Chinese reason (``reason_zh``) per settlement and stop; that text stays their
+record. An English report must not print it as is, so for those records
 :func:`settled_reason` and :func:`stop_reason` rebuild an English sentence
 from the structured facts the same records hold (status, evidence keys, the
 round's gate improvement and failed checks, the failure kind and its English
-runner message). Where a reason carries no structured facts (a future kind
-of settlement, a Chinese-only diagnosis text), the Chinese text is shown and
-marked as such, never silently mixed into English prose. Presentation only:
-nothing here decides anything.
+runner message). Where an old reason carries no structured facts (a
+Chinese-only diagnosis text), the Chinese text is shown and marked as such,
+never silently mixed into English prose. Presentation only: nothing here
+decides anything.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from sk_analytics.messages import render
 from sk_analytics.stage_o.probe_cause import probe_cause
 from sk_analytics.stage_o.state import SessionState
+from sk_analytics.stage_o.steps import failure_message
 
 FAILURE_EN: dict[str, str] = {
     "crash": "process crash or device error",
@@ -66,8 +71,10 @@ def _is_repair(entry_id: str, round_: Any, state: SessionState) -> bool:
 def failure_text(failure: Mapping[str, Any] | None, lang: str) -> str:
     """A trial failure: the Chinese record, or the failure kind plus the runner's English message."""
     failure = failure or {}
+    if "reason_zh" not in failure:  # recorded as facts: the kind and the runner's own words
+        return render(failure_message(failure), lang)
     if lang != "en":
-        return str(failure.get("reason_zh") or "试验失败")
+        return str(failure.get("reason_zh"))
     kind = failure.get("stage")
     if kind not in FAILURE_EN:
         return recorded_zh(failure.get("reason_zh"))
@@ -149,7 +156,9 @@ def _rejected_en(entry: Mapping[str, Any], settled: Mapping[str, Any], state: Se
 
 
 def settled_reason(entry: Mapping[str, Any], settled: Mapping[str, Any], state: SessionState, lang: str) -> str:
-    """The reason of an entry's settlement in ``lang`` (the recorded Chinese text for ``zh``)."""
+    """The reason of an entry's settlement in ``lang`` (of an older record: its Chinese text for ``zh``)."""
+    if isinstance(settled.get("reason"), Mapping):
+        return render(settled["reason"], lang)
     if lang != "en":
         return str(settled.get("reason_zh") or "")
     status = settled.get("status")
@@ -174,6 +183,8 @@ def settled_reason(entry: Mapping[str, Any], settled: Mapping[str, Any], state: 
 
 def stop_reason(stopped: Mapping[str, Any], state: SessionState, lang: str) -> str:
     """Why the session stopped, in ``lang``."""
+    if isinstance(stopped.get("reason"), Mapping):
+        return render(stopped["reason"], lang)
     if lang != "en":
         return str(stopped.get("reason_zh") or "")
     ev = stopped.get("evidence") or {}

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sk_analytics.errors import IntegrityError
+from sk_analytics.messages import coded, text
 from sk_analytics.stage_o.actions import Change
 
 O0 = "O0-INCUMBENT"
@@ -19,7 +20,9 @@ O0 = "O0-INCUMBENT"
 def skipped_settlement(stopped: Mapping[str, Any]) -> dict[str, Any]:
     """The settlement of an entry a stopped session never ran (``skipped``): what the hand-off,
     the settled matrix and the report all say of it, so that they agree on the word."""
-    return {"status": "skipped", "reason_zh": "会话在 O0 阶段停止，本条目未执行", "evidence": {"session_stopped": dict(stopped)}}
+    if "reason_zh" in stopped:  # a session recorded before reasons were codes: its derived files said it in Chinese
+        return {"status": "skipped", "reason_zh": text("reason.skipped_stopped", "zh"), "evidence": {"session_stopped": dict(stopped)}}
+    return {"status": "skipped", "reason": coded("reason.skipped_stopped"), "evidence": {"session_stopped": dict(stopped)}}
 
 
 @dataclass(frozen=True)

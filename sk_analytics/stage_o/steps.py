@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from sk_analytics.messages import coded
 from sk_analytics.option_trial.modes import FAMILY_INCUMBENT_RUNS
 from sk_analytics.stage_o.actions import (
     Action,
@@ -26,27 +27,36 @@ from sk_analytics.stage_o.actions import (
 from sk_analytics.stage_o.state import Policy, SessionState
 
 
-def pct_zh(value: Any, *, sign: bool = True) -> str:
-    """A percentage for a Chinese reason: 3 decimals (the ledger keeps the exact number)."""
-    if value is None:
-        return "—"
-    return f"{float(value):+.3f}%" if sign else f"{float(value):.3f}%"
-
-
 def short_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def failure_reason(trial: Mapping[str, Any], prefix: str) -> tuple[str, dict[str, Any]]:
+FAILURE_KINDS = ("crash", "timeout", "wrong_output", "bad_logs", "invalid_value")
+"""The kinds of a trial failure (``failure.stage``) the catalogs word; any other is said as it is."""
+
+
+def failure_message(failure: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A trial failure as a message: its kind and the runner's own words (``message``); a recorded message or a
+    zh/en pair, either one a parameter of a reason."""
+    failure = failure or {}
+    stage = str(failure.get("stage") or "unknown")
+    message = str(failure.get("message") or "")
+    if stage not in FAILURE_KINDS and failure.get("reason_zh"):  # an older record's own Chinese words for a kind no catalog knows
+        return {"zh": str(failure["reason_zh"]), "en": f"{stage} ({message})" if message else stage}
+    return coded(f"failure.{stage}" if stage in FAILURE_KINDS else "failure.other", stage=stage, message=message)
+
+
+def failure_reason(trial: Mapping[str, Any], code: str, **params: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The reason ``code`` of a failed trial (its failure as the ``failure`` parameter) and the evidence pointing at it."""
     failure = trial.get("failure") or {}
-    reason = failure.get("reason_zh") or "试验失败"
-    return f"{prefix}：{reason}", {"round": trial["round"], "scene": failure.get("scene"), "stage": failure.get("stage")}
+    return coded(code, **params, failure=failure_message(failure)), {"round": trial["round"], "scene": failure.get("scene"), "stage": failure.get("stage")}
 
 
 def accept_path(
-    entry: Mapping[str, Any], state: SessionState, policy: Policy, trial: RunTrial, changes: tuple[Change, ...], label_zh: str, **settle: Any
+    entry: Mapping[str, Any], state: SessionState, policy: Policy, trial: RunTrial, changes: tuple[Change, ...], subject: Mapping[str, Any],
+    **settle: Any,
 ) -> Action:
-    """Top-up to five, stability re-check, then settle accepted (or failed).
+    """Top-up to five, stability re-check, then settle accepted (or failed); ``subject`` names what was tried (a message).
 
     The top-up repeats the trial's exact identity (base round and changes) so
     that the runner continues the same round, keeping its earlier runs.
@@ -60,12 +70,12 @@ def accept_path(
     if top is None:
         return replace(trial, phase="top_up", runs=top_to, correctness=False)
     if not top["ok"]:
-        reason, ev = failure_reason(top, f"{label_zh}通过门禁后补足至 {top_to} 次时失败，撤回接受")
+        reason, ev = failure_reason(top, "reason.top_up_failed", subject=subject, runs=top_to)
         return Settle(eid, "failed", reason, ev, state.incumbent, **settle)
     if family:  # the family policy decided on all of the winner's runs; the five-run re-check is the protocol's
         return Settle(
             eid, "accepted",
-            f"{label_zh}通过全矩阵统计策略（非协议；均值改善 {pct_zh(gate['mean_improvement_pct']) if gate else '?'}），补足至 {top_to} 次，成为新基线",
+            coded("reason.accepted_family", subject=subject, mean_pct=gate["mean_improvement_pct"] if gate else None, runs=top_to),
             {"round": round_, "gate": gate.get("summary_path") if gate else None, "runs": top_to}, round_, accepted_changes=changes,
         )
     stab = state.last(eid, "stability_result", round=round_)
@@ -75,8 +85,8 @@ def accept_path(
         return Settle(
             eid,
             "failed",
-            f"{label_zh}补足至 {policy.incumbent_runs} 次后稳定性复核未通过（spread {pct_zh(stab.get('spread_pct'), sign=False)} > "
-            f"{stab.get('max_spread_pct', 5.0)}%），撤回接受，恢复原基线",
+            coded("reason.unstable_after_top_up", subject=subject, runs=policy.incumbent_runs, spread_pct=stab.get("spread_pct"),
+                  max_spread_pct=stab.get("max_spread_pct", 5.0)),
             {"round": round_, "stability": dict(stab)},
             state.incumbent,
             **settle,
@@ -84,7 +94,7 @@ def accept_path(
     return Settle(
         eid,
         "accepted",
-        f"{label_zh}通过门禁（均值改善 {pct_zh(gate['mean_improvement_pct']) if gate else '?'}），补足 {policy.incumbent_runs} 次且稳定，成为新基线",
+        coded("reason.accepted", subject=subject, mean_pct=gate["mean_improvement_pct"] if gate else None, runs=policy.incumbent_runs),
         {"round": round_, "gate": gate.get("summary_path") if gate else None, "stability": dict(stab)},
         round_,
         accepted_changes=changes,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import PathArg, lang_option
 from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.files.atomic import write_text
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S
@@ -94,7 +94,7 @@ def summary(session: Path) -> str:
               help="Folder of the demo session (a folder an earlier demo wrote is replaced).")
 @click.option("--seed", type=SEED, default=7, show_default=True, help="Seed of the sweep session (or of the generated samples).")
 @click.option("--samples", is_flag=True, help="Only generate, ingest and summarise a small sample session (no sweep).")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language of the sweep.")
+@lang_option("Language of the progress lines, the report and the hand-off reasons.")
 @click.option("--full-profile", is_flag=True,
               help="DCCI collections profile the full 40 steps (~1.9 GB, ~2.5 min) instead of the demo's 14 (~0.7 GB).")
 def demo(session: Path, seed: int, samples: bool, lang: str, full_profile: bool) -> int:

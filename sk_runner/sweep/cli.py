@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import PathArg, lang_option
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_analytics.interrupts import interrupt_of
 from sk_analytics.option_trial.modes import GATE_MODES
@@ -90,7 +90,7 @@ def fresh_session_advice(session: SweepSession) -> str:
 @click.option("--gate", type=click.Choice(GATE_MODES), default=None,
               help="With --demo: gate mode of every option trial (default protocol; stats, sequential and family are NOT the "
                    "protocol; a task sets it as policy.gate). With --redecide: the successor's gate (default family).")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True, help="Report language.")
+@lang_option("Language of the progress lines, the report and the hand-off reasons.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @lease_options
 @hosts_options

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -22,6 +23,7 @@ from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.ledger.evidence import drop_unreferenced_manifests
+from sk_analytics.messages import coded, is_coded, render, text
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix
@@ -55,13 +57,14 @@ class SweepOutcome:
     html: Path
 
 
-def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None, hosts: Hosts | None = None) -> None:
+def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: LazyLease | None = None, hosts: Hosts | None = None,
+                  lang: str = "zh") -> None:
     """Build the session's matrix from fresh probes (inside the device lease, taken here if not yet; on a multi-host
     session's hosts, each under its lease) unless it exists already."""
     if (session.root / MATRIX_NAME).is_file():
         return
-    say("构建选项矩阵：对每个候选精确取值做 ready=true 探测")
-    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ), hosts)
+    say(text("progress.build_matrix", lang))
+    probes = probe_candidates(session, backend, say, lease_environ(None if devices is None else devices.held(), os.environ), hosts, lang)
     probes_path = session.root / PROBES_DIR / "probes.json"
     write_json(probes_path, probes)
     init_matrix(session.root, load_json_file(session.seed_config_path), probes, probes_source=str(probes_path),
@@ -71,43 +74,47 @@ def ensure_matrix(session: SweepSession, backend: Backend, say: Say, devices: La
         "matrix_built",
         {"probes": f"{PROBES_DIR}/probes.json", "probes_fingerprint": fingerprint(probes),
          "ready": sum(bool(p["ready"]) for p in probes), "probed": len(probes), "not_listed": unlisted,
-         "summary_zh": f"选项矩阵已构建：{len(probes)} 个取值（{unlisted} 个任务未列出，未探测），"
-                       f"{sum(bool(p['ready']) for p in probes)} 个 ready=true"},
+         "summary": coded("summary.matrix_built", probed=len(probes), not_listed=unlisted, ready=sum(bool(p["ready"]) for p in probes))},
     )
 
 
 def describe(action: m.Action, lang: str = "zh") -> str:
-    """One progress line for an action (Chinese, as the rest of the terminal output; a blocked entry's cause
-    in ``lang``, a stop with the failure scene it refers to)."""
+    """One progress line for an action in ``lang`` (a stop with the failure scene it refers to)."""
     if isinstance(action, m.RunTrial):
-        what = {"o0": "O0 正确性 + 5 次干净运行", "trial": "试验：正确性 + 3 次干净运行", "top_up": "补足至 5 次干净运行",
-                "repair": "DCCI 联合修复试验：正确性 + 3 次干净运行"}[action.phase]
         change = ", ".join(f"{c.pointer.rsplit('/', 1)[1]}={canonical_json(c.value)}" for c in action.changes)
-        return f"[{action.round}] {action.entry_id or 'O0-INCUMBENT'}: {what}" + (f"（{change}）" if change else "")
+        return text("progress.run_trial", lang, round=action.round, entry=action.entry_id or "O0-INCUMBENT",
+                    what=coded(f"progress.phase.{action.phase}"), change=coded("progress.change", changes=change) if change else "")
     if isinstance(action, m.Gate):
-        return f"[{action.round}] 门禁：对比 {action.baseline_round}"
+        return text("progress.gate", lang, round=action.round, baseline=action.baseline_round)
     if isinstance(action, m.CheckStability):
-        return f"[{action.round}] 五次运行稳定性复核"
+        return text("progress.stability", lang, round=action.round)
     if isinstance(action, m.CollectProfile):
-        window = "" if action.iterations is None else f"，窗口 {action.iterations} 次迭代"
-        return f"[DCCI] 诊断采集 {action.side}（{action.role}，配置取自 {action.config_round}，第 {action.attempt} 次{window}）"
+        window = "" if action.iterations is None else coded("progress.window", n=action.iterations)
+        return text("progress.collect", lang, side=action.side, role=action.role, config_round=action.config_round,
+                    attempt=action.attempt, window=window)
     if isinstance(action, m.DcciDiff):
-        return "[DCCI] dcci-diff：逐 SK / 子节点归因"
+        return text("progress.dcci_diff", lang)
     if isinstance(action, m.ProbeRepair):
-        return "[DCCI] 联合修复列表的同环境精确值探测"
+        return text("progress.probe_repair", lang)
     if isinstance(action, m.Settle):
-        cause = action.evidence.get("cause") if isinstance(action.evidence, Mapping) else None
-        if lang == "en" and isinstance(cause, Mapping):
-            return f"[{action.entry_id}] → {action.status}: {cause.get('en')}"
-        return f"[{action.entry_id}] → {action.status}：{action.reason_zh}"
+        return text("progress.settle", lang, entry=action.entry_id, status=action.status, reason=action.reason)
     if isinstance(action, m.Stop):
         scene = action.evidence.get("scene") if isinstance(action.evidence, Mapping) else None
-        return f"[停止] {action.reason_zh}" + (f"；失败现场 {scene}" if scene else "")
+        return text("progress.stop", lang, reason=action.reason, scene=coded("progress.scene", scene=scene) if scene else "")
     if isinstance(action, m.FreezeBase):
-        return f"[BASE] 冻结 Sbest-BASE = {action.round}"
+        return text("progress.freeze_base", lang, round=action.round)
     if isinstance(action, m.WriteHandoff):
-        return "[交接] 写出 handoff.json 与实验报告"
+        return text("progress.handoff", lang)
     return action.kind
+
+
+def record_summary(data: Mapping[str, Any], lang: str) -> str | None:
+    """The one-line summary a ledger record carries, in ``lang`` (a record written before summaries were codes: its
+    Chinese ``summary_zh``); None when it has none."""
+    if is_coded(data.get("summary")):
+        return render(data["summary"], lang)
+    summary = data.get("summary_zh")
+    return None if summary is None else str(summary)
 
 
 def run_sweep(
@@ -164,19 +171,19 @@ def _say_contradictions(handoff: Path, say: Say, lang: str) -> None:
         say(line)
 
 
-def _drop_leftovers(root: Path, say: Say) -> None:
+def _drop_leftovers(root: Path, say: Say, lang: str) -> None:
     """Temp files of writes an earlier sk-run was killed in (no other sweep runs: the lock is held)."""
     from sk_runner.sweep.leftovers import drop_leftover_temps
 
     removed = drop_leftover_temps(root)
     if removed:
-        say(f"已清理被中断的写入留下的临时文件 {len(removed)} 个：{', '.join(removed[:3])}{'…' if len(removed) > 3 else ''}")
+        say(text("progress.leftovers", lang, n=len(removed), names=", ".join(removed[:3]) + ("…" if len(removed) > 3 else "")))
 
 
 def _lease_blocked(session: SweepSession, action: m.Action | None, exc: LeaseFault) -> None:
     """The ledger's ``lease_blocked`` record: the step did not run, nothing was decided; ``--resume`` tries again."""
     session.append("lease_blocked", {**exc.record(), "action": None if action is None else action.kind,
-                                     "summary_zh": f"设备租约未取得（{exc.reason}），未运行、未决策；--resume 将重试：{exc.one_line()}"})
+                                     "summary": coded("summary.lease_blocked", reason=exc.reason, detail=exc.one_line())})
 
 
 @dataclass
@@ -192,10 +199,10 @@ def _loop(
     devices: LazyLease | None = None,
     hosts: Hosts | None = None,
 ) -> SweepOutcome | None:
-    _drop_leftovers(session.root, say)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
+    _drop_leftovers(session.root, say, lang)  # the lock is held and an earlier sk-run's survivors are gone (run_sweep)
     backend = session.backend.build()
     backend.check_ready()
-    ensure_matrix(session, backend, say, devices, hosts)
+    ensure_matrix(session, backend, say, devices, hosts, lang)
     executor = Executor(session, backend, say, devices, hosts)
     state = m.fold(read_records(session.root))
     if state.matrix_fingerprint is not None:
@@ -213,7 +220,7 @@ def _loop(
 
             paths = write_reports(session.root, lang=lang)  # derived: re-rendered in the asked language
             handoff = session.root / HANDOFF_FILE
-            say(f"完成（{time.monotonic() - started:.0f} s）：报告 {paths['report']}；HTML {paths['html']}；交接 {handoff}")
+            say(text("progress.done", lang, seconds=time.monotonic() - started, report=paths["report"], html=paths["html"], handoff=handoff))
             _say_contradictions(handoff, say, lang)
             return SweepOutcome(action.outcome, session.root, done, handoff, paths["report"], paths["html"])
         if max_actions is not None and done >= max_actions:
@@ -223,12 +230,13 @@ def _loop(
         step.action = action
         if isinstance(action, m.FreezeMatrix):
             fp = freeze_session_matrix(session.root)
-            say(f"选项矩阵已冻结：{len(matrix['entries'])} 个条目，指纹 {fp[:12]}")
+            say(text("progress.matrix_frozen", lang, n=len(matrix["entries"]), fp=fp[:12]))
         else:
             say(describe(action, lang))
             kind, data = executor.execute(action)
             session.append(kind, data)
-            if kind not in ("entry_settled", "session_stopped") and "summary_zh" in data:
-                say(f"    → {data['summary_zh']}")
+            summary = None if kind in ("entry_settled", "session_stopped") else record_summary(data, lang)
+            if summary is not None:
+                say(f"    → {summary}")
         step.action = None
         done += 1

@@ -28,7 +28,10 @@ from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.messages import coded
+from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o import machine as m
+from sk_analytics.stage_o.steps import failure_message
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
 from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ
@@ -127,8 +130,7 @@ class Executor:
         result = run_trial(spec, progress)
         failure = None
         if result.status != "ok":
-            failure = {"stage": result.outcome, "reason_zh": _failure_zh(result.outcome, result.message),
-                       "message": result.message, "scene": self.rel(result.scene_dir)}
+            failure = {"stage": result.outcome, "message": result.message, "scene": self.rel(result.scene_dir)}
         return "trial_result", {
             "round": a.round, "entry_id": a.entry_id, "phase": a.phase, "ok": result.status == "ok",
             "runs_added": len(result.new_runs), "runs_total": len(result.runs_completed),
@@ -138,8 +140,8 @@ class Executor:
             "timeout_s": a.timeout_s, "isolated_risky": a.isolated, "joint_dcci": a.joint_dcci,
             "failure": failure, "lease": result.lease, "foreign_processes": result.foreign,
             **({"adopted_runs": adopted} if adopted else {}),
-            "summary_zh": f"{a.round}（{a.phase}）{'完成' if failure is None else '失败'}：{len(result.runs_completed)} 次干净运行"
-            + ("" if failure is None else f"；{failure['reason_zh']}"),
+            "summary": coded("summary.trial_done", round=a.round, phase=a.phase, runs=len(result.runs_completed)) if failure is None
+            else coded("summary.trial_failed", round=a.round, phase=a.phase, runs=len(result.runs_completed), failure=failure_message(failure)),
         }
 
     def _frame(self, round_name: str) -> Any:
@@ -229,9 +231,11 @@ class Executor:
             "candidate_run_metrics": cand["run_worst_rank_means_ms"],
             "summary_path": self.rel(path),
         }
-        data["summary_zh"] = (f"{a.round} 对比 {a.baseline_round}：均值改善 {_pct(data['mean_improvement_pct'])}，"
-                              f"{_decider_zh(data['gate_mode'])}{'通过' if data['accepted'] else '未通过'}（统计判断 {data['verdict']}）"
-                              + ("" if data["gate_is_protocol"] else f"；协议门禁{'通过' if data['protocol_accepted'] else '未通过'}"))
+        mode = data["gate_mode"] if data["gate_mode"] in GATE_MODES else "protocol"
+        data["summary"] = coded("summary.gate", round=a.round, baseline=a.baseline_round, mean_pct=data["mean_improvement_pct"],
+                                decider=coded(f"decider.{mode}"), passed=coded("summary.passed" if data["accepted"] else "summary.not_passed"),
+                                verdict=data["verdict"], protocol="" if data["gate_is_protocol"] else
+                                coded("summary.protocol_gate", passed=coded("summary.passed" if data["protocol_accepted"] else "summary.not_passed")))
         return "gate_result", data
 
     def _family_design(self) -> Any:
@@ -323,7 +327,8 @@ class Executor:
             "round": a.round, "entry_id": a.entry_id, "stable": bool(st["stable"]), "spread_pct": st.get("spread_pct"),
             "max_spread_pct": st.get("max_spread_pct"),
             "run_metrics": st.get("run_worst_rank_means_ms"), "mean_ms": st.get("mean_ms"), "path": self.rel(path),
-            "summary_zh": f"{a.round} 稳定性：spread {_pct(st.get('spread_pct'))}，{'稳定' if st['stable'] else '不稳定'}",
+            "summary": coded("summary.stability", round=a.round, spread_pct=st.get("spread_pct"),
+                             stable=coded("summary.stable" if st["stable"] else "summary.unstable")),
         }
 
     # -- DCCI diagnosis -----------------------------------------------------------------
@@ -346,7 +351,8 @@ class Executor:
             "manifest_fingerprint": result.manifest_fingerprint, "reason_zh": result.reason_zh, "reason": result.reason,
             "attempts": [self.rel(r.root) for r in result.attempts],
             "lease": run_lease_record(self.hosts, None if self.devices is None else self.devices.lease),
-            "summary_zh": f"诊断采集 {a.side}（{a.role}）{'完成' if result.ok else '被阻断：' + result.reason_zh}",
+            "summary": coded("summary.collect_done", side=a.side, role=a.role) if result.ok
+            else coded("summary.collect_blocked", side=a.side, role=a.role, reason={"zh": result.reason_zh, "en": result.reason}),
         }
 
     def do_DcciDiff(self, a: m.DcciDiff) -> Record:
@@ -358,12 +364,12 @@ class Executor:
                                disable_all_config=load_json_file(self.config_of(a.disable_all_round)), session=self.root)
         return "dcci_diff_result", {
             "entry_id": a.entry_id, "ok": result.ok, "path": self.rel(out), "patterns": result.patterns,
-            "slower_sks": result.slower, "reason_zh": result.reason_zh,
+            "slower_sks": result.slower, "reason": result.reason,
             "diagnosis": result.diagnosis, "compared_time_share": result.compared_time_share,
-            "partial_note_zh": result.partial_note_zh,
-            "summary_zh": (f"{result.partial_note_zh + '；' if result.partial_note_zh else ''}"
-                           f"dcci-diff：{len(result.slower)} 个显著变慢 SK，修复列表 {result.patterns or '无'}" if result.ok
-                           else f"dcci-diff 拒绝分析：{result.reason_zh}"),
+            "partial_note": result.partial_note,
+            "summary": coded("summary.dcci_diff", n=len(result.slower), patterns=result.patterns or coded("word.none"),
+                             partial=coded("summary.partial_prefix", note=result.partial_note) if result.partial_note else "")
+            if result.ok else coded("summary.dcci_diff_refused", reason=result.reason),
         }
 
     def do_ProbeRepair(self, a: m.ProbeRepair) -> Record:
@@ -385,7 +391,7 @@ class Executor:
         return "probe_result", {
             "entry_id": a.entry_id, "purpose": "dcci_repair", "ready": ready, "values": options,
             "evidence": {"wrapper": {k: v.to_json() for k, v in verdicts.items()}, "runtime": runtime},
-            "summary_zh": f"联合修复列表探测 ready={str(ready).lower()}",
+            "summary": coded("summary.probe_repair", ready=str(ready).lower()),
         }
 
     # -- ledger-only and sealing actions ---------------------------------------------------
@@ -393,7 +399,7 @@ class Executor:
         return "entry_settled", m.settle_record(a)
 
     def do_Stop(self, a: m.Stop) -> Record:
-        return "session_stopped", {"reason_zh": a.reason_zh, "evidence": dict(a.evidence), "summary_zh": a.reason_zh}
+        return "session_stopped", {"reason": dict(a.reason), "evidence": dict(a.evidence), "summary": dict(a.reason)}
 
     def do_FreezeBase(self, a: m.FreezeBase) -> Record:
         path, identity = freeze_base(self.session, a)
@@ -401,7 +407,7 @@ class Executor:
             "round": a.round, "path": self.rel(path), "base_fingerprint": identity["base_fingerprint"],
             "accepted_entries": list(a.accepted_entries),
             "option_changes": [{"pointer": c.pointer, "value": c.value} for c in a.option_changes],
-            "summary_zh": f"Sbest-BASE 冻结于 {a.round}（保留 {len(a.accepted_entries)} 个选项条目）",
+            "summary": coded("summary.base_frozen", round=a.round, n=len(a.accepted_entries)),
         }
 
     def do_WriteHandoff(self, a: m.WriteHandoff) -> Record:
@@ -412,18 +418,8 @@ class Executor:
         return "handoff_written", {
             "outcome": a.outcome, **{k: self.rel(v) for k, v in paths.items()}, REPORTS_KEY: reports,
             "handoff_fingerprint": fingerprint(load_json_file(paths["handoff"])),
-            "summary_zh": f"交接文件与报告已写出：{self.rel(paths['handoff'])}",
+            "summary": coded("summary.handoff", path=self.rel(paths["handoff"])),
         }
-
-
-def _pct(value: Any) -> str:
-    return "—" if value is None else f"{float(value):+.3f}%"
-
-
-def _decider_zh(mode: str) -> str:
-    """Who decided a gate, in the ledger's Chinese summary (the statistics policy says it is not the protocol)."""
-    return {"protocol": "门禁", "strict": "严格门禁（协议+置信区间）", "stats": "统计策略（非协议）",
-            "sequential": "序贯统计策略（非协议）", "family": "全矩阵统计策略（非协议）"}.get(mode, "门禁")
 
 
 def _sequential_record(seq: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ import click
 
 from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_OK, InputError, IntegrityError
+from sk_analytics.messages import coded
 
 MATRIX_NAME = "matrix.json"
 
@@ -74,7 +75,7 @@ def freeze_session_matrix(session: Path) -> str:
         ledger.append(
             "matrix_frozen",
             with_binding(session, {"fingerprint": fp, "path": MATRIX_NAME, "entries": [e["id"] for e in matrix["entries"]],
-             "summary_zh": f"选项矩阵已冻结（{len(matrix['entries'])} 个条目，指纹 {fp[:12]}）"}),
+             "summary": coded("summary.matrix_frozen", n=len(matrix["entries"]), fp=fp[:12])}),
         )
     return fp
 

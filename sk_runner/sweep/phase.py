@@ -18,6 +18,7 @@ from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.strict_json import check_against_schema, load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.messages import coded
 from sk_analytics.option_trial.modes import FAMILY_MIN_EFFECT_PCT
 from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.option_values import name_problem, value_problem
@@ -297,5 +298,5 @@ def enter_phase(
                                  policy=task.policy, task=record, placement=placement, lease=lease)
     entry = plan(task, root)  # recorded once, also when an earlier entry stopped right after creating the session
     if not any(r.kind == "phase_entry" for r in read_records(root)):
-        session.append("phase_entry", {**entry, "summary_zh": f"阶段入口校验通过（任务指纹 {task.fingerprint[:12]}）"})
+        session.append("phase_entry", {**entry, "summary": coded("summary.phase_entry", fp=task.fingerprint[:12])})
     return session, entry

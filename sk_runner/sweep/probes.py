@@ -24,6 +24,7 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json
+from sk_analytics.messages import coded, text
 from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_analytics.stage_o.probe_cause import NOT_LISTED, probe_cause
 from sk_runner.backends.base import Backend, Control
@@ -65,6 +66,7 @@ class ControlProbe:
     say: Say
     env: Mapping[str, str] | None = None
     hosts: Hosts | None = None
+    lang: str = "zh"
     checked: bool = False
 
     def require_environment(self, failure: dict[str, Any]) -> None:
@@ -75,7 +77,7 @@ class ControlProbe:
         if self.checked:
             return
         self.checked = True
-        self.say("  探测进程失败：用未修改的 SEED 配置做一次对照探测，区分取值问题与环境问题")
+        self.say(text("progress.probe_control", self.lang))
         seed_config = load_json_file(self.session.seed_config_path)
         check = runtime_check({}, self.backend, out_dir=self.session.root / PROBES_DIR, config=seed_config,
                               control=probe_control(self.session), seed=self.session.seed, cwd=self.session.backend.workdir,
@@ -89,10 +91,11 @@ class ControlProbe:
 
 
 def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Mapping[str, str] | None = None,
-                     hosts: Hosts | None = None) -> list[dict[str, Any]]:
+                     hosts: Hosts | None = None, lang: str = "zh") -> list[dict[str, Any]]:
     """Exact-value probes of every protocol candidate (wrapper + runtime), in one folder, with the child environment
     ``env`` (the device lease's markers; ``hosts``: a multi-host session's, one rank group per host as its trials);
-    every record's evidence carries its ``cause`` when it is not ready (:func:`~sk_analytics.stage_o.probe_cause.probe_cause`)."""
+    every record's evidence carries its ``cause`` when it is not ready (:func:`~sk_analytics.stage_o.probe_cause.probe_cause`);
+    progress lines in ``lang``."""
     from sk_runner.probe import probe_values
 
     seed_config = load_json_file(session.seed_config_path)
@@ -100,12 +103,12 @@ def probe_candidates(session: SweepSession, backend: Backend, say: Say, env: Map
     for cand in protocol_candidates():
         by_option.setdefault(cand.option, []).append(cand.value)
     listed = listed_values(session)
-    control = ControlProbe(session, backend, say, env, hosts)
+    control = ControlProbe(session, backend, say, env, hosts, lang)
     records: list[dict[str, Any]] = []
     for option, values in by_option.items():
         probed = [v for v in values if listed is None or (option, canonical_json(v)) in listed]
         skipped = len(values) - len(probed)
-        say(f"  探测 {option}: {len(probed)} 个精确取值" + (f"（{skipped} 个未在任务中列出，不探测）" if skipped else ""))
+        say(text("progress.probe_option", lang, option=option, n=len(probed), skipped=coded("progress.probe_skipped", n=skipped) if skipped else ""))
         for value in values:
             if value not in probed:
                 records.append(not_listed_record(option, value))

@@ -23,6 +23,7 @@ from sk_analytics.ledger.chain import Ledger, LedgerRecord, drop_stale_temps, re
 from sk_analytics.ledger.evidence import with_binding
 from sk_analytics.ledger.signing import signer
 from sk_analytics.ledger.verify import ONE_SIGNER, signer_chain
+from sk_analytics.messages import coded
 from sk_analytics.stage_o.machine import Policy
 from sk_runner.backends import make_backend
 from sk_runner.backends.base import Backend, Control
@@ -160,7 +161,7 @@ def create_session(
         staged.append(
             "session_started",
             {"session_fingerprint": fingerprint(identity), "seed_config_fingerprint": identity["seed_config_fingerprint"],
-             "policy": identity["policy"], "summary_zh": f"Stage O 会话开始（SEED 配置指纹 {identity['seed_config_fingerprint'][:12]}）"},
+             "policy": identity["policy"], "summary": coded("summary.session_started", fp=identity["seed_config_fingerprint"][:12])},
         )
         if lease is not None:
             staged.append("lease_requested", lease)

@@ -19,6 +19,7 @@ from typing import Any
 
 from sk_analytics.errors import UsageError
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.messages import coded
 from sk_runner.devices.lease import LeaseFault
 from sk_runner.hosts.base import Hosts
 from sk_runner.hosts.topology import HostsSpec, recorded_spans
@@ -59,7 +60,7 @@ def session_hosts(root: Path, spec: HostsSpec | None, *, address: str | None, le
             from sk_runner.sweep.session import load_session
 
             load_session(root).append("lease_blocked", {**exc.record(), "action": None,
-                                                        "summary_zh": f"多主机设备租约未取得，未运行、未决策；--resume 将重试：{exc.one_line()}"})
+                                                        "summary": coded("summary.hosts_lease_blocked", detail=exc.one_line())})
         raise
     try:
         hosts.check_storage(Path(root).absolute().parent)  # every host writes its group's logs into the session's folders
