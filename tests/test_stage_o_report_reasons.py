@@ -6,8 +6,11 @@ from typing import Any
 
 import pytest
 
+from sk_analytics.messages import coded
 from sk_analytics.stage_o.machine import O0, fold
 from sk_analytics.stage_o.reasons import failure_text, settled_reason, stop_reason
+from sk_analytics.stage_o.state import skipped_settlement
+from sk_analytics.stage_o.steps import failure_message
 
 ENTRY = {"id": "e", "category": "split", "option": "split_mode", "value": 3}
 DCCI = {"id": "d", "category": "dcci", "option": "dcci_disable_on_kernel", "value": [".*"]}
@@ -107,3 +110,27 @@ def test_stop_reasons() -> None:
     state = _state(("trial_result", {"entry_id": None, "round": O0, "phase": "o0", "ok": False, "failure": crash}))
     assert stop_reason({"reason_zh": "…", "evidence": {"round": O0}}, state, "en") == (
         "O0-INCUMBENT failed, Stage O cannot start: process crash or device error (exit status 1)")
+
+
+def test_a_recorded_message_is_worded_in_the_readers_language() -> None:
+    """Sessions recorded since reasons are codes: the same record gives the Chinese and the English sentence."""
+    failure = {"stage": "timeout", "message": "no exit within 15.0 s", "scene": "O3/FAILURE_SCENES/attempt-1"}
+    reason = coded("reason.trial_failed", label="split_mode=3", failure=failure_message(failure))
+    settled = {"status": "failed", "reason": reason, "evidence": {"round": "O3", "scene": failure["scene"], "stage": "timeout"}}
+    assert settled_reason(ENTRY, settled, _state(), "zh") == "split_mode=3 试验失败，恢复原基线：超时/挂起，进程组已被终止（no exit within 15.0 s）"
+    assert settled_reason(ENTRY, settled, _state(), "en") == (
+        "split_mode=3 trial failed, incumbent restored: timeout/hang, process group terminated (no exit within 15.0 s)")
+    assert failure_text(failure, "en") == "timeout/hang, process group terminated (no exit within 15.0 s)"
+    stopped = {"reason": coded("reason.o0_unstable", spread_pct=7.5, max_spread_pct=5.0), "evidence": {"round": O0}}
+    assert stop_reason(stopped, _state(), "zh") == "O0-INCUMBENT 五次干净运行不稳定（spread 7.500% > 5.0%），先排查环境噪声再开始 Stage O"
+    assert stop_reason(stopped, _state(), "en").startswith("the five clean O0-INCUMBENT runs are unstable (spread 7.500% > 5.0%)")
+
+
+def test_entries_a_stopped_session_skipped_keep_the_form_of_its_stop_record() -> None:
+    """An old session's derived files (settled matrix, hand-off) said "skipped" in Chinese: re-deriving them gives
+    the same bytes, so `ledger verify` still agrees; a new session records the message."""
+    old = skipped_settlement({"reason_zh": "不稳定", "evidence": {}})
+    assert old["reason_zh"] == "会话在 O0 阶段停止，本条目未执行" and "reason" not in old
+    new = skipped_settlement({"reason": coded("reason.o0_unstable", spread_pct=7.5, max_spread_pct=5.0), "evidence": {}})
+    assert new["reason"] == {"code": "reason.skipped_stopped", "params": {}} and "reason_zh" not in new
+    assert settled_reason(ENTRY, new, _state(), "en") == "the session stopped at O0; this entry was not run"

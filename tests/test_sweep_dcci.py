@@ -10,6 +10,7 @@ from sweep_helpers import settled_statuses, small_session
 
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ledger.chain import read_records, verify
+from sk_analytics.messages import render
 from sk_runner.backends.base import RunRequest
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth
@@ -73,7 +74,7 @@ def test_repair_not_better_than_o0_rejects_family(tmp_path: Path) -> None:
     run_sweep(small_session(root, ["dcci-disable-all", "split-mode-3"], network="dcci-unrepairable"), say=lambda _: None)
     assert settled_statuses(root)["dcci-disable-all"] == "rejected"
     settled = _settled(root)
-    assert settled["family_rejected"] and "相对 disable-all 的恢复不构成接受" in settled["reason_zh"]
+    assert settled["family_rejected"] and "相对 disable-all 的恢复不构成接受" in render(settled["reason"], "zh")
     # the next entry's trial starts again from O0
     trials = [r.data for r in read_records(root) if r.kind == "trial_result" and r.data["entry_id"] == "split-mode-3"]
     assert trials[0]["base_round"] == "O0-INCUMBENT"
@@ -95,7 +96,7 @@ def test_noise_level_rejects_family_without_before_after(tmp_path: Path) -> None
     # realistic run-to-run noise: a -0.05 % effect is inside it (seeded, so the run is reproducible)
     run_sweep(small_session(root, ["dcci-disable-all"], network="dcci-neutral", noise=1.0), say=lambda _: None)
     settled = _settled(root)
-    assert (settled["status"], settled["family_rejected"]) == ("rejected", True) and "噪声带" in settled["reason_zh"]
+    assert (settled["status"], settled["family_rejected"]) == ("rejected", True) and "噪声带" in render(settled["reason"], "zh")
     assert not any(k in _kinds(root) for k in ("profile_result", "dcci_diff_result", "probe_result"))
     assert len([k for k in _kinds(root) if k == "trial_result"]) == 2  # O0 and disable-all only
 

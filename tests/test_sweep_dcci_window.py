@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_stage_o_machine import DCCI_IDS, LOSS, Script, drive, kinds, make_matrix
+from test_stage_o_machine import DCCI_IDS, LOSS, Script, drive, kinds, make_matrix, zh
 
+from sk_analytics.messages import render
 from sk_analytics.stage_o.machine import CollectProfile, DcciDiff, Policy, Settle
 
 DEFAULT_WINDOW = 40
@@ -64,7 +65,8 @@ def test_windows_that_cannot_be_aligned_within_the_attempts_reject_the_family() 
     assert kinds(actions)[4:7] == ["Profile:o0:1", "Profile:disable_all:1", "Settle:dcci-disable-all:rejected"]
     settle = actions[6]
     assert isinstance(settle, Settle) and settle.family_rejected and settle.incumbent_round == "O0-INCUMBENT"
-    assert "迭代窗口不同（40 与 20 次）" in settle.reason_zh and "1 次采集内未能对齐" in settle.reason_zh
+    assert "迭代窗口不同（40 与 20 次）" in zh(settle) and "1 次采集内未能对齐" in zh(settle)
+    assert "different iteration windows (40 and 20)" in render(settle.reason, "en")
     assert [p["iterations"] for p in settle.evidence["profiles"]] == [40, 20]
     assert not any(isinstance(a, DcciDiff) for a in actions)
 

@@ -13,6 +13,7 @@ from sk_analytics.cli._base import run_cli
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_analytics.ledger.chain import read_records, verify
+from sk_analytics.messages import render
 from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_runner.sim.network import load_network
 from sk_runner.sim.truth import ground_truth
@@ -66,8 +67,9 @@ def test_ordinary_entries_follow_ground_truth(tmp_path: Path) -> None:
     for scene in handoff["failure_scenes"]:
         assert (root / scene).is_dir()
     entries = {e["id"]: e for e in handoff["entries"]}
-    assert "超时" in entries["aggressive-task0-value3"]["reason_zh"]
-    assert "授权" in entries["aggressive-event1-task0-value0"]["reason_zh"]
+    assert "超时" in render(entries["aggressive-task0-value3"]["reason"], "zh")
+    assert "授权" in render(entries["aggressive-event1-task0-value0"]["reason"], "zh")
+    assert "timeout/hang" in render(entries["aggressive-task0-value3"]["reason"], "en")
     # rejected trials were compared with the accepted incumbent O1, the failed ones never changed it
     gates = {r.data["round"]: r.data["baseline_round"] for r in read_records(root) if r.kind == "gate_result"}
     assert gates == {"O1": "O0-INCUMBENT", "O4": "O1", "O5": "O1"}
@@ -90,7 +92,7 @@ def test_o0_unstable_stops_and_reports(tmp_path: Path) -> None:
     outcome = run_sweep(session, say=lambda _: None)
     assert outcome is not None and outcome.outcome == "stopped"
     handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
-    assert handoff["base"] is None and "不稳定" in handoff["stop"]["reason_zh"]
+    assert handoff["base"] is None and "不稳定" in render(handoff["stop"]["reason"], "zh")
     assert handoff["entries"][0]["status"] == "skipped"
 
 
@@ -139,7 +141,9 @@ def test_stats_policy_decides_and_is_labelled_not_protocol(tmp_path: Path) -> No
     gate = next(r.data for r in read_records(root) if r.kind == "gate_result")
     assert gate["gate_mode"] == "stats" and gate["gate_is_protocol"] is False and "NOT the Stage O protocol" in gate["gate_label"]
     assert gate["accepted"] is gate["stats_accepted"] is True  # truth: about -3.7 %, far outside the simulator's noise
-    assert gate["summary_zh"].startswith("O1 对比 O0-INCUMBENT") and "统计策略（非协议）通过" in gate["summary_zh"]
+    summary = render(gate["summary"], "zh")
+    assert summary.startswith("O1 对比 O0-INCUMBENT") and "统计策略（非协议）通过" in summary
+    assert "statistics policy (not the protocol) passed" in render(gate["summary"], "en")
     report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     assert "判定依据: **sk-tune 统计策略，不是 Stage O 协议**" in report
     # the comparison with the simulator's truth (read for the report only)

@@ -11,6 +11,7 @@ import pytest
 from sk_analytics.cli._base import run_cli
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.messages import render
 from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_runner.cli import cli
 from sk_runner.sweep.phase import resolve_tool, validate_phase_manifest
@@ -188,8 +189,11 @@ def test_task_sweep_probes_only_listed_values_and_blocks_the_others_as_not_liste
     assert settled["split-mode-3"]["status"] in ("accepted", "rejected")
     blocked = {k for k, e in settled.items() if e["status"] == "blocked"}
     assert blocked == set(settled) - {"split-mode-3"}
-    assert "ready=false" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
-    assert "未列出该取值" in settled["auto-op-parallel-1"]["settlement"]["reason_zh"]
+    reason = settled["auto-op-parallel-1"]["settlement"]["reason"]  # a message id and its facts, worded by the reader
+    assert reason["code"] == "reason.not_ready" and reason["params"]["cause"] == {"code": "probe_cause.not_listed", "params": {}}
+    assert "ready=false" in render(reason, "zh") and "未列出该取值" in render(reason, "zh")
+    assert render(reason, "en") == ("auto_op_parallel=1 is not ready (probe ready=false): not listed in the task's accepted_option_values "
+                                    "(not probed, no process started)")
     assert [r.kind for r in read_records(session)][:4] == ["session_started", "phase_entry", "matrix_built", "matrix_frozen"]
     built = next(r.data for r in read_records(session) if r.kind == "matrix_built")
     assert (built["probed"], built["not_listed"], built["ready"]) == (n, n - 1, 1)

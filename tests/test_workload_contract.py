@@ -22,6 +22,7 @@ from sweep_helpers import gate_numbers, settled_statuses
 from sk_analytics.cli._base import run_cli
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.messages import render
 from sk_runner.cli import cli
 from sk_runner.sweep import task_init
 
@@ -203,9 +204,9 @@ def test_each_blocked_entry_names_its_own_cause_in_matrix_report_console_and_han
     cause = entry["probe_evidence"]["evidence"]["cause"]
     assert cause["en"] == crashed and cause["zh"].startswith("探测进程失败（退出码 3）；stderr 末行：compiling split_mode=1")
     settled = next(e for e in load_json_file(root / "matrix.settled.json")["entries"] if e["id"] == "split-mode-1")
-    assert cause["zh"] in settled["settlement"]["reason_zh"]
-    assert f"[split-mode-1] → blocked: {crashed}" in out
-    assert "[preload-code-0] → blocked: not listed in the task's accepted_option_values" in out
+    assert cause["zh"] in render(settled["settlement"]["reason"], "zh") and crashed in render(settled["settlement"]["reason"], "en")
+    assert f"[split-mode-1] → blocked: split_mode=1 is not ready (probe ready=false): {crashed}" in out
+    assert "[preload-code-0] → blocked: preload_code=0 is not ready (probe ready=false): not listed in the task's accepted_option_values" in out
     report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     assert f"split_mode=1 is not ready (probe ready=false): {crashed}" in report
     assert (root / "PROBES" / "SEED-control" / "attempt-1" / "probe.json").is_file()  # the control probe passed: the value's cause

@@ -54,6 +54,7 @@ from sk_analytics.ingest.super_kernel_log import (
     buffer_full_cores,
     is_child_trace_complete,
 )
+from sk_analytics.messages import text
 
 SCHEMA_VERSION: Final = "sk-tune-dcci-diff-v1"
 ALIGNMENT_RULE: Final = (
@@ -365,6 +366,6 @@ def analyze(baseline: SideInput, candidate: SideInput, *, warmup: int, disable_a
         ],
         "repair": repair,
         "options": {"disable": DISABLE, "before": BEFORE, "after": AFTER},
-        "note": "Correlation is not a root cause: only the clean A/B of the complete repair against O0 decides.",
-        "note_zh": "相关不等于根因：只有完整修复相对 O0 的干净 A/B 对比才能下结论。",
+        "note": text("dcci.note", "en"),
+        "note_zh": text("dcci.note", "zh"),
     }

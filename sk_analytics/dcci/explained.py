@@ -22,6 +22,8 @@ from typing import Any, Final
 
 import polars as pl
 
+from sk_analytics.messages import text
+
 WARN_BELOW: Final = 0.5
 
 
@@ -76,8 +78,6 @@ def explained_fraction(sks: pl.DataFrame, slower: list[int], children_rows: pl.D
         "warning": warn,
     }
     if warn:
-        out["warning_en"] = (f"the repair's children explain only {explained_sks} of {len(slower)} slower SKs and "
-                             f"{covered:.3f} of {total:.3f} µs per step of the slowdown (under half)")
-        out["warning_zh"] = (f"修复所含子核只解释了 {len(slower)} 个显著变慢 SK 中的 {explained_sks} 个、"
-                             f"每步 {total:.3f} µs 变慢中的 {covered:.3f} µs（不足一半）")
+        facts = {"explained": explained_sks, "slower": len(slower), "covered": covered, "total": total}
+        out["warning_en"], out["warning_zh"] = text("dcci.explained_warning", "en", **facts), text("dcci.explained_warning", "zh", **facts)
     return out

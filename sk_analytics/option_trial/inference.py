@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
+from sk_analytics.messages import text
 from sk_analytics.option_trial.planning import ASSUMES, ASSUMES_ZH, CONFIDENCE, POWER, noise_upper, planning_effect, pooled_sd, runs_per_side
 
 sps = lazy_module("scipy.stats")  # imported on first use: reading and summarising logs does not carry it
@@ -251,7 +252,8 @@ def _undefined(nb: int, nc: int) -> dict[str, Any]:
     }
 
 
-VERDICT_ZH = {"win": "确有提升", "loss": "确有退化", "neutral": "无实质差异", "inconclusive": "证据不足"}
+VERDICT_ZH = {v: text(f"verdict.{v}", "zh") for v in ("win", "loss", "neutral", "inconclusive")}
+"""The Chinese word of each verdict (``verdict.*`` of the catalogs)."""
 
 
 def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict[str, Any]:

@@ -55,14 +55,14 @@ def cause_message(probe_evidence: Mapping[str, Any] | None) -> dict[str, Any]:
     probe = dict(probe_evidence or {})
     if "probed" in probe and not probe.get("probed"):
         return coded("probe_cause.not_probed")
-    evidence = probe.get("evidence") if "probed" in probe else probe
-    evidence = evidence if isinstance(evidence, Mapping) else {}
+    found = probe.get("evidence") if "probed" in probe else probe
+    evidence: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     if evidence.get("task") is not None:
         return coded(f"probe_cause.{NOT_LISTED}")
-    wrapper = evidence.get("wrapper") if isinstance(evidence.get("wrapper"), Mapping) else {}
+    wrapper: Mapping[str, Any] = evidence["wrapper"] if isinstance(evidence.get("wrapper"), Mapping) else {}
     if wrapper and not wrapper.get("accepted", True):
         return coded("probe_cause.wrapper_refused", reason=str(wrapper.get("reason") or ""))
-    runtime = evidence.get("runtime") if isinstance(evidence.get("runtime"), Mapping) else {}
+    runtime: Mapping[str, Any] = evidence["runtime"] if isinstance(evidence.get("runtime"), Mapping) else {}
     status = runtime.get("status")
     if status == "process_failed":
         tail = _lines(runtime.get("stderr_tail"))

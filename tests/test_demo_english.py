@@ -1,0 +1,50 @@
+"""``sk-run demo --lang en`` speaks English: not one Chinese character on the console, in the report
+(Markdown and HTML) or in the hand-off's reasons; the session still verifies (issue 46)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sk_analytics.cli._base import run_cli
+from sk_analytics.handoff.crosscheck import first_disagreement
+from sk_analytics.ledger.chain import verify
+from sk_analytics.messages import render
+from sk_runner.cli import cli
+
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+"""Chinese characters and the full-width punctuation that goes with them."""
+
+
+def _chinese(text: str) -> list[str]:
+    """The lines of ``text`` that hold a Chinese character (what a failure shows)."""
+    return [line for line in text.splitlines() if CJK.search(line)]
+
+
+def _reasons(handoff: dict[str, Any]) -> list[Any]:
+    """Every recorded reason of the hand-off: each entry's and the stop's."""
+    reasons = [entry.get("reason", entry.get("reason_zh")) for entry in handoff["entries"]]
+    return reasons + ([handoff["stop"].get("reason", handoff["stop"].get("reason_zh"))] if handoff["stop"] else [])
+
+
+@pytest.mark.slow
+def test_english_demo_has_no_chinese(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = tmp_path / "demo-session"
+    assert run_cli(cli, "sk-run", ["demo", "--lang", "en", "--session", str(session)]) == 0
+    out, err = capsys.readouterr()
+    assert "[O0-INCUMBENT] O0-INCUMBENT: O0 correctness + 5 clean runs" in out and "Option matrix frozen: 15 entries" in out
+    assert "→ accepted:" in out and "→ blocked:" in out and "[DCCI] dcci-diff: per-SK / child attribution" in out
+    assert _chinese(out) == [] and _chinese(err) == []
+    for name in ("EXPERIMENT_REPORT.md", "report.html"):
+        assert _chinese((session / name).read_text(encoding="utf-8")) == [], name
+    handoff = json.loads((session / "handoff.json").read_text(encoding="utf-8"))
+    reasons = _reasons(handoff)
+    assert len(reasons) == 15 and all(isinstance(r, dict) and set(r) == {"code", "params"} for r in reasons)  # codes and facts
+    assert _chinese(json.dumps(reasons, ensure_ascii=False)) == []
+    assert _chinese("\n".join(render(r, "en") for r in reasons)) == []
+    assert any("未授权" in render(r, "zh") for r in reasons)  # the same records word the Chinese report
+    assert verify(session).ok and first_disagreement(session) is None
