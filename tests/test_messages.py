@@ -19,6 +19,13 @@ CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 """Chinese characters and the full-width punctuation that goes with them."""
 
 
+ONE_SIDED = {
+    "profile.buffer_full": {"lines"},  # the English attempt record quotes the log lines, the Chinese one says what to do
+    "profile.contract": {"rule"},  # the English detail line already names the rule
+}
+"""Messages whose two languages name different facts (the fields that only one of them uses)."""
+
+
 def _po(lang: str) -> Path:
     return LOCALE_DIR / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
 
@@ -45,7 +52,10 @@ def test_both_languages_hold_the_same_messages_with_the_same_fields() -> None:
     assert set(catalogs["zh"]) == set(catalogs["en"])
     for msg_id, zh in catalogs["zh"].items():
         assert zh and catalogs["en"][msg_id], f"{msg_id}: empty translation"
-        assert _fields(zh) == _fields(catalogs["en"][msg_id]), msg_id
+        if msg_id in ONE_SIDED:  # the two sentences name different facts of the same parameters, on purpose
+            assert _fields(zh) ^ _fields(catalogs["en"][msg_id]) == ONE_SIDED[msg_id], msg_id
+        else:
+            assert _fields(zh) == _fields(catalogs["en"][msg_id]), msg_id
     assert ids("en") == frozenset(catalogs["en"])
 
 

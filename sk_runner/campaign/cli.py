@@ -15,6 +15,7 @@ import click
 from sk_analytics.cli._base import FiniteFloat, PathArg
 from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.messages import coded, resolve_lang, text
 from sk_runner.limits import MAX_TIMEOUT_S
 
 ADDRESS_HELP = "Join this Ray cluster (default: $RAY_ADDRESS; neither: an embedded local Ray, or sessions one by one without Ray)."
@@ -35,7 +36,7 @@ def _executor(address: str | None, local: bool) -> Any:
         except ImportError:
             from sk_runner.campaign.ray_executor import INSTALL_HINT
 
-            click.echo(f"Ray 未安装（{INSTALL_HINT}）：在本机逐个运行会话", err=True)
+            click.echo(text("campaign.no_ray", resolve_lang(), hint=INSTALL_HINT), err=True)
             return LocalExecutor()
     from sk_runner.campaign.ray_executor import RayExecutor
 
@@ -59,7 +60,7 @@ def _drive(root: Path, spec: Any, address: str | None, local: bool, quiet: bool,
         check_resources(spec, executor, source)
         if not resumed:
             if not create_campaign(root, spec):
-                click.echo(f"沿用未开始任何会话的战役目录：{root}", err=True)
+                click.echo(text("campaign.reused_folder", resolve_lang(), root=root), err=True)
         code = Driver(root, spec, executor, make_view(quiet)).run(resumed)
     finally:
         executor.shutdown()
@@ -147,12 +148,12 @@ def _print_status(root: Path, as_json: bool = False) -> None:
         return
     click.echo(table(items))
     if rec is None:
-        driver = "无记录"
+        driver = coded("campaign.driver_unrecorded")
     elif rec.get("host") != socket.gethostname():
-        driver = f"记录在主机 {rec.get('host')}（pid {rec['pid']}），本机无法确认是否运行"
+        driver = coded("campaign.driver_elsewhere", host=rec.get("host"), pid=rec["pid"])
     else:
-        driver = f"运行中（pid {rec['pid']}）" if alive else f"未运行（上次 pid {rec['pid']}）"
-    click.echo(f"驱动：{driver}")
+        driver = coded("campaign.driver_running" if alive else "campaign.driver_not_running", pid=rec["pid"])
+    click.echo(text("campaign.driver", resolve_lang(), state=driver))
 
 
 @campaign.command("status")
@@ -211,10 +212,10 @@ def cancel(root: Path, address: str | None, wait_s: float) -> int:
         if not alive:
             _record_cancelled_sessions(root)
             Ledger(root).append("campaign_stopped", {"reason": "cancelled", "reaped": killed,
-                                                     "summary_zh": f"战役已取消（驱动不在运行；回收进程组 {len(killed)} 个）"})
+                                                     "summary": coded("campaign.summary.cancelled_offline", n=len(killed))})
     finally:
         lock.release()
-    click.echo(f"已取消：{root}；继续：sk-run campaign resume {root}")
+    click.echo(text("campaign.cancelled", resolve_lang(), root=root))
     return EXIT_OK
 
 
@@ -228,7 +229,7 @@ def _record_cancelled_sessions(root: Path) -> None:
     for st in fold(read_records(root)).values():
         if st.session is not None and st.outcome not in FINAL and st.outcome != "cancelled" and not st.gave_up:
             ledger.append("session_ended", {"task": st.id, "session": st.session, "outcome": "cancelled", "driver": "dead",
-                                            "summary_zh": f"{st.id}：会话 {st.session} 已停止（cancelled，驱动不在运行）"})
+                                            "summary": coded("campaign.summary.session_cancelled", task=st.id, session=st.session)})
 
 
 def _reap_on_cluster(root: Path, address: str) -> list[str]:

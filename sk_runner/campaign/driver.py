@@ -31,6 +31,7 @@ from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.ledger.chain import Ledger, read_records
 from sk_analytics.ledger.signing import forwarded_env
+from sk_analytics.messages import coded, is_coded, render, resolve_lang, text
 from sk_runner.campaign.job import (
     Job,
     JobResult,
@@ -158,7 +159,7 @@ def create_campaign(root: Path, spec: CampaignSpec) -> bool:
     write_json(root / CAMPAIGN_FILE, {"schema_version": CAMPAIGN_SCHEMA, "spec": spec_json, "spec_fingerprint": fingerprint(spec_json),
                                       "source": spec.source, "created_ns": time.time_ns()})
     Ledger(root).append("campaign_started", {"name": spec.name, "spec_fingerprint": fingerprint(spec_json), "tasks": [t.id for t in spec.tasks],
-                                             "summary_zh": f"战役 {spec.name} 开始：{len(spec.tasks)} 个任务"})
+                                             "summary": coded("campaign.summary.started", name=spec.name, n=len(spec.tasks))})
     return True
 
 
@@ -184,6 +185,7 @@ class Driver:
 
     def __init__(self, root: Path, spec: CampaignSpec, executor: Executor, view: View) -> None:
         self.root, self.spec, self.ex, self.view = Path(root), spec, executor, view
+        self.lang = resolve_lang()  # the campaign's notes: SK_LANG, else the locale
         self.ledger = Ledger(self.root)
         self.running: dict[str, Running] = {}
         self.stop_reason: str | None = None
@@ -201,8 +203,8 @@ class Driver:
     # ------------------------------------------------------------------ records
     def record(self, kind: str, data: dict[str, Any]) -> None:
         self.ledger.append(kind, data)
-        if "summary_zh" in data:
-            self.view.note(data["summary_zh"])
+        if is_coded(data.get("summary")):
+            self.view.note(render(data["summary"], self.lang))
 
     def tasks(self) -> dict[str, TaskState]:
         return fold(read_records(self.root))
@@ -220,18 +222,18 @@ class Driver:
                                                              "host": socket.gethostname(), "executor": self.ex.kind})
             survivors = reap_workers(self.root)
             if survivors:
-                self.view.note(f"回收上次运行遗留的进程组：{', '.join(survivors)}")
+                self.view.note(text("campaign.reclaimed", self.lang, groups=", ".join(survivors)))
             nodes = self.ex.check_storage(self.root, [t.resources for t in self.spec.tasks])
             self.record("storage_checked", {"nodes": nodes, "executor": self.ex.kind,
-                                            "summary_zh": f"共享存储检查通过：{len(nodes)} 个节点读写同一令牌"})
+                                            "summary": coded("campaign.summary.storage_checked", n=len(nodes))})
             if resumed:
-                self.record("campaign_resumed", {"tasks": [t.id for t in self.spec.tasks], "summary_zh": "战役继续（只补未完成的会话）"})
+                self.record("campaign_resumed", {"tasks": [t.id for t in self.spec.tasks], "summary": coded("campaign.summary.resumed")})
             return self._loop()
         except (KeyboardInterrupt, Stop) as exc:
             reason = exc.reason if isinstance(exc, Stop) else "interrupted"
             self._stop_all(reason)
-            self.record("campaign_stopped", {"reason": reason, "summary_zh": f"战役{'已取消' if reason == 'cancelled' else '被中断'}；"
-                                             f"继续：sk-run campaign resume {self.root}"})
+            self.record("campaign_stopped", {"reason": reason, "summary": coded("campaign.summary.cancelled" if reason == "cancelled" else "campaign.summary.interrupted",
+                                                                 root=str(self.root))})
             return EXIT_NEGATIVE
         finally:
             (self.root / RUN_DIR / "driver.json").unlink(missing_ok=True)
@@ -279,7 +281,7 @@ class Driver:
         pin = None if placement is None else pin_of(placement, alive)
         if (placement is None or pin is not None) and st.failures >= self.spec.max_attempts:
             self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "attempts",
-                                          "summary_zh": f"{task.id}：会话 {st.session} 失败 {st.failures} 次，放弃（日志见 logs/{st.session}/）"})
+                                          "summary": coded("campaign.summary.given_up_attempts", task=task.id, session=st.session, failures=st.failures)})
             return
         if placement is None:  # assigned but never started anywhere: the scheduler places it
             self._submit(task, st.session, None, st.supersedes)
@@ -288,7 +290,7 @@ class Driver:
             if st.lost:  # its server came back: the campaign index says where the session goes on
                 self.record("session_continued", {"task": task.id, "session": st.session, "node_id": pin.node_id, "node_name": pin.node_name,
                                                   "reason": "node_back",
-                                                  "summary_zh": f"{task.id}：节点 {pin.node_name} 恢复，会话 {st.session} 在该节点继续"})
+                                                  "summary": coded("campaign.summary.node_back", task=task.id, node=pin.node_name, session=st.session)})
             self._submit(task, st.session, pin, None)
             return
         if not st.lost:
@@ -296,24 +298,24 @@ class Driver:
             self.record("node_lost", {"task": task.id, "session": st.session, "node_id": gone[0].get("node_id"),
                                       "node_name": gone[0].get("node_name"), "policy": self.spec.on_node_lost,
                                       **({"hosts_lost": gone} if recorded_spans(placement) else {}),
-                                      "summary_zh": f"{task.id}：会话 {st.session} 所在节点 {', '.join(str(h.get('node_name')) for h in gone)} 丢失"
-                                                    f"（策略 {self.spec.on_node_lost}）"})
+                                      "summary": coded("campaign.summary.node_lost", task=task.id, session=st.session,
+                                                      nodes=", ".join(str(h.get("node_name")) for h in gone), policy=self.spec.on_node_lost)})
             Ledger(session_dir(self.root, st.session)).append("node_lost", {
                 "node_id": gone[0].get("node_id"), "node_name": gone[0].get("node_name"), "policy": self.spec.on_node_lost,
                 **({"hosts_lost": gone} if recorded_spans(placement) else {}),
-                "summary_zh": "会话所在节点丢失：本会话不在其他节点继续（其基线在该节点测得）"})
+                "summary": coded("campaign.summary.node_lost_session")})
             st = self.tasks()[task.id]
         if self.spec.on_node_lost == "restart":
             new = session_name(task.id, len(st.sessions) + 1)
             self.record("session_superseded", {"task": task.id, "session": st.session, "by": new, "reason": "node_lost",
-                                               "summary_zh": f"{task.id}：以新会话 {new} 替代 {st.session}（在另一节点从头测量）"})
+                                               "summary": coded("campaign.summary.superseded", task=task.id, new=new, session=st.session)})
             Ledger(session_dir(self.root, session)).append("session_superseded", {
                 "by": new, "campaign": str(self.root), "reason": "node_lost",
-                "summary_zh": f"本会话由 {new} 替代（节点丢失）"})
+                "summary": coded("campaign.summary.superseded_session", new=new)})
             self._assign(task, len(st.sessions) + 1, st.session)
         elif st.lost_since_ns is not None and time.time_ns() - st.lost_since_ns > self.spec.node_wait_s * 1e9:
             self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "node_wait",
-                                          "summary_zh": f"{task.id}：等待节点 {placement.get('node_name')} 超过 {self.spec.node_wait_s:.0f} s，放弃"})
+                                          "summary": coded("campaign.summary.given_up_node_wait", task=task.id, node=placement.get("node_name"), seconds=self.spec.node_wait_s)})
 
     def _placeable(self, task: TaskSpec, st: TaskState) -> bool:
         """Whether an alive node can hold a task not yet assigned. If none can yet (an autoscaler node
@@ -327,18 +329,18 @@ class Driver:
             self.record("task_pending_unsatisfiable", {
                 "task": task.id, "resources": task.resources, "resource": short.resource, "needed": short.needed,
                 "largest": short.largest, "node": short.node, "timeout_s": self.spec.node_wait_s,
-                "summary_zh": f"{task.id}：没有在线节点满足 {short.resource}: {short.needed:g}（最大节点 {short.node}：{short.largest:g}），"
-                              f"等待自动扩容最多 {self.spec.node_wait_s:.0f} s"})
+                "summary": coded("campaign.summary.waiting", task=task.id, resource=short.resource, needed=short.needed, node=short.node,
+                                 largest=short.largest, seconds=self.spec.node_wait_s)})
         elif time.time_ns() - st.pending["ts_ns"] > self.spec.node_wait_s * 1e9:
             self.record("task_given_up", {"task": task.id, "session": None, "reason": "unsatisfiable", "resource": st.pending.get("resource"),
-                                          "summary_zh": f"{task.id}：{self.spec.node_wait_s:.0f} s 内没有节点能满足 "
-                                                        f"{st.pending.get('resource')}: {st.pending.get('needed'):g}，放弃"})
+                                          "summary": coded("campaign.summary.unsatisfiable", task=task.id, seconds=self.spec.node_wait_s,
+                                                          resource=st.pending.get("resource"), needed=st.pending.get("needed"))})
         return False
 
     def _assign(self, task: TaskSpec, attempt: int, supersedes: str | None) -> None:
         name = session_name(task.id, attempt)
         self.record("session_assigned", {"task": task.id, "session": name, "attempt": attempt, "supersedes": supersedes,
-                                         "resources": task.resources, "summary_zh": f"{task.id}：分配会话 {name}"})
+                                         "resources": task.resources, "summary": coded("campaign.summary.assigned", task=task.id, session=name)})
         self._submit(task, name, None, supersedes)
 
     def _submit(self, task: TaskSpec, name: str, pin: NodeInfo | None, supersedes: str | None) -> None:
@@ -352,7 +354,7 @@ class Driver:
                 placement = placement_of(self.root, st.session)
                 if placement is not None:
                     self.record("session_placed", {"task": st.id, "session": st.session, "placement": placement,
-                                                   "summary_zh": f"{st.id}：会话 {st.session} 固定在节点 {placement.get('node_name')}"})
+                                                   "summary": coded("campaign.summary.placed", task=st.id, session=st.session, node=placement.get("node_name"))})
 
     def _collect(self, run: Running) -> None:
         """Record how a finished job ended."""
@@ -369,7 +371,7 @@ class Driver:
                 lost = self.ex.is_node_failure(exc) and not self.ex.node_alive(placement["node_id"], settle_s=HOSTS_SETTLE_S)
             self.record("session_ended", {"task": run.task, "session": run.session, "outcome": "node_lost" if lost else "failed",
                                           "error": " ".join(str(exc).split())[:500],
-                                          "summary_zh": f"{run.task}：会话 {run.session} 的任务失败（{type(exc).__name__}）"})
+                                          "summary": coded("campaign.summary.job_failed", task=run.task, session=run.session, error=type(exc).__name__)})
             return
         outcome = result.outcome
         placement = placement_of(self.root, run.session)
@@ -380,8 +382,8 @@ class Driver:
             outcome = "node_lost"  # a host of the session left the cluster: its policy applies to all its hosts
         self.record("session_ended", {"task": run.task, "session": run.session, "outcome": outcome, "exit_code": result.exit_code,
                                       "signal": result.signal, "timed_out": result.timed_out, "duration_s": round(result.duration_s, 3),
-                                      "node": result.node, "summary_zh": f"{run.task}：会话 {run.session} 结束（{outcome}，"
-                                                                         f"{result.duration_s:.0f} s）"})
+                                      "node": result.node, "summary": coded("campaign.summary.ended", task=run.task, session=run.session,
+                                                                       outcome=outcome, seconds=result.duration_s)})
 
     def _hosts_gone(self, placement: dict[str, Any], settle_s: float = HOSTS_SETTLE_S) -> bool:
         """Whether a host of a multi-host session left the cluster (given Ray ``settle_s`` to notice a death)."""
@@ -403,12 +405,12 @@ class Driver:
                 run = next(r for r in self.running.values() if r.handle is handle)
                 del self.running[run.task]
                 self.record("session_ended", {"task": run.task, "session": run.session, "outcome": reason,
-                                              "summary_zh": f"{run.task}：会话 {run.session} 已停止（{reason}）"})
+                                              "summary": coded("campaign.summary.stopped_session", task=run.task, session=run.session, reason=reason)})
         reap_workers(self.root)
 
     def _finish(self, tasks: dict[str, TaskState]) -> int:
         outcomes = {t.id: (tasks[t.id].outcome if t.id in tasks else None) for t in self.spec.tasks}
         base = sum(o == "base" for o in outcomes.values())
         self.record("campaign_stopped", {"reason": "finished", "outcomes": outcomes,
-                                         "summary_zh": f"战役结束：{base}/{len(outcomes)} 个会话得到 Sbest-BASE"})
+                                         "summary": coded("campaign.summary.finished", base=base, n=len(outcomes))})
         return EXIT_OK if base == len(outcomes) else EXIT_NEGATIVE

@@ -32,6 +32,7 @@ from typing import Any
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, IntegrityError, SkTuneError, UsageError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.files.strict_json import load_json_file
+from sk_analytics.messages import coded
 from sk_runner.campaign.spec import Placement
 from sk_runner.campaign.state import LOGS_DIR, RUN_DIR, session_dir
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseRequest
@@ -140,7 +141,7 @@ def prepare_session(job: Job, node: NodeInfo, hosts: Hosts | None = None) -> Pat
     if job.supersedes is not None:
         session.append("session_supersedes", {
             "session": job.supersedes, "reason": "node_lost",
-            "summary_zh": f"本会话替代节点丢失的会话 {job.supersedes}（同一任务，全新测量，不与其结果比较）"})
+            "summary": coded("campaign.summary.replaces", old=job.supersedes)})
     return folder
 
 

@@ -39,6 +39,7 @@ from sk_analytics.contract.rules import ContractInputError, ContractIntegrityErr
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.messages import text
 from sk_runner.backends.base import Backend, Control, RunRequest, at_workdir
 from sk_runner.config import load_config, scrub_env
 from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_environ
@@ -216,13 +217,18 @@ def _ingest(spec: ProfileSpec, root: Path) -> dict[str, Any]:
             "warnings": report.warnings}
 
 
+def _both(msg_id: str, **facts: Any) -> tuple[str, str]:
+    """(English, Chinese) of a message: an attempt record keeps both (``reason``, ``reason_zh``, docs/contract.md)."""
+    return text(msg_id, "en", **facts), text(msg_id, "zh", **facts)
+
+
 def _producer_failure(result: ProcessResult) -> tuple[str, str] | None:
     if result.timed_out:
-        return f"producer timed out after {result.duration_s:.1f} s", f"采集进程超时（{result.duration_s:.1f} 秒）被终止"
+        return _both("profile.timed_out", seconds=result.duration_s)
     if result.signal is not None:
-        return f"producer killed by {result.signal_name}", f"采集进程被信号 {result.signal_name} 终止"
+        return _both("profile.killed", signal=result.signal_name)
     if result.exit_code != 0:
-        return f"producer exited with code {result.exit_code}", f"采集进程退出码为 {result.exit_code}"
+        return _both("profile.exited", code=result.exit_code)
     return None
 
 
@@ -275,8 +281,8 @@ class _Collector:
                             stdout_path=stem.with_name(f"attempt-{n}.stdout.log"), stderr_path=stem.with_name(f"attempt-{n}.stderr.log"),
                             timeout_s=control.timeout_s)
         except EnvironmentBlocker as exc:
-            self.record(replace(base, status="blocked", reason=exc.one_line(),
-                                reason_zh=f"采集进程无法启动：{exc.one_line()}"))
+            en, zh = _both("profile.cannot_start", detail=exc.one_line())
+            self.record(replace(base, status="blocked", reason=en, reason_zh=zh))
             raise
         base = replace(base, producer=result.to_json())
         failure = _producer_failure(result)
@@ -290,22 +296,19 @@ class _Collector:
                 require_sk_prof=spec.sk_prof_required,
             )
         except (ContractInputError, ContractIntegrityError) as exc:
-            return replace(base, status="blocked", reason=exc.one_line(),
-                           reason_zh=f"采集不满足产物契约（规则 {exc.rule}），不得用于分析：{exc.one_line()}")
+            en, zh = _both("profile.contract", rule=exc.rule, detail=exc.one_line())
+            return replace(base, status="blocked", reason=en, reason_zh=zh)
         base = replace(base, manifest_fingerprint=manifest["manifest_fingerprint"])
         try:
             full = buffer_full_lines(manifest, root)
         except InputError as exc:
-            return replace(base, status="blocked", reason=f"super_kernel.log unreadable: {exc.one_line()}",
-                           reason_zh=f"super_kernel.log 无法解析：{exc.one_line()}")
+            en, zh = _both("profile.log_unreadable", detail=exc.one_line())
+            return replace(base, status="blocked", reason=en, reason_zh=zh)
         if full:
-            return replace(
-                base, status="child_incomplete", buffer_full=full,
-                reason=f"sk_prof buffer full ({', '.join(full)}): child trace incomplete",
-                reason_zh="super_kernel.log 报告 sk_prof 缓冲区已满（buffer is full），子节点时间不完整，需缩短采集窗口重采",
-            )
-        return replace(base, status="complete", reason="collection complete and sealed",
-                       reason_zh="采集完成，清单已封存并通过校验")
+            en, zh = _both("profile.buffer_full", lines=", ".join(full))
+            return replace(base, status="child_incomplete", buffer_full=full, reason=en, reason_zh=zh)
+        en, zh = _both("profile.complete")
+        return replace(base, status="complete", reason=en, reason_zh=zh)
 
     def record(self, attempt: AttemptRecord) -> None:
         # attempt numbers are allocated by an exclusive mkdir, so this name is new
@@ -366,16 +369,11 @@ def _collect(spec: ProfileSpec, progress: ProgressFn | None, lease: HeldLease | 
             try:
                 ingested = _ingest(spec, Path(attempt.root)) if spec.ingest else {}
             except InputError as exc:
-                return done("blocked", f"profile does not ingest: {exc.one_line()}",
-                            f"采集产物无法入库（Parquet）：{exc.one_line()}")
+                return done("blocked", *_both("profile.not_ingested", detail=exc.one_line()))
             return done("complete", attempt.reason, attempt.reason_zh, ingested)
         iterations = shorter_window(iterations, spec.control.warmup)
     last = attempts[-1]
-    return done(
-        "blocked",
-        f"sk_prof buffer still full after {len(attempts)} attempt(s), last window {last.iterations} iterations",
-        f"共 {len(attempts)} 次采集（最后窗口 {last.iterations} 次迭代）sk_prof 缓冲区仍满，子节点归因被阻断",
-    )
+    return done("blocked", *_both("profile.still_full", attempts=len(attempts), iterations=last.iterations))
 
 
 __all__ = [
