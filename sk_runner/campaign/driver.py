@@ -232,8 +232,8 @@ class Driver:
         except (KeyboardInterrupt, Stop) as exc:
             reason = exc.reason if isinstance(exc, Stop) else "interrupted"
             self._stop_all(reason)
-            self.record("campaign_stopped", {"reason": reason, "summary": coded("campaign.summary.cancelled" if reason == "cancelled" else "campaign.summary.interrupted",
-                                                                 root=str(self.root))})
+            summary = "campaign.summary.cancelled" if reason == "cancelled" else "campaign.summary.interrupted"
+            self.record("campaign_stopped", {"reason": reason, "summary": coded(summary, root=str(self.root))})
             return EXIT_NEGATIVE
         finally:
             (self.root / RUN_DIR / "driver.json").unlink(missing_ok=True)
@@ -315,7 +315,8 @@ class Driver:
             self._assign(task, len(st.sessions) + 1, st.session)
         elif st.lost_since_ns is not None and time.time_ns() - st.lost_since_ns > self.spec.node_wait_s * 1e9:
             self.record("task_given_up", {"task": task.id, "session": st.session, "reason": "node_wait",
-                                          "summary": coded("campaign.summary.given_up_node_wait", task=task.id, node=placement.get("node_name"), seconds=self.spec.node_wait_s)})
+                                          "summary": coded("campaign.summary.given_up_node_wait", task=task.id, node=placement.get("node_name"),
+                                                           seconds=self.spec.node_wait_s)})
 
     def _placeable(self, task: TaskSpec, st: TaskState) -> bool:
         """Whether an alive node can hold a task not yet assigned. If none can yet (an autoscaler node
@@ -354,7 +355,8 @@ class Driver:
                 placement = placement_of(self.root, st.session)
                 if placement is not None:
                     self.record("session_placed", {"task": st.id, "session": st.session, "placement": placement,
-                                                   "summary": coded("campaign.summary.placed", task=st.id, session=st.session, node=placement.get("node_name"))})
+                                                   "summary": coded("campaign.summary.placed", task=st.id, session=st.session,
+                                                                    node=placement.get("node_name"))})
 
     def _collect(self, run: Running) -> None:
         """Record how a finished job ended."""
