@@ -19,7 +19,7 @@ import string
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 LANGS: Final = ("zh", "en")
 DEFAULT_LANG: Final = "zh"
@@ -94,13 +94,13 @@ def text(msg_id: str, lang: str, /, **params: Any) -> str:
     return _FORMATTER.vformat(template(msg_id, lang), (), filled)
 
 
-def is_bilingual(value: Any) -> bool:
+def is_bilingual(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """Whether ``value`` is a ``{"zh": ..., "en": ...}`` pair: a fact that a lower layer (a collection's refusal, a
     diff's decision) still words itself in both languages; the message takes the reader's one."""
     return isinstance(value, Mapping) and set(value) == {"zh", "en"}
 
 
-def is_coded(value: Any) -> bool:
+def is_coded(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """Whether ``value`` is a recorded message (``{"code": id, "params": {...}}``)."""
     return isinstance(value, Mapping) and isinstance(value.get("code"), str) and set(value) <= {"code", "params"}
 

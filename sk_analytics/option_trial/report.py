@@ -46,18 +46,18 @@ def _side_row(label: str, s: Mapping[str, Any], improvement: str, decision: str)
     ]
 
 
-def _allow_text(evaluation: Mapping[str, Any], t: Mapping[str, Any]) -> str:
+def _allow_text(evaluation: Mapping[str, Any], t: Mapping[str, str]) -> str:
     """The P90/stddev allowances the checks used (``g`` format: 0, 2.5)."""
     return str(t["allow"]).format(p90=f"{evaluation['allow_p90_regression_pct']:g}", sd=f"{evaluation['allow_stddev_regression_pct']:g}")
 
 
-def _stability_lines(stability: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
+def _stability_lines(stability: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     runs = ", ".join(_num(v) for v in stability["run_worst_rank_means_ms"])
     stable = t["yes"] if stability["stable"] else t["no"]
     return [f"{t['stable']}: {stable}  {t['spread']}: {_num(stability['spread_pct'], 3)}", f"{t['runs']}: [{runs}]"]
 
 
-def _marks(checks: Mapping[str, bool], t: Mapping[str, Any]) -> str:
+def _marks(checks: Mapping[str, bool], t: Mapping[str, str]) -> str:
     return " ".join(f"{t['check_names.' + k]}={'✓' if v else '✗'}" for k, v in checks.items())
 
 
@@ -67,7 +67,7 @@ def _gate_label(result: Mapping[str, Any], lang: str) -> str:
     return str(policy.get("label_zh" if lang == "zh" else "label") or _TEXT[lang]["gate_default"])
 
 
-def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
+def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     """The statistics policy's answer beside the protocol's (absent in summaries written before it existed)."""
     sp = s.get("stats_policy_evaluation")
     if sp is None:
@@ -76,14 +76,14 @@ def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[s
     return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t)} → {t['would']}{verdict}"]
 
 
-def _decision(gate: Mapping[str, Any], t: Mapping[str, Any]) -> str:
+def _decision(gate: Mapping[str, Any], t: Mapping[str, str]) -> str:
     """The effective decision; the sequential gate's "undecided" is not a rejection."""
     if gate["accepted"]:
         return str(t["accepted"])
     return str(t["undecided"] if gate["mode"] == "sequential" and gate.get("sequential_state") == "undecided" else t["rejected"])
 
 
-def _sequential_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> list[str]:
+def _sequential_line(name: str, s: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     """The sequential policy's state (absent in summaries written before it existed)."""
     sq = s.get("sequential_policy_evaluation")
     if sq is None:
@@ -97,7 +97,7 @@ def _interval(ci: list[float] | None) -> str:
     return "-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]"
 
 
-def _need_text(st: Mapping[str, Any], t: Mapping[str, Any]) -> str:
+def _need_text(st: Mapping[str, Any], t: Mapping[str, str]) -> str:
     """Runs needed, for the observed effect only when one was detected; else the equivalence test and the margin's figure."""
     figure = st.get("runs_needed")
     if figure is None:  # summaries written before the figure had a basis, or no logarithm
@@ -112,7 +112,7 @@ def _need_text(st: Mapping[str, Any], t: Mapping[str, Any]) -> str:
     return str(t["no_effect"]).format(tost=tost, margin=figure["effect_pct"], noise=noise, power=figure["power"] * 100, runs=runs)
 
 
-def _advice_line(name: str, s: Mapping[str, Any], t: Mapping[str, Any], lang: str) -> list[str]:
+def _advice_line(name: str, s: Mapping[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
     advice = s.get("advice")
     if advice is None:
         return []

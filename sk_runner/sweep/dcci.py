@@ -11,7 +11,7 @@ from sk_analytics.dcci.repair import repair_message
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.files.strict_json import load_json_file
-from sk_analytics.messages import coded
+from sk_analytics.messages import coded, text
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def run_dcci_diff(
             result = dcci_diff(baseline_root, candidate_root, warmup=warmup, disable_all_config=disable_all_config, session=session)
         except (InputError, IntegrityError) as exc:
             reason = coded("dcci.refused", detail=exc.one_line())
-            write_json(out.with_name("dcci-diff.refused.json"), {"reason": exc.one_line(), "reason_zh": render(reason, "zh")})
+            write_json(out.with_name("dcci-diff.refused.json"), {"reason": exc.one_line(), "reason_zh": text("dcci.refused", "zh", detail=exc.one_line())})
             return DcciStep(False, [], [], reason)
         write_json(out, result)
         write_text(out.with_suffix(".md"), render(result, "zh"))
