@@ -25,8 +25,8 @@ def pre_run_blocker(entry: Mapping[str, Any], state: SessionState, policy: Polic
     if not probe["probed"]:
         return coded("reason.not_probed", label=label), {"probe_evidence": probe}
     if not probe["ready"]:  # each cause in its own words: not listed, wrapper refused, probe crashed, defaulted, no evidence
-        cause = cause_message(probe)
-        return coded("reason.not_ready", label=label, cause=cause), {"probe_evidence": probe, "cause": cause}
+        cause = cause_message(probe)  # the evidence names its kind too (docs/sweep.md: evidence.cause {kind, code, params})
+        return coded("reason.not_ready", label=label, cause=cause), {"probe_evidence": probe, "cause": {"kind": cause["code"].split(".", 1)[1], **cause}}
     if "operator_adaptation" in entry["prerequisites"] and not policy.operator_adaptation:
         return (
             coded("reason.operator_adaptation", label=label),
