@@ -19,6 +19,7 @@ import polars as pl
 
 from sk_analytics.dcci.classify import SLOWER, classify, side_by_side
 from sk_analytics.dcci.occurrences import SK_KEYS
+from sk_analytics.messages import text
 
 METRICS: Final = {"wall_": "wall_us", "exec_": "max_lane_us"}
 """Prefix in the result -> child timing column (exec = longest single-core duration)."""
@@ -27,12 +28,8 @@ BLOCK_BUFFER_FULL: Final = "buffer_full"
 BLOCK_TRUNCATED: Final = "truncated_sk_prof"
 BLOCK_MISSING_LANES: Final = "missing_lanes"
 BLOCK_UNMAPPED_NODE: Final = "child_node_not_a_kernel_member"
-BLOCK_ZH: Final = {
-    BLOCK_BUFFER_FULL: "super_kernel.log 含 buffer is full 行（子核事件缺失）",
-    BLOCK_TRUNCATED: "sk_prof 文件被截断",
-    BLOCK_MISSING_LANES: "存在缺少核/通道事件的发生实例",
-    BLOCK_UNMAPPED_NODE: "子事件 nodeId 无法映射到该 SK 的 kernel 成员",
-}
+BLOCK_ZH: Final = {b: text(f"dcci.block.{b}", "zh") for b in (BLOCK_BUFFER_FULL, BLOCK_TRUNCATED, BLOCK_MISSING_LANES, BLOCK_UNMAPPED_NODE)}
+"""The Chinese words of each blocker (``dcci.block.*`` of the catalogs)."""
 
 
 def attribution_blockers(

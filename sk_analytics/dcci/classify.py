@@ -35,6 +35,8 @@ from sk_analytics.lazy_module import lazy_module
 special = lazy_module("scipy.special")
 """``ndtr`` for the Mann-Whitney tail: imported on first use, after the traces were read (0.16 s, ~30 MB)."""
 
+from sk_analytics.messages import text
+
 SIDES: Final = ("baseline", "candidate")
 SIDE_PREFIX: Final = {"baseline": "base_", "candidate": "cand_"}
 STAT_COLUMNS: Final = ("count", "p50_us", "p90_us", "mad_us", "min_us", "max_us", "mean_us", "sum_us")
@@ -49,7 +51,8 @@ SLOWER: Final = "significantly_slower"
 FASTER: Final = "significantly_faster"
 NEUTRAL: Final = "neutral"
 INSUFFICIENT: Final = "insufficient_evidence"
-CLASS_ZH: Final = {SLOWER: "显著变慢", FASTER: "显著变快", NEUTRAL: "无显著差异", INSUFFICIENT: "证据不足"}
+CLASS_ZH: Final = {c: text(f"dcci.class.{c}", "zh") for c in (SLOWER, FASTER, NEUTRAL, INSUFFICIENT)}
+"""The Chinese name of each class (``dcci.class.*`` of the catalogs)."""
 
 
 def robust_stats(samples: pl.LazyFrame, keys: Sequence[str], value: str = "value_us") -> pl.LazyFrame:

@@ -21,7 +21,7 @@ import polars as pl
 
 from sk_analytics.dcci.align import ALIGNED, Alignment
 from sk_analytics.dcci.occurrences import SK_KEYS
-from sk_analytics.messages import coded, render
+from sk_analytics.messages import coded, render, text
 
 PARTIAL_BELOW: Final = 0.90
 """Compared share of the candidate's SK time below which the diagnosis is ``partial``."""
@@ -123,5 +123,5 @@ def mark_repair(repair: dict[str, Any], cov: dict[str, Any]) -> dict[str, Any]:
         out["partial_note"] = note
         out["partial_note_en"], out["partial_note_zh"] = render(note, "en"), render(note, "zh")
         zh = out["partial_note_zh"]
-        out["reason_zh"] = f"{zh}。{repair['reason_zh']}"
+        out["reason_zh"] = text("format.sentences", "zh", first=zh, second=repair["reason_zh"])
     return out

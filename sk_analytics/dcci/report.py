@@ -21,7 +21,7 @@ from sk_analytics.dcci.coverage import percent as _pct
 from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
 from sk_analytics.dcci.repair import repair_reason
 from sk_analytics.markdown import table
-from sk_analytics.messages import Messages, tables
+from sk_analytics.messages import Messages, tables, text
 
 TEXT: Final[dict[str, Messages]] = tables("dcci_report.")
 """The report's messages (``dcci_report.*`` of the catalogs) in each language."""
@@ -87,7 +87,8 @@ def _child_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> l
     for entry in result["children"]:
         lines += [f"### {_sk_label(by_uid[entry['uid']])} {by_uid[entry['uid']]['scope_name']}", ""]
         if entry["attribution"] == "blocked":
-            reasons = [BLOCK_ZH.get(b.split(":")[0], b) + f"（{b.split(':')[1]}）" if lang == "zh" else b for b in entry["blockers"]]
+            reasons = [BLOCK_ZH.get(b.split(":")[0], b) + text("format.paren", "zh", text=b.split(":")[1]) if lang == "zh" else b
+                       for b in entry["blockers"]]
             lines += [t["blocked"] + "; ".join(reasons), ""]
             continue
         rows = []

@@ -237,8 +237,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
             for key, side in (("runs_base", "baseline"), ("runs_cand", "candidate")):
                 row = gate_sides(view).filter(round=info.name, side=side).row(0, named=True)
                 metric = round_metric(view, row["side_round"], row["run_set"]) or {"run_metrics_ms": []}
-                lines.append(f"  - {t[key]}（{runs_label(t, row['run_set'], row['runs'], row['side_round'])}）: "
-                             if lang == "zh" else f"  - {t[key]} ({runs_label(t, row['run_set'], row['runs'], row['side_round'])}): ")
+                lines.append(f"  - {t[key]}{paren(runs_label(t, row['run_set'], row['runs'], row['side_round']), lang)}: ")
                 lines[-1] += ", ".join(num(x) for x in metric["run_metrics_ms"]) + " ms"
             lines.append(f"- {t['evidence']}: `{g.get('summary_path')}`")
         for tr in info.trials:

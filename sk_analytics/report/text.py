@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sk_analytics.messages import Messages, tables
+from sk_analytics.messages import text as message
 
 TEXT: dict[str, Messages] = tables("report.")
 """``TEXT[lang][key]``: the report's messages (``report.*`` of the catalogs) in each language."""
@@ -14,7 +15,7 @@ TEXT: dict[str, Messages] = tables("report.")
 
 def paren(text: str, lang: str) -> str:
     """A parenthetical in the language's own brackets."""
-    return f"（{text}）" if lang == "zh" else f" ({text})"
+    return message("format.paren", lang, text=text)
 
 
 MS_DIGITS = 4

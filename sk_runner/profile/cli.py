@@ -11,6 +11,7 @@ from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.contract import CAPTURE_ROLES
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 from sk_analytics.files.strict_json import load_config_file
+from sk_analytics.messages import resolve_lang, text
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, lease_request
@@ -83,5 +84,5 @@ def profile(
     elif result.ok:
         click.echo(f"complete: {result.root} (manifest {result.manifest_fingerprint}, {result.iterations} iterations)")
     else:
-        click.echo(f"blocked: {result.reason}\n阻断原因：{result.reason_zh}")
+        click.echo(f"blocked: {result.reason}" + ("" if resolve_lang() == "en" else "\n" + text("profile.blocked_zh", "zh", reason=result.reason_zh)))
     return EXIT_OK if result.ok else EXIT_NEGATIVE
