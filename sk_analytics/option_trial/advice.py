@@ -22,15 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from sk_analytics.messages import LANGS, coded, render, text
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
-from sk_analytics.option_trial.inference import sps
-from sk_analytics.option_trial.planning import CONFIDENCE, NOISE_ASSUMES, NOISE_ASSUMES_ZH, POWER, noise_upper, pooled_sd
+from sk_analytics.option_trial.inference import CONFIDENCE, POWER, sps
+from sk_analytics.option_trial.planning import CONFIDENCE, NOISE_ASSUMES_MESSAGE, POWER, noise_upper, pooled_sd
 from sk_analytics.option_trial.stats_gate import LEVEL, RunFigures
 
 MAX_CANDIDATE_RUNS = 200
-VARIANCE_CHECKS = {"p90_no_material_regression": ("p90_ms", "P90", "P90"),
-                   "stddev_no_material_regression": ("stddev_ms", "stddev", "标准差")}
-"""Protocol check -> (per-run figure, English name, Chinese name)."""
+VARIANCE_CHECKS = {"p90_no_material_regression": "p90_ms", "stddev_no_material_regression": "stddev_ms"}
+"""Protocol check -> its per-run figure (its name in each language: ``advice.check.<check>`` of the catalogs)."""
 
 
 def candidate_runs_to_resolve(base: np.ndarray, cand: np.ndarray, effect: float, level: float, power: float = POWER) -> int | None:
@@ -69,60 +69,46 @@ def _could_be_noise(base: RunFigures, cand: RunFigures, st: Mapping[str, Any]) -
     d = float(np.log(base.mean_ms).mean() - np.log(cand.mean_ms).mean())
     runs = candidate_runs_to_resolve(np.log(base.mean_ms), np.log(cand.mean_ms), d, (1 - CONFIDENCE) / 2)
     ci, imp, nc, nb = _ci_text(st["ci_pct"]), st["improvement_pct"], cand.mean_ms.size, base.mean_ms.size
-    if runs is None:
-        settle_en = (f"no number of candidate runs up to {MAX_CANDIDATE_RUNS} settles it against {nb} baseline runs of this spread: "
-                     f"the observed {imp:+.2f}% is within the noise")
-        settle_zh = f"在当前噪声下，基线{nb}次时候选运行增至{MAX_CANDIDATE_RUNS}次也无法分辨：观测到的{imp:+.2f}%在噪声之内"
-    else:
-        settle_en = (f"{runs} candidate runs (now {nc}; the protocol asks for at least {CANDIDATE_MIN_RUNS}) would put the interval "
-                     f"above 0 with {POWER:.0%} power if the observed {imp:+.2f}% is real ({NOISE_ASSUMES})")
-        settle_zh = (f"若观测到的{imp:+.2f}%为真，候选运行增至{runs}次（当前{nc}次；协议要求至少{CANDIDATE_MIN_RUNS}次）"
-                     f"可有{POWER:.0%}把握使区间高于0（{NOISE_ASSUMES_ZH}）")
+    settle = (coded("advice.settle_unresolvable", max_runs=MAX_CANDIDATE_RUNS, base_runs=nb, imp=imp) if runs is None else
+              coded("advice.settle_runs", runs=runs, now=nc, min_runs=CANDIDATE_MIN_RUNS, power=POWER, imp=imp, assumes=NOISE_ASSUMES_MESSAGE))
     return {
         "kind": "could_be_noise",
-        "text": f"accepted by the protocol, but the 95% CI of the improvement {ci} contains 0: this could be noise. To settle it: {settle_en}.",
-        "text_zh": f"协议接受，但提升的95%置信区间{ci}包含0：可能只是噪声。如何确认：{settle_zh}。",
+        "text": text("advice.could_be_noise", "en", ci=ci, settle=settle),
+        "text_zh": text("advice.could_be_noise", "zh", ci=ci, settle=settle),
         "settle": [{"for": "mean_improvement", "candidate_runs": runs}],
     }
 
 
-def _variance_settle(check: str, base: RunFigures, cand: RunFigures, regression_pct: float | None) -> tuple[dict[str, Any], str, str]:
-    field, en, zh = VARIANCE_CHECKS[check]
+def _variance_settle(check: str, base: RunFigures, cand: RunFigures, regression_pct: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What settles one failed variance check: the record, and the sentence as a message."""
+    field = VARIANCE_CHECKS[check]
     b, c = getattr(base, field), getattr(cand, field)
     runs = candidate_runs_to_resolve(b, c, float(c.mean() - b.mean()), LEVEL)
     reg = "?" if regression_pct is None else f"{regression_pct:+.2f}%"
+    name = coded(f"advice.check.{check}")
     if runs is None:
-        return ({"for": check, "candidate_runs": None},
-                f"the pooled {en} regression of {reg} is within the run-to-run spread of the per-run {en}: no number of candidate runs up to "
-                f"{MAX_CANDIDATE_RUNS} would show it as real",
-                f"汇总{zh}退化{reg}在各次运行{zh}的波动之内：候选运行增至{MAX_CANDIDATE_RUNS}次也无法显示其为真")
+        return {"for": check, "candidate_runs": None}, coded("advice.variance_unresolvable", name=name, reg=reg, max_runs=MAX_CANDIDATE_RUNS)
     return ({"for": check, "candidate_runs": runs},
-            f"{runs} candidate runs would show whether the pooled {en} regression of {reg} is real ({POWER:.0%} power, one-sided {LEVEL:.0%}; {NOISE_ASSUMES})",
-            f"候选运行增至{runs}次可判断汇总{zh}退化{reg}是否为真（{POWER:.0%}把握，单侧{LEVEL:.0%}；{NOISE_ASSUMES_ZH}）")
+            coded("advice.variance_runs", runs=runs, name=name, reg=reg, power=POWER, level=LEVEL, assumes=NOISE_ASSUMES_MESSAGE))
 
 
 def _gain_lost(base: RunFigures, cand: RunFigures, ev: Mapping[str, Any], st: Mapping[str, Any], stats_accepted: bool) -> dict[str, Any]:
-    settles, parts_en, parts_zh = [], [], []
+    settles, parts = [], []
     for check in ev["failed_checks"]:
         key = "p90_regression_pct" if check.startswith("p90") else "stddev_regression_pct"
-        settle, en, zh = _variance_settle(check, base, cand, ev.get(key))
+        settle, part = _variance_settle(check, base, cand, ev.get(key))
         settles.append(settle)
-        parts_en.append(en)
-        parts_zh.append(zh)
-    names_en = " and ".join(VARIANCE_CHECKS[c][1] for c in ev["failed_checks"])
-    names_zh = "和".join(VARIANCE_CHECKS[c][2] for c in ev["failed_checks"])
+        parts.append(part)
     ci = _ci_text(st["ci_pct"])
-    policy_en = "would accept" if stats_accepted else "would also reject"
-    policy_zh = "会接受" if stats_accepted else "同样会拒绝"
-    return {
-        "kind": "gain_lost_to_variance_check",
-        "text": (f"rejected by the protocol only by its {names_en} check while the 95% CI of the improvement {ci} is above 0: likely a "
-                 f"real gain lost to the variance check. To settle it: {'; '.join(parts_en)}. The statistics policy (not the protocol) "
-                 f"{policy_en}."),
-        "text_zh": (f"协议仅因{names_zh}检查拒绝，而提升的95%置信区间{ci}高于0：很可能是被方差检查否掉的真实提升。"
-                    f"如何确认：{'；'.join(parts_zh)}。统计策略（非协议）{policy_zh}。"),
-        "settle": settles,
-    }
+    policy = coded("advice.would_accept" if stats_accepted else "advice.would_reject")
+
+    def sentence(lang: str) -> str:
+        names = text("advice.and", lang).join(text(f"advice.check.{c}", lang) for c in ev["failed_checks"])
+        joined = text("advice.parts_sep", lang).join(render(part, lang) for part in parts)
+        return text("advice.gain_lost", lang, names=names, ci=ci, parts=joined, policy=policy)
+
+    words = {lang: sentence(lang) for lang in LANGS}
+    return {"kind": "gain_lost_to_variance_check", "text": words["en"], "text_zh": words["zh"], "settle": settles}
 
 
 def advise(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,14 +118,12 @@ def advise(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[st
     stats_accepted = bool(candidate["stats_policy_evaluation"]["accepted"])
     base, cand = RunFigures.of_summary(baseline), RunFigures.of_summary(candidate)
     if st["ci_pct"] is None:
-        advice = {"kind": "no_interval", "text": "no confidence interval exists (fewer than two runs on a side, or a run metric <= 0).",
-                  "text_zh": "无法给出置信区间（某侧少于两次运行，或运行指标 <= 0）。", "settle": []}
+        advice = {"kind": "no_interval", "text": text("advice.no_interval", "en"), "text_zh": text("advice.no_interval", "zh"), "settle": []}
     elif ev["accepted"] and not st["ci_excludes_zero"]:
         advice = _could_be_noise(base, cand, st)
     elif (not ev["accepted"] and st["ci_excludes_zero"]
           and set(ev["failed_checks"]) <= set(VARIANCE_CHECKS)):
         advice = _gain_lost(base, cand, ev, st, stats_accepted)
     else:
-        advice = {"kind": "consistent", "text": "the protocol's decision agrees with the confidence interval of the improvement.",
-                  "text_zh": "协议结论与提升的置信区间一致。", "settle": []}
+        advice = {"kind": "consistent", "text": text("advice.consistent", "en"), "text_zh": text("advice.consistent", "zh"), "settle": []}
     return {"protocol_accepted": bool(ev["accepted"]), **advice}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
+from sk_analytics.messages import coded, render
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
 
 sps = lazy_module("scipy.stats")
@@ -44,13 +45,11 @@ MIN_RUNS = CANDIDATE_MIN_RUNS
 """No figure asks for fewer runs than the protocol's minimum (3 candidate runs)."""
 MAX_RUNS_SEARCHED = 10_000
 
-NOISE_ASSUMES = f"run-to-run noise planned at its one-sided {NOISE_UPPER_LEVEL:.0%} upper confidence bound"
-NOISE_ASSUMES_ZH = f"按运行间噪声的单侧{NOISE_UPPER_LEVEL:.0%}置信上界计算"
-ASSUMES = (f"the run-to-run noise at its one-sided {NOISE_UPPER_LEVEL:.0%} upper confidence bound and a detected effect at its "
-           f"one-sided {EFFECT_LOWER_LEVEL:.0%} lower bound (so the figure does not inherit the luck of a few runs); "
-           f"at least {MIN_RUNS} runs (the protocol's minimum)")
-ASSUMES_ZH = (f"按运行间噪声的单侧{NOISE_UPPER_LEVEL:.0%}置信上界、已检出效应的单侧{EFFECT_LOWER_LEVEL:.0%}置信下界计算"
-              f"（不沿用少数几次运行的运气）；至少{MIN_RUNS}次（协议最低要求）")
+NOISE_ASSUMES_MESSAGE = coded("advice.noise_assumes", level=NOISE_UPPER_LEVEL)
+"""What a runs figure assumes of the noise, as a message (nested in the advice sentences)."""
+NOISE_ASSUMES, NOISE_ASSUMES_ZH = render(NOISE_ASSUMES_MESSAGE, "en"), render(NOISE_ASSUMES_MESSAGE, "zh")
+_ASSUMES = coded("advice.assumes", noise=NOISE_UPPER_LEVEL, effect=EFFECT_LOWER_LEVEL, min_runs=MIN_RUNS)
+ASSUMES, ASSUMES_ZH = render(_ASSUMES, "en"), render(_ASSUMES, "zh")
 
 
 def noise_upper(sd: np.ndarray | float, df: np.ndarray | float, level: float = NOISE_UPPER_LEVEL) -> np.ndarray:
