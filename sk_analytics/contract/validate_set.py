@@ -22,6 +22,7 @@ from sk_analytics.contract.roles import BASELINE_PROFILE, CANDIDATE_PROFILE, CAP
 from sk_analytics.contract.rules import ContractInputError
 from sk_analytics.contract.schemas import check_schema
 from sk_analytics.fingerprint import fingerprint
+from sk_analytics.messages import text
 
 SET_SCHEMA = "sk-tune-collection-set-v1"
 VALID_ROLE_SETS: tuple[frozenset[str], ...] = (
@@ -31,9 +32,10 @@ VALID_ROLE_SETS: tuple[frozenset[str], ...] = (
 
 
 def _only_change_zh(pointers: Sequence[str]) -> str:
+    """The change set's Chinese statement (formats.md: ``only_change_zh``)."""
     if not pointers:
-        return "各采集的执行配置、工作负载、控制参数与源码版本完全一致，无声明的差异。"
-    return f"基线与候选之间只允许、且必须改变以下配置指针：{'、'.join(pointers)}；其余全部一致。"
+        return text("change_set.collections_same", "zh")
+    return text("change_set.collections_only", "zh", pointers=text("format.list_sep", "zh").join(pointers))
 
 
 def _check_roles(manifests: Mapping[str, Any]) -> None:

@@ -18,6 +18,7 @@ from sk_analytics.files.io_seam import move
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.collect import ingest_run_dir
+from sk_analytics.messages import text as message
 from sk_analytics.schema import RUNS, TIMINGS
 from sk_analytics.stage_o.identity import changed_files, identity_differences
 from sk_analytics.stage_o.option_values import name_problem
@@ -226,8 +227,8 @@ class TrialState:
             "change_set": {
                 "allowed_json_pointers": derived.allowed_pointers,
                 "originals": list(derived.originals),
-                "only_change_zh": (f"仅改变 {', '.join(derived.allowed_pointers)}，其余（范围、源码、负载、精度、TP、缓存、预热、设备、运行控制）不变"
-                                   if derived.allowed_pointers else "与 incumbent 完全相同的配置副本（无新选项）"),
+                "only_change_zh": (message("change_set.trial_only", "zh", pointers=", ".join(derived.allowed_pointers))
+                                   if derived.allowed_pointers else message("change_set.trial_same", "zh")),
             },
             "fingerprints": fingerprints,
             "created_ns": time.time_ns(),
