@@ -24,7 +24,7 @@ import numpy as np
 
 from sk_analytics.messages import LANGS, coded, render, text
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
-from sk_analytics.option_trial.inference import CONFIDENCE, POWER, sps
+from sk_analytics.option_trial.inference import sps
 from sk_analytics.option_trial.planning import CONFIDENCE, NOISE_ASSUMES_MESSAGE, POWER, noise_upper, pooled_sd
 from sk_analytics.option_trial.stats_gate import LEVEL, RunFigures
 

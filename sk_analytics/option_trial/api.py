@@ -18,7 +18,6 @@ import polars as pl
 
 from sk_analytics.errors import UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
-from sk_analytics.ingest.timings import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.messages import text
 from sk_analytics.option_trial.advice import advise
 from sk_analytics.option_trial.family import FamilyDesign, evaluate_family

@@ -6,8 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sk_analytics.messages import Messages, tables
-from sk_analytics.messages import text as message
+from sk_analytics.messages import Messages, tables, text as message
 
 TEXT: dict[str, Messages] = tables("report.")
 """``TEXT[lang][key]``: the report's messages (``report.*`` of the catalogs) in each language."""
