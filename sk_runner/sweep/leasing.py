@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.messages import coded
 from sk_analytics.stage_o.leases import REQUESTED, recorded_lease, requested_lease
 from sk_runner.devices.lease import LeaseRequest
 from sk_runner.devices.markers import Need, format_ids, marker_need
@@ -28,10 +29,10 @@ from sk_runner.devices.recorded import SESSION_RUNS, folder_lease
 def request_record(request: LeaseRequest, source: str) -> dict[str, Any]:
     """The ``lease_requested`` record of ``request`` (``source``: options, markers, demo, campaign)."""
     need = request.need
-    what = ("未使用设备租约（--unleased，用户明确选择）" if request.unleased else "未请求设备租约") if need is None else \
-        f"设备租约：NPU {format_ids(need.device_ids)}，根目录 {need.root}"
+    what = coded("lease.unleased" if request.unleased else "lease.none") if need is None else \
+        coded("lease.need", ids=format_ids(need.device_ids), root=need.root)
     return {"root": None if need is None else need.root, "device_ids": None if need is None else list(need.device_ids),
-            "unleased": request.unleased, "source": source, "summary_zh": f"会话的设备租约请求：{what}；每次 --resume 将再次取得"}
+            "unleased": request.unleased, "source": source, "summary": coded("summary.lease_requested", what=what)}
 
 
 def request_source(request: LeaseRequest, env: Mapping[str, str]) -> str:
