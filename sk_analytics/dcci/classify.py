@@ -31,11 +31,10 @@ import numpy as np
 import polars as pl
 
 from sk_analytics.lazy_module import lazy_module
+from sk_analytics.messages import text
 
 special = lazy_module("scipy.special")
 """``ndtr`` for the Mann-Whitney tail: imported on first use, after the traces were read (0.16 s, ~30 MB)."""
-
-from sk_analytics.messages import text
 
 SIDES: Final = ("baseline", "candidate")
 SIDE_PREFIX: Final = {"baseline": "base_", "candidate": "cand_"}
