@@ -17,18 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from sk_analytics.messages import Messages, tables
+
 KINDS = ("accepted_not_supported", "rejected_likely_gain")
 SUCCESSOR_SUFFIX = "-family"
-TEXT = {
-    "en": {"accepted_not_supported": "accepted by the protocol, but the 95% CI of the gain is not above 0 (could be noise)",
-           "rejected_likely_gain": "rejected by the protocol while the 95% CI of the gain is above 0 (likely a real gain)",
-           "head": "{n} decision(s) of the protocol gate contradicted by the statistics",
-           "command": "re-decide under the family policy from the runs already made (a linked successor session; this one stays as it is)"},
-    "zh": {"accepted_not_supported": "协议接受，但提升的95%置信区间不全高于0（可能只是噪声）",
-           "rejected_likely_gain": "协议拒绝，而提升的95%置信区间高于0（很可能是真实提升）",
-           "head": "统计结果与协议门禁矛盾的决策 {n} 个",
-           "command": "以全矩阵统计策略基于已有运行重新判定（生成关联的后继会话，本会话保持不变）"},
-}
+TEXT: dict[str, Messages] = tables("contradiction.")
+"""The contradiction lines' words (``contradiction.*`` of the catalogs) in each language."""
 
 
 def _kind(gate: Mapping[str, Any]) -> str | None:

@@ -456,16 +456,3 @@ def _first_runs(frame: Any, runs: int) -> Any:
     names = sorted(frame.get_column("run").unique().to_list(), key=lambda n: int(str(n).rsplit("-", 1)[-1]))
     return frame.filter(pl.col("run").is_in(names[:runs]))
 
-
-_FAILURE_ZH = {
-    "crash": "进程崩溃或设备错误",
-    "timeout": "超时/挂起，进程组已被终止",
-    "wrong_output": "正确性校验失败（输出错误）",
-    "bad_logs": "日志缺失或无法解析",
-    "invalid_value": "运行时报告该取值无效并回退默认值",
-}
-
-
-def _failure_zh(outcome: str, message: str) -> str:
-    return f"{_FAILURE_ZH.get(outcome, outcome)}（{message}）"
-
