@@ -135,6 +135,25 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, ...]:
     return sweep_outcome(root)
 
 
+def _sigkill_inside_the_lease(root: Path, locks: Path, reached: Path) -> None:
+    """Resume the session, SIGKILL its sk-run once ``reached`` exists (under the lease), and wait until nothing of it is left."""
+    proc = subprocess.Popen([*SK_RUN, "sweep", "--quiet", "--resume", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _wait_for(reached.exists, proc)
+        assert _busy(lock_path(locks, 0))  # killed inside its lease
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 60  # the kernel dropped the locks with sk-run; its keeper and watchdog end the rest
+    while session_processes(root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert session_processes(root) == [] and not _busy(lock_path(locks, 0))
+
+
 KILL_POINTS = {
     "O0-correctness": "experiments/Sbest/O0-INCUMBENT/CORRECTNESS",
     "O0-clean-run": "experiments/Sbest/O0-INCUMBENT/CLEAN/run-2",
@@ -148,21 +167,7 @@ def test_a_leased_sweep_killed_at_any_point_resumes_with_the_printed_command_to_
         tmp_path: Path, point: str, reference: tuple[object, ...]) -> None:
     root, locks = tmp_path / "s", tmp_path / "locks"
     _leased_session(root, locks)
-    proc = subprocess.Popen([*SK_RUN, "sweep", "--quiet", "--resume", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        _wait_for((root / KILL_POINTS[point]).exists, proc)
-        assert _busy(lock_path(locks, 0))  # killed inside its lease
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    deadline = time.monotonic() + 60  # the kernel dropped the locks with sk-run; its keeper and watchdog end the rest
-    while session_processes(root) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert session_processes(root) == [] and not _busy(lock_path(locks, 0))
+    _sigkill_inside_the_lease(root, locks, root / KILL_POINTS[point])
     resumed = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)  # the command the docs and every stop print
     assert resumed.returncode == 0, resumed.stderr
     assert sweep_outcome(root) == reference
@@ -189,20 +194,7 @@ def test_a_leased_sweep_killed_in_a_dcci_collection_resumes_under_the_same_lease
                                                                                  dcci_reference: tuple[object, ...]) -> None:
     root, locks = tmp_path / "s", tmp_path / "locks"
     small_session(root, DCCI_ENTRIES, network="moe-decode", lease=request_record(LeaseRequest(Need(str(locks), (0, 1))), "options"))
-    proc = subprocess.Popen([*SK_RUN, "sweep", "--quiet", "--resume", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        _wait_for((root / "experiments/Sbest/DCCI/diag/baseline_profile").exists, proc)  # the incumbent's collection runs
-        assert _busy(lock_path(locks, 0))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    deadline = time.monotonic() + 60
-    while session_processes(root) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _sigkill_inside_the_lease(root, locks, root / "experiments/Sbest/DCCI/diag/baseline_profile")  # the incumbent's collection runs
     resumed = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert sweep_outcome(root) == dcci_reference

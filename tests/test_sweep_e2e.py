@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,14 @@ def test_o0_unstable_stops_and_reports(tmp_path: Path) -> None:
     assert handoff["entries"][0]["status"] == "skipped"
 
 
+def test_eta_is_this_process_pace_times_the_entries_left() -> None:
+    from sk_runner.sweep.driver import eta_seconds
+
+    assert eta_seconds(2, 6, 100.0) == 300.0
+    assert eta_seconds(0, 6, 100.0) is None  # a resumed session: nothing settled at this process's pace yet
+    assert eta_seconds(3, 0, 100.0) is None  # nothing left
+
+
 def test_english_report_and_resume_of_finished_session(tmp_path: Path) -> None:
     root = tmp_path / "s"
     run_sweep(small_session(root, ["split-mode-3"]), say=lambda _: None)
@@ -121,6 +130,8 @@ def test_demo_command_runs_a_complete_sweep(tmp_path: Path, capsys: pytest.Captu
     assert statuses["aggressive-task1-value0"] == "failed" and statuses["aggressive-task0-value3"] == "failed"
     assert statuses["aggressive-event1-task0-value0"] == "blocked" and statuses["early-start-1"] == "blocked"
     assert statuses["stream-fusion-0"] == "rejected"  # about 10 % slower in the ground truth
+    eta = [(int(s), int(n)) for s, n in re.findall(r"进度：已定 (\d+)/(\d+) 个条目，按目前的速度约还需 \d+ 分钟", out)]
+    assert eta == [(k, len(statuses)) for k in range(1, len(statuses))]  # after each settled entry but the last
     report = (session / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     truth = json.loads((session / "handoff.json").read_text(encoding="utf-8"))["simulator_truth"]
     assert {t["class"] for t in truth.values()} >= {"gain", "loss"}  # keyed by gated round

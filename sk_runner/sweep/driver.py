@@ -186,6 +186,14 @@ def _lease_blocked(session: SweepSession, action: m.Action | None, exc: LeaseFau
                                      "summary": coded("summary.lease_blocked", reason=exc.reason, detail=exc.one_line())})
 
 
+def eta_seconds(settled_here: int, left: int, elapsed_s: float) -> float | None:
+    """Seconds the ``left`` unsettled entries take at this process's pace (``settled_here`` entries in ``elapsed_s``);
+    None before this process has settled one, or when none is left: a resumed session's earlier pace is not this one's."""
+    if settled_here <= 0 or left <= 0:
+        return None
+    return elapsed_s / settled_here * left
+
+
 @dataclass
 class _Step:
     """The action being carried out (None before the first and between actions): where a fault is recorded."""
@@ -211,6 +219,7 @@ def _loop(
         verify_incumbent(session.root, state.incumbent, session.policy.incumbent_runs,  # resume: the baseline still holds
                          at_least=session.policy.gate == "family")
     done = 0
+    settled_here = 0
     started = time.monotonic()
     while True:
         matrix = load_matrix(session.root / MATRIX_NAME)
@@ -238,5 +247,11 @@ def _loop(
             summary = None if kind in ("entry_settled", "session_stopped") else record_summary(data, lang)
             if summary is not None:
                 say(f"    → {summary}")
+            if kind == "entry_settled":
+                settled = sum(r.kind == "entry_settled" for r in read_records(session.root))
+                settled_here += 1
+                left = eta_seconds(settled_here, len(matrix["entries"]) - settled, time.monotonic() - started)
+                if left is not None:
+                    say(text("progress.eta", lang, settled=settled, total=len(matrix["entries"]), minutes=max(1.0, left / 60)))
         step.action = None
         done += 1
