@@ -201,8 +201,13 @@ def test_o0_failure_stops() -> None:
 
 def test_reject_keeps_incumbent_and_next_trial_uses_it() -> None:
     matrix = make_matrix(["auto-op-parallel-1", "preload-code-0", "split-mode-1"])
-    script = Script(gate={("auto-op-parallel-1", "trial"): {"accepted": False, "mean_improvement_pct": -0.2, "verdict": "neutral"}})
+    script = Script(gate={("auto-op-parallel-1", "trial"): {"accepted": False, "mean_improvement_pct": -0.2, "verdict": "neutral",
+                                                             "failed_checks": ["mean", "P90"]}})
     actions, records = drive(matrix, script)
+    rejected = actions[4]
+    assert render(rejected.reason, "en") == ("auto_op_parallel=1 did not pass the gate (mean improvement -0.200%; failed checks: mean, P90); "
+                                             "incumbent restored")
+    assert zh(rejected) == "auto_op_parallel=1 未通过门禁（均值改善 -0.200%；未通过的检查：mean, P90），恢复原基线"
     assert kinds(actions)[2:] == [
         "Run:O1:trial:3", "Gate:O1<O0-INCUMBENT", "Settle:auto-op-parallel-1:rejected",
         "Run:O2:trial:3", "Gate:O2<O0-INCUMBENT", "Run:O2:top_up:5", "CheckStability", "Settle:preload-code-0:accepted",

@@ -124,7 +124,10 @@ def entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Ses
         return accept_path(entry, state, policy, run, (change,), coded("label.option", name=label), family_rejected=is_dcci)
     evidence = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict")}
     if not is_dcci:
-        return Settle(eid, "rejected", coded("reason.gate_failed", label=label, mean_pct=gate["mean_improvement_pct"]), evidence, state.incumbent)
+        failed = ", ".join(gate.get("failed_checks") or [])
+        reason = (coded("reason.gate_failed_checks", label=label, mean_pct=gate["mean_improvement_pct"], checks=failed) if failed
+                  else coded("reason.gate_failed", label=label, mean_pct=gate["mean_improvement_pct"]))
+        return Settle(eid, "rejected", reason, evidence, state.incumbent)
     if classify_disable_all(gate) == "noise":
         return Settle(
             eid, "rejected",
