@@ -250,3 +250,37 @@ def test_an_explicit_opt_out_is_recorded_and_reported() -> None:
     en = "\n".join(devices_section(SimpleNamespace(records=records), "en"))  # type: ignore[arg-type]
     assert "The user opted out of a device lease explicitly (--unleased, recorded)." in en
     assert "Rounds that held no device lease: O1." in en
+
+
+# -- a trial round records its lease request before any run ------------------------------------------------------------------
+def test_a_trial_blocked_at_the_lease_prints_the_command_that_takes_its_lease_again(tmp_path: Path) -> None:
+    """Issue 45 for ``sk-run trial`` rounds: blocked at the lease (exit 3), the round still records the lease it asked for;
+    the printed command (no lease options) takes that lease, and a rerun naming another lease is refused (exit 2)."""
+    import shlex
+
+    from sk_runner.devices.recorded import ROUND_REQUEST
+
+    root = tmp_path / "locks"
+    leased = _trial_args(tmp_path, "O0", "--lease-root", str(root), "--device-id", "0-1", "--lease-timeout", "0.2")
+    with holding(root, "1"):
+        blocked = sk_run(*leased)
+    assert blocked.returncode == 3, blocked.stderr
+    line = blocked.stderr.strip().splitlines()[-1]  # after the one waiting line
+    assert line.startswith("sk-run: error: NPU 1 is still leased by ") and "Free the cause, then: sk-run trial " in line, line
+    command = shlex.split(line.split("Free the cause, then: ", 1)[1])
+    assert "--lease-root" not in command and "--device-id" not in command
+    round_dir = tmp_path / "session/experiments/Sbest/O0"
+    request = json.loads((round_dir / ROUND_REQUEST).read_text())
+    assert (request["root"], request["device_ids"], request["unleased"]) == (str(root), [0, 1], False)
+    assert not (round_dir / "CORRECTNESS").exists()  # nothing ran
+
+    other = sk_run(*_trial_args(tmp_path, "O0", "--lease-root", str(root), "--device-id", "2-3"))
+    assert other.returncode == 2 and f"recorded devices 0,1 under {root}" in other.stderr, other.stderr
+    assert "run it again with no lease options: sk-run trial " in other.stderr
+    assert not (round_dir / "CORRECTNESS").exists()
+
+    done = sk_run(*command[1:])  # the printed command, as the user runs it
+    assert done.returncode == 0, done.stderr
+    for meta in (round_dir / "CORRECTNESS/meta.json", round_dir / "CLEAN/run-1/meta.json"):
+        lease = json.loads(meta.read_text())["lease"]
+        assert (lease["mode"], lease["root"], lease["device_ids"]) == ("acquired", str(root), [0, 1]), meta

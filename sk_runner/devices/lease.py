@@ -119,6 +119,18 @@ class LeaseFault(EnvironmentBlocker):
         return {"lease_mode": None, "reason": self.reason, "message": self.one_line()}
 
 
+MARKERS_UNSET = "env " + " ".join(f"-u {name}" for name in MARKERS)
+"""The prefix that runs a command without a parent's lease markers."""
+
+
+def then_run(exc: BaseException, command: str) -> str:
+    """What to do after ``exc`` stopped a command, ending with ``command``, the one that works: once the cause is
+    freed; outside the stale or foreign lease markers that refused it, where they did (they would refuse it again)."""
+    if isinstance(exc, LeaseFault) and exc.reason in ("marker_conflict", "stale_markers"):
+        return f"Run it without the lease markers (or under the parent that holds the lease): {MARKERS_UNSET} {command}"
+    return f"Free the cause, then: {command}"
+
+
 class LeaseBlocked(LeaseFault):
     """A device stayed leased by someone else past the timeout."""
 

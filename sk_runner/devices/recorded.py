@@ -1,17 +1,73 @@
-"""The lease a folder's runs recorded: what a resumed trial round or an old sweep session takes again.
+"""The lease a session or a trial round asked for, and the lease its runs held: what a rerun takes again.
 
-Every run's ``meta.json`` carries ``lease`` (``mode`` acquired | inherited, ``root``,
-``device_ids``; docs/runner.md "What is recorded"). A round continued without
-lease options takes the lease its runs held, so its missing runs are measured on
-the same devices (another device set is another environment, protocol §5.1).
+A sweep session records its request in its ledger, a trial round in
+``<round>/lease-request.json`` (:data:`ROUND_REQUEST`), both with
+:func:`request_record` and before any run: a round blocked at the lease and run
+again without lease options takes the lease it asked for. Every run's
+``meta.json`` carries ``lease`` (``mode`` acquired | inherited, ``root``,
+``device_ids``; docs/runner.md "What is recorded"): a round made before the
+request record existed takes the lease its runs held, so its missing runs are
+measured on the same devices (another device set is another environment,
+protocol §5.1).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from sk_runner.devices.markers import LEASE_MODES, Need
+from sk_analytics.files.atomic import write_json
+from sk_analytics.messages import coded
+from sk_runner.devices.lease import LeaseRequest
+from sk_runner.devices.markers import LEASE_MODES, Need, format_ids, marker_need
+
+ROUND_REQUEST = "lease-request.json"
+"""A trial round's lease request (the data of :func:`request_record`), written when the round is first run."""
+
+
+def request_record(request: LeaseRequest, source: str) -> dict[str, Any]:
+    """The record of ``request`` (``source``: options, markers, demo, campaign, unleased): a session's
+    ``lease_requested`` ledger record, a round's :data:`ROUND_REQUEST`."""
+    need = request.need
+    what = coded("lease.unleased" if request.unleased else "lease.none") if need is None else \
+        coded("lease.need", ids=format_ids(need.device_ids), root=need.root)
+    return {"root": None if need is None else need.root, "device_ids": None if need is None else list(need.device_ids),
+            "unleased": request.unleased, "source": source, "summary": coded("summary.lease_requested", what=what)}
+
+
+def request_source(request: LeaseRequest, env: Mapping[str, str]) -> str:
+    """Where a request came from: the user's opt-out, a parent's markers, or the options."""
+    if request.unleased:
+        return "unleased"
+    return "markers" if request.need is not None and request.need == marker_need(env) else "options"
+
+
+def request_need(data: Mapping[str, Any]) -> tuple[Need | None, bool]:
+    """(need, unleased) of a :func:`request_record`."""
+    ids = data.get("device_ids")
+    need = Need(str(data["root"]), tuple(int(i) for i in ids)) if data.get("root") and ids else None
+    return need, bool(data.get("unleased"))
+
+
+def record_round_request(round_dir: Path, request: object, env: Mapping[str, str]) -> None:
+    """Write the round's :data:`ROUND_REQUEST` once, before any run, where ``request`` is a :class:`LeaseRequest` that
+    asks for a lease (or opted out); a lease a caller holds (a sweep's) is recorded by that caller's session."""
+    path = Path(round_dir) / ROUND_REQUEST
+    if isinstance(request, LeaseRequest) and (request.need is not None or request.unleased) and not path.is_file():
+        write_json(path, request_record(request, request_source(request, env)))
+
+
+def round_request(round_dir: Path) -> tuple[Need | None, bool]:
+    """(need, unleased) a rerun of a trial round takes: its :data:`ROUND_REQUEST`, else the lease its runs held."""
+    try:
+        data = json.loads((Path(round_dir) / ROUND_REQUEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict):
+        return request_need(data)
+    return folder_lease(round_dir), False
 
 META = "meta.json"
 

@@ -19,8 +19,7 @@ from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.files.io_seam import as_blocker
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import EXPERIMENTS
-from sk_runner.devices.lease import LeaseFault
-from sk_runner.devices.markers import MARKERS
+from sk_runner.devices.lease import then_run
 from sk_runner.trial.scene import record_blocker
 
 SESSION_ROUND = "SESSION"
@@ -28,7 +27,6 @@ SESSION_ROUND = "SESSION"
 DCCI_ROUND = "DCCI"
 
 _DCCI_ACTIONS = (m.CollectProfile, m.DcciDiff, m.ProbeRepair)
-MARKERS_UNSET = "env " + " ".join(f"-u {name}" for name in MARKERS)
 
 
 def blocker_round(action: m.Action | None) -> str:
@@ -62,12 +60,8 @@ def environment_stop(root: Path, action: m.Action | None, exc: BaseException) ->
 
 
 def _then(exc: BaseException, root: Path) -> str:
-    """What to do next, ending with the command that works: the same resume once the cause is freed; outside the
-    stale or foreign lease markers that refused it, where they did (the same environment would refuse it again)."""
-    resume = f"sk-run sweep --resume {shlex.quote(str(root.absolute()))}"
-    if isinstance(exc, LeaseFault) and exc.reason in ("marker_conflict", "stale_markers"):
-        return f"Run it without the lease markers (or under the parent that holds the session's lease): {MARKERS_UNSET} {resume}"
-    return f"Free the cause, then: {resume}"
+    """What to do next, ending with the session's resume command (:func:`sk_runner.devices.lease.then_run`)."""
+    return then_run(exc, f"sk-run sweep --resume {shlex.quote(str(root.absolute()))}")
 
 
 def _inside(path: Path, root: Path) -> str:

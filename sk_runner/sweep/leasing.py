@@ -18,28 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.ledger.chain import read_records
-from sk_analytics.messages import coded
 from sk_analytics.stage_o.leases import REQUESTED, recorded_lease, requested_lease
 from sk_runner.devices.lease import LeaseRequest
-from sk_runner.devices.markers import Need, format_ids, marker_need
+from sk_runner.devices.markers import Need
 from sk_runner.devices.options import resume_request
-from sk_runner.devices.recorded import SESSION_RUNS, folder_lease
-
-
-def request_record(request: LeaseRequest, source: str) -> dict[str, Any]:
-    """The ``lease_requested`` record of ``request`` (``source``: options, markers, demo, campaign)."""
-    need = request.need
-    what = coded("lease.unleased" if request.unleased else "lease.none") if need is None else \
-        coded("lease.need", ids=format_ids(need.device_ids), root=need.root)
-    return {"root": None if need is None else need.root, "device_ids": None if need is None else list(need.device_ids),
-            "unleased": request.unleased, "source": source, "summary": coded("summary.lease_requested", what=what)}
-
-
-def request_source(request: LeaseRequest, env: Mapping[str, str]) -> str:
-    """Where a new session's request came from: the user's opt-out, a parent's markers, or the options."""
-    if request.unleased:
-        return "unleased"
-    return "markers" if request.need is not None and request.need == marker_need(env) else "options"
+from sk_runner.devices.recorded import SESSION_RUNS, folder_lease, request_need, request_record, request_source
 
 
 def recorded_request(root: Path) -> tuple[Need | None, bool, bool]:
@@ -48,9 +31,7 @@ def recorded_request(root: Path) -> tuple[Need | None, bool, bool]:
     records = read_records(root)
     data = requested_lease(records)
     if data is not None:
-        ids = data.get("device_ids")
-        need = Need(str(data["root"]), tuple(int(i) for i in ids)) if data.get("root") and ids else None
-        return need, bool(data.get("unleased")), True
+        return (*request_need(data), True)
     found = recorded_lease(records)
     return (Need(*found) if found is not None else folder_lease(root, SESSION_RUNS)), False, False
 
@@ -70,3 +51,6 @@ def ensure_recorded(session: Any, request: LeaseRequest | None, env: Mapping[str
         return
     if requested_lease(read_records(session.root)) is None:
         session.append(REQUESTED, request_record(request, request_source(request, env)))
+
+
+__all__ = ["ensure_recorded", "recorded_request", "request_record", "request_source", "session_request"]

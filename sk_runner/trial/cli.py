@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,13 +85,16 @@ def trial(
     same command again. Workload args after '--' may use {config}, {run_dir}, {seed}."""
     params = dict(locals())
     from sk_runner.config import parse_set
-    from sk_runner.devices.recorded import folder_lease
+    from sk_runner.devices.lease import LeaseFault, then_run
+    from sk_runner.devices.recorded import round_request
     from sk_runner.trial import TrialSpec, round_dir_of, run_trial
 
-    # a round continued takes the lease its runs held (its missing runs on the same devices)
-    lease = resume_request(lease_root, device_ids, lease_timeout, recorded=folder_lease(round_dir_of(session, round_name)),
+    # a round run again takes the lease it asked for (recorded before any run), else the one its runs held
+    recorded, recorded_unleased = round_request(round_dir_of(session, round_name))
+    again = shlex.join(rerun_argv(params, workload))
+    lease = resume_request(lease_root, device_ids, lease_timeout, recorded=recorded, recorded_unleased=recorded_unleased,
                            unleased=unleased, what=f"round {round_name} of {session}",
-                           again="run it again with no lease options (or that lease's --lease-root/--device-id)")
+                           again=f"run it again with no lease options: {again}")
     require_lease(lease, backend)
     spec = TrialSpec(
         session=session,
@@ -114,7 +118,12 @@ def trial(
     from sk_runner.devices.registry import session_registry
 
     with session_registry(session, simulated_devices(backend)):  # a simulated session that names no registry: its own host
-        result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
+        try:
+            result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
+        except LeaseFault as exc:  # nothing ran: the one line ends with the command that takes the round's lease again
+            stop = LeaseFault(f"{exc.one_line()}. {then_run(exc, again)}")
+            stop.reason, stop.recorded_in = exc.reason, exc.recorded_in
+            raise stop from exc
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:

@@ -38,6 +38,7 @@ from sk_runner.backends.base import at_workdir
 from sk_runner.devices.lease import HeldLease, LeaseFault, hold
 from sk_runner.devices.occupancy import occupancy_source
 from sk_runner.devices.proof import CleanDeviceProof
+from sk_runner.devices.recorded import record_round_request
 from sk_runner.process import lifetime
 from sk_runner.trial.round import Round
 from sk_runner.trial.spec import (
@@ -81,6 +82,7 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
         raise UsageError(f"round {spec.round} is being run by another sk-run process ({trial.dir / LOCK_NAME} is locked)") from None
     try:
         lifetime.attach(spec.session)
+        record_round_request(trial.dir, spec.lease, trial.env)  # before any run: a rerun takes this lease again
         with _devices(trial) as trial.lease:  # every process of the trial, probe included, runs inside the lease
             if spec.hosts is not None:  # each host proves its own leased devices
                 trial.proof = spec.hosts.proof(trial.dir, spec.round, spec.backend.name)
