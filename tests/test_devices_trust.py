@@ -7,14 +7,25 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from test_devices_lease import _busy, _trial_args, holding, sk_run, under_parent
 
 from sk_analytics.errors import UsageError
-from sk_runner.devices.holders import ancestors, flock_holders, parse_proc_locks
-from sk_runner.devices.lease import INHERITED, HeldLease, LeaseRequest, LeaseStale, acquire, lock_path, prove_inherited, take
+from sk_runner.devices.holders import ancestors, flock_holders, kernel_holder, parse_proc_locks
+from sk_runner.devices.lease import (
+    INHERITED,
+    HeldLease,
+    LeaseRequest,
+    LeaseStale,
+    acquire,
+    lock_path,
+    prove_inherited,
+    read_holder,
+    take,
+)
 from sk_runner.devices.markers import HELD, IDS, ROOT, Need
 from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess
 from sk_runner.devices.options import lease_request, require_lease, rerun_options, resume_request
@@ -95,6 +106,21 @@ def test_prove_inherited_accepts_this_processes_own_holding_and_names_a_stranger
         with pytest.raises(LeaseStale) as info:
             prove_inherited(Need(str(root), (1,)))
     assert info.value.device == 1 and f"pid {stranger.pid}" in info.value.problem and info.value.exit_code == 3
+
+
+def test_a_silent_holder_is_named_by_proc_locks_and_unknown_only_where_unseen(tmp_path: Path) -> None:
+    root = tmp_path / "locks"
+    with holding(root, "0") as holder:
+        path = lock_path(root, 0)
+        assert read_holder(path).startswith(f"pid {holder.pid} ({sys.executable} -c ")
+        st = os.stat(path)
+        where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        hidden = f"1: FLOCK  ADVISORY  WRITE 0 {where} 0 EOF\n"  # a holder in another pid namespace shows as pid 0
+        assert kernel_holder(path, table=hidden) is None
+        assert kernel_holder(path, table="") is None and kernel_holder(tmp_path / "gone.lock") is None
+    with acquire(Need(str(root), (0,)), timeout_s=1, on_wait=None):  # a holder that writes its record is named by it
+        assert read_holder(lock_path(root, 0)).startswith(f"pid {os.getpid()} on ")
+    assert read_holder(lock_path(root, 0)) == "unknown holder"  # nobody holds it, the file says nothing
 
 
 def test_proc_locks_lines_and_the_ancestry() -> None:

@@ -443,12 +443,12 @@ def test_a_multi_host_sweep_by_hand_waits_for_a_host_lease_then_stops_with_nothi
         return
     fleet: Fleet = request.getfixturevalue("fleet")
     session = tmp_path / "s"
-    with holding(fleet.locks("server-b"), ",".join(str(i) for i in range(8))):  # another program, which names no holder
+    with holding(fleet.locks("server-b"), ",".join(str(i) for i in range(8))) as holder:  # another program, silent in the files
         code, out = finish(sk_run("sweep", "--task", str(request.getfixturevalue("task")), "--session", str(session), "--hosts", "2",
                                   "--npus-per-host", "8", "--ray-address", fleet.address, "--lease-timeout", "1"), 300)
     assert code == 3, out[-3000:]
     error = [line for line in out.splitlines() if line.startswith("sk-run: error:")]
-    assert len(error) == 1 and "(server-b): NPU 0 is still leased by unknown holder after" in error[0], out[-3000:]
+    assert len(error) == 1 and f"(server-b): NPU 0 is still leased by pid {holder.pid} (" in error[0], out[-3000:]  # named by /proc/locks
     assert str(fleet.locks("server-b")) in error[0] and "nothing ran" in error[0]
     assert not (session / "session.json").exists()
     assert workload_processes(tmp_path) == []

@@ -82,3 +82,13 @@ def visible(pid: int) -> bool:
 def command_of(pid: int) -> str:
     """The command line of ``pid`` where visible (at most 200 characters), else ``""``."""
     return (_cmdline(pid) or "")[:200]
+
+
+def kernel_holder(path: Path, *, table: str | None = None) -> str | None:
+    """``pid N (command)`` of the first visible process the kernel names as holding ``path``'s flock (None: the table
+    cannot be read, or names no holder this process can see). For a holder that writes nothing into the file."""
+    pid = next((p for p in flock_holders(path, table=table) or () if visible(p)), None)
+    if pid is None:
+        return None
+    command = command_of(pid)
+    return f"pid {pid} ({command})" if command else f"pid {pid}"

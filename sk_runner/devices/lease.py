@@ -4,8 +4,9 @@
 same files, so either excludes the other; the kernel drops a lock when its
 holder dies, even by SIGKILL, so a killed sk-run never leaves a device leased.
 The holder writes who it is (pid, host, command, session, time) into each lock
-file it holds, so the next waiter can name it ("unknown holder" for a holder
-that writes nothing, such as another program). A process started under the
+file it holds, so the next waiter can name it; a holder that writes nothing,
+such as another program, is named by the pid and command line ``/proc/locks``
+gives ("unknown holder" where that table names no process we can see). A process started under the
 exact markers of its parent's lease inherits it and takes no lock
 (:mod:`sk_runner.devices.markers` decides). One API for every caller, also a
 per-host group of a multi-host trial::
@@ -32,7 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.devices.holders import ancestors, command_of, flock_holders, visible
+from sk_runner.devices.holders import ancestors, command_of, flock_holders, kernel_holder, visible
 from sk_runner.devices.markers import ACQUIRED, INHERITED, MARKERS, Need, child_variables, decide, format_ids, lease_markers
 from sk_runner.process import process_alive
 
@@ -76,22 +77,34 @@ class Holder:
 
 
 def read_holder(path: Path) -> str:
-    """What the lock file at ``path`` says about its holder, in one phrase (``unknown holder`` when it says nothing)."""
+    """Who holds the lock file at ``path``, in one phrase: what the file says of its holder, else the pid and command
+    line ``/proc/locks`` names (:func:`~sk_runner.devices.holders.kernel_holder`), else ``unknown holder``."""
+    said = _file_holder(path)
+    if said is not None and not said.startswith(UNKNOWN_HOLDER):
+        return said
+    named = kernel_holder(path)
+    if named is None:
+        return said or UNKNOWN_HOLDER
+    return named if said is None else named + said[len(UNKNOWN_HOLDER):]  # keeps "(the file still names pid …)"
+
+
+def _file_holder(path: Path) -> str | None:
+    """What the lock file says of its holder (None: nothing readable)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
-        return UNKNOWN_HOLDER
+        return None
     try:
         raw = os.read(fd, HOLDER_LIMIT)
     except OSError:
-        return UNKNOWN_HOLDER
+        return None
     finally:
         os.close(fd)
     try:
         data = json.loads(raw.decode("utf-8").splitlines()[0])
         holder = Holder(int(data["pid"]), str(data["host"]), str(data["command"]), data.get("session"), int(data["since_ns"]))
     except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
-        return UNKNOWN_HOLDER
+        return None
     if holder.host == socket.gethostname() and not process_alive(holder.pid):
         return f"{UNKNOWN_HOLDER} (the file still names pid {holder.pid}, which has exited)"
     return holder.describe()
