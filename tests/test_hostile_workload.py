@@ -286,3 +286,19 @@ def test_a_session_stopped_by_a_workload_fault_names_the_fresh_session_that_runs
     broken = load_json_file(root / "experiments" / "Sbest" / "O0-INCUMBENT" / "trial.json")
     key = str(script.resolve())
     assert fixed["fingerprints"]["source_revision"]["files"][key] != broken["fingerprints"]["source_revision"]["files"][key]
+
+
+def test_prefill_may_repeat_in_a_log_and_each_sample_is_kept(tmp_path: Path) -> None:
+    """formats.md §1 sets no count for prefill lines (its stats are pooled, no warm-up dropped): a log that times
+    several prefills (one per prompt) keeps each, in order; a bad repeated value is still refused by file and line."""
+    log = tmp_path / "run-1" / "log_0.log"
+    log.parent.mkdir()
+    log.write_text("Inference time (prefill): 120.50 ms\nInference time (decode): 10.0 ms\nInference time (prefill): 119.25 ms\n",
+                   encoding="utf-8")
+    prefill = parse_rank_log(log).frame.filter(phase="prefill")
+    assert prefill.select("sample_index", "value_text", "line").rows() == [(0, "120.50", 1), (1, "119.25", 3)]
+    log.write_text("Inference time (prefill): 120.50 ms\nInference time (decode): 10.0 ms\nInference time (prefill): 0.000 ms\n",
+                   encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        parse_rank_log(log)
+    assert str(info.value).startswith(f"{log}:3: "), str(info.value)
