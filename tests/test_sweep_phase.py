@@ -199,6 +199,29 @@ def test_task_sweep_probes_only_listed_values_and_blocks_the_others_as_not_liste
     assert (built["probed"], built["not_listed"], built["ready"]) == (n, n - 1, 1)
 
 
+def _result_lines(session: Path) -> list[str]:
+    return [f"会话：{session}", f"报告：{session / 'EXPERIMENT_REPORT.md'}", f"HTML：{session / 'report.html'}",
+            f"交接：{session / 'handoff.json'}"]
+
+
+@pytest.mark.slow
+def test_a_task_sweeps_stdout_holds_only_its_result_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/sweep.md "Streams": the plan JSON is stdout only with --plan-only; a running sweep's plan and progress go to
+    stderr (none with --quiet), so stdout is the four result lines, quiet or not."""
+    task = _write(tmp_path, accepted_option_values=[{"option": "split_mode", "value": 3}])
+    session = tmp_path / "session"
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    planned = capsys.readouterr()
+    assert json.loads(planned.out)["matrix"] and planned.err == ""  # --plan-only: the plan is the result
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--quiet"]) == 0
+    quiet = capsys.readouterr()
+    assert quiet.out.splitlines() == _result_lines(session) and "phase_manifest" not in quiet.err
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task)]) == 0  # entered again, not quiet: the finished session
+    loud = capsys.readouterr()
+    assert loud.out.splitlines() == _result_lines(session)
+    assert loud.err.startswith("{") and '"phase_manifest"' in loud.err and "完成（" in loud.err  # plan, then progress
+
+
 def test_second_sweep_on_a_session_is_refused(tmp_path: Path) -> None:
     from filelock import FileLock
 

@@ -35,7 +35,7 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
     from sk_runner.sweep.driver import run_sweep
 
     labels = OUTPUT_LABELS[lang]
-    say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=False))
+    say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))  # stdout: the result lines only
     click.echo(f"{labels['session']}{session.root}")
     for notice in session.notices:
         click.echo(f"sk-run: warning: {notice}", err=True)
@@ -91,7 +91,7 @@ def fresh_session_advice(session: SweepSession) -> str:
               help="With --demo: gate mode of every option trial (default protocol; stats, sequential and family are NOT the "
                    "protocol; a task sets it as policy.gate). With --redecide: the successor's gate (default family).")
 @lang_option("Language of the progress lines, the report and the hand-off reasons.")
-@click.option("--quiet", is_flag=True, help="No progress lines.")
+@click.option("--quiet", is_flag=True, help="No progress lines and no plan on stderr: stdout keeps only the result lines.")
 @lease_options
 @hosts_options
 def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | None, session_dir: Path | None, plan_only: bool, network: str | None,
@@ -181,7 +181,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | N
         def run(held: Hosts | None) -> int:
             assert held is not None
             session, plan = enter_phase(task, root, placement=held.placement())
-            _echo_plan(session, plan)
+            _echo_plan(session, plan, quiet=quiet)
             return run_and_print(session, lang, quiet, None, held)
 
         return _on_hosts(root, spec, ray_address, lease_root, lease_timeout, run)
@@ -191,7 +191,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | N
         require_lease(request, checked.backend.name)
     _require_fit(request, checked.control.ranks)
     session, plan = enter_phase(task, session_dir, lease=_requested(request))
-    _echo_plan(session, plan)
+    _echo_plan(session, plan, plan_only=plan_only, quiet=quiet)
     if plan_only:
         return EXIT_OK
     return run_and_print(session, lang, quiet, request)
@@ -229,12 +229,16 @@ def _requested(request: LeaseRequest) -> dict[str, Any] | None:
     return request_record(request, request_source(request, os.environ))
 
 
-def _echo_plan(session: SweepSession, plan: dict[str, Any]) -> None:
+def _echo_plan(session: SweepSession, plan: dict[str, Any], *, plan_only: bool = False, quiet: bool = False) -> None:
     """The recorded plan (formats.md §8) plus what each mode of the workload will run, resolved, and the option
-    matrix the session will freeze (one line per entry)."""
+    matrix the session will freeze (one line per entry): on stdout with ``--plan-only`` (it is that command's
+    result), else on stderr with the progress lines (none with ``--quiet``), so a sweep's stdout is its result lines."""
+    if quiet and not plan_only:
+        return
     from sk_runner.sweep.plan import matrix_plan, workload_plan
 
-    click.echo(json.dumps({**plan, "workload": workload_plan(session), "matrix": matrix_plan(session)}, ensure_ascii=False, indent=2))
+    click.echo(json.dumps({**plan, "workload": workload_plan(session), "matrix": matrix_plan(session)}, ensure_ascii=False, indent=2),
+               err=not plan_only)
 
 
 def _on_hosts(root: Path, spec: HostsSpec | None, ray_address: str | None, lease_root: Path | None, lease_timeout: float,
