@@ -11,6 +11,7 @@ Layout of a round (``<session>/experiments/Sbest/<round>/``)::
     FAILURE_SCENES/attempt-<n>/   sealed scenes (never overwritten)
     INCOMPLETE/<run>-<ns>/        leftovers of interrupted or failed runs, moved aside
     environment-blockers.jsonl    failures before any command started
+    lease-request.json    the lease this round asked for (a rerun without lease options takes it again)
 
 A run is complete only when its ``meta.json`` exists; it is written atomically
 and last, after the run's timings and RUNS row were ingested into
