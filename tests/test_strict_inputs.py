@@ -325,7 +325,7 @@ def test_plan_only_prints_the_matrix_one_line_per_entry(tmp_path: Path, capsys: 
     tried = [line for line in entries if line.endswith("-> probe the exact value, then try it")]
     assert tried == ["auto-op-parallel-1: auto_op_parallel=1 (risk low) -> probe the exact value, then try it",
                      "split-mode-2: split_mode=2 (risk low) -> probe the exact value, then try it"]
-    assert "early-start-1: early_start=1 (risk high) -> blocked: early_start=1 需要算子侧适配" in "\n".join(entries)  # listed, not declared
+    assert "early-start-1: early_start=1 (risk high) -> blocked: early_start=1 needs operator-side adaptation" in "\n".join(entries)  # listed, not declared
     assert "dcci-disable-all: dcci_disable_on_kernel=[\".*\"] (risk medium) -> blocked: not listed in the task's" in "\n".join(entries)
     assert any(line.startswith("excluded: kernel_map ") for line in lines)
 

@@ -122,15 +122,16 @@ def test_demo_command_runs_a_complete_sweep(tmp_path: Path, capsys: pytest.Captu
 
     session = tmp_path / "demo"
     assert run_cli(cli, "sk-run", ["sweep", "--demo", "--session", str(session), "--ranks", "2", "--iterations", "30"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out, progress = captured.out, captured.err  # stdout: the result lines; stderr: the progress (docs/sweep.md, "Streams")
     assert f"报告：{session / 'EXPERIMENT_REPORT.md'}" in out and f"HTML：{session / 'report.html'}" in out
-    assert "[O0-INCUMBENT] O0-INCUMBENT: O0 正确性 + 5 次干净运行" in out and "clean run 3 of 5" in out
+    assert "[O0-INCUMBENT] O0-INCUMBENT: O0 正确性 + 5 次干净运行" in progress and "clean run 3 of 5" in progress
     statuses = settled_statuses(session)
     assert len(statuses) == len(protocol_candidates()) and "pending" not in statuses.values()
     assert statuses["aggressive-task1-value0"] == "failed" and statuses["aggressive-task0-value3"] == "failed"
     assert statuses["aggressive-event1-task0-value0"] == "blocked" and statuses["early-start-1"] == "blocked"
     assert statuses["stream-fusion-0"] == "rejected"  # about 10 % slower in the ground truth
-    eta = [(int(s), int(n)) for s, n in re.findall(r"进度：已定 (\d+)/(\d+) 个条目，按目前的速度约还需 \d+ 分钟", out)]
+    eta = [(int(s), int(n)) for s, n in re.findall(r"进度：已定 (\d+)/(\d+) 个条目，按目前的速度约还需 \d+ 分钟", progress)]
     assert eta == [(k, len(statuses)) for k in range(1, len(statuses))]  # after each settled entry but the last
     report = (session / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     truth = json.loads((session / "handoff.json").read_text(encoding="utf-8"))["simulator_truth"]

@@ -196,7 +196,7 @@ def test_each_blocked_entry_names_its_own_cause_in_matrix_report_console_and_han
     script.write_text(CRASHES_ON_SPLIT_MODE, encoding="utf-8")
     task = write_task(tmp_path, [sys.executable, str(script)], accepted=[{"option": "split_mode", "value": 1}])
     assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--lang", "en"]) == 0  # BASE = O0, for its own causes
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # the progress lines (docs/sweep.md, "Streams")
     root = tmp_path / "session"
     crashed = "the probe process failed (exit 3); last stderr: compiling split_mode=1 | RuntimeError: EZ9999 split scope failed"
     assert causes(root) == {**{eid: "not_listed" for eid in causes(root)}, "split-mode-1": "probe_crashed"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sk_analytics.messages import coded, render
 from sk_analytics.stage_o.state import O0
 from sk_runner.backends.base import PLACEHOLDERS, Backend, Control, RunRequest
 from sk_runner.probe.engine import probe_env
@@ -100,8 +101,10 @@ def matrix_plan(session: SweepSession) -> list[str]:
         blocker = pre_run_blocker(entry, SessionState(), session.policy)
         if blocker is None:
             then = "probe the exact value, then try it" if planned == "not yet probed" else "try it"
-        else:  # a probe's cause in English (not listed, refused …), a policy's reason as the ledger words it
-            then = f"blocked: {(blocker[1].get('cause') or {}).get('en') or blocker[0]}"
+        else:  # a probe's cause (not listed, refused …: {kind, code, params}), else the policy's reason, in English like the plan
+            cause = blocker[1].get("cause")
+            said = coded(cause["code"], **cause.get("params", {})) if isinstance(cause, dict) and "code" in cause else blocker[0]
+            then = f"blocked: {render(said, 'en')}"
         lines.append(f"{entry['id']}: {entry['option']}={canonical_json(entry['value'])} (risk {entry['risk']}) -> {then}")
     lines += [f"excluded: {x['option']}" + (f"={canonical_json(x['value'])}" if "value" in x else "") + f" ({x['reason_zh']})"
               for x in matrix["excluded"]]
