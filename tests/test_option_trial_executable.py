@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from gate_noise import DriftModel, executable_cell
 
+from sk_analytics.messages import coded
 from sk_analytics.option_trial.executable import CANDIDATE_RUNS_CAP, FAMILY_COMMAND, LEVEL, candidate_runs, settle_plan, settle_text, welch_power
 from sk_analytics.option_trial.inference import POWER, trial_statistics
 
@@ -54,9 +55,9 @@ def test_cap_reached_points_to_the_family_policy() -> None:
     plan = settle_plan(BASE, QUIET, 0.005)
     assert plan["candidate_runs"] is None and plan["settle_by"] == "family_policy" and plan["family_command"] == FAMILY_COMMAND
     assert 0 < plan["power_at_cap"] < POWER and plan["candidate_runs_cap"] == CANDIDATE_RUNS_CAP
-    en, zh = settle_text(plan, "+0.50%")
+    en, zh = settle_text(plan, coded("executable.effect_planned", pct=0.5))
     assert f"no number of candidate runs up to {CANDIDATE_RUNS_CAP}" in en and "gate: family" in en and FAMILY_COMMAND in en
-    assert "gate: family" in zh
+    assert "gate: family" in zh and "0.50%的提升" in zh and "an improvement of 0.50%" in en
     # more incumbent runs (what the family policy adds) make the same effect reachable
     assert settle_plan(np.tile(BASE, 6), QUIET, 0.005)["settle_by"] == "candidate_runs"
 
