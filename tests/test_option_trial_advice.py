@@ -14,7 +14,8 @@ from test_option_trial_stats_gate import BASE_MEANS, CAND_MEANS, spread_runs
 from sk_analytics.cli import main
 from sk_analytics.ingest.timings import read_candidate
 from sk_analytics.option_trial import evaluate_option_trial
-from sk_analytics.option_trial.advice import MAX_CANDIDATE_RUNS, candidate_runs_to_resolve
+from sk_analytics.option_trial.advice import candidate_runs_to_resolve
+from sk_analytics.option_trial.executable import CANDIDATE_RUNS_CAP, FAMILY_COMMAND
 
 STABLE_BASE = ["100", "102.5", "97.5", "100", "100"]
 
@@ -52,20 +53,25 @@ def test_protocol_accept_inside_the_noise_could_be_noise(tmp_path: Path) -> None
     assert cand["option_trial_evaluation"]["accepted"] is True and cand["statistics"]["ci_excludes_zero"] is False
     advice = cand["advice"]
     assert advice["kind"] == "could_be_noise" and advice["protocol_accepted"] is True
-    # 1.8 % baseline noise over 5 runs leaves +/- 2.2 % on its own: no candidate count resolves +1.2 %
-    assert advice["settle"] == [{"for": "mean_improvement", "candidate_runs": None}]
-    assert "could be noise" in advice["text"] and f"up to {MAX_CANDIDATE_RUNS}" in advice["text"]
-    assert "可能只是噪声" in advice["text_zh"]
+    # 1.8 % baseline noise over 5 runs leaves +/- 2.2 % on its own: no candidate count up to the family cap resolves
+    # +1.2 % against those five runs as they are, so the advice points to the family policy (it extends the incumbent)
+    assert advice["settle"] == [{"for": "mean_improvement", "candidate_runs": None, "incumbent_runs": 5, "settle_by": "family_policy",
+                                 "family_command": FAMILY_COMMAND}]
+    assert "could be noise" in advice["text"] and f"up to {CANDIDATE_RUNS_CAP} against the incumbent's 5 runs as they are" in advice["text"]
+    assert "gate: family" in advice["text"] and FAMILY_COMMAND in advice["text"]
+    assert "可能只是噪声" in advice["text_zh"] and "gate: family" in advice["text_zh"]
 
 
 def test_could_be_noise_with_a_settling_count(tmp_path: Path) -> None:
     # quiet baseline (0.32 % noise), noisy candidate about 1 % faster
     cand = _trial(tmp_path, spread_runs(BASE_MEANS, [1.0] * 5), spread_runs([99.0, 99.9, 98.1], [0.7, 0.7, 0.7]))
     assert cand["option_trial_evaluation"]["accepted"] is True and cand["statistics"]["ci_excludes_zero"] is False
-    runs = cand["advice"]["settle"][0]["candidate_runs"]
-    assert isinstance(runs, int) and 3 < runs <= MAX_CANDIDATE_RUNS
-    assert f"{runs} candidate runs (now 3; the protocol asks for at least 3)" in cand["advice"]["text"]
-    assert f"候选运行增至{runs}次（当前3次；协议要求至少3次）" in cand["advice"]["text_zh"]
+    settle = cand["advice"]["settle"][0]
+    runs = settle["candidate_runs"]
+    assert isinstance(runs, int) and 3 < runs <= CANDIDATE_RUNS_CAP and settle["settle_by"] == "candidate_runs"
+    assert settle["family_command"] is None and settle["incumbent_runs"] == 5
+    assert f"{runs} candidate runs (now 3; {runs - 3} more) against the incumbent's 5 runs as they are" in cand["advice"]["text"]
+    assert f"现任者5次运行不变，候选运行增至{runs}次（当前3次，再加{runs - 3}次）" in cand["advice"]["text_zh"]
 
 
 def test_reject_by_variance_check_alone_is_likely_a_lost_gain(tmp_path: Path) -> None:

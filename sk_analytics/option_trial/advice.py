@@ -9,10 +9,12 @@ Never changes a decision. Two situations are flagged (issue 18):
   stddev check while the interval lies above 0.
 
 Every other decision is ``consistent`` with the statistics (``no_interval``
-when no interval exists). The advice says
-how many candidate runs would settle the question for the observed spread
-(the baseline keeps its five runs, as the protocol asks), or that no number
-of candidate runs up to :data:`MAX_CANDIDATE_RUNS` would.
+when no interval exists). The advice says how many candidate runs would
+settle the question, as sk-tune runs them: added against the incumbent's runs
+as they are (:mod:`~sk_analytics.option_trial.executable`, Welch, each side's
+own variance); when even the family policy's cap of candidate runs falls short
+it says so and points to the family policy, which extends the incumbent. The
+P90/stddev figures count candidate runs up to :data:`MAX_CANDIDATE_RUNS`.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.messages import LANGS, coded, render, text
+from sk_analytics.option_trial.executable import settle_plan, settle_text
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
 from sk_analytics.option_trial.inference import sps
-from sk_analytics.option_trial.planning import CONFIDENCE, NOISE_ASSUMES_MESSAGE, POWER, noise_upper, pooled_sd
+from sk_analytics.option_trial.planning import NOISE_ASSUMES_MESSAGE, POWER, noise_upper, pooled_sd
 from sk_analytics.option_trial.stats_gate import LEVEL, RunFigures
 
 MAX_CANDIDATE_RUNS = 200
@@ -66,16 +69,19 @@ def _ci_text(ci: list[float] | None) -> str:
 
 
 def _could_be_noise(base: RunFigures, cand: RunFigures, st: Mapping[str, Any]) -> dict[str, Any]:
-    d = float(np.log(base.mean_ms).mean() - np.log(cand.mean_ms).mean())
-    runs = candidate_runs_to_resolve(np.log(base.mean_ms), np.log(cand.mean_ms), d, (1 - CONFIDENCE) / 2)
-    ci, imp, nc, nb = _ci_text(st["ci_pct"]), st["improvement_pct"], cand.mean_ms.size, base.mean_ms.size
-    settle = (coded("advice.settle_unresolvable", max_runs=MAX_CANDIDATE_RUNS, base_runs=nb, imp=imp) if runs is None else
-              coded("advice.settle_runs", runs=runs, now=nc, min_runs=CANDIDATE_MIN_RUNS, power=POWER, imp=imp, assumes=NOISE_ASSUMES_MESSAGE))
+    """Accepted inside the noise: the candidate runs that settle it against the incumbent's runs as they
+    are (:mod:`~sk_analytics.option_trial.executable`), or the family policy when its cap falls short."""
+    base_logs, cand_logs = np.log(base.mean_ms), np.log(cand.mean_ms)
+    plan = settle_plan(base_logs, cand_logs, float(base_logs.mean() - cand_logs.mean()))
+    ci = _ci_text(st["ci_pct"])
+    en, zh = settle_text(plan, coded("executable.effect_observed", imp=st["improvement_pct"]))
+    settle = {"en": en, "zh": zh}
     return {
         "kind": "could_be_noise",
         "text": text("advice.could_be_noise", "en", ci=ci, settle=settle),
         "text_zh": text("advice.could_be_noise", "zh", ci=ci, settle=settle),
-        "settle": [{"for": "mean_improvement", "candidate_runs": runs}],
+        "settle": [{"for": "mean_improvement", "candidate_runs": plan["candidate_runs"], "incumbent_runs": plan["incumbent_runs"],
+                    "settle_by": plan["settle_by"], "family_command": plan["family_command"]}],
     }
 
 

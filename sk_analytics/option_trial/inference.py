@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import text
+from sk_analytics.messages import coded, text
+from sk_analytics.option_trial.executable import settle_plan, settle_text
 from sk_analytics.option_trial.planning import ASSUMES, ASSUMES_ZH, CONFIDENCE, POWER, noise_upper, planning_effect, pooled_sd, runs_per_side
 
 sps = lazy_module("scipy.stats")  # imported on first use: reading and summarising logs does not carry it
@@ -200,18 +201,24 @@ def runs_needed_figure(base: np.ndarray, cand: np.ndarray) -> dict[str, Any]:
     """What :func:`planned_runs` answers for one trial, honestly: for the
     observed effect when the 95 % interval excludes 0 (planned at its lower
     bound), else for an effect of the equivalence margin (the observed one is
-    then noise); both at the upper bound of the noise, with what they assume."""
+    then noise); both at the upper bound of the noise, with what they assume. ``executable`` is the figure
+    sk-tune can run (:mod:`~sk_analytics.option_trial.executable`): candidate runs against the incumbent's
+    runs as they are, for the same planned effect, or the family policy when the cap falls short."""
     plan = planned_runs(base, cand)
     detected = bool(plan["detected"])
     per_side = float(plan["per_side"])
     sd_up = float(plan["sd_log"])
+    planned_pct = abs(log_improvement_pct(float(plan["effect_log"]))) if detected else EQUIVALENCE_MARGIN_PCT
+    executable = settle_plan(base, cand, float(plan["effect_log"]))
+    executable["text"], executable["text_zh"] = settle_text(executable, coded("executable.effect_planned", pct=planned_pct))
     return {
         "basis": "observed_effect" if detected else "no_effect_detected",
         "effect_pct": log_improvement_pct(float(base.mean() - cand.mean())) if detected else EQUIVALENCE_MARGIN_PCT,
-        "planned_effect_pct": abs(log_improvement_pct(float(plan["effect_log"]))) if detected else EQUIVALENCE_MARGIN_PCT,
+        "planned_effect_pct": planned_pct,
         "planned_noise_pct": None if math.isnan(sd_up) else sd_up * 100,
         "per_side": None if math.isnan(per_side) else int(per_side),
         "power": POWER, "confidence": CONFIDENCE, "assumes": ASSUMES, "assumes_zh": ASSUMES_ZH,
+        "executable": executable,
     }
 
 

@@ -97,8 +97,19 @@ def _interval(ci: list[float] | None) -> str:
     return "-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]"
 
 
-def _need_text(st: Mapping[str, Any], t: Mapping[str, str]) -> str:
-    """Runs needed, for the observed effect only when one was detected; else the equivalence test and the margin's figure."""
+def _need_text(st: Mapping[str, Any], t: Mapping[str, str], lang: str) -> str:
+    """Runs needed, for the observed effect only when one was detected; else the equivalence test and the margin's
+    figure; then what sk-tune will run (candidate runs against the incumbent's runs as they are, or the family policy)."""
+    figure = st.get("runs_needed")
+    executable = None if figure is None else figure.get("executable")
+    per_side = _per_side_text(st, t)
+    if executable is None:  # summaries written before issue 43
+        return per_side
+    return f"{per_side}\n  {t['executable']}: {executable['text_zh' if lang == 'zh' else 'text']}"
+
+
+def _per_side_text(st: Mapping[str, Any], t: Mapping[str, str]) -> str:
+    """The per-side figure (a statistician's count; sk-tune keeps the incumbent's runs, see the executable one)."""
     figure = st.get("runs_needed")
     if figure is None:  # summaries written before the figure had a basis, or no logarithm
         return f"{t['need']}: {st['runs_needed_per_side'] if st['runs_needed_per_side'] is not None else t['none']}"
@@ -138,7 +149,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
             f"  {t['noise']}: {_num(st['noise']['baseline_run_cv_pct'], 2)}  {t['verdict']}: {verdict}",
             f"  {t['risk']}: {_num(st['false_win_risk']['p_value_one_sided'], 3)}"
             f"  {t['null_rate']}: {_num(st['false_win_risk']['null_run_checks_pass_rate'], 3)}",
-            f"  {_need_text(st, t)}",
+            f"  {_need_text(st, t, lang)}",
             *_advice_line(name, s, t, lang),
             f"[{name}] {t['gate']}: {gate['mode']} ({_gate_label(result, lang)})  {t['decision']}: {_decision(gate, t)}",
         ]
