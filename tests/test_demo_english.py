@@ -1,5 +1,5 @@
 """``sk-run demo --lang en`` speaks English: not one Chinese character on the console, in the report
-(Markdown and HTML) or in the hand-off's reasons; the session still verifies (issue 46)."""
+(Markdown and HTML), in the failure scenes or in the hand-off's reasons; the session still verifies (issue 46)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ def test_english_demo_has_no_chinese(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert _chinese(out) == [] and _chinese(progress) == []
     for name in ("EXPERIMENT_REPORT.md", "report.html"):
         assert _chinese((session / name).read_text(encoding="utf-8")) == [], name
+    scenes = sorted(p for p in session.glob("experiments/Sbest/*/FAILURE_SCENES/attempt-*/scene.*") if p.suffix in (".json", ".md"))
+    assert scenes  # the demo's failing candidates seal scenes: each in English
+    for scene in scenes:
+        assert _chinese(scene.read_text(encoding="utf-8")) == [], scene
     handoff = json.loads((session / "handoff.json").read_text(encoding="utf-8"))
     reasons = _reasons(handoff)
     assert len(reasons) == entries and all(isinstance(r, dict) and set(r) == {"code", "params"} for r in reasons)  # codes and facts

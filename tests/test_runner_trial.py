@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -118,6 +119,31 @@ def test_crash_seals_scene_and_a_retry_gets_a_new_attempt(tmp_path: Path) -> Non
     assert again.outcome == "crash" and again.scene_dir == rd / "FAILURE_SCENES/attempt-2"
     assert _tree_hashes(rd / "FAILURE_SCENES/attempt-1") == first
     assert _scene(rd, 2)["identity"]["attempt"] == 2
+
+
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def test_english_trial_seals_an_english_scene_and_never_rewords_it(tmp_path: Path) -> None:
+    """issue 46: a trial in English writes its failure scene (scene.json and scene.md) without one Chinese
+    character; a retry in Chinese seals attempt-2 in Chinese and leaves attempt-1 as it was."""
+    sets = '/super_kernel_optimize_options/aggressive_opt_strategies={"task_breaker_bypass": 1}'
+    assert run_trial(_spec(tmp_path, sets, lang="en")).outcome == "crash"
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    folder = rd / "FAILURE_SCENES/attempt-1"
+    doc = json.loads((folder / "scene.json").read_text(encoding="utf-8"))
+    md = (folder / "scene.md").read_text(encoding="utf-8")
+    assert [line for line in (json.dumps(doc, ensure_ascii=False) + "\n" + md).splitlines() if CJK.search(line)] == []
+    assert doc["preliminary_judgement"]["judgement_en"].startswith("The process exited non-zero")
+    assert doc["control_and_rollback"]["note_en"] and doc["follow_up"]["next_step_en"]
+    for heading in ("## 1. Identity and stage", "## 2. Frozen invocation", "## 3. Observable failure", "## 4. Scene artifacts",
+                    "## 5. Gate progress", "## 6. Preliminary judgement", "## 7. Control and rollback", "## 8. Follow-up"):
+        assert heading in md
+    assert "# Failure scene: O1 / correctness run / CORRECTNESS / attempt 1" in md
+    first = _tree_hashes(folder)
+    assert run_trial(_spec(tmp_path, sets, lang="zh")).scene_dir == rd / "FAILURE_SCENES/attempt-2"
+    assert _scene(rd, 2)["preliminary_judgement"]["judgement_zh"].startswith("进程非零退出")
+    assert _tree_hashes(folder) == first
 
 
 def test_failure_in_a_clean_run_then_resume(tmp_path: Path) -> None:

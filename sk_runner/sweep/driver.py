@@ -211,7 +211,7 @@ def _loop(
     backend = session.backend.build()
     backend.check_ready()
     ensure_matrix(session, backend, say, devices, hosts, lang)
-    executor = Executor(session, backend, say, devices, hosts)
+    executor = Executor(session, backend, say, devices, hosts, lang)
     state = m.fold(read_records(session.root))
     if state.matrix_fingerprint is not None:
         check_frozen(load_matrix(session.root / MATRIX_NAME), session.root / MATRIX_NAME, expected=state.matrix_fingerprint)

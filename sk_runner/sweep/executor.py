@@ -58,6 +58,8 @@ class Executor:
     """The session's device lease, taken at the first device command and held to the hand-off."""
     hosts: Hosts | None = None
     """The hosts of a session whose ranks span hosts (each host's lease held by its agent), held to the hand-off."""
+    lang: str | None = None
+    """The language of the sweep's words written into its trials (failure scenes); None: SK_LANG, else the locale."""
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -110,6 +112,7 @@ class Executor:
             same_identity_as=None if base_round is None else self.round_dir(base_round),
             lease=self.lease(),
             hosts=self.hosts,
+            lang=self.lang,
         )
 
     def do_RunTrial(self, a: m.RunTrial) -> Record:

@@ -11,6 +11,7 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import sha256_file
+from sk_analytics.messages import resolve_lang
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
 from sk_runner.devices.lease import lease_environ
 from sk_runner.fingerprint import env_hash
@@ -65,7 +66,7 @@ class Round:
             backend=spec.backend.name, process=proc, raw_dir=raw, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
             fingerprints=self.record["fingerprints"], gate_progress=self.gate_progress(correctness, last),
             incumbent_config=spec.base_config.resolve(), incumbent_sha256=sha256_file(spec.base_config),
-            rerun_command=list(spec.rerun_command),
+            rerun_command=list(spec.rerun_command), lang=resolve_lang(spec.lang),
         )
         return seal_scene(self.trial.dir, rec)
 

@@ -2,7 +2,8 @@
 
 Once a workload command has started, any failure first seals a scene:
 ``<round dir>/FAILURE_SCENES/attempt-<n>/`` with ``scene.json`` (the eight
-required parts), ``scene.md`` (the same in Chinese) and ``artifacts/`` (raw
+required parts), ``scene.md`` (the same as Markdown, in the trial's
+language: the catalogs' ``scene.*`` messages) and ``artifacts/`` (raw
 stdout, stderr, rank logs, correctness and config copied as they were, each
 with its SHA-256). The attempt folder is created exclusively, files are
 made read-only and ``scene.json`` is written last, so a scene is never
@@ -27,6 +28,7 @@ from typing import Any
 from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.files.io_seam import append_bytes, copy_file, copy_tree, environment_errno
 from sk_analytics.fingerprint import sha256_file
+from sk_analytics.messages import DEFAULT_LANG, ids, normal, text
 from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE
 from sk_runner.process import ProcessResult
 from sk_runner.process.attempts import new_attempt_dir
@@ -37,36 +39,15 @@ SCENES_DIR = "FAILURE_SCENES"
 BLOCKERS_FILE = ENVIRONMENT_BLOCKERS_FILE
 STDERR_TAIL_CHARS = 4000
 
-#: outcome -> (category, Chinese judgement, Chinese next step)
-JUDGEMENTS: dict[str, tuple[str, str, str]] = {
-    "crash": (
-        "execution",
-        "进程非零退出或被信号终止（崩溃/设备错误），本次试验失败。",
-        "查看 stderr 与 plog 中的设备错误码，确认是否由该选项值引起。",
-    ),
-    "timeout": (
-        "hang",
-        "进程在超时时间内未结束，疑似挂死；已先 TERM 再 KILL 整个进程组。",
-        "在隔离进程中缩短迭代数复现，确认挂死与该选项值的关系。",
-    ),
-    "wrong_output": (
-        "correctness",
-        "输出校验失败（correctness.json 中 passed 不为 true），结果不可信。",
-        "对比参考输出与实际输出的差异，确认该选项是否需要算子侧适配。",
-    ),
-    "bad_logs": (
-        "artifacts",
-        "进程正常结束，但 rank 日志或正确性结果缺失/无法解析，无法作为干净样本。",
-        "检查工作负载是否按约定在 run 目录写入 log_<rank>.log 与 correctness.json。",
-    ),
-    "invalid_value": (
-        "option_value",
-        "运行时判定该选项值非法并回退为默认值（super_kernel.log），实际未生效。",
-        "改用 probe 结果为 ready=true 的精确值，或将该候选记为 blocked。",
-    ),
+#: outcome -> category of the preliminary judgement; its sentence and next step are the catalogs'
+#: ``scene.judgement.<outcome>`` and ``scene.next.<outcome>`` (``unknown`` for an outcome not listed)
+CATEGORIES: dict[str, str] = {
+    "crash": "execution",
+    "timeout": "hang",
+    "wrong_output": "correctness",
+    "bad_logs": "artifacts",
+    "invalid_value": "option_value",
 }
-
-STAGE_ZH = {"probe": "精确值探测", "correctness": "正确性运行", "clean": "干净性能运行"}
 
 
 @dataclass
@@ -97,6 +78,8 @@ class SceneRecord:
     incumbent_config: Path
     incumbent_sha256: str
     rerun_command: list[str] = field(default_factory=list)
+    lang: str = DEFAULT_LANG
+    """The language of the scene's sentences (``zh``: the keys ``judgement_zh``, ``note_zh``, ``next_step_zh``; ``en``: ``_en``)."""
 
 
 def scenes_root(round_dir: Path) -> Path:
@@ -118,7 +101,10 @@ def _copy_artifacts(record: SceneRecord, dest: Path) -> list[dict[str, Any]]:
 
 def scene_document(record: SceneRecord, attempt: int, folder: Path, files: list[dict[str, Any]]) -> dict[str, Any]:
     """The eight parts of protocol §8 as one JSON document."""
-    category, judgement_zh, next_zh = JUDGEMENTS.get(record.outcome, ("unknown", "未分类的失败。", "人工检查原始输出。"))
+    lang = normal(record.lang)
+    known = record.outcome in CATEGORIES
+    category = CATEGORIES.get(record.outcome, "unknown")
+    worded = record.outcome if known else "unknown"
     proc = record.process
     return {
         "schema_version": SCENE_SCHEMA,
@@ -152,74 +138,85 @@ def scene_document(record: SceneRecord, attempt: int, folder: Path, files: list[
         },
         "artifacts": {"files": files, "fingerprints": record.fingerprints},
         "gate_progress": record.gate_progress,
-        "preliminary_judgement": {"category": category, "outcome": record.outcome, "judgement_zh": judgement_zh},
+        "preliminary_judgement": {"category": category, "outcome": record.outcome, f"judgement_{lang}": text(f"scene.judgement.{worded}", lang)},
         "control_and_rollback": {
             "action": "restore_incumbent",
             "incumbent_config": str(record.incumbent_config),
             "incumbent_sha256": record.incumbent_sha256,
             "trial_status": "failed",
-            "note_zh": "本次尝试失败：恢复上一个 incumbent 配置；现场不可覆盖，重试会生成新的 attempt 目录。",
+            f"note_{lang}": text("scene.rollback_note", lang),
         },
         "follow_up": {
             "rerun_trial": list(record.rerun_command),
             "reproduce_process": list(record.argv),
             "raw_outputs": [f["path"] for f in files],
-            "next_step_zh": next_zh,
+            f"next_step_{lang}": text(f"scene.next.{worded}", lang),
         },
     }
 
 
-def render_scene_md(doc: Mapping[str, Any]) -> str:
-    """Chinese Markdown of a scene document (same facts as scene.json)."""
+def render_scene_md(doc: Mapping[str, Any], lang: str = DEFAULT_LANG) -> str:
+    """Markdown of a scene document in ``lang`` (same facts as scene.json; its sentences are the document's own)."""
+    lang = normal(lang)
     ident, inv, obs = doc["identity"], doc["invocation"], doc["observable_failure"]
     gate, judge, ctrl, follow = doc["gate_progress"], doc["preliminary_judgement"], doc["control_and_rollback"], doc["follow_up"]
-    exit_text = obs.get("exit_code") if obs.get("signal") is None else f"信号 {obs.get('signal_name')}"
+
+    def line(msg_id: str, **facts: Any) -> str:  # every fact as an f-string shows it (None as "None", as before)
+        return text(f"scene.md.{msg_id}", lang, **{name: str(value) for name, value in facts.items()})
+
+    stage = text(f"scene.stage.{ident['stage']}", lang) if f"scene.stage.{ident['stage']}" in ids(lang) else ident["stage"]
+    exit_text = obs.get("exit_code") if obs.get("signal") is None else line("signal", signal=obs.get("signal_name"))
     lines = [
-        f"# 失败现场：{ident['round']} / {STAGE_ZH.get(ident['stage'], ident['stage'])} / {ident['run']} / 第 {ident['attempt']} 次尝试",
+        line("title", round=ident["round"], stage=stage, run=ident["run"], attempt=ident["attempt"]),
         "",
-        "## 1. 身份与阶段",
-        f"- 会话：`{ident['session']}`",
-        f"- 轮次：{ident['round']}；阶段：{STAGE_ZH.get(ident['stage'], ident['stage'])}；运行：{ident['run']}",
-        f"- 试验指纹：`{ident['trial_fingerprint']}`",
+        line("h1"),
+        line("session", session=ident["session"]),
+        line("round", round=ident["round"], stage=stage, run=ident["run"]),
+        line("trial_fingerprint", fingerprint=ident["trial_fingerprint"]),
         "",
-        "## 2. 冻结的调用",
-        f"- 后端：{inv['backend']}；超时：{inv['timeout_s']} 秒",
-        f"- 命令：`{json.dumps(inv['argv'], ensure_ascii=False)}`",
-        f"- 工作目录：`{inv['cwd']}`；环境哈希：`{inv['env_hash']}`",
-        f"- 配置：`{inv['config_path']}`（SHA-256 `{inv['config_sha256']}`）",
-        f"- 配置差异（RFC 6902）：`{json.dumps(inv['config_diff'], ensure_ascii=False)}`",
+        line("h2"),
+        line("backend", backend=inv["backend"], timeout_s=inv["timeout_s"]),
+        line("command", argv=json.dumps(inv["argv"], ensure_ascii=False)),
+        line("cwd", cwd=inv["cwd"], env_hash=inv["env_hash"]),
+        line("config", path=inv["config_path"], sha256=inv["config_sha256"]),
+        line("config_diff", diff=json.dumps(inv["config_diff"], ensure_ascii=False)),
         "",
-        "## 3. 可观察的失败",
-        f"- 结果：{obs['outcome']}；{obs['message']}",
-        f"- 退出码：{exit_text}；超时被杀：{'是' if obs.get('timed_out') else '否'}；耗时：{_seconds(obs.get('duration_s'))} 秒",
+        line("h3"),
+        line("outcome", outcome=obs["outcome"], message=obs["message"]),
+        line("exit", exit=exit_text, timed_out=line("yes") if obs.get("timed_out") else line("no"), seconds=_seconds(obs.get("duration_s"))),
         "",
         "```text",
         obs.get("stderr_tail", "").rstrip()[-2000:],
         "```",
         "",
-        "## 4. 现场产物",
-        *[f"- `{f['path']}`（{f['size']} 字节，SHA-256 `{f['sha256']}`）" for f in doc["artifacts"]["files"]],
-        f"- 指纹：`{json.dumps(doc['artifacts']['fingerprints'].get('fingerprints', {}), ensure_ascii=False)}`",
+        line("h4"),
+        *[line("file", path=f["path"], size=f["size"], sha256=f["sha256"]) for f in doc["artifacts"]["files"]],
+        line("fingerprints", fingerprints=json.dumps(doc["artifacts"]["fingerprints"].get("fingerprints", {}), ensure_ascii=False)),
         "",
-        "## 5. 门禁进度",
-        f"- 正确性：{gate.get('correctness')}；已完成干净运行：{gate.get('clean_runs_completed')} / {gate.get('clean_runs_target')}",
-        f"- 最后通过的门禁：{gate.get('last_gate_passed')}",
+        line("h5"),
+        line("gate", correctness=gate.get("correctness"), completed=gate.get("clean_runs_completed"), target=gate.get("clean_runs_target")),
+        line("last_gate", last=gate.get("last_gate_passed")),
         "",
-        "## 6. 初步判断",
-        f"- 类别：{judge['category']}",
-        f"- {judge['judgement_zh']}",
+        line("h6"),
+        line("category", category=judge["category"]),
+        f"- {_worded(judge, 'judgement', lang)}",
         "",
-        "## 7. 控制与回滚",
-        f"- {ctrl['note_zh']}",
-        f"- incumbent 配置：`{ctrl['incumbent_config']}`（SHA-256 `{ctrl['incumbent_sha256']}`）",
+        line("h7"),
+        f"- {_worded(ctrl, 'note', lang)}",
+        line("incumbent", path=ctrl["incumbent_config"], sha256=ctrl["incumbent_sha256"]),
         "",
-        "## 8. 后续入口",
-        f"- 重新运行本试验：`{shlex.join(follow['rerun_trial'])}`" if follow["rerun_trial"] else "- 重新运行本试验：见 sk-run trial",
-        f"- 单独复现进程：`{shlex.join(follow['reproduce_process'])}`",
-        f"- 下一步：{follow['next_step_zh']}",
+        line("h8"),
+        line("rerun", command=shlex.join(follow["rerun_trial"])) if follow["rerun_trial"] else line("rerun_unknown"),
+        line("reproduce", command=shlex.join(follow["reproduce_process"])),
+        line("next", next=_worded(follow, "next_step", lang)),
         "",
     ]
     return "\n".join(lines)
+
+
+def _worded(part: Mapping[str, Any], name: str, lang: str) -> str:
+    """A scene's own sentence ``<name>_<lang>``, else the one it was written with (a scene is never rewritten)."""
+    return str(part.get(f"{name}_{lang}") or next(v for k, v in part.items() if k.startswith(f"{name}_")))
 
 
 def _seconds(value: Any) -> str:
@@ -231,7 +228,7 @@ def seal_scene(round_dir: Path, record: SceneRecord) -> Path:
     attempt, folder = new_attempt_dir(scenes_root(round_dir))
     files = _copy_artifacts(record, folder / "artifacts")
     doc = scene_document(record, attempt, folder, files)
-    write_text(folder / "scene.md", render_scene_md(doc))
+    write_text(folder / "scene.md", render_scene_md(doc, record.lang))
     write_json(folder / "scene.json", doc)  # last: its presence means "sealed"
     _make_read_only(folder)
     return folder

@@ -64,6 +64,9 @@ class TrialSpec:
     sources: tuple[str, ...] | None = None
     """Files or folders (relative to the working directory) that make up the workload, hashed into the
     trial identity; None: the default of :func:`sk_runner.trial.sources.source_files`."""
+    lang: str | None = None
+    """The language of the failure scenes' sentences (a sweep's ``--lang``); None: :func:`sk_analytics.messages.resolve_lang`
+    (``SK_LANG``, else the locale). Not part of the trial's identity."""
 
     @property
     def target_runs(self) -> int:
