@@ -56,7 +56,7 @@ def test_the_registry_is_whole() -> None:
     """Every option is tried or excluded (debug options neither), every trial has a category, every release is checked."""
     assert registry_problems() == []
     tried = {c.option for c in protocol_candidates()}
-    excluded = {s.name for s in REGISTRY if s.excluded_zh is not None}
+    excluded = {s.name for s in REGISTRY if s.excluded is not None}
     debug = {s.name for s in REGISTRY if s.debug}
     assert tried | excluded | debug == {s.name for s in REGISTRY}
     assert not (tried & excluded) and not (tried & debug) and not (excluded & debug)
@@ -66,10 +66,10 @@ def test_the_registry_is_whole() -> None:
     ("planted", "problem"),
     [
         (OptionSpec("forgotten", "uint", 0, 0, 1), "forgotten: neither tried nor excluded"),
-        (OptionSpec("both", "uint", 0, 0, 1, category="experimental", trials=(Trial(1, "low"),), excluded_zh="x"), "both: both tried and excluded"),
+        (OptionSpec("both", "uint", 0, 0, 1, category="experimental", trials=(Trial(1, "low"),), excluded="x"), "both: both tried and excluded"),
         (OptionSpec("nocat", "uint", 0, 0, 1, trials=(Trial(1, "low"),)), "nocat: trials without a category"),
-        (OptionSpec("debug_new", "uint", 0, 0, 1, debug=True, excluded_zh="x"), "debug_new: a debug option is never tried"),
-        (OptionSpec("future", "uint", 0, 0, 1, excluded_zh="x", torch_npu=("9.9.9",)), "future: torch_npu releases not checked: 9.9.9"),
+        (OptionSpec("debug_new", "uint", 0, 0, 1, debug=True, excluded="x"), "debug_new: a debug option is never tried"),
+        (OptionSpec("future", "uint", 0, 0, 1, excluded="x", torch_npu=("9.9.9",)), "future: torch_npu releases not checked: 9.9.9"),
         (dataclasses.replace(REGISTRY[0]), "preload_code: registered twice"),
     ],
 )
@@ -86,7 +86,7 @@ def test_the_matrix_is_the_registry_in_trial_order() -> None:
     entries = [(e["id"], e["category"], e["option"]) for e in matrix["entries"]]
     expected = [(t.id, s.category, s.name) for s in options.trial_ordered() for t in s.trial_values() if not (s.name == "split_mode" and t.value == 4)]
     assert entries == expected and len(entries) == len(protocol_candidates())
-    assert [x["option"] for x in matrix["excluded"]] == [s.name for s in REGISTRY if s.debug or s.excluded_zh is not None]
+    assert [x["option"] for x in matrix["excluded"]] == [s.name for s in REGISTRY if s.debug or s.excluded is not None]
     assert matrix_schema()["$defs"]["entry"]["properties"]["category"] == {"enum": categories()}
     assert categories() == ["dcci", "auto_op_parallel", "aggressive", "experimental"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from sk_analytics.ledger.chain import read_records
 from sk_analytics.stage_o.matrix import (
     build_matrix,
     check_frozen,
+    excluded_reason,
     freeze_matrix,
     load_matrix,
     matrix_fingerprint,
@@ -24,6 +26,7 @@ from sk_analytics.stage_o.matrix import (
 from sk_analytics.stage_o.options import YAML_ROOT, option_pointer
 from sk_runner.cli import cli
 
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 SEED = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {"split_mode": 4}}
 
 
@@ -79,10 +82,32 @@ def test_seed_value_excluded_and_yaml_root() -> None:
     matrix = build_matrix(seed, _all_ready())
     assert matrix["options_root"] == YAML_ROOT
     assert "auto-op-parallel-1" not in {e["id"] for e in matrix["entries"]}
-    assert {"option": "auto_op_parallel", "value": 1, "reason_zh": "SEED 已采用该取值，无需试验"} in matrix["excluded"]
+    seed_value = {"option": "auto_op_parallel", "value": 1, "reason": {"code": "excluded.seed_value", "params": {}}}
+    assert seed_value in matrix["excluded"] and excluded_reason(seed_value, "zh") == "SEED 已采用该取值，无需试验"
+    assert excluded_reason(seed_value, "en") == "the SEED already has this value: nothing to try"
     assert option_pointer("/a~0b", "x/y") == "/a~0b/x~1y"
     with pytest.raises(InputError, match="RFC 6901"):
         option_pointer("/a~b", "x")
+
+
+def test_a_matrix_with_chinese_exclusion_reasons_still_loads_and_verifies(tmp_path: Path) -> None:
+    """Matrices frozen before exclusion reasons were codes hold ``reason_zh``: they validate, keep their
+    fingerprint and still word their reasons; an item with neither is refused."""
+    old = build_matrix(SEED, _all_ready())
+    old["excluded"] = [{k: v for k, v in x.items() if k != "reason"} | {"reason_zh": excluded_reason(x, "zh")} for x in old["excluded"]]
+    frozen = freeze_matrix(old, frozen_ns=5)
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps(frozen, ensure_ascii=False), encoding="utf-8")
+    loaded = load_matrix(path)
+    assert check_frozen(loaded, expected=frozen["freeze"]["fingerprint"]) == matrix_fingerprint(old)
+    kernel_map = next(x for x in loaded["excluded"] if x["option"] == "kernel_map")
+    assert excluded_reason(kernel_map, "en") == excluded_reason(kernel_map, "zh") == "运行时不可设置的选项"
+    new = build_matrix(SEED, _all_ready())
+    assert [excluded_reason(x, "zh") for x in new["excluded"]] == [x["reason_zh"] for x in old["excluded"]]
+    assert not any(CJK.search(excluded_reason(x, "en")) for x in new["excluded"])
+    bare = {**new, "excluded": [{"option": "kernel_map"}]}
+    with pytest.raises(InputError, match="excluded"):
+        validate_matrix(bare)
 
 
 def test_debug_seed_and_bad_probe_refused() -> None:

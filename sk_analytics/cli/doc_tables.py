@@ -27,6 +27,7 @@ import click
 
 from sk_analytics.cli._base import PathArg, run_cli, write_or_check
 from sk_analytics.errors import EXIT_OK, InputError, exit_codes
+from sk_analytics.messages import text
 from sk_analytics.stage_o.options import (
     TORCH_NPU_RELEASES,
     WRAPPER_TYPES,
@@ -67,8 +68,8 @@ def _stage_o(spec: OptionSpec) -> str:
     if spec.debug or spec.name.startswith("debug_"):
         return "debug option: never in the matrix or a clean sample"
     trials = spec.trial_values()
-    if not trials:
-        return f"excluded: {spec.excluded_zh}"
+    if not trials:  # a whole registry names a reason for every option it never tries (registry_problems)
+        return f"excluded: {text(spec.excluded or '', 'zh')}"
     notes = []
     for t in trials:
         extra = [*t.prerequisites, *([f"authorisation {t.authorisation}"] if t.authorisation else [])]

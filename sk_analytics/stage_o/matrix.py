@@ -22,6 +22,7 @@ from typing import Any, TypedDict
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json, fingerprint
+from sk_analytics.messages import coded, render
 from sk_analytics.stage_o import options
 from sk_analytics.stage_o.options import OptionSpec, current_value, option_pointer, options_root
 
@@ -69,7 +70,7 @@ def protocol_candidates(registry: Sequence[OptionSpec] | None = None) -> list[Ca
     ]
 
 
-_DEBUG_EXCLUDED_ZH = "调试选项永不进入选项矩阵或干净样本"
+_DEBUG_EXCLUDED = "excluded.debug"
 
 
 def _probe_key(option: str, value: Any) -> tuple[str, str]:
@@ -117,7 +118,7 @@ def build_matrix(
         pointer = option_pointer(root, cand.option)
         original = current_value(config, pointer)
         if original is not None and canonical_json(original) == canonical_json(cand.value):
-            excluded.append({"option": cand.option, "value": cand.value, "reason_zh": "SEED 已采用该取值，无需试验"})
+            excluded.append({"option": cand.option, "value": cand.value, "reason": coded("excluded.seed_value")})
             continue
         probe = index.get(_probe_key(cand.option, cand.value))
         evidence = (
@@ -143,9 +144,9 @@ def build_matrix(
         )
     for spec in specs:
         if spec.debug or spec.name.startswith("debug_"):
-            excluded.append({"option": spec.name, "reason_zh": _DEBUG_EXCLUDED_ZH})
-        elif spec.excluded_zh is not None:
-            excluded.append({"option": spec.name, "reason_zh": spec.excluded_zh})
+            excluded.append({"option": spec.name, "reason": coded(_DEBUG_EXCLUDED)})
+        elif spec.excluded is not None:
+            excluded.append({"option": spec.name, "reason": coded(spec.excluded)})
     matrix = {
         "schema_version": MATRIX_SCHEMA,
         "seed": {"config_fingerprint": fingerprint(config)},
@@ -184,6 +185,12 @@ def validate_matrix(matrix: Any, source: str | PathLike[str] | None = None, *, c
     ids = [e["id"] for e in matrix["entries"]]
     if len(set(ids)) != len(ids):
         raise InputError(source, "option matrix has duplicate entry ids", expected="unique ids")
+
+
+def excluded_reason(excluded: Mapping[str, Any], lang: str) -> str:
+    """Why an ``excluded`` item of a matrix is never tried, in ``lang``: its recorded ``reason`` message, or the
+    Chinese ``reason_zh`` of a matrix built before reasons were codes (what its fingerprint covers is unchanged)."""
+    return render(excluded["reason"], lang) if "reason" in excluded else str(excluded["reason_zh"])
 
 
 def matrix_fingerprint(matrix: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from jsonpointer import JsonPointer, JsonPointerException, resolve_pointer
 
 from sk_analytics.errors import InputError
+from sk_analytics.messages import ids
 
 OptionKind = Literal["uint", "pattern_list", "map", "struct", "not_settable"]
 Risk = Literal["low", "medium", "high"]
@@ -91,8 +92,9 @@ class OptionSpec:
     """The matrix category of its trials (None: never tried)."""
     trials: tuple[Trial, ...] | EveryOtherValue = ()
     """The values Stage O tries, in trial order."""
-    excluded_zh: str | None = None
-    """Why the option is never an explicit trial (the matrix's ``excluded`` reason); debug options need none."""
+    excluded: str | None = None
+    """Why the option is never an explicit trial: the catalogs' message id the matrix's ``excluded`` records as its
+    ``reason`` (``excluded.*``); debug options need none."""
     trial_order: int | None = None
     """Where its trials stand in the frozen trial order (lower first; None: after every numbered option,
     in registry order)."""
@@ -120,8 +122,8 @@ class OptionSpec:
 
 
 DCCI_DISABLE_ALL = [".*"]
-_DCCI_JOINT_ONLY_ZH = "DCCI before/after 从不作为单独显式试验，只能出现在由回归子节点证据导出的联合修复中"
-_NO_PROBED_VALUE_ZH = "没有经过探测的候选取值，不能凭空构造"
+_DCCI_JOINT_ONLY = "excluded.dcci_joint_only"
+_NO_PROBED_VALUE = "excluded.no_probed_value"
 
 
 def _aggressive(task: int, value: int, event: int = 0) -> dict[str, int]:
@@ -138,17 +140,17 @@ REGISTRY: tuple[OptionSpec, ...] = (
     OptionSpec("dcci_disable_on_kernel", "pattern_list", [], category="dcci", trial_order=0,
                trials=(Trial(DCCI_DISABLE_ALL, "medium", "dcci-disable-all"),), torch_npu=FULL_WRAPPER),
     OptionSpec("debug_sync_all", "uint", 0, 0, 1, debug=True, torch_npu=EVERY_RELEASE),
-    OptionSpec("kernel_map", "not_settable", None, excluded_zh="运行时不可设置的选项"),
+    OptionSpec("kernel_map", "not_settable", None, excluded="excluded.not_settable"),
     OptionSpec("constant_codegen", "uint", 0, 0, 1, category="experimental", trials=EveryOtherValue(), trial_order=7,
                torch_npu=FULL_WRAPPER),
     OptionSpec("auto_op_parallel", "uint", 0, 0, 1, category="auto_op_parallel", trials=(Trial(1, "low"),), trial_order=1,
                torch_npu=FULL_WRAPPER),
-    OptionSpec("dcci_before_kernel_start", "pattern_list", [], excluded_zh=_DCCI_JOINT_ONLY_ZH, torch_npu=FULL_WRAPPER),
+    OptionSpec("dcci_before_kernel_start", "pattern_list", [], excluded=_DCCI_JOINT_ONLY, torch_npu=FULL_WRAPPER),
     OptionSpec("debug_op_exec_trace", "uint", 0, 0, 1, debug=True, torch_npu=FULL_WRAPPER),
     OptionSpec("debug_cross_core_sync_check", "uint", 0, 0, 1, debug=True, torch_npu=FULL_WRAPPER),
-    OptionSpec("opt_extend_option", "map", {}, wrapper_name="opt_extend", excluded_zh=_NO_PROBED_VALUE_ZH, torch_npu=FULL_WRAPPER),
+    OptionSpec("opt_extend_option", "map", {}, wrapper_name="opt_extend", excluded=_NO_PROBED_VALUE, torch_npu=FULL_WRAPPER),
     OptionSpec("debug_extend_option", "map", {}, debug=True, wrapper_name="debug_extend", torch_npu=FULL_WRAPPER),
-    OptionSpec("dcci_after_kernel_end", "pattern_list", [], excluded_zh=_DCCI_JOINT_ONLY_ZH, torch_npu=FULL_WRAPPER),
+    OptionSpec("dcci_after_kernel_end", "pattern_list", [], excluded=_DCCI_JOINT_ONLY, torch_npu=FULL_WRAPPER),
     OptionSpec(
         "aggressive_opt_strategies",
         "struct",
@@ -164,7 +166,7 @@ REGISTRY: tuple[OptionSpec, ...] = (
         ),
         torch_npu=FULL_WRAPPER,
     ),
-    OptionSpec("ubuf_lock_ignore_kernel", "pattern_list", [], excluded_zh=_NO_PROBED_VALUE_ZH, torch_npu=FULL_WRAPPER),
+    OptionSpec("ubuf_lock_ignore_kernel", "pattern_list", [], excluded=_NO_PROBED_VALUE, torch_npu=FULL_WRAPPER),
     OptionSpec("early_start", "uint", 0, 0, 1, category="experimental", trial_order=3,
                trials=(Trial(1, "high", prerequisites=("operator_adaptation",)),), torch_npu=FULL_WRAPPER),
     OptionSpec("debug_per_op_max_core_num", "uint", 0, 0, 1, debug=True, torch_npu=FULL_WRAPPER),
@@ -207,13 +209,15 @@ def registry_problems(registry: Sequence[OptionSpec] | None = None) -> list[str]
     names = [s.name for s in specs]
     problems += [f"{n}: registered twice" for n in sorted({n for n in names if names.count(n) > 1})]
     for spec in specs:
-        tried, excluded = bool(spec.trial_values()), spec.excluded_zh is not None
+        tried, excluded = bool(spec.trial_values()), spec.excluded is not None
+        if excluded and spec.excluded not in ids("en"):
+            problems.append(f"{spec.name}: exclusion reason {spec.excluded!r} is no message of the catalogs")
         if spec.debug or spec.name.startswith("debug_"):
             if tried or excluded:
                 problems.append(f"{spec.name}: a debug option is never tried and needs no exclusion reason")
         elif tried == excluded:
             problems.append(f"{spec.name}: {'both tried and excluded' if tried else 'neither tried nor excluded'}"
-                            " (give it trials with a category, or an excluded_zh reason)")
+                            " (give it trials with a category, or an excluded reason)")
         if tried and spec.category is None:
             problems.append(f"{spec.name}: trials without a category")
         unknown = sorted(set(spec.torch_npu) - set(TORCH_NPU_RELEASES))

@@ -77,11 +77,12 @@ def matrix_plan(session: SweepSession) -> list[str]:
     """The option matrix the session will freeze, one line per entry (then the excluded values): its frozen
     ``matrix.json`` once built, else the matrix of the protocol candidates as the probes would find them if every
     listed value were accepted. Each line says what becomes of the entry: a value the task does not list, or one
-    the policy does not allow (risk, authorisation, operator adaptation), is blocked before any process starts."""
+    the policy does not allow (risk, authorisation, operator adaptation), is blocked before any process starts;
+    an excluded value says why, in English like the plan."""
     from sk_analytics.files.strict_json import load_json_file
     from sk_analytics.fingerprint import canonical_json
     from sk_analytics.stage_o.blockers import pre_run_blocker
-    from sk_analytics.stage_o.matrix import load_matrix, protocol_candidates
+    from sk_analytics.stage_o.matrix import excluded_reason, load_matrix, protocol_candidates
     from sk_analytics.stage_o.state import SessionState
     from sk_runner.sweep.matrix_cli import MATRIX_NAME, checked_matrix
     from sk_runner.sweep.probes import listed_values, not_listed_record
@@ -106,6 +107,6 @@ def matrix_plan(session: SweepSession) -> list[str]:
             said = coded(cause["code"], **cause.get("params", {})) if isinstance(cause, dict) and "code" in cause else blocker[0]
             then = f"blocked: {render(said, 'en')}"
         lines.append(f"{entry['id']}: {entry['option']}={canonical_json(entry['value'])} (risk {entry['risk']}) -> {then}")
-    lines += [f"excluded: {x['option']}" + (f"={canonical_json(x['value'])}" if "value" in x else "") + f" ({x['reason_zh']})"
+    lines += [f"excluded: {x['option']}" + (f"={canonical_json(x['value'])}" if "value" in x else "") + f" ({excluded_reason(x, 'en')})"
               for x in matrix["excluded"]]
     return lines
