@@ -48,7 +48,7 @@ from sk_analytics.messages import text
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, PROTOCOL_ALLOWANCES, Allowances
 from sk_analytics.option_trial.inference import log_effect_of_pct, log_improvement_pct, welch_terms
 from sk_analytics.option_trial.modes import FAMILY_CAP, FAMILY_MIN_EFFECT_PCT, family_incumbent_runs
-from sk_analytics.option_trial.sequential import json_number
+from sk_analytics.option_trial.sequential import VARIANCE_CHECKS, json_number
 from sk_analytics.option_trial.stats_gate import RunFigures, bounds, metric_checks
 
 sps = lazy_module("scipy.stats")
@@ -70,7 +70,6 @@ CALIBRATION_TRIALS = 200_000
 CALIBRATION_SEED = 20_261_206
 LABEL = text("gate_label.family", "en")
 LABEL_ZH = text("gate_label.family", "zh")
-VARIANCE_CHECKS = ("p90_not_significantly_worse", "stddev_not_significantly_worse")
 
 
 @dataclass(frozen=True)
