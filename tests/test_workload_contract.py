@@ -220,13 +220,13 @@ def test_a_session_stopped_at_o0_says_skipped_everywhere_and_names_its_scene(
     monkeypatch.setenv("CRASH_CLEAN", "1")
     task = write_task(tmp_path, [sys.executable, str(script)], accepted=[])
     assert run_cli(cli, "sk-run", ["sweep", "--task", str(task)]) == 1
-    out = capsys.readouterr().out
+    out, progress = capsys.readouterr()  # the result lines, the progress (docs/sweep.md, "Streams")
     root = tmp_path / "session"
     handoff = load_json_file(root / "handoff.json")
     scene = handoff["stop"]["evidence"]["scene"]
     assert scene.startswith("experiments/Sbest/O0-INCUMBENT/FAILURE_SCENES/attempt-") and handoff["failure_scenes"] == [scene]
     assert {e["status"] for e in handoff["entries"]} == {"skipped"}
-    assert f"失败现场：{root / scene}" in out and "out of device memory" in out  # console: the stop line and the last lines
+    assert f"失败现场：{root / scene}" in out and "out of device memory" in progress  # the scene on stdout, the cause in the progress
     report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     assert f"- 失败现场: `{scene}`" in report and "out of device memory" in report
     rows = [line for line in report.splitlines() if re.match(r"^\| (O0-INCUMBENT|[a-z0-9-]+-\d|dcci-disable-all) \|", line)]
