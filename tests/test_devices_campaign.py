@@ -4,21 +4,29 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from campaign_helpers import write_task
-from test_devices_lease import holding
+from campaign_helpers import check_finished_session, write_task
+from sweep_helpers import small_session
+from test_campaign import _live_workloads, _wait
+from test_devices_lease import _busy, holding
 
+from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ledger.chain import read_records
-from sk_runner.campaign.job import Job, job_lease
+from sk_runner.campaign.job import Job, job_lease, session_lease
 from sk_runner.campaign.spec import load_spec
 from sk_runner.campaign.state import session_dir
 from sk_runner.cli import cli
+from sk_runner.devices.lease import LeaseRequest, lock_path
 from sk_runner.devices.markers import DEVICES_ENV, HELD, IDS, ROOT, ROOT_ENV, TIMEOUT_ENV, Need
 from sk_runner.hosts.topology import assigned_npus
+from sk_runner.sweep.leasing import request_record
 
 
 def _job(**kw: object) -> Job:
@@ -75,3 +83,65 @@ def test_a_campaign_session_and_a_hand_held_lease_on_its_devices_exclude_each_ot
     blocked = [r.data for r in session if r.kind == "lease_blocked"]
     assert len(blocked) == 1 and blocked[0]["busy"]["device"] == 1 and blocked[0]["device_ids"] == [0, 1]
     assert not [r for r in session if r.kind == "trial_result"]
+
+
+
+def test_a_job_whose_session_exists_takes_the_lease_the_session_recorded(tmp_path: Path) -> None:
+    """Resumed, a campaign job takes its session's recorded lease, not whatever the node's defaults or Ray say now; a new
+    session (or one that recorded none) takes the job's own; a session that spans hosts takes none itself."""
+    folder = tmp_path / "s"
+    assert session_lease(_job(device_ids=(2, 3)), folder, {ROOT_ENV: "/node"}).need == Need("/node", (2, 3))  # no session yet
+    small_session(folder, [], lease=request_record(LeaseRequest(Need("/locks", (0, 1))), "options"))
+    recorded = Need("/locks", (0, 1))
+    assert session_lease(_job(device_ids=(2, 3)), folder, {ROOT_ENV: "/node"}).need == recorded  # Ray assigned others
+    assert session_lease(_job(device_ids=(0, 1)), folder, {}).need == recorded  # the node's SK_RUN_LEASE_ROOT is gone
+    assert session_lease(_job(lease_timeout_s=4.0), folder, {}).timeout_s == 4.0
+    assert session_lease(_job(lease_root="/locks", hosts=2, npus_per_host=8), folder, {}).need is None  # each host leases
+    unrecorded = tmp_path / "u"
+    small_session(unrecorded, [])
+    assert session_lease(_job(device_ids=(2,)), unrecorded, {ROOT_ENV: "/node"}).need == Need("/node", (2,))
+
+
+@pytest.mark.slow
+def test_a_campaign_killed_inside_a_leased_session_resumes_it_under_the_same_lease(tmp_path: Path,
+                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The task's lease root is the node's SK_RUN_LEASE_ROOT; the driver is SIGKILLed while the session's first workload
+    is held inside the lease (the simulator's hold hook, never a delay); `campaign resume` without that variable
+    continues the session under the lease it recorded (it used to run the rest unleased), to the decisions of an
+    uninterrupted session."""
+    locks, hold = tmp_path / "locks", tmp_path / "hold"
+    spec = _spec(tmp_path, device_ids=["0-1"])
+    root = tmp_path / "root"
+    hold.touch()
+    env = {k: v for k, v in os.environ.items() if k not in (ROOT_ENV, DEVICES_ENV)}
+    campaign = [sys.executable, "-c", "from sk_runner.cli import main; main()", "campaign"]
+    driver = subprocess.Popen([*campaign, "run", str(spec), "--root", str(root), "--local", "--quiet"],
+                              env={**env, ROOT_ENV: str(locks), "SK_SIM_HOLD": str(hold)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait(lambda: list(tmp_path.glob("hold.held-*")) or driver.poll() is not None, 300)
+        assert driver.poll() is None, driver.communicate()[0][-3000:]
+        assert _busy(lock_path(locks, 0)) and _busy(lock_path(locks, 1))  # held by the session's sweep
+        driver.kill()  # SIGKILL: no handler runs; the lifetime watchdogs end the session's processes, the kernel its locks
+        driver.communicate(timeout=60)
+        # nothing of the session is left and the kernel dropped its locks (an exiting process's command line reads
+        # empty before its files are closed: the locks, not the process list, say when it is gone)
+        _wait(lambda: _live_workloads(root) == [] and not any(_busy(lock_path(locks, i)) for i in (0, 1)), 60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+        hold.unlink(missing_ok=True)
+    session = session_dir(root, "a-1")
+    requested = [r.data for r in read_records(session) if r.kind == "lease_requested"]
+    assert [(d["root"], d["device_ids"]) for d in requested] == [(str(locks), [0, 1])]
+    resumed = subprocess.run([*campaign, "resume", str(root), "--local", "--quiet"], env=env, capture_output=True, text=True,
+                             timeout=900, check=False)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    check_finished_session(session)
+    leases = [r.data["lease"] for r in read_records(session) if r.kind == "trial_result"]
+    assert len(leases) >= 2 and all((lease["mode"], lease["root"], lease["device_ids"]) == ("acquired", str(locks), [0, 1])
+                                    for lease in leases), leases
+    capsys.readouterr()
+    assert run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(session)]) == 0
+    assert "unleased" not in capsys.readouterr().out

@@ -13,7 +13,10 @@ our own death, with every descendant: :mod:`sk_runner.process.lifetime`); its pi
 lifetime marker are recorded in ``run/<session>.json`` so a later
 ``cancel``/``resume`` reaps survivors of a driver that died. The driver's
 signing key and trusted-keys file (when set) travel with the job, so the node
-signs the session's ledger and manifests with them (docs/campaign.md).
+signs the session's ledger and manifests with them (docs/campaign.md). A session
+that exists takes the device lease it recorded again (:func:`session_lease`), as
+``sk-run sweep --resume`` does: a campaign resumed after a kill continues each
+session under the lease it asked for.
 """
 
 from __future__ import annotations
@@ -176,6 +179,25 @@ def job_lease(job: Job, env: Mapping[str, str]) -> LeaseRequest:
     return lease_request(Path(root), tuple(str(i) for i in ids), timeout, env=env)
 
 
+def session_lease(job: Job, folder: Path, env: Mapping[str, str]) -> LeaseRequest:
+    """The lease a job's sweep takes: a session that exists takes the lease it recorded again (its ``lease_requested``
+    record, else the lease its runs held), as ``sk-run sweep --resume`` does, whatever the node's ``SK_RUN_LEASE_ROOT``
+    and ``SK_RUN_DEVICE_IDS`` or Ray's NPU assignment say now: a session that asked for a lease never continues
+    unleased, and runs on other devices are another environment (protocol §5.1). A new session (or one that recorded
+    no lease) takes :func:`job_lease`; a session that spans hosts holds none itself (each host's agent leases)."""
+    from sk_runner.sweep.session import SESSION_FILE  # light: the sweep's heavy modules are not imported here
+
+    asked = job_lease(job, env)  # a usage error before the session is created
+    if job.spans is not None or not (folder / SESSION_FILE).is_file():
+        return asked
+    from sk_runner.sweep.leasing import recorded_request
+
+    need, unleased, _ = recorded_request(folder)
+    if need is None and not unleased:
+        return asked
+    return LeaseRequest(need, asked.timeout_s, unleased=unleased)
+
+
 def run_sweep_process(job: Job, node: NodeInfo, quiet: bool) -> int:
     """Body of the job's sweep process (``sk-run campaign job``): with the driver's signing key, create
     the session pinned to ``node`` if needed (check its pin if it exists), then run it to its hand-off."""
@@ -184,8 +206,8 @@ def run_sweep_process(job: Job, node: NodeInfo, quiet: bool) -> int:
     from sk_runner.sweep.spans import session_hosts
 
     with signing_environment(job.signing_env):
-        lease = job_lease(job, os.environ)  # a usage error before the session is created
         folder = session_dir(Path(job.campaign_root), job.session)
+        lease = session_lease(job, folder, os.environ)  # a resumed session's recorded lease, else the job's
         with session_hosts(folder, job.spans, address=job.ray_address, lease_root=job.lease_root,
                            lease_timeout_s=lease.timeout_s) as hosts:  # reserved before a new session records them
             return run_and_print(load_session(prepare_session(job, node, hosts)), "zh", quiet, None if hosts else lease, hosts)
