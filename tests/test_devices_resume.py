@@ -7,7 +7,9 @@ sweep writes, never a sleep that decides an outcome."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from campaign_helpers import write_task
 from sweep_helpers import session_processes, small_session, sweep_outcome
-from test_devices_lease import _busy, holding, sk_run
+from test_devices_lease import _busy, _trial_args, holding, sk_run
 
 from sk_analytics.ledger.chain import read_records
 from sk_runner.devices.lease import LeaseRequest, lock_path
@@ -148,10 +151,16 @@ def _sigkill_inside_the_lease(root: Path, locks: Path, reached: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    deadline = time.monotonic() + 60  # the kernel dropped the locks with sk-run; its keeper and watchdog end the rest
-    while session_processes(root) and time.monotonic() < deadline:
+    _nothing_left(root, locks)
+
+
+def _nothing_left(root: Path, locks: Path, bound_s: float = 60) -> None:
+    """Wait until no process of the session is left and the kernel dropped its locks (an exiting process's command line
+    reads empty before its files are closed: the locks, not only the process list, say when it is gone)."""
+    deadline = time.monotonic() + bound_s  # the kernel drops the locks with sk-run; its keeper and watchdog end the rest
+    while session_processes(root) or _busy(lock_path(locks, 0)) or _busy(lock_path(locks, 1)):
+        assert time.monotonic() < deadline, f"left running: {session_processes(root)}"
         time.sleep(0.05)
-    assert session_processes(root) == [] and not _busy(lock_path(locks, 0))
 
 
 KILL_POINTS = {
@@ -246,3 +255,132 @@ def test_a_foreign_load_on_the_users_registry_no_longer_stalls_a_private_session
         load.wait(timeout=60)
     assert done.returncode == 0, done.stderr
     assert not list(root.glob("experiments/Sbest/*/foreign-processes.jsonl"))
+
+
+# -- killed at a write of its own: in the matrix probes, in the hand-off, in a `sk-run trial` round --------------------------
+_HOLD_AT_WRITE = """
+import os, re, signal, sys
+from pathlib import Path
+from sk_analytics.files import io_seam
+
+pattern, reached = re.compile(sys.argv[1]), Path(sys.argv[2])
+
+class HoldAt(io_seam.FaultPlan):
+    def hit(self, site, path):
+        if site != io_seam.READ and pattern.search(os.path.abspath(path)):
+            reached.write_text(site + " " + os.path.abspath(path))
+            while True:
+                signal.pause()  # held before this write until the test's SIGKILL
+        return None
+
+io_seam._ACTIVE = HoldAt(None)
+sys.argv = ["sk-run", *sys.argv[3:]]
+from sk_runner.cli import main
+main()
+"""
+
+
+def _killed_at_write(root: Path, locks: Path, pattern: str, *args: str) -> str:
+    """Run ``sk-run args``, hold it before its first write whose absolute path matches ``pattern`` (so the point is the
+    test's choice, never a delay's), check that it holds its lease there, SIGKILL it and wait until nothing of it is
+    left; the write it was killed before (``site path``)."""
+    reached, err = root.parent / f"{root.name}.reached", root.parent / f"{root.name}.stderr"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-c", _HOLD_AT_WRITE, pattern, str(reached), *args], stdout=subprocess.DEVNULL,
+                                stderr=stderr, text=True)
+        try:
+            deadline = time.monotonic() + 600  # the bound only matters when something is broken
+            while not reached.exists():
+                assert proc.poll() is None, f"sk-run ended ({proc.returncode}) before the write: {err.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, "sk-run never got to the write"
+                time.sleep(0.02)
+            assert _busy(lock_path(locks, 0)) and _busy(lock_path(locks, 1))  # killed inside its lease
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(timeout=60) == -signal.SIGKILL
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    _nothing_left(root, locks)
+    return reached.read_text()
+
+
+def _all_leased(root: Path, locks: Path) -> None:
+    """Every trial record of the session ran under its recorded lease, and ``ledger verify`` passes with no unleased note."""
+    leases = _trial_leases(root)
+    assert leases and all((lease["mode"], lease["root"], lease["device_ids"]) == ("acquired", str(locks), [0, 1]) for lease in leases), leases
+    verified = _verify(root)
+    assert verified.returncode == 0 and "unleased" not in verified.stdout, verified.stdout + verified.stderr
+
+
+def _leased_task_session(base: Path, locks: Path) -> Path:
+    """A task's session entered with a lease and not run yet (``--plan-only``): its matrix is built from probes when it runs."""
+    task = write_task(base / "task", seed=3)  # one listed value: one probe process
+    root = base / "s"
+    made = sk_run("sweep", "--task", str(task), "--session", str(root), "--plan-only", "--lease-root", str(locks), "--device-id", "0-1")
+    assert made.returncode == 0, made.stderr
+    assert not (root / "matrix.json").exists()
+    return root
+
+
+@pytest.fixture(scope="module")
+def task_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, ...]:
+    """The decisions of the same leased task session, uninterrupted (its probes included)."""
+    base = tmp_path_factory.mktemp("task-ref")
+    root = _leased_task_session(base, base / "locks")
+    done = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)
+    assert done.returncode == 0, done.stderr
+    return sweep_outcome(root)
+
+
+def test_a_leased_sweep_killed_in_its_matrix_probes_resumes_with_the_printed_command_to_the_reference(
+        tmp_path: Path, task_reference: tuple[object, ...]) -> None:
+    """Killed after the value's probe process ran, before its evidence was written: the resume probes again under the
+    same lease, builds the same matrix and decides as the uninterrupted session."""
+    locks = tmp_path / "locks"
+    root = _leased_task_session(tmp_path, locks)
+    held = _killed_at_write(root, locks, r"/PROBES/.*/probe\.json$", "sweep", "--quiet", "--resume", str(root))
+    assert "/PROBES/" in held and not (root / "matrix.json").exists()  # killed inside the probe phase
+    resumed = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)  # the command every stop prints
+    assert resumed.returncode == 0, resumed.stderr
+    assert sweep_outcome(root) == task_reference
+    _all_leased(root, locks)
+
+
+HANDOFF_WRITES = {"handoff-file": "handoff.json", "handoff-report": "EXPERIMENT_REPORT.md"}
+"""The hand-off's own file, and the first report written after it (before the ``handoff_written`` record)."""
+
+
+@pytest.mark.parametrize("point", sorted(HANDOFF_WRITES))
+def test_a_leased_sweep_killed_in_its_hand_off_resumes_with_the_printed_command_to_the_reference(
+        tmp_path: Path, point: str, reference: tuple[object, ...]) -> None:
+    root, locks = tmp_path / "s", tmp_path / "locks"
+    _leased_session(root, locks)
+    name = HANDOFF_WRITES[point]
+    held = _killed_at_write(root, locks, f"^{re.escape(str(root.absolute()))}/{re.escape(name)}$", "sweep", "--quiet", "--resume", str(root))
+    assert held.endswith(f"/{name}")
+    kinds = [r.kind for r in read_records(root)]
+    assert "base_frozen" in kinds and "handoff_written" not in kinds  # after the last decision, inside the hand-off
+    resumed = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sweep_outcome(root) == reference
+    assert [r.kind for r in read_records(root)].count("handoff_written") == 1
+    _all_leased(root, locks)
+
+
+def test_a_leased_trial_killed_in_a_clean_run_run_again_without_lease_options_takes_its_lease(tmp_path: Path) -> None:
+    """`sk-run trial` rounds: the round's lease-request.json is the lease a rerun takes, also after a SIGKILL inside it."""
+    locks = tmp_path / "locks"
+    args = _trial_args(tmp_path, "O1", change="/super_kernel_optimize_options/auto_op_parallel=1")
+    held = _killed_at_write(tmp_path / "session", locks, r"/O1/CLEAN/run-2/", *args[: args.index("--")],
+                            "--lease-root", str(locks), "--device-id", "0-1", *args[args.index("--"):])
+    assert "/O1/CLEAN/run-2/" in held
+    round_dir = tmp_path / "session/experiments/Sbest/O1"
+    assert not (round_dir / "CLEAN/run-3").exists()
+    again = sk_run(*args)  # the same command, no lease options: the round's recorded lease
+    assert again.returncode == 0, again.stderr
+    metas = sorted(round_dir.glob("CLEAN/run-*/meta.json"))
+    assert [m.parent.name for m in metas] == ["run-1", "run-2", "run-3"]
+    for meta in (round_dir / "CORRECTNESS/meta.json", *metas):
+        lease = json.loads(meta.read_text())["lease"]
+        assert (lease["mode"], lease["root"], lease["device_ids"]) == ("acquired", str(locks), [0, 1]), meta
