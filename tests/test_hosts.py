@@ -29,6 +29,7 @@ from sk_runner.devices.proof import ForeignProcessBlocker
 from sk_runner.hosts.agent import HostAgent
 from sk_runner.hosts.base import HostSlot, combine, hosts_lease_record
 from sk_runner.hosts.proof import HostsProof, HostsSighting
+from sk_runner.hosts.ray_hosts import host_leases, recorded_devices
 from sk_runner.hosts.topology import GROUP_VARIABLES, HostsSpec, check_hosts, group_env, host_path, local_ranks
 from sk_runner.process import ProcessResult
 
@@ -130,6 +131,47 @@ def test_an_agent_given_a_lease_root_but_no_npu_ids_by_ray_refuses_instead_of_ru
     assert agent.lease is None
     plain = HostAgent(0, (), lease_root=None, lease_timeout_s=0.5, session=None, command="t", env={}, name="s").start()
     assert plain["lease"]["mode"] is None  # no root anywhere: the simulator's unleased host, as before
+
+
+
+def _recorded_host(index: int, lease: dict[str, object]) -> dict[str, object]:
+    return HostSlot(index, f"node-{index}", f"server-{index}", "h", "127.0.0.1", (6, 7), lease).to_json()
+
+
+def test_a_resumed_sessions_hosts_lease_the_devices_they_recorded_not_rays_new_assignment() -> None:
+    """Issue 45 on hosts: a resumed session's host takes the lease it recorded (root and NPUs) again; a new session's
+    hosts lease Ray's assignment (None) under the given root, else the host's own SK_RUN_LEASE_ROOT (None)."""
+    pinned = [_recorded_host(0, {"mode": "acquired", "root": "/locks-a", "device_ids": [3, 2]}),
+              _recorded_host(1, {"mode": None, "root": None, "device_ids": None})]
+    assert recorded_devices(pinned[0]) == (2, 3) and recorded_devices(pinned[1]) is None
+    assert host_leases(2, None, pinned) == [("/locks-a", (2, 3)), (None, None)]  # host 1 held none: Ray's NPUs, as before
+    assert host_leases(2, "/locks", pinned) == [("/locks", (2, 3)), ("/locks", None)]
+    assert host_leases(2, "/locks", None) == [("/locks", None), ("/locks", None)]
+
+
+def test_a_ray_agent_given_its_hosts_recorded_devices_leases_those_and_answers_them(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray assigned the bundle NPUs 6-7 this time; the host recorded 2-3: the agent leases 2-3, its groups see 2-3 and
+    its slot (the trial identity's devices) says 2-3. Without recorded devices it leases Ray's."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed")
+    from types import SimpleNamespace
+
+    from sk_runner.hosts.ray_hosts import RayAgent
+
+    context = SimpleNamespace(get_node_id=lambda: "n1", get_accelerator_ids=lambda: {"NPU": ["7", "6"]})
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: context)
+    monkeypatch.setattr(ray, "nodes", lambda: [{"NodeID": "n1", "NodeName": "server-a", "NodeManagerHostname": "h"}])
+    monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "127.0.0.1")
+    resumed = RayAgent(0, lease_root=str(tmp_path / "locks"), lease_timeout_s=0.5, session=None, command="t", device_ids=(2, 3))
+    fresh = RayAgent(1, lease_root=str(tmp_path / "locks"), lease_timeout_s=0.5, session=None, command="t")
+    try:
+        answers = [resumed.start(), fresh.start()]
+        assert [(a["device_ids"], a["lease"]["device_ids"], a["lease"]["mode"]) for a in answers] == [
+            ([2, 3], [2, 3], "acquired"), ([6, 7], [6, 7], "acquired")]
+        assert resumed.group_environ({}, {})[VISIBLE] == "2,3"
+    finally:
+        resumed.release()
+        fresh.release()
 
 
 def test_stop_ends_a_running_group_and_one_not_started_yet(tmp_path: Path) -> None:

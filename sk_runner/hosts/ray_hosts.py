@@ -5,7 +5,8 @@
 another node; a resumed session's bundles are pinned to its recorded servers
 by Ray's ``ray.io/node-id`` label), and starts one :class:`~sk_runner.hosts.agent.HostAgent`
 actor in each bundle, which takes that host's device lease on the NPUs Ray
-assigned to it. The caller holds the returned :class:`RayHosts` for the whole
+assigned to it; a resumed session's host takes the lease it recorded again, on
+the NPUs it recorded (:func:`host_leases`). The caller holds the returned :class:`RayHosts` for the whole
 session, so every run of the session uses the same hosts, and closes it at the
 end. Everything the reservation holds (the group, the agents, their leases,
 their running groups) belongs to this process's Ray job: if this process dies,
@@ -99,7 +100,9 @@ def join(ray: Any, address: str, **options: Any) -> None:
 class RayAgent(HostAgent):
     """A :class:`HostAgent` as a Ray actor: its devices are the NPUs Ray assigned to its bundle."""
 
-    def __init__(self, index: int, *, lease_root: str | None, lease_timeout_s: float, session: str | None, command: str) -> None:
+    def __init__(self, index: int, *, lease_root: str | None, lease_timeout_s: float, session: str | None, command: str,
+                 device_ids: tuple[int, ...] | None = None) -> None:
+        """``device_ids``: the NPUs a resumed session's host recorded its lease on (None: the ones Ray assigned now)."""
         import ray
 
         ctx = ray.get_runtime_context()
@@ -108,8 +111,8 @@ class RayAgent(HostAgent):
         self.node_name = str(info.get("NodeName") or self.node_id)
         self.host = str(info.get("NodeManagerHostname") or "")
         self.address = ray.util.get_node_ip_address()
-        super().__init__(index, assigned_npus(ctx.get_accelerator_ids()), lease_root=lease_root, lease_timeout_s=lease_timeout_s,
-                         session=session, command=command, name=self.node_name)
+        super().__init__(index, device_ids or assigned_npus(ctx.get_accelerator_ids()), lease_root=lease_root,
+                         lease_timeout_s=lease_timeout_s, session=session, command=command, name=self.node_name)
 
     def start(self) -> dict[str, Any]:
         """The lease (or why not) and where this agent is."""
@@ -315,10 +318,28 @@ def recorded_root(host: Mapping[str, Any]) -> str | None:
     return lease.get("root") if lease.get("mode") else None
 
 
+def recorded_devices(host: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The NPU ids a recorded host held its lease on, ascending (None: it held none)."""
+    lease = host.get("lease") or {}
+    ids = lease.get("device_ids") if lease.get("mode") else None
+    return tuple(sorted(int(i) for i in ids)) if ids else None
+
+
+def host_leases(hosts: int, lease_root: str | None, pinned: Sequence[Mapping[str, Any]] | None) -> list[tuple[str | None, tuple[int, ...] | None]]:
+    """(lease root, device ids) each host's agent leases: a new session's under ``lease_root`` (else the host's own
+    ``SK_RUN_LEASE_ROOT``: None) on the NPUs Ray assigns (None); a resumed session's host takes the lease it recorded
+    again, on the devices it recorded whatever Ray assigns its bundle now (runs on other devices are another
+    environment, protocol §5.1: the resume would stop at its first trial), under ``lease_root`` when given, else its
+    recorded root. A recorded host that held no lease gets Ray's assignment, as before."""
+    return [(lease_root or (None if pinned is None else recorded_root(pinned[i])), None if pinned is None else recorded_devices(pinned[i]))
+            for i in range(hosts)]
+
+
 def reserve(spec: HostsSpec, *, address: str | None, lease_root: str | None, lease_timeout_s: float, session: str | None,
             command: str, pinned: Sequence[Mapping[str, Any]] | None = None, wait_s: float = RESERVE_TIMEOUT_S) -> RayHosts:
     """Reserve the hosts of ``spec`` (``pinned``: a session's recorded hosts, in order) and take each one's lease: under
-    ``lease_root``, else the root that host recorded, else the host's own ``SK_RUN_LEASE_ROOT``."""
+    ``lease_root``, else the root that host recorded, else the host's own ``SK_RUN_LEASE_ROOT``; a recorded host on the
+    devices it recorded, a new one on those Ray assigns (:func:`host_leases`)."""
     ray = connect(address)
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -334,11 +355,11 @@ def reserve(spec: HostsSpec, *, address: str | None, lease_root: str | None, lea
         raise EnvironmentBlocker(f"could not reserve {spec.hosts} hosts with NPU: {spec.npus_per_host}, CPU: {spec.cpus_per_host:g} "
                                  f"{where} within {wait_s:g} s ({able} alive node(s) could hold one now); nothing ran")
     agent_class = ray.remote(RayAgent)
-    roots = [lease_root or (None if pinned is None else recorded_root(pinned[i])) for i in range(spec.hosts)]
+    leases = host_leases(spec.hosts, lease_root, pinned)
     agents = [agent_class.options(num_cpus=spec.cpus_per_host, resources={"NPU": spec.npus_per_host}, max_concurrency=8, max_restarts=0,
                                   scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i))
-              .remote(i, lease_root=roots[i], lease_timeout_s=lease_timeout_s, session=session, command=f"{command} (host {i})")
-              for i in range(spec.hosts)]
+              .remote(i, lease_root=root, lease_timeout_s=lease_timeout_s, session=session, command=f"{command} (host {i})", device_ids=ids)
+              for i, (root, ids) in enumerate(leases)]
     hosts = RayHosts(ray, spec, group, agents, [], lease_timeout_s)
     try:  # every host takes its lease at once: none holds its NPUs idle while another waits for its own
         answers = ray.get([agent.start.remote() for agent in agents], timeout=lease_timeout_s + ANSWER_GRACE_S)
