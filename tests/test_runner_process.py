@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 from process_helpers import keepers_below
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.process import group_alive, keeper, process_alive, run_process
+from sk_runner.devices.holders import command_of
+from sk_runner.process import command_line, group_alive, keeper, process_alive, run_process
 
 PY = sys.executable
 
@@ -37,6 +39,18 @@ def test_success_captures_output_and_uses_only_given_env(tmp_path: Path) -> None
     assert (tmp_path / "out" / "stdout.txt").read_text() == "m1 None\n"
     assert (tmp_path / "out" / "stderr.txt").read_text() == "e\n"
     assert res.ended_ns >= res.started_ns and res.duration_s >= 0
+
+
+def test_command_line_names_a_live_process_and_none_once_it_is_gone() -> None:
+    """The one public reader of a pid's command line (the lock holder's and the NPU tenant's name both come from it)."""
+    tail = "x" * 300
+    child = subprocess.Popen([PY, "-c", "import sys; sys.stdin.read()", tail], stdin=subprocess.PIPE)
+    try:
+        assert command_line(child.pid) == f"{PY} -c import sys; sys.stdin.read() {tail}"
+        assert command_of(child.pid) == (command_line(child.pid) or "")[:200]  # the holder's name: at most 200 characters
+    finally:
+        child.communicate(b"")
+    assert command_line(child.pid) is None and command_of(child.pid) == ""
 
 
 def test_nonzero_exit_and_crash_signal(tmp_path: Path) -> None:

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from sk_runner.devices.occupancy import _cmdline
-from sk_runner.process import process_alive
+from sk_runner.process import command_line, process_alive
 
 PROC_LOCKS = Path("/proc/locks")
 
@@ -81,7 +80,7 @@ def visible(pid: int) -> bool:
 
 def command_of(pid: int) -> str:
     """The command line of ``pid`` where visible (at most 200 characters), else ``""``."""
-    return (_cmdline(pid) or "")[:200]
+    return (command_line(pid) or "")[:200]
 
 
 def kernel_holder(path: Path, *, table: str | None = None) -> str | None:

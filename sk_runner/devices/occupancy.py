@@ -24,10 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import psutil
-
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.devices.registry import registry_root, tenants
+from sk_runner.process import command_line
 
 NPU_SMI = "npu-smi"
 NPU_SMI_TIMEOUT_S = 60.0
@@ -126,14 +125,6 @@ def parse_npu_smi(text: str) -> NpuSmiTable:
     return table
 
 
-def _cmdline(pid: int) -> str | None:
-    """The full command line of ``pid`` where this process can see it."""
-    try:
-        return " ".join(psutil.Process(pid).cmdline()) or None
-    except psutil.Error:  # gone, or not ours to read
-        return None
-
-
 def npu_smi_processes(text: str, devices: Iterable[int]) -> list[DeviceProcess]:
     """The processes npu-smi lists on ``devices`` (full command line where visible: the container pid, else the pid)."""
     table = parse_npu_smi(text)
@@ -144,7 +135,7 @@ def npu_smi_processes(text: str, devices: Iterable[int]) -> list[DeviceProcess]:
         if device not in wanted:
             continue
         local = int(row.container_pid) if row.container_pid and row.container_pid.isdigit() else None
-        command = (_cmdline(local) if local is not None else None) or row.name
+        command = (command_line(local) if local is not None else None) or row.name
         found.append(DeviceProcess(device, row.pid, command, NPU_SMI, row.memory_mb))
     return found
 

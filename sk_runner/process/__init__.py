@@ -19,12 +19,13 @@ if TYPE_CHECKING:
     from sk_runner.process.run import (
         DEFAULT_GRACE_S as DEFAULT_GRACE_S,
         ProcessResult as ProcessResult,
+        command_line as command_line,
         group_alive as group_alive,
         kill_group as kill_group,
         process_alive as process_alive,
         run_process as run_process,
     )
 
-_HOMES = dict.fromkeys(("DEFAULT_GRACE_S", "ProcessResult", "group_alive", "kill_group", "process_alive", "run_process"), "run")
+_HOMES = dict.fromkeys(("DEFAULT_GRACE_S", "ProcessResult", "command_line", "group_alive", "kill_group", "process_alive", "run_process"), "run")
 __all__ = sorted(_HOMES)
 __getattr__ = lazy_face(__name__, _HOMES)

@@ -257,6 +257,16 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def command_line(pid: int) -> str | None:
+    """The full command line of process ``pid`` (its arguments joined by spaces) where this process can read it;
+    None when it is gone, not ours to read, or has none (a kernel thread). Names a process to a person: who holds a
+    device's lock (:mod:`sk_runner.devices.holders`), who runs on an NPU (:mod:`sk_runner.devices.occupancy`)."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline()) or None
+    except psutil.Error:  # gone, or not ours to read
+        return None
+
+
 def _kill_group(proc: subprocess.Popen[bytes] | keeper.Kept, grace_s: float) -> int:
     """TERM the whole group, KILL it after ``grace_s``; return the leader's status."""
     pgid = proc.pid
