@@ -125,10 +125,13 @@ the simulator's rank list)."""
 
 @pytest.mark.parametrize("case", sorted(STRING_PATHS))
 def test_paths_inside_string_values_name_a_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
-    """``option-trial``/``stability`` used to say "not a folder" for a loop."""
+    """``option-trial``/``stability`` used to say "not a folder" for a loop. The refusal creates nothing
+    (``trial --source`` left ``<session>/experiments/Sbest/<round>/`` and ``.processes`` behind)."""
     loop = _loop(tmp_path)
     prog, argv = STRING_PATHS[case](tmp_path, loop)
+    before = sorted(tmp_path.rglob("*"))
     _says_loop(capsys, run_cli(GROUPS[prog], prog, argv), loop)
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 def test_every_string_parameter_that_takes_a_path_is_covered() -> None:

@@ -72,6 +72,7 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
     trial.validate()
     trial.check_environment()
     derived = trial.derive()
+    trial.workload_files()  # inputs first: a missing or looping --source is refused before anything is created
     seed = trial.session_seed()
     if spec.top_up_to is not None and not (trial.dir / "trial.json").is_file():
         raise UsageError(f"--top-up-to: round {spec.round} holds no trial to top up (run it first)")

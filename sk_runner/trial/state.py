@@ -92,6 +92,7 @@ class TrialState:
         """The lease held while the trial runs (set by :func:`~sk_runner.trial.engine.run_trial`)."""
         self.proof: ProofLike | None = None  # this host's CleanDeviceProof, or every host's HostsProof
         """Before/after checks of the leased devices around each clean run (None: unleased)."""
+        self._workload_files: list[Path] | None = None
 
     # -- preparation ---------------------------------------------------------------
     def validate(self) -> None:
@@ -174,14 +175,22 @@ class TrialState:
             "session_seed": seed,
         }
 
-    def workload_sources(self) -> dict[str, str] | None:
-        """SHA-256 of every file of the workload (:mod:`sk_runner.trial.sources`), the session folder left out;
-        None for the simulator without named sources (it is part of sk-tune: its version is in the environment)."""
+    def workload_files(self) -> list[Path] | None:
+        """The files of the workload (:mod:`sk_runner.trial.sources`), the session folder left out, listed once:
+        :func:`~sk_runner.trial.engine.run_trial` asks before it makes the round's folder, so a source that is
+        missing, a link loop or past the caps is refused with nothing created. None for the simulator without
+        named sources (it is part of sk-tune: its version is in the environment)."""
         spec = self.spec
         if spec.sources is None and spec.backend.name == "sim":
             return None
-        files = source_files(self.workload_cwd, spec.sources, spec.backend.source_files(), skip=[spec.session])
-        return source_hashes(files)
+        if self._workload_files is None:
+            self._workload_files = source_files(self.workload_cwd, spec.sources, spec.backend.source_files(), skip=[spec.session])
+        return self._workload_files
+
+    def workload_sources(self) -> dict[str, str] | None:
+        """SHA-256 of every file of the workload (:meth:`workload_files`); None where it names none."""
+        files = self.workload_files()
+        return None if files is None else source_hashes(files)
 
     def prepare_round(self, derived: DerivedConfig, seed: int) -> tuple[dict[str, Any], Path]:
         """Write (first time) or verify (resume) trial.json, config.json, config.diff.json.
