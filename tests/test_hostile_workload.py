@@ -276,6 +276,7 @@ def test_a_session_stopped_by_a_workload_fault_names_the_fresh_session_that_runs
     assert cause in load_json_file(scene / "scene.json")["observable_failure"]["message"]
     fresh = f"sk-run sweep --task {task.resolve()} --session {root.resolve()}-2"
     assert f"start a fresh session: {fresh}" in first.err
+    assert load_json_file(root / "handoff.json")["fresh_session_argv"] == shlex.split(fresh)  # and the hand-off carries it
     assert run_cli(cli, "sk-run", ["sweep", "--resume", str(root), "--quiet"]) == 1  # the stop stays, and says the way again
     assert f"start a fresh session: {fresh}" in capsys.readouterr().err
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,13 @@ def test_o0_unstable_stops_and_reports(tmp_path: Path) -> None:
     handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
     assert handoff["base"] is None and "不稳定" in render(handoff["stop"]["reason"], "zh")
     assert handoff["entries"][0]["status"] == "skipped"
+    # the way forward, machine-readable: the exact command the console prints (a session without a task: the demo's)
+    from sk_runner.sweep.cli import fresh_session_advice, sweep
+
+    argv = handoff["fresh_session_argv"]
+    assert argv == ["sk-run", "sweep", "--demo", "--session", f"{root.resolve()}-2", "--seed", "7", "--ranks", "2", "--iterations", "30"]
+    assert fresh_session_advice(session).endswith(f"start a fresh session: {shlex.join(argv)}")
+    assert sweep.make_context("sweep", argv[2:]).params["session_dir"] == Path(f"{root.resolve()}-2")  # options sk-run sweep takes
 
 
 def test_eta_is_this_process_pace_times_the_entries_left() -> None:
@@ -113,6 +121,7 @@ def test_english_report_and_resume_of_finished_session(tmp_path: Path) -> None:
 
     outcome = run_sweep(load_session(root), say=lambda _: None, lang="en")
     assert outcome is not None and len(read_records(root)) == records  # nothing re-run, nothing appended
+    assert load_json_file(root / "handoff.json")["fresh_session_argv"] is None  # BASE: no fresh session to start
     report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     assert "| Stage/candidate | Measure | Baseline ms |" in report
 

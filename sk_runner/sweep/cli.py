@@ -63,13 +63,10 @@ def fresh_session_advice(session: SweepSession) -> str:
     """What to do after a stop: a stopped session is final (its signed ledger holds the stop, and a fixed
     workload is another workload than the one its records were made with), so ``--resume`` only shows the stop
     again; the way forward is a fresh session of the same task, named by the exact command (docs/sweep.md)."""
-    root = session.root.resolve()
-    fresh = next(root.with_name(f"{root.name}-{n}") for n in range(2, 10_000) if not root.with_name(f"{root.name}-{n}").exists())
-    task = (session.task or {}).get("path")
-    command = (f"sk-run sweep --task {shlex.quote(str(task))} --session {shlex.quote(str(fresh))}" if task else
-               f"sk-run sweep --demo --session {shlex.quote(str(fresh))} (with the demo's other options as before)")
+    from sk_runner.sweep.session import fresh_session_argv
+
     return ("this session stopped and stays stopped (sk-run sweep --resume shows this stop again); after fixing the cause "
-            f"(the failure scene above says it), start a fresh session: {command}")
+            f"(the failure scene above says it), start a fresh session: {shlex.join(fresh_session_argv(session))}")
 
 
 @click.command("sweep")

@@ -39,7 +39,7 @@ from sk_runner.hosts.base import Hosts, run_lease_record
 from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.redecide import adopt_round
-from sk_runner.sweep.session import SweepSession, session_relative
+from sk_runner.sweep.session import SweepSession, fresh_session_argv, session_relative
 from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
 
 Record = tuple[str, dict[str, Any]]
@@ -417,7 +417,8 @@ class Executor:
         from sk_analytics.handoff.outputs import REPORTS_KEY
         from sk_runner.sweep.handoff import write_outputs
 
-        paths, reports = write_outputs(self.root, outcome=a.outcome)
+        fresh = None if a.outcome == "base" else fresh_session_argv(self.session)  # a stopped session stays stopped
+        paths, reports = write_outputs(self.root, outcome=a.outcome, fresh_session=fresh)
         return "handoff_written", {
             "outcome": a.outcome, **{k: self.rel(v) for k, v in paths.items()}, REPORTS_KEY: reports,
             "handoff_fingerprint": fingerprint(load_json_file(paths["handoff"])),

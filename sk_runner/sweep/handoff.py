@@ -23,8 +23,9 @@ from sk_runner.sweep.truth import trial_truths
 HANDOFF_SCHEMA = "superkernel-stage-o-handoff-v1"
 
 
-def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
-    """Write ``matrix.settled.json`` and ``handoff.json``."""
+def write_handoff(root: Path, *, outcome: str, fresh_session: list[str] | None = None) -> dict[str, Path]:
+    """Write ``matrix.settled.json`` and ``handoff.json``; ``fresh_session``: after a stop, the exact command of a
+    fresh session of the same task (:func:`sk_runner.sweep.session.fresh_session_argv`), None at BASE."""
     view = load_view(root)
     settled = settled_matrix(view)
     write_json(root / "matrix.settled.json", settled)
@@ -59,6 +60,7 @@ def write_handoff(root: Path, *, outcome: str) -> dict[str, Path]:
         "devices": summarize(view.records).to_json(),  # protocol §9: the lease the clean runs held, the runs it could not prove
         # issue 43: decisions of the protocol gate its statistics contradict, and the one command that re-decides them
         "contradictions": contradictions_block(view.records, str(root.resolve())),
+        "fresh_session_argv": fresh_session,  # a stopped session stays stopped: the command of the fresh one, as printed
         "next_steps_zh": next_steps(view, "zh"),  # protocol §2: next-step guidance in Chinese
         "seal_after_agent_result": True,
         # sessions on the simulator: its noise-free effect per gated round, for the report's comparison only
@@ -80,13 +82,14 @@ def _write_texts(root: Path, texts: dict[str, str]) -> None:
         write_text(root / name, text)
 
 
-def write_outputs(root: Path, *, outcome: str, lang: str = "zh") -> tuple[dict[str, Path], dict[str, dict[str, str]]]:
+def write_outputs(root: Path, *, outcome: str, lang: str = "zh", fresh_session: list[str] | None = None
+                  ) -> tuple[dict[str, Path], dict[str, dict[str, str]]]:
     """Hand-off plus reports (the WriteHandoff action), and the digests of the reports in every language.
 
     The digests go into the ``handoff_written`` record (:data:`~sk_analytics.handoff.outputs.REPORTS_KEY`):
     ``ledger verify`` then compares the report bytes with what the signer rendered from the inputs that
     record vouches for and re-renders only reports that match neither language (a newer renderer)."""
-    paths = write_handoff(root, outcome=outcome)
+    paths = write_handoff(root, outcome=outcome, fresh_session=fresh_session)
     view = load_view(root)
     texts = {each: report_texts(view, each) for each in REPORT_LANGS}
     _write_texts(root, texts["en" if lang == "en" else "zh"])

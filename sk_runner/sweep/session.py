@@ -111,6 +111,23 @@ class SweepSession:
         } | ({} if self.placement is None else {"placement": self.placement})
 
 
+def fresh_session_argv(session: SweepSession) -> list[str]:
+    """The exact command of a fresh session of ``session``'s task in a new folder beside it (``<session>-2``, the first
+    such name not taken): after a stop the way forward (a stopped session stays stopped, docs/sweep.md). A session
+    without a task (the demo) gets ``sk-run sweep --demo`` with its recorded seed, ranks, iterations, network and gate.
+    Printed by ``sk-run sweep`` and written into ``handoff.json`` (``fresh_session_argv``)."""
+    root = session.root.resolve()
+    fresh = str(next(root.with_name(f"{root.name}-{n}") for n in range(2, 10_000) if not root.with_name(f"{root.name}-{n}").exists()))
+    task = (session.task or {}).get("path")
+    if task:
+        return ["sk-run", "sweep", "--task", str(task), "--session", fresh]
+    control = session.control
+    return ["sk-run", "sweep", "--demo", "--session", fresh, "--seed", str(session.seed), "--ranks", str(control.ranks),
+            *(["--iterations", str(control.iterations)] if control.iterations is not None else []),
+            *(["--network", session.backend.network] if session.backend.network else []),
+            *(["--gate", session.policy.gate] if session.policy.gate != "protocol" else [])]
+
+
 def session_relative(root: Path, path: Path | str | None) -> str | None:
     """``path`` relative to the session folder (how records name files), or as given when outside it."""
     if path is None:
