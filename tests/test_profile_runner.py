@@ -44,6 +44,12 @@ if mode == "always-overflow":
     log += "[sk time profiling]  device 0 core 1 buffer is full, stop dump the time of nodes on device 0 core 1\n"
 (meta / "super_kernel.log").write_text(log)
 (run / "sk_meta" / str(pid) / "sk_prof_device_0.json").write_text("[{}]")
+ranks = int(os.environ["SK_RUN_RANKS"])
+for rank in range(ranks):  # the rank logs of SK_RUN_ITERATIONS steps (the last rank ends early on request)
+    steps = iterations - 5 if mode == "short-rank" and rank == ranks - 1 else iterations
+    (run / f"log_{rank}.log").write_text("Inference time (prefill): 120.50 ms\n" + "Inference time (decode): 10.25 ms\n" * steps)
+if mode == "short-rank":
+    print("rank 1 lost its device", file=sys.stderr)
 if mode == "symlink":
     (run / "linked.csv").symlink_to(sys.argv[0])
 if mode == "copied":
@@ -138,6 +144,20 @@ def test_producer_failure_is_blocked_without_manifest(setup: tuple[Path, Path, P
     result = collect_profile(_spec(setup, "crash"))
     assert result.status == "blocked" and result.reason == "producer exited with code 3"
     assert not (Path(result.attempts[0].root) / MANIFEST_NAME).exists()
+
+
+def test_a_rank_that_ended_early_blocks_the_collection_as_a_trial_calls_it_a_crash(setup: tuple[Path, Path, Path]) -> None:
+    """A rank log with fewer decode samples than the others (and than SK_RUN_ITERATIONS) while the launcher exits 0:
+    the trial's check (sk_runner.trial.outcome.read_rank_logs) blocks the attempt before the root is sealed."""
+    result = collect_profile(_spec(setup, "short-rank", iterations=12, control=Control(ranks=2, iterations=12, warmup=2, timeout_s=60)))
+    assert result.status == "blocked" and len(result.attempts) == 1
+    expected = ("rank logs refused (crash): ended early: rank 1 (log_1.log: 7 decode samples), expected 12 "
+                "(SK_RUN_ITERATIONS=12); a rank that stops early is a failed run")
+    assert result.reason.startswith(expected) and "rank 1 lost its device" in result.reason  # and the workload's stderr
+    assert result.reason_zh.startswith("rank 日志不符合要求（crash），采集不得用于分析：ended early: rank 1")
+    assert not (Path(result.attempts[0].root) / MANIFEST_NAME).exists()
+    complete = collect_profile(_spec(setup, "ok", iterations=12, control=Control(ranks=2, iterations=12, warmup=2, timeout_s=60)))
+    assert complete.status == "complete", complete.reason  # the same logs, every rank whole
 
 
 def test_symlink_from_producer_is_blocked(setup: tuple[Path, Path, Path]) -> None:

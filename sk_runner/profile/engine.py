@@ -49,8 +49,10 @@ from sk_runner.probe.evidence import WORK_PATH_ENV
 from sk_runner.process import ProcessResult, lifetime
 from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.process.session import require_session
+from sk_runner.process.stderr_tail import stderr_note
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 from sk_runner.trial import ROUND_NAME, round_dir_of
+from sk_runner.trial.outcome import read_rank_logs
 
 MIN_POST_WARMUP = 3
 """Per-SK alignment needs at least three post-warm-up occurrences (protocol §6)."""
@@ -288,6 +290,12 @@ class _Collector:
         failure = _producer_failure(result)
         if failure is not None:
             return replace(base, status="blocked", reason=failure[0], reason_zh=failure[1])
+        logs = read_rank_logs(root, control)  # the trial's check: a rank that ended early is a crash, whatever the exit status
+        if logs.problem is not None:
+            status, detail = logs.problem
+            tail = stderr_note(stem.with_name(f"attempt-{n}.stderr.log")) if status == "crash" else ""
+            en, zh = _both("profile.rank_logs", status=status, detail=detail + tail)
+            return replace(base, status="blocked", reason=en, reason_zh=zh)
         try:
             manifest = finalize(
                 session_path, source_revision=self.revision, config=self.config, control=self.control_record(),

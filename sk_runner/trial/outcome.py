@@ -34,7 +34,7 @@ class RunOutcome:
 def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_correctness: bool) -> RunOutcome:
     """ok, or the first failure: timeout, crash, wrong output, bad logs (a timeout or crash
     ends with the workload's last stderr lines, from ``stderr.txt`` of the run folder); a rank
-    that logged fewer decode samples than asked is a crash too (:func:`sample_count_problem`)."""
+    that logged fewer decode samples than asked is a crash too (:func:`read_rank_logs`)."""
     if not result.ok:
         tail = stderr_note(run_dir / "stderr.txt")
         if result.timed_out:
@@ -53,28 +53,51 @@ def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_cor
             return RunOutcome("wrong_output", "correctness.json reports passed=false", correctness=correctness)
     elif need_correctness:
         return RunOutcome("bad_logs", "correctness.json missing")
+    logs = read_rank_logs(run_dir, control)
+    if logs.problem is not None:  # a rank that ended early may have said why on stderr
+        status, message = logs.problem
+        tail = stderr_note(run_dir / "stderr.txt") if status == "crash" else ""
+        return RunOutcome(status, message + tail, correctness=correctness)
+    return RunOutcome("ok", "ok", logs.records, correctness, logs.parsed)
+
+
+@dataclass(frozen=True)
+class RankLogs:
+    """What the rank logs of a finished run say: the first problem, else each log's record and timings."""
+
+    problem: tuple[str, str] | None
+    """(status, message): ``crash`` (a rank ended early) or ``bad_logs``; None when every log is as asked."""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """Per rank: ``file``, ``sha256``, ``decode_samples``, ``prefill_samples`` (empty on a problem)."""
+    parsed: dict[Path, ParseResult] = field(default_factory=dict)
+    """The validated logs' timings (the ingest reuses them: each log is parsed once)."""
+
+
+def read_rank_logs(run_dir: Path, control: Control) -> RankLogs:
+    """Check the ``log_<rank>.log`` files of ``run_dir`` against what sk-tune asked for (``control``): no log of a
+    rank beyond ``ranks``, each parsable, the decode samples of :func:`sample_count_problem`, none missing.
+    The one check of every run that writes rank logs: a trial's clean and correctness runs, a profile collection."""
     extra = sorted((p.name for p in run_dir.glob("log_*.log") if RANK_LOG.match(p.name) and rank_of(p) >= control.ranks),
                    key=lambda name: int(name[4:-4]))
     if extra:  # the analysis would refuse the run folder later, after the session went on: say it now, with a scene
-        return RunOutcome("bad_logs", f"rank log(s) {', '.join(extra)} beyond SK_RUN_RANKS={control.ranks}: the workload wrote "
-                          f"logs for more ranks than sk-tune asked for (log_0.log ... log_{control.ranks - 1}.log)", correctness=correctness)
+        return RankLogs(("bad_logs", f"rank log(s) {', '.join(extra)} beyond SK_RUN_RANKS={control.ranks}: the workload wrote "
+                                     f"logs for more ranks than sk-tune asked for (log_0.log ... log_{control.ranks - 1}.log)"))
     paths = [run_dir / f"log_{rank}.log" for rank in range(control.ranks)]
     missing = next((path for path in paths if not path.is_file()), None)
     present = paths if missing is None else paths[:paths.index(missing)]
     try:  # one vectorized parse, root as ingest_run_dir gives it: the ingest reuses it
         parsed = dict(zip(present, parse_rank_logs(present, root=run_dir), strict=True))
     except InputError as exc:
-        return RunOutcome("bad_logs", f"rank log unparsable: {exc.one_line()}", correctness=correctness)
+        return RankLogs(("bad_logs", f"rank log unparsable: {exc.one_line()}"))
     counts = {path: timings.frame.filter(pl.col("phase") == "decode").height for path, timings in parsed.items()}
     problem = sample_count_problem(counts, control)
-    if problem is not None:  # a rank that ended early may have said why on stderr
-        tail = stderr_note(run_dir / "stderr.txt") if problem[0] == "crash" else ""
-        return RunOutcome(problem[0], problem[1] + tail, correctness=correctness)
-    logs = [{"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
-             "prefill_samples": parsed[path].frame.height - decode} for path, decode in counts.items()]
+    if problem is not None:
+        return RankLogs(problem)
     if missing is not None:
-        return RunOutcome("bad_logs", f"rank log {missing.name} missing", correctness=correctness)
-    return RunOutcome("ok", "ok", logs, correctness, parsed)
+        return RankLogs(("bad_logs", f"rank log {missing.name} missing"))
+    records = [{"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
+                "prefill_samples": parsed[path].frame.height - decode} for path, decode in counts.items()]
+    return RankLogs(None, records, parsed)
 
 
 def sample_count_problem(counts: dict[Path, int], control: Control) -> tuple[str, str] | None:
