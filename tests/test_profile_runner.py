@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from zh_words import stray_english
 
 from sk_analytics.contract import MANIFEST_NAME, MARKER_NAME, ContractInputError, load_manifest, load_session
 from sk_analytics.errors import UsageError
@@ -158,6 +159,18 @@ def test_a_rank_that_ended_early_blocks_the_collection_as_a_trial_calls_it_a_cra
     assert not (Path(result.attempts[0].root) / MANIFEST_NAME).exists()
     complete = collect_profile(_spec(setup, "ok", iterations=12, control=Control(ranks=2, iterations=12, warmup=2, timeout_s=60)))
     assert complete.status == "complete", complete.reason  # the same logs, every rank whole
+
+
+def test_progress_lines_in_chinese(setup: tuple[Path, Path, Path]) -> None:
+    """A sweep's DCCI collections speak its language (``lang``); English stays the default of ``sk-run profile``."""
+    said: list[str] = []
+    assert collect_profile(_spec(setup, "ok", iterations=12, lang="zh"), said.append).status == "complete"
+    assert said[0].startswith("candidate_profile 第 1 次采集：12 次迭代，写入 ")
+    assert said[1] == "candidate_profile 第 1 次采集：完成——采集完成，清单已封存并通过校验"
+    assert [stray_english(line) for line in said] == [[], []]
+    said.clear()
+    collect_profile(_spec(setup, "ok", iterations=12), said.append)
+    assert said[1] == "candidate_profile attempt 2: complete — collection complete and sealed"
 
 
 def test_symlink_from_producer_is_blocked(setup: tuple[Path, Path, Path]) -> None:

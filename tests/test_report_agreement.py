@@ -126,7 +126,7 @@ def test_dcci_table_figures_and_their_runs_are_the_gates(session: Path) -> None:
 def test_overview_says_which_runs_and_uses_chinese_words(session: Path) -> None:
     zh = (session / REPORT_MD).read_text(encoding="utf-8")
     rows = {r[0]: r for r in _table(zh, "| 阶段/候选 |")}
-    assert rows["O2 dcci-disable-all（联合修复）"][6:8] == ["5 次干净运行 vs 3 次门禁运行；补足后 5 次", "接受"]
+    assert rows["O2 dcci-disable-all（联合修复）"][6:8] == ["5 次干净运行 对比 3 次门禁运行；补足后 5 次", "接受"]
     assert rows["O4 split-mode-3"][7] == "拒绝"
     assert "verified" not in zh and "verdict=" not in zh and "**accepted**" not in zh
 

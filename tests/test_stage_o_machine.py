@@ -187,7 +187,7 @@ def test_o0_then_accept_then_base() -> None:
 def test_o0_unstable_stops_with_reason() -> None:
     actions, records = drive(make_matrix(["auto-op-parallel-1"]), Script(stable={(None, "o0"): False}))
     assert kinds(actions) == ["Run:O0-INCUMBENT:o0:5", "CheckStability", "Stop", "WriteHandoff", "Finished"]
-    assert "spread 7.500% > 5.0%" in zh(actions[2]) and actions[-1].outcome == "stopped"
+    assert "极差 7.500% > 5.0%" in zh(actions[2]) and actions[-1].outcome == "stopped"
 
 
 def test_o0_failure_stops() -> None:
@@ -240,7 +240,7 @@ def test_top_up_failure_and_unstable_withdraw_acceptance() -> None:
     actions, records = drive(matrix, script)
     assert settled(records) == {"auto-op-parallel-1": "failed", "preload-code-0": "failed"}
     unstable = [a for a in actions if isinstance(a, Settle)][1]
-    assert "撤回接受" in zh(unstable) and "spread 7.500% > 5.0%" in zh(unstable)
+    assert "撤回接受" in zh(unstable) and "极差 7.500% > 5.0%" in zh(unstable)
     base = [a for a in actions if isinstance(a, FreezeBase)][0]
     assert base == FreezeBase(O0, (), ())  # no option helped: BASE equals SEED
 

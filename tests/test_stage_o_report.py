@@ -80,10 +80,10 @@ def _view(tmp_path: Path, *, dcci_diff: dict[str, Any] | None = None) -> Session
 def test_overview_rows_hand_values(tmp_path: Path) -> None:
     rows = overview_rows(_view(tmp_path), "zh")
     # every ms figure with 4 decimals; the runs cell says which runs each side's figure is over; statuses in Chinese
-    assert rows[0] == [O0, "worst-rank 均值（预热后 decode）", "—", "10.0000", "—", "—", "5 次干净运行", "稳定（spread 1.00%）",
+    assert rows[0] == [O0, "最慢 rank 均值（预热后 decode）", "—", "10.0000", "—", "—", "5 次干净运行", "稳定（极差 1.00%）",
                        "o0/stability.json"]  # the spread the stability check recorded
-    assert rows[1] == ["O1 a", "worst-rank 均值，对比 O0-INCUMBENT", "10.0000", "10.2000", "0.2000", "-2.00%",
-                       "5 次干净运行 vs 3 次门禁运行", "拒绝", "O1/summary.json"]
+    assert rows[1] == ["O1 a", "最慢 rank 均值，对比 O0-INCUMBENT", "10.0000", "10.2000", "0.2000", "-2.00%",
+                       "5 次干净运行 对比 3 次门禁运行", "拒绝", "O1/summary.json"]
     assert rows[2] == ["— b", "—", "—", "—", "—", "—", "0", "被阻断", "risk=high"]
     en = overview_rows(_view(tmp_path), "en")
     assert en[0][7] == "stable (spread 1.00%)" and en[1][1] == "worst-rank mean vs O0-INCUMBENT"
@@ -179,7 +179,7 @@ def test_dcci_protocol_table_rows(tmp_path: Path) -> None:
     view.state.settled["d"] = {"status": "accepted", "reason_zh": "组合通过", "evidence": {}, "incumbent_round": "O3"}
     md = render_markdown(view, "zh")
     section = md.split("## DCCI（数据缓存控制）家族")[1].split("\n## ")[0]
-    assert "| 配置 | 统计所用运行 | worst-rank 均值 ms | median-run ms | P50 ms | P90 ms | stddev ms | spread | 门禁 | 基线变化 |" in section
+    assert "| 配置 | 统计所用运行 | 最慢 rank 均值 ms | 中位运行 ms | P50 ms | P90 ms | 标准差 ms | 极差 | 门禁 | 基线变化 |" in section
     assert "|---|---|---:|---:|---:|---:|---:|---:|---|---|" in section  # numbers right-aligned
     # spread = (max - min) / mean of the per-run worst-rank means: 0.2/10.0, 0.2/11.1, 0.2/9.8
     assert "| O0-INCUMBENT | 5 次干净运行 | 10.0000 | 10.0000 | 9.9500 | 10.1000 | 0.0500 | +2.00% | — | — |" in section

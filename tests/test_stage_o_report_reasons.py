@@ -122,7 +122,7 @@ def test_a_recorded_message_is_worded_in_the_readers_language() -> None:
         "split_mode=3 trial failed, incumbent restored: timeout/hang, process group terminated (no exit within 15.0 s)")
     assert failure_text(failure, "en") == "timeout/hang, process group terminated (no exit within 15.0 s)"
     stopped = {"reason": coded("reason.o0_unstable", spread_pct=7.5, max_spread_pct=5.0), "evidence": {"round": O0}}
-    assert stop_reason(stopped, _state(), "zh") == "O0-INCUMBENT 五次干净运行不稳定（spread 7.500% > 5.0%），先排查环境噪声再开始 Stage O"
+    assert stop_reason(stopped, _state(), "zh") == "O0-INCUMBENT 五次干净运行不稳定（极差 7.500% > 5.0%），先排查环境噪声再开始 Stage O"
     assert stop_reason(stopped, _state(), "en").startswith("the five clean O0-INCUMBENT runs are unstable (spread 7.500% > 5.0%)")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from sweep_helpers import settled_statuses, small_session
+from zh_words import stray_english
 
 from sk_analytics.ledger.chain import read_records, verify
 from sk_analytics.stage_o.contradictions import contradictions, lines, redecide_argv
@@ -36,6 +37,10 @@ def test_contradictions_name_both_kinds_and_only_protocol_decisions() -> None:
     assert said[0].startswith("3 decision(s) of the protocol gate") and "e-O1 (O1)" in said[1] and "[-0.60%, +0.60%]" in said[1]
     assert said[-1].endswith("sk-run sweep --redecide /s/x --gate family --session /s/x-family")
     assert lines([], None) == []
+    zh = lines(found, redecide_argv("/s/x"), "zh")  # the Chinese console and report: no English word but the identifiers
+    assert zh[0] == "统计结果与协议门禁矛盾的决策 3 个：" and zh[2] == (
+        "  e-O2（O2）：协议拒绝，而提升的95%置信区间高于0（很可能是真实提升）；提升 +0.40%，95% 置信区间 [+0.50%, +4.00%]")
+    assert [stray_english(line) for line in zh] == [[]] * 5 and zh[-1].endswith("：sk-run sweep --redecide /s/x --gate family --session /s/x-family")
 
 
 @pytest.mark.slow
@@ -55,10 +60,10 @@ def test_a_protocol_sweep_that_freezes_a_no_effect_value_names_it_last(tmp_path:
     argv = block["redecide_argv"]
     assert argv[:4] == ["sk-run", "sweep", "--redecide", str(root.resolve())] and argv[4:6] == ["--gate", "family"]
     # the last console lines: the entry and the one command
-    assert "split-mode-3 (O2)" in said[-2] and said[-1].endswith(" ".join(argv))
+    assert "split-mode-3（O2）" in said[-2] and said[-1].endswith(" ".join(argv))  # in Chinese (the default language)
     report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
     head = report.split("## ", 1)[0]
-    assert "split-mode-3 (O2)" in head and " ".join(argv) in head
+    assert "split-mode-3（O2）" in head and " ".join(argv) in head
     assert verify(root).ok
     assert [r.data["protocol_accepted"] for r in read_records(root) if r.kind == "gate_result"] == [True, True]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sweep_helpers import base_identity, settled_statuses, small_session
+from zh_words import stray_english
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
@@ -105,6 +106,19 @@ def test_o0_unstable_stops_and_reports(tmp_path: Path) -> None:
     assert sweep.make_context("sweep", argv[2:]).params["session_dir"] == Path(f"{root.resolve()}-2")  # options sk-run sweep takes
 
 
+def test_the_chinese_progress_lines_carry_no_english_words(tmp_path: Path) -> None:
+    """Chinese by default: the trial steps, the record summaries (gate verdict, trial phase, stability) and the settled
+    status are worded in Chinese; identifiers (rounds, entries, option=value, files, BASE) stay as they are."""
+    lines: list[str] = []
+    outcome = run_sweep(small_session(tmp_path / "s", ["auto-op-parallel-1", "split-mode-3", "early-start-1"]), say=lines.append)
+    assert outcome is not None and outcome.outcome == "base"
+    assert {line: words for line in lines if (words := stray_english(line))} == {}
+    said = "\n".join(lines)
+    for needle in ("O1 精确取值探测", "O1 完整推理 + 正确性校验", "O1 第 3/3 次干净运行", "O1（试验）完成", "O1（补足）完成",
+                   "→ 接受：", "→ 被阻断：", "稳定性：极差", "统计判断 确有提升"):
+        assert needle in said, needle
+
+
 def test_eta_is_this_process_pace_times_the_entries_left() -> None:
     from sk_runner.sweep.driver import eta_seconds
 
@@ -134,7 +148,7 @@ def test_demo_command_runs_a_complete_sweep(tmp_path: Path, capsys: pytest.Captu
     captured = capsys.readouterr()
     out, progress = captured.out, captured.err  # stdout: the result lines; stderr: the progress (docs/sweep.md, "Streams")
     assert f"报告：{session / 'EXPERIMENT_REPORT.md'}" in out and f"HTML：{session / 'report.html'}" in out
-    assert "[O0-INCUMBENT] O0-INCUMBENT: O0 正确性 + 5 次干净运行" in progress and "clean run 3 of 5" in progress
+    assert "[O0-INCUMBENT] O0-INCUMBENT: O0 正确性 + 5 次干净运行" in progress and "第 3/5 次干净运行" in progress
     statuses = settled_statuses(session)
     assert len(statuses) == len(protocol_candidates()) and "pending" not in statuses.values()
     assert statuses["aggressive-task1-value0"] == "failed" and statuses["aggressive-task0-value3"] == "failed"

@@ -259,7 +259,9 @@ def _undefined(nb: int, nc: int) -> dict[str, Any]:
     }
 
 
-VERDICT_ZH = {v: text(f"verdict.{v}", "zh") for v in ("win", "loss", "neutral", "inconclusive")}
+VERDICTS = ("win", "loss", "neutral", "inconclusive")
+"""The statistical verdicts of a comparison (each worded by ``verdict.<v>`` of the catalogs)."""
+VERDICT_ZH = {v: text(f"verdict.{v}", "zh") for v in VERDICTS}
 """The Chinese word of each verdict (``verdict.*`` of the catalogs)."""
 
 

@@ -81,7 +81,7 @@ def _row_for(view: SessionView, info: RoundInfo | None, label: str, status: str,
         return [label, "—", "—", "—", "—", "—", str(run_count(info)) if info else "0", status, evidence]
     base, cand = sides["baseline"], sides["candidate"]
     decision = gate_decisions(view).filter(round=info.name).row(0, named=True)
-    runs = (f"{runs_label(t, ALL_CLEAN, base['runs'], base['side_round'])} vs {runs_label(t, GATE, cand['runs'], info.name)}")
+    runs = f"{runs_label(t, ALL_CLEAN, base['runs'], base['side_round'])} {t['vs']} {runs_label(t, GATE, cand['runs'], info.name)}"
     topped = round_metric(view, info.name, ALL_CLEAN)
     if topped is not None:
         runs += t["sep"] + runs_label(t, ALL_CLEAN, topped["runs"], info.name)
@@ -89,13 +89,13 @@ def _row_for(view: SessionView, info: RoundInfo | None, label: str, status: str,
             num(cand["worst_rank_mean_ms"]), num(decision["delta_ms"]), pct(decision["mean_improvement_pct"]), runs, status, evidence]
 
 
-def _evidence_of(info: RoundInfo | None, evidence: Mapping[str, Any]) -> str:
+def _evidence_of(info: RoundInfo | None, evidence: Mapping[str, Any], t: Mapping[str, str]) -> str:
     if evidence.get("scene"):
         return str(evidence["scene"])
     if info is not None and info.gate is not None:
         return str(info.gate.get("summary_path"))
     if "probe_evidence" in evidence:
-        return "probe"
+        return t["probe"]
     return "; ".join(f"{k}={v}" for k, v in evidence.items() if isinstance(v, (str, int, float, bool)))[:80] or "—"
 
 
@@ -108,7 +108,7 @@ def overview_rows(view: SessionView, lang: str) -> list[list[str]]:
     if o0 is not None:
         st = o0.stability or {}
         spread = (o0_clean or {}).get("spread_pct")
-        status = (t["stable"] if st.get("stable") else t["unstable"]) + paren(f"spread {num(spread, 2)}%", lang) if st else "—"
+        status = (t["stable"] if st.get("stable") else t["unstable"]) + paren(t["spread"].format(pct=num(spread, 2)), lang) if st else "—"
         runs = runs_label(t, ALL_CLEAN, o0_clean["runs"], O0) if o0_clean else str(run_count(o0))
         failure = next((tr["failure"] for tr in o0.trials if tr.get("failure")), None)
         if failure is not None:  # the stopped session's O0 failure: its status word and its scene, as the hand-off has them
@@ -124,16 +124,16 @@ def overview_rows(view: SessionView, lang: str) -> list[list[str]]:
         repair = trial_round(view, eid, "repair")
         label = f"{trial.name} {eid}" if trial else f"— {eid}"
         trial_status = t["to_diagnosis"] if repair is not None else status
-        rows.append(_row_for(view, trial, label, trial_status, _evidence_of(trial, evidence), t))
+        rows.append(_row_for(view, trial, label, trial_status, _evidence_of(trial, evidence, t), t))
         if repair is not None:
             rows.append(_row_for(view, repair, f"{repair.name} {eid}" + paren(t["joint_repair"], lang), status,
-                                 _evidence_of(repair, evidence), t))
+                                 _evidence_of(repair, evidence, t), t))
     base_clean = round_metric(view, view.base["round"], ALL_CLEAN) if view.base is not None else None
     if view.base is not None and o0_clean is not None and base_clean is not None:
         o0_mean, base_mean = o0_clean["mean_ms"], base_clean["mean_ms"]
         path = accepted_path(view).filter(label=BASE_LABEL)
         imp, delta = (path["total_improvement_pct"][0], path["total_delta_ms"][0]) if path.height else (None, None)
-        runs = f"{runs_label(t, ALL_CLEAN, o0_clean['runs'], O0)} vs {runs_label(t, ALL_CLEAN, base_clean['runs'], base_clean['round'])}"
+        runs = f"{runs_label(t, ALL_CLEAN, o0_clean['runs'], O0)} {t['vs']} {runs_label(t, ALL_CLEAN, base_clean['runs'], base_clean['round'])}"
         rows.append([t["base"] + paren(view.base["round"], lang), t["metric_vs"].format(base=O0), num(o0_mean), num(base_mean),
                      num(delta), pct(imp), runs, t["base"], "BASE/sbest-base.json"])
     return rows
@@ -224,7 +224,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
             continue
         last = info.trials[-1]
         lines.append(f"- {info.name}{paren(word(t, 'phase', info.phase), lang)}{' ' if lang == 'en' else ''}{t['base_round']}: "
-                     f"{last.get('base_round') or 'SEED'}{sep}config: `{last.get('config_path')}`")
+                     f"{last.get('base_round') or 'SEED'}{sep}{t['config_label']}: `{last.get('config_path')}`")
         if info.gate:
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]
@@ -233,7 +233,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
                 lines.append(f"- {t['advice']}: {g['advice']['text_zh'] if lang == 'zh' else g['advice']['text']}")
             decision = gate_decisions(view).filter(round=info.name).row(0, named=True)
             lines.append(f"- {t['stats']}: {t['verdict']}={word(t, 'verdict', decision['verdict'])}{sep}"
-                         f"95% CI={ci_text(None if decision['ci_low_pct'] is None else [decision['ci_low_pct'], decision['ci_high_pct']])}")
+                         f"{t['ci95']}={ci_text(None if decision['ci_low_pct'] is None else [decision['ci_low_pct'], decision['ci_high_pct']])}")
             for key, side in (("runs_base", "baseline"), ("runs_cand", "candidate")):
                 row = gate_sides(view).filter(round=info.name, side=side).row(0, named=True)
                 metric = round_metric(view, row["side_round"], row["run_set"]) or {"run_metrics_ms": []}
@@ -245,7 +245,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
                 lines.append(f"- {t['evidence']}{paren(t['failure_scene'], lang)}: `{tr['failure'].get('scene')}` — "
                              f"{failure_text(tr['failure'], lang)}")
     if evidence.get("probe_evidence") is not None:
-        lines.append(f"- probe: {code(evidence['probe_evidence'].get('evidence'))[:200]}")
+        lines.append(f"- {t['probe']}: {code(evidence['probe_evidence'].get('evidence'))[:200]}")
     return lines + [""]
 
 
@@ -265,7 +265,7 @@ def render_markdown(view: SessionView, lang: str = "zh") -> str:
         lines += [f"- {t['failure_scene']}: `{scene}`", ""] if scene else [""]
     if view.base is not None:
         lines += [f"- {t['base']}: {view.base['round']}{t['sep']}base_fingerprint `{view.base['base_fingerprint']}`",
-                  f"- options: {code(view.base.get('options'))}", ""]
+                  f"- {t['options_label']}: {code(view.base.get('options'))}", ""]
     lines += [f"## {t['overview']}", ""]
     lines += table(t["cols"].split("|"), overview_rows(view, lang))
     lines += [f"## {t['o0_runs']}", ""]

@@ -69,12 +69,12 @@ def lines(found: Sequence[Mapping[str, Any]], argv: Sequence[str] | None, lang: 
     if not found:
         return []
     t = TEXT["zh" if lang == "zh" else "en"]
-    out = [t["head"].format(n=len(found)) + ":"]
+    out = [t["list_head"].format(head=t["head"].format(n=len(found)))]
     for c in found:
         imp = "—" if c.get("improvement_pct") is None else f"{float(c['improvement_pct']):+.2f}%"
-        out.append(f"  {c['entry_id']} ({c['round']}): {t[c['kind']]}; gain {imp}, 95% CI {_ci(c.get('ci95_pct'))}")
+        out.append("  " + t["line"].format(entry=c["entry_id"], round=c["round"], kind=t[c["kind"]], imp=imp, ci=_ci(c.get("ci95_pct"))))
     if argv:
-        out.append(f"  {t['command']}: {' '.join(argv)}")
+        out.append("  " + t["command_line"].format(command=t["command"], argv=" ".join(argv)))
     return out
 
 

@@ -39,7 +39,7 @@ from sk_analytics.contract.rules import ContractInputError, ContractIntegrityErr
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.messages import text
+from sk_analytics.messages import coded, text
 from sk_runner.backends.base import Backend, Control, RunRequest, at_workdir
 from sk_runner.config import load_config, scrub_env
 from sk_runner.devices.lease import HeldLease, LeaseLike, hold, lease_environ
@@ -135,6 +135,8 @@ class ProfileSpec:
     """The device lease: held by the caller (a sweep: both sides of a DCCI pair inside one lease), taken for this collection, or None."""
     hosts: Hosts | None = None
     """The hosts of a multi-host collection (every host's group writes into the one capture root; each host's lease held there)."""
+    lang: str = "en"
+    """The language of the progress lines (the attempt records keep both: ``reason``, ``reason_zh``)."""
     cwd: Path | None = None
     """Working directory of the producer (None: ours), the same as for every process of the workload's trials;
     ``ASCEND_WORK_PATH`` points CANN's cwd-relative output into the capture root instead."""
@@ -275,7 +277,7 @@ class _Collector:
         argv = spec.backend.argv(request)
         session = begin(spec.role, root, session_path)
         base = AttemptRecord(n, str(root), iterations, "running", "", "", session["session_fingerprint"], argv=argv)
-        self.progress(f"{spec.role} attempt {n}: {iterations} iterations into {root}")
+        self.progress(text("profile.progress_start", spec.lang, role=spec.role, n=n, iterations=iterations, root=root))
         contract_env = {**request.contract_env(), WORK_PATH_ENV: str(request.run_dir)}
         workdir = (spec.cwd or Path.cwd()).resolve()
         try:  # on hosts: every host's ranks under one manifest (the root is on the session's storage)
@@ -323,7 +325,9 @@ class _Collector:
         target = self.spec.diag_dir / f"attempt-{attempt.attempt}.json"
         lease = run_lease_record(self.spec.hosts, self.lease)
         write_json(target, {"role": self.spec.role, "round": self.spec.round, **attempt.to_json(), "lease": lease})
-        self.progress(f"{self.spec.role} attempt {attempt.attempt}: {attempt.status} — {attempt.reason}")
+        self.progress(text("profile.progress_done", self.spec.lang, role=self.spec.role, n=attempt.attempt,
+                           status=coded(f"profile.status_{attempt.status}"),
+                           reason=attempt.reason_zh if self.spec.lang == "zh" else attempt.reason))
 
 
 def collect_profile(spec: ProfileSpec, progress: ProgressFn | None = None) -> ProfileResult:

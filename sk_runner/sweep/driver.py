@@ -97,7 +97,7 @@ def describe(action: m.Action, lang: str = "zh") -> str:
     if isinstance(action, m.ProbeRepair):
         return text("progress.probe_repair", lang)
     if isinstance(action, m.Settle):
-        return text("progress.settle", lang, entry=action.entry_id, status=action.status, reason=action.reason)
+        return text("progress.settle", lang, entry=action.entry_id, status=coded(f"report.status_{action.status}"), reason=action.reason)
     if isinstance(action, m.Stop):
         scene = action.evidence.get("scene") if isinstance(action.evidence, Mapping) else None
         return text("progress.stop", lang, reason=action.reason, scene=coded("progress.scene", scene=scene) if scene else "")

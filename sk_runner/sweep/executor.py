@@ -28,7 +28,8 @@ from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
-from sk_analytics.messages import coded
+from sk_analytics.messages import coded, resolve_lang, text
+from sk_analytics.option_trial.inference import VERDICTS
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.steps import failure_message
@@ -62,6 +63,11 @@ class Executor:
     """The language of the sweep's words written into its trials (failure scenes); None: SK_LANG, else the locale."""
 
     # -- helpers ---------------------------------------------------------------------
+    @property
+    def words(self) -> str:
+        """The language of the progress lines (:attr:`lang`, else ``SK_LANG``, else the locale)."""
+        return resolve_lang(self.lang)
+
     @property
     def root(self) -> Path:
         return self.session.root
@@ -124,12 +130,13 @@ class Executor:
 
         def progress(event: Progress) -> None:
             if event.stage in ("clean", "correctness", "probe"):
-                self.say(f"    {a.round} {event.message} ({event.elapsed_s:.1f} s)")
+                step = text(f"progress.trial_{event.stage}", self.words, k=event.k, n=event.n)
+                self.say(f"    {a.round} {step} ({event.elapsed_s:.1f} s)")
 
         adopted = adopt_round(self.session, a.round, self.config_of(a.base_round),
                               [{"pointer": c.pointer, "value": c.value} for c in a.changes], a.joint_dcci)
         if adopted:
-            self.say(f"    {a.round}: {adopted} clean runs adopted from the predecessor session (only missing runs are added)")
+            self.say("    " + text("progress.adopted", self.words, round=a.round, n=adopted))
         result = run_trial(spec, progress)
         failure = None
         if result.status != "ok":
@@ -143,8 +150,9 @@ class Executor:
             "timeout_s": a.timeout_s, "isolated_risky": a.isolated, "joint_dcci": a.joint_dcci,
             "failure": failure, "lease": result.lease, "foreign_processes": result.foreign,
             **({"adopted_runs": adopted} if adopted else {}),
-            "summary": coded("summary.trial_done", round=a.round, phase=a.phase, runs=len(result.runs_completed)) if failure is None
-            else coded("summary.trial_failed", round=a.round, phase=a.phase, runs=len(result.runs_completed), failure=failure_message(failure)),
+            "summary": coded("summary.trial_done", round=a.round, phase=coded(f"summary.phase_{a.phase}"), runs=len(result.runs_completed))
+            if failure is None else coded("summary.trial_failed", round=a.round, phase=coded(f"summary.phase_{a.phase}"),
+                                          runs=len(result.runs_completed), failure=failure_message(failure)),
         }
 
     def _frame(self, round_name: str) -> Any:
@@ -235,9 +243,10 @@ class Executor:
             "summary_path": self.rel(path),
         }
         mode = data["gate_mode"] if data["gate_mode"] in GATE_MODES else "protocol"
+        verdict = coded(f"verdict.{data['verdict']}") if data["verdict"] in VERDICTS else data["verdict"]
         data["summary"] = coded("summary.gate", round=a.round, baseline=a.baseline_round, mean_pct=data["mean_improvement_pct"],
                                 decider=coded(f"decider.{mode}"), passed=coded("summary.passed" if data["accepted"] else "summary.not_passed"),
-                                verdict=data["verdict"], protocol="" if data["gate_is_protocol"] else
+                                verdict=verdict, protocol="" if data["gate_is_protocol"] else
                                 coded("summary.protocol_gate", passed=coded("summary.passed" if data["protocol_accepted"] else "summary.not_passed")))
         return "gate_result", data
 
@@ -290,7 +299,7 @@ class Executor:
         have = len(complete_runs(self.round_dir(a.baseline_round)))
         if have >= runs:
             return 0
-        self.say(f"    {a.baseline_round}: family policy extends the incumbent from {have} to {runs} runs (they serve every later entry)")
+        self.say("    " + text("progress.family_extends", self.words, round=a.baseline_round, have=have, runs=runs))
         result = run_trial(self._repeat_spec(a.baseline_round, runs))
         return len(result.new_runs)
 
@@ -306,7 +315,8 @@ class Executor:
             runs = int(found["candidate_runs_available"])
             if found["state"] != "undecided" or runs >= cap:
                 break
-            self.say(f"    {a.round}: {found['policy']} policy undecided after {runs} runs, adding run {runs + 1}")
+            self.say("    " + text("progress.undecided", self.words, round=a.round, policy=coded(f"decider.{found['policy']}"), runs=runs,
+                                 next=runs + 1))
             result = run_trial(self._repeat_spec(a.round, runs + 1))
             if result.status != "ok":
                 break
@@ -345,6 +355,7 @@ class Executor:
             seed=self.session.seed, cwd=self.session.backend.workdir,
             lease=self.lease(),  # held by the sweep: both sides of the pair inside one lease
             hosts=self.hosts,  # every host's ranks under one manifest, each host's lease held for the whole session
+            lang=self.words,
         )
         result = collect_profile(spec, lambda text: self.say(f"    {DCCI_DIR}/{a.role}: {text}"))
         return "profile_result", {
