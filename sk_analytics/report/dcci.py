@@ -73,7 +73,7 @@ def _repair_sections(rep: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
         lines += [f"### {t['repair_settings']}", ""]
         lines += [f"- `{name}`: {code(options.get(name))}"
                   for name in ("dcci_disable_on_kernel", "dcci_before_kernel_start", "dcci_after_kernel_end")]
-        lines += [f"- diff (RFC 6902): {code(rep.get('diff'))}", ""]
+        lines += [f"- {t['config_diff']} (RFC 6902): {code(rep.get('diff'))}", ""]
     return lines
 
 

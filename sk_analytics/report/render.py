@@ -195,7 +195,7 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
             return f"{t['accept'] if accepted else t['reject']} {'✓' if accepted == should else '✗'}"
 
         en, zh = GATE_LABELS.get(str(gate.get("gate_mode") or "protocol"), GATE_LABELS["protocol"])
-        advice = (gate.get("advice") or {}).get("kind", "—")
+        advice = word(t, "advice", (gate.get("advice") or {}).get("kind", "—"))
         sequential = "—" if not seq else (t["undecided"] if seq.get("state") == "undecided" else mark(bool(seq.get("accepted"))))
         sequential += "" if not seq else " " + t["seq_runs"].format(n=seq.get("runs_used"))
         rows.append([info.name, str(info.entry_id), mark(protocol), mark(stats), sequential, zh if lang == "zh" else en,
