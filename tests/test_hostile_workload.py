@@ -21,16 +21,20 @@ from pathlib import Path
 
 import pytest
 from test_workload_contract import doc_workload, write_task
+from zh_words import stray_english
 
 from sk_analytics.cli import cli as analyze_cli
 from sk_analytics.cli._base import run_cli
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ingest.timings import parse_rank_log
+from sk_analytics.messages import render
+from sk_analytics.stage_o.steps import failure_message
 from sk_runner.backends.base import Control
 from sk_runner.cli import cli
+from sk_runner.process import ProcessResult
 from sk_runner.sweep.phase import validate_task
-from sk_runner.trial.outcome import sample_count_problem
+from sk_runner.trial.outcome import classify, sample_count_problem
 from sk_runner.trial.sources import MAX_SOURCE_FILES, source_files, source_hashes
 
 BASE = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {"auto_op_parallel": 0}}
@@ -195,6 +199,25 @@ def test_named_sources_replace_the_default(tmp_path: Path, capsys: pytest.Captur
     assert f"changed since: {tmp_path / 'model' / 'weights.cfg'}" in capsys.readouterr().err
     assert run_cli(cli, "sk-run", _trial(tmp_path, "--source", "nothing.py", iterations=8)) == 2
     assert "workload source 'nothing.py'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("exit_code", "sig", "timed_out", "en", "zh"), [
+    (3, None, False, "exit status 3; last stderr: RuntimeError: EZ9999 device lost", "退出码 3；stderr 末行：RuntimeError: EZ9999 device lost"),
+    (None, 9, False, "killed by SIGKILL; last stderr: RuntimeError: EZ9999 device lost", "被信号 SIGKILL 终止；stderr 末行：RuntimeError"),
+    (None, 15, True, "no exit within 6.0 s: process group terminated; stderr empty", "6.0 秒内未退出：进程组已被终止；stderr 为空"),
+])
+def test_a_crash_or_timeout_is_worded_in_the_readers_language(tmp_path: Path, exit_code: int | None, sig: int | None, timed_out: bool,
+                                                               en: str, zh: str) -> None:
+    """The runner's words of a process that crashed or timed out are a message: the English record keeps them as they
+    were, a Chinese console and report say them in Chinese (the workload's own stderr lines stay as written)."""
+    if not timed_out:
+        (tmp_path / "stderr.txt").write_text("RuntimeError: EZ9999 device lost\n", encoding="utf-8")
+    result = ProcessResult(4242, exit_code, sig, timed_out, 0, 1, 0.1)
+    outcome = classify(result, tmp_path, Control(ranks=1, iterations=10, warmup=2, timeout_s=6.0), need_correctness=False)
+    assert outcome.message == en and outcome.words is not None and render(outcome.words, "en") == en
+    said = render(failure_message({"stage": outcome.status, "message": outcome.message, "words": outcome.words}), "zh")
+    assert zh in said and stray_english(said.replace("RuntimeError: EZ9999 device lost", "")) == []
+    assert render(failure_message({"stage": outcome.status, "message": outcome.message}), "zh").endswith(f"（{en}）")  # older records
 
 
 def test_default_sources_in_and_out_of_git(tmp_path: Path) -> None:

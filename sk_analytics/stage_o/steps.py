@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sk_analytics.messages import coded
+from sk_analytics.messages import coded, is_coded
 from sk_analytics.option_trial.modes import FAMILY_INCUMBENT_RUNS
 from sk_analytics.stage_o.actions import (
     Action,
@@ -43,7 +43,8 @@ def failure_message(failure: Mapping[str, Any] | None) -> dict[str, Any]:
     message = str(failure.get("message") or "")
     if stage not in FAILURE_KINDS and failure.get("reason_zh"):  # an older record's own Chinese words for a kind no catalog knows
         return {"zh": str(failure["reason_zh"]), "en": f"{stage} ({message})" if message else stage}
-    return coded(f"failure.{stage}" if stage in FAILURE_KINDS else "failure.other", stage=stage, message=message)
+    words = failure.get("words")  # the runner's words as a message (a Chinese reader gets Chinese), where recorded
+    return coded(f"failure.{stage}" if stage in FAILURE_KINDS else "failure.other", stage=stage, message=words if is_coded(words) else message)
 
 
 def failure_reason(trial: Mapping[str, Any], code: str, **params: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -9,7 +9,9 @@ with them (issue 37).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from sk_analytics.messages import coded, text
 from sk_runner.process.faults import tail_text
 
 LINES = 3
@@ -25,7 +27,13 @@ def last_lines(path: Path | None, lines: int = LINES) -> list[str]:
     return [line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…" for line in kept]
 
 
+def stderr_words(path: Path | None) -> dict[str, Any]:
+    """:func:`stderr_note` as a recorded message (worded in the reader's language)."""
+    tail = last_lines(path)
+    return coded("probe_cause.stderr_tail", lines=" | ".join(tail)) if tail else coded("probe_cause.stderr_empty")
+
+
 def stderr_note(path: Path | None) -> str:
     """``; last stderr: a | b | c`` (``; stderr empty`` when there is none), to end a failure message with."""
-    tail = last_lines(path)
-    return f"; last stderr: {' | '.join(tail)}" if tail else "; stderr empty"
+    words = stderr_words(path)
+    return text(words["code"], "en", **words["params"])

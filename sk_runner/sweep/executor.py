@@ -140,7 +140,8 @@ class Executor:
         result = run_trial(spec, progress)
         failure = None
         if result.status != "ok":
-            failure = {"stage": result.outcome, "message": result.message, "scene": self.rel(result.scene_dir)}
+            failure = {"stage": result.outcome, "message": result.message, "scene": self.rel(result.scene_dir),
+                       **({"words": result.words} if result.words is not None else {})}
         return "trial_result", {
             "round": a.round, "entry_id": a.entry_id, "phase": a.phase, "ok": result.status == "ok",
             "runs_added": len(result.new_runs), "runs_total": len(result.runs_completed),

@@ -13,9 +13,10 @@ from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import sha256_file
 from sk_analytics.ingest.base import ParseResult
 from sk_analytics.ingest.timings import RANK_LOG, parse_rank_logs, rank_of
+from sk_analytics.messages import coded, render
 from sk_runner.backends.base import Control
 from sk_runner.process import ProcessResult
-from sk_runner.process.stderr_tail import stderr_note
+from sk_runner.process.stderr_tail import stderr_note, stderr_words
 
 
 @dataclass
@@ -28,6 +29,9 @@ class RunOutcome:
     correctness: dict[str, Any] | None = None
     parsed: dict[Path, ParseResult] = field(default_factory=dict)
     """The validated rank logs' timings, handed to the ingest so each log is parsed once."""
+    words: dict[str, Any] | None = None
+    """``message`` as a recorded message (its English rendering is ``message``), for a process that timed out or
+    crashed: a Chinese reader gets Chinese words; None where only the English message exists."""
 
 
 
@@ -36,10 +40,14 @@ def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_cor
     ends with the workload's last stderr lines, from ``stderr.txt`` of the run folder); a rank
     that logged fewer decode samples than asked is a crash too (:func:`read_rank_logs`)."""
     if not result.ok:
-        tail = stderr_note(run_dir / "stderr.txt")
+        tail = stderr_words(run_dir / "stderr.txt")
         if result.timed_out:
-            return RunOutcome("timeout", f"no exit within {control.timeout_s} s: process group terminated{tail}")
-        return RunOutcome("crash", f"killed by {result.signal_name}{tail}" if result.signal is not None else f"exit status {result.exit_code}{tail}")
+            words = coded("runner.timeout", seconds=control.timeout_s, tail=tail)
+        elif result.signal is not None:
+            words = coded("runner.killed", signal=result.signal_name, tail=tail)
+        else:
+            words = coded("runner.exit_status", code=result.exit_code, tail=tail)
+        return RunOutcome("timeout" if result.timed_out else "crash", render(words, "en"), words=words)
     correctness = None
     corr_path = run_dir / "correctness.json"
     if corr_path.is_file():
@@ -56,8 +64,8 @@ def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_cor
     logs = read_rank_logs(run_dir, control)
     if logs.problem is not None:  # a rank that ended early may have said why on stderr
         status, message = logs.problem
-        tail = stderr_note(run_dir / "stderr.txt") if status == "crash" else ""
-        return RunOutcome(status, message + tail, correctness=correctness)
+        note = stderr_note(run_dir / "stderr.txt") if status == "crash" else ""
+        return RunOutcome(status, message + note, correctness=correctness)
     return RunOutcome("ok", "ok", logs.records, correctness, logs.parsed)
 
 

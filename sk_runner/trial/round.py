@@ -11,7 +11,7 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import sha256_file
-from sk_analytics.messages import resolve_lang
+from sk_analytics.messages import coded, resolve_lang
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
 from sk_runner.devices.lease import lease_environ
 from sk_runner.fingerprint import env_hash
@@ -44,10 +44,11 @@ class Round:
             raise UsageError(f"round {spec.round} already has {len(done)} clean runs, more than --top-up-to {spec.top_up_to}")
         self.new: list[int] = []
 
-    def result(self, status: str, outcome: str, message: str, correctness: str, scene: Path | None = None) -> TrialResult:
+    def result(self, status: str, outcome: str, message: str, correctness: str, scene: Path | None = None,
+               words: dict[str, Any] | None = None) -> TrialResult:
         return TrialResult(self.spec.round, self.trial.dir, status, outcome, message, complete_runs(self.trial.dir), self.target,
                            self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene, self.trial.lease_record(),
-                           [] if self.trial.proof is None else list(self.trial.proof.discarded))
+                           [] if self.trial.proof is None else list(self.trial.proof.discarded), words)
 
     def gate_progress(self, correctness: str, last: str) -> dict[str, Any]:
         probe = "ready" if self.spec.incumbent or (self.trial.dir / "probe.json").is_file() else "not_ready"
@@ -119,7 +120,8 @@ class Round:
             scene = self.seal("correctness", "CORRECTNESS", outcome.status, outcome.message, argv, request.contract_env(),
                               proc, corr_dir, self.config_path, "failed", "none" if self.spec.incumbent else "probe")
             message = relocated(outcome.message, corr_dir, trial.move_aside(corr_dir))
-            return self.result("failed", outcome.status, message, "failed", scene)
+            words = outcome.words if message == outcome.message else None  # the words name no file that moved
+            return self.result("failed", outcome.status, message, "failed", scene, words)
         meta = trial.meta("correctness", "CORRECTNESS", request, argv, proc, outcome, self.config_sha, self.trial_fp)
         write_json(corr_dir / "meta.json", meta)
         return None
@@ -144,7 +146,8 @@ class Round:
                 scene = self.seal("clean", run_name, outcome.status, outcome.message, argv, request.contract_env(), proc,
                                   run_dir, self.config_path, "passed", "correctness")
                 message = relocated(outcome.message, run_dir, trial.move_aside(run_dir))
-                return self.result("failed", outcome.status, f"{run_name}: {message}", "passed", scene)
+                words = coded("runner.in_run", run=run_name, message=outcome.words) if outcome.words and message == outcome.message else None
+                return self.result("failed", outcome.status, f"{run_name}: {message}", "passed", scene, words)
             trial.ingest(run_dir, run_name, k, meta, outcome)
             write_json(run_dir / "meta.json", meta)  # last: the run is complete
             trial.durations.append(time.monotonic() - started)

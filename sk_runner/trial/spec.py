@@ -110,6 +110,8 @@ class TrialResult:
     """The lease the trial ran under (mode, root, device_ids; mode None: unleased)."""
     foreign: list[dict[str, Any]] = field(default_factory=list)
     """Clean runs discarded because a foreign process used the leased devices (``foreign_process_on_device``)."""
+    words: dict[str, Any] | None = None
+    """A failure's ``message`` as a recorded message (English rendering = ``message``) where the runner has one."""
 
     @property
     def exit_code(self) -> int:
