@@ -139,13 +139,14 @@ def test_a_foreign_load_during_a_clean_run_discards_it_and_the_run_is_made_again
     assert runs.height == 3 and runs.filter(pl.col("status") == "ok").height == 3  # the discarded run is in no table
 
 
-def test_without_the_lease_a_foreign_load_fools_the_gate_and_with_it_nothing_is_measured(tmp_path: Path) -> None:
+def test_without_the_lease_a_foreign_load_fools_the_gate_and_with_it_nothing_is_measured(tmp_path: Path,
+                                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     session, base = _session(tmp_path)
     backend = SimBackend(extra_args=["--noise", "0.2"])
 
     def spec(round_name: str, lease: LeaseRequest | None, runs: int = 3) -> TrialSpec:
         return TrialSpec(session=session, round=round_name, base_config=base, incumbent=True, runs=runs, control=CONTROL, env=_env(),
-                         cwd=tmp_path, backend=backend, seed=11, lease=lease)
+                         cwd=tmp_path, backend=backend, seed=11, lease=lease, lang="zh")
 
     need = Need(str(tmp_path / "locks"), (0, 1))
     with foreign_load("0-1") as load:
@@ -155,6 +156,9 @@ def test_without_the_lease_a_foreign_load_fools_the_gate_and_with_it_nothing_is_
                                                        r"outside the lease \(devices 0,1\) for more than 0.5 s before run-1"):
             run_trial(spec("O0L", LeaseRequest(need, timeout_s=0.5)))
         assert complete_runs(round_dir_of(session, "O0L")) == []  # leased: nothing measured while the load is there
+        # the wait line speaks the trial's language (a Chinese sweep's); the blocker's error line above stays English
+        assert f"sk-run: 租约外有 NPU 0 上的进程 pid {load.pid}（sk-run sim --foreign-load 0-1 --slowdown 1.08）（另有 1 处，在 NPU 1 上）；" \
+               "run-1 开始前最多等待 0.5 秒（--lease-timeout）" in capsys.readouterr().err
     later = run_trial(spec("O0L", LeaseRequest(need, timeout_s=60)))
     assert later.runs_completed == [1, 2, 3] and later.lease["mode"] == "acquired"
 

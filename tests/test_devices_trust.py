@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 from test_devices_lease import _busy, _trial_args, holding, sk_run, under_parent
+from zh_words import stray_english
 
-from sk_analytics.errors import UsageError
+from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_runner.devices.holders import ancestors, flock_holders, kernel_holder, parse_proc_locks
 from sk_runner.devices.lease import (
     INHERITED,
@@ -27,7 +29,7 @@ from sk_runner.devices.lease import (
     take,
 )
 from sk_runner.devices.markers import HELD, IDS, ROOT, Need
-from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess
+from sk_runner.devices.occupancy import LOCK_LOST, LOCK_SOURCE, DeviceProcess
 from sk_runner.devices.options import lease_request, require_lease, rerun_options, resume_request
 from sk_runner.devices.proof import WHO_LIMIT, CleanDeviceProof, Sighting, _who
 from sk_runner.devices.registry import REGISTRY_ENV, private_registry, session_registry
@@ -310,3 +312,38 @@ def test_a_trial_blocked_at_the_lease_prints_the_command_that_takes_its_lease_ag
     for meta in (round_dir / "CORRECTNESS/meta.json", round_dir / "CLEAN/run-1/meta.json"):
         lease = json.loads(meta.read_text())["lease"]
         assert (lease["mode"], lease["root"], lease["device_ids"]) == ("acquired", str(root), [0, 1]), meta
+
+
+class _Stranger:
+    """An occupancy source that always sees one foreign process on the first leased device."""
+
+    name = "npu-smi"
+
+    def snapshot(self, devices: tuple[int, ...]) -> list[DeviceProcess]:
+        return [DeviceProcess(devices[0], 73215, "", "npu-smi")]
+
+
+@pytest.mark.parametrize(("lang", "waiting", "discarded"), [
+    ("zh", "租约外有 NPU 0 上的进程 pid 73215（命令未知）；run-1 开始前最多等待 0 秒（--lease-timeout）",
+     "run-1 运行期间租约外有 NPU 0 上的进程 pid 73215（命令未知）：本次不计（已移至 "),
+    ("en", "pid 73215 (unknown command) on NPU 0 outside the lease; waiting up to 0 s (--lease-timeout) before run-1",
+     "run-1 saw pid 73215 (unknown command) on NPU 0 outside the lease: discarded (moved to "),
+])
+def test_the_proofs_progress_lines_speak_the_sessions_language(tmp_path: Path, lang: str, waiting: str, discarded: str) -> None:
+    """A zh sweep's wait and re-run lines are Chinese (the process named in them too), an en one's English; the
+    blocker that ends the wait stays an English error line, whatever the language."""
+    said: list[str] = []
+    with acquire(Need(str(tmp_path / "locks"), (0,)), timeout_s=1, on_wait=None) as lease:
+        proof = CleanDeviceProof(lease, _Stranger(), tmp_path / "round", "O1", wait_s=0.0, say=said.append, lang=lang)
+        with pytest.raises(EnvironmentBlocker, match=r"^pid 73215 \(unknown command\) on NPU 0 outside the lease"):
+            proof.before("run-1")
+        seen = proof.after()
+        proof.discard("run-1", seen, seen, tmp_path / "aside")
+    assert said[0] == waiting and said[1].startswith(discarded)
+    if lang == "zh":
+        assert [stray_english(line) for line in said] == [[], []]
+    else:
+        assert not any(re.search("[\u4e00-\u9fff]", line) for line in said)
+    lost = DeviceProcess(1, 0, LOCK_LOST + "its lock file was removed", LOCK_SOURCE)
+    assert lost.describe(lang) == {"zh": "NPU 1：租约的锁已丢失（its lock file was removed）",
+                                   "en": "NPU 1: the lease's lock is lost: its lock file was removed"}[lang]

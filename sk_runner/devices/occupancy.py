@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.messages import text
 from sk_runner.devices.registry import registry_root, tenants
 from sk_runner.process import command_line
 
@@ -32,6 +33,8 @@ NPU_SMI = "npu-smi"
 NPU_SMI_TIMEOUT_S = 60.0
 LOCK_SOURCE = "lease-lock"
 """The source of a sighting that is no process on the device but the lease's lock lost (removed, replaced, released)."""
+LOCK_LOST = "the lease's lock is lost: "
+"""How the ``command`` of a :data:`LOCK_SOURCE` sighting begins (recorded; the why follows)."""
 _IDLE = re.compile(r"No running processes found in NPU\s+(\d+)")
 
 
@@ -48,10 +51,11 @@ class DeviceProcess:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def describe(self) -> str:
+    def describe(self, lang: str = "en") -> str:
+        """The process in ``lang`` (a progress line of the session's language; an error line: English)."""
         if self.source == LOCK_SOURCE:  # not a process the source saw: the lease's own lock was lost (proof.py)
-            return f"NPU {self.device}: {self.command}"
-        return f"pid {self.pid} ({self.command or 'unknown command'}) on NPU {self.device}"
+            return text("device.lock_lost", lang, device=self.device, why=self.command.removeprefix(LOCK_LOST))
+        return text("device.process", lang, pid=self.pid, device=self.device, command=self.command or text("device.unknown_command", lang))
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import append_bytes
+from sk_analytics.messages import resolve_lang, text
 from sk_runner.devices.lease import HeldLease
 from sk_runner.devices.markers import format_ids
-from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess, OccupancySource
+from sk_runner.devices.occupancy import LOCK_LOST, LOCK_SOURCE, DeviceProcess, OccupancySource
 
 FOREIGN_FILE = "foreign-processes.jsonl"
 FOREIGN = "foreign_process_on_device"
@@ -62,19 +63,21 @@ class CleanDeviceProof:
     """Before/after checks of one trial's clean runs on ``lease``'s devices, recorded in its round folder."""
 
     def __init__(self, lease: HeldLease, source: OccupancySource, round_dir: Path, round_name: str, *,
-                 wait_s: float, say: Callable[[str], None] | None = None, host: str | None = None) -> None:
+                 wait_s: float, say: Callable[[str], None] | None = None, host: str | None = None, lang: str | None = None) -> None:
         self.lease, self.source, self.round_dir, self.round_name = lease, source, round_dir, round_name
         self.host = host
         """The host of the devices, named in every record (a multi-host run proves each host's devices on that host)."""
         self.wait_s = wait_s
         self.say = say or _announce
+        self.lang = resolve_lang(lang)
+        """The language of the progress lines (the session's ``--lang``); the blockers' error lines are English."""
         self.discarded: list[dict[str, Any]] = []
 
     def look(self, phase: str) -> Sighting:
         """The processes the source sees on the leased devices, and the lease's own locks: a lock lost since it was
         taken (its file removed or replaced, an inherited one released) lets a foreign holder in between runs."""
         seen = self.source.snapshot(self.lease.device_ids)
-        lost = [DeviceProcess(device, 0, f"the lease's lock is lost: {why}", LOCK_SOURCE) for device, why in self.lease.lock_problems()]
+        lost = [DeviceProcess(device, 0, LOCK_LOST + why, LOCK_SOURCE) for device, why in self.lease.lock_problems()]
         return Sighting(phase, time.time_ns(), self.source.name, (*seen, *lost))
 
     def _note(self, run: str, sighting: Sighting, action: str, **extra: Any) -> dict[str, Any]:
@@ -91,7 +94,7 @@ class CleanDeviceProof:
         if sighting.clean:
             return sighting
         self._note(run, sighting, "waited")
-        self.say(f"{_who(sighting)} outside the lease; waiting up to {self.wait_s:g} s (--lease-timeout) before {run}")
+        self.say(text("proof.waiting", self.lang, who=_who(sighting, self.lang), seconds=self.wait_s, run=run))
         deadline = time.monotonic() + self.wait_s
         while not sighting.clean:
             if time.monotonic() >= deadline:
@@ -117,7 +120,7 @@ class CleanDeviceProof:
         if tries > FOREIGN_RERUNS:
             raise ForeignProcessBlocker(f"{run} saw {_who(after)} outside the lease in {tries} tries; none of them counts "
                                         f"(recorded in {self.round_dir / FOREIGN_FILE}): free the devices, then run the same command again")
-        self.say(f"{run} saw {_who(after)} outside the lease: discarded (moved to {moved_to}), running it again")
+        self.say(text("proof.discarded", self.lang, run=run, who=_who(after, self.lang), moved_to=moved_to))
 
     @staticmethod
     def record(before: Sighting, after: Sighting) -> dict[str, Any]:
@@ -134,12 +137,12 @@ WHO_LIMIT = 300
 """Characters of the first process an error line names (a command line can be kilobytes long)."""
 
 
-def _who(sighting: Sighting) -> str:
+def _who(sighting: Sighting, lang: str = "en") -> str:
     """The first process seen and how many more: one bounded phrase, never one command per NPU."""
     procs = sighting.processes
-    first = procs[0].describe()
+    first = procs[0].describe(lang)
     first = first if len(first) <= WHO_LIMIT else first[: WHO_LIMIT - 1] + "…"
     if len(procs) == 1:
         return first
     devices = format_ids(p.device for p in procs[1:])
-    return f"{first} (and {len(procs) - 1} more sighting(s) on NPU {devices})"
+    return text("device.more_sightings", lang, first=first, n=len(procs) - 1, devices=devices)

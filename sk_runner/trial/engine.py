@@ -90,7 +90,8 @@ def run_trial(spec: TrialSpec, progress: ProgressFn | None = None) -> TrialResul
                 trial.proof = spec.hosts.proof(trial.dir, spec.round, spec.backend.name)
             else:
                 trial.proof = None if trial.lease is None else CleanDeviceProof(
-                    trial.lease, occupancy_source(spec.backend.name, trial.env), trial.dir, spec.round, wait_s=trial.lease.timeout_s)
+                    trial.lease, occupancy_source(spec.backend.name, trial.env), trial.dir, spec.round, wait_s=trial.lease.timeout_s,
+                    lang=spec.lang)
             steps = Round(trial, derived, seed)
             return steps.probe() or steps.correctness() or steps.clean_runs()
     except (EnvironmentBlocker, OSError) as exc:
