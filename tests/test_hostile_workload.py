@@ -95,17 +95,24 @@ def test_a_rank_that_died_early_under_a_launcher_that_exits_0_is_a_crash(tmp_pat
     assert not (tmp_path / "session" / "experiments" / "Sbest" / "O0-INCUMBENT" / "CLEAN").exists()  # nothing measured
 
 
-@pytest.mark.parametrize(("counts", "iterations", "status", "needle"), [
-    ([64, 20], 64, "crash", "rank 1 (log_1.log: 20 decode samples), expected 64 (SK_RUN_ITERATIONS=64)"),
-    ([20, 20], 64, "crash", "rank 0 (log_0.log: 20 decode samples), rank 1 (log_1.log: 20 decode samples), expected 64"),
-    ([30, 12], None, "crash", "rank 1 (log_1.log: 12 decode samples), expected 30 (as many as the other ranks)"),
-    ([65, 64], 64, "bad_logs", "log_0.log has 65 decode samples, expected exactly 64 (SK_RUN_ITERATIONS=64)"),
-    ([4, 4], None, "bad_logs", "log_0.log has 4 decode samples, not more than warm-up 4"),
+@pytest.mark.parametrize(("counts", "iterations", "status", "needle", "zh"), [
+    ([64, 20], 64, "crash", "rank 1 (log_1.log: 20 decode samples), expected 64 (SK_RUN_ITERATIONS=64)",
+     "提前结束：rank 1（log_1.log：20 个 decode 样本），应为 64 个（SK_RUN_ITERATIONS=64）"),
+    ([20, 20], 64, "crash", "rank 0 (log_0.log: 20 decode samples), rank 1 (log_1.log: 20 decode samples), expected 64",
+     "rank 0（log_0.log：20 个 decode 样本），rank 1（log_1.log：20 个 decode 样本），应为 64 个"),
+    ([30, 12], None, "crash", "rank 1 (log_1.log: 12 decode samples), expected 30 (as many as the other ranks)",
+     "应为 30 个（与其他 rank 一样多）"),
+    ([65, 64], 64, "bad_logs", "log_0.log has 65 decode samples, expected exactly 64 (SK_RUN_ITERATIONS=64)",
+     "log_0.log 有 65 个 decode 样本，应恰为 64 个（SK_RUN_ITERATIONS=64）"),
+    ([4, 4], None, "bad_logs", "log_0.log has 4 decode samples, not more than warm-up 4", "log_0.log 只有 4 个 decode 样本，不多于预热的 4 个"),
 ])
-def test_decode_sample_counts(counts: list[int], iterations: int | None, status: str, needle: str) -> None:
+def test_decode_sample_counts(counts: list[int], iterations: int | None, status: str, needle: str, zh: str) -> None:
+    """The problem is a recorded message: English as it always was, Chinese for a Chinese reader (no English words)."""
     logs = {Path(f"log_{rank}.log"): n for rank, n in enumerate(counts)}
     problem = sample_count_problem(logs, Control(ranks=2, iterations=iterations, warmup=4))
-    assert problem is not None and problem[0] == status and needle in problem[1], problem
+    assert problem is not None and problem[0] == status and needle in render(problem[1], "en"), problem
+    said = render(problem[1], "zh")
+    assert zh in said and stray_english(said) == [], said
     assert sample_count_problem({path: iterations or 30 for path in logs}, Control(ranks=2, iterations=iterations, warmup=4)) is None
 
 
@@ -218,6 +225,27 @@ def test_a_crash_or_timeout_is_worded_in_the_readers_language(tmp_path: Path, ex
     said = render(failure_message({"stage": outcome.status, "message": outcome.message, "words": outcome.words}), "zh")
     assert zh in said and stray_english(said.replace("RuntimeError: EZ9999 device lost", "")) == []
     assert render(failure_message({"stage": outcome.status, "message": outcome.message}), "zh").endswith(f"（{en}）")  # older records
+
+
+def test_a_rank_log_problem_is_worded_in_the_readers_language(tmp_path: Path) -> None:
+    """A rank that ended early (the launcher exited 0) and a missing log: the Chinese reason says it in Chinese, the
+    English record keeps its words; a record that holds only the plain text (older sessions) still renders."""
+    (tmp_path / "log_0.log").write_text("Inference time (decode): 10.0 ms\n" * 12, encoding="utf-8")
+    (tmp_path / "log_1.log").write_text("Inference time (decode): 10.0 ms\n" * 7, encoding="utf-8")
+    (tmp_path / "stderr.txt").write_text("rank 1 lost its device\n", encoding="utf-8")
+    done = ProcessResult(4242, 0, None, False, 0, 1, 0.1)
+    outcome = classify(done, tmp_path, Control(ranks=2, iterations=12, warmup=2), need_correctness=False)
+    en = ("ended early: rank 1 (log_1.log: 7 decode samples), expected 12 (SK_RUN_ITERATIONS=12); a rank that stops early "
+          "is a failed run; last stderr: rank 1 lost its device")
+    assert (outcome.status, outcome.message) == ("crash", en) and outcome.words is not None
+    said = render(failure_message({"stage": outcome.status, "message": outcome.message, "words": outcome.words}), "zh")
+    assert "提前结束：rank 1（log_1.log：7 个 decode 样本），应为 12 个" in said and "stderr 末行：rank 1 lost its device" in said
+    assert stray_english(said.replace("rank 1 lost its device", "")) == [], said
+    assert render(failure_message({"stage": "crash", "message": en}), "zh").endswith(f"（{en}）")  # an older record: its text
+    (tmp_path / "log_1.log").unlink()
+    missing = classify(done, tmp_path, Control(ranks=2, iterations=12, warmup=2), need_correctness=True)
+    assert (missing.status, missing.message) == ("bad_logs", "correctness.json missing") and missing.words is not None
+    assert render(missing.words, "zh") == "缺少 correctness.json"
 
 
 def test_default_sources_in_and_out_of_git(tmp_path: Path) -> None:

@@ -155,7 +155,8 @@ def test_a_rank_that_ended_early_blocks_the_collection_as_a_trial_calls_it_a_cra
     expected = ("rank logs refused (crash): ended early: rank 1 (log_1.log: 7 decode samples), expected 12 "
                 "(SK_RUN_ITERATIONS=12); a rank that stops early is a failed run")
     assert result.reason.startswith(expected) and "rank 1 lost its device" in result.reason  # and the workload's stderr
-    assert result.reason_zh.startswith("rank 日志不符合要求（crash），采集不得用于分析：ended early: rank 1")
+    assert result.reason_zh.startswith("rank 日志不符合要求（crash），采集不得用于分析：提前结束：rank 1（log_1.log：7 个 decode 样本）")
+    assert stray_english(result.reason_zh.replace("crash", "").replace("rank 1 lost its device", "")) == []
     assert not (Path(result.attempts[0].root) / MANIFEST_NAME).exists()
     complete = collect_profile(_spec(setup, "ok", iterations=12, control=Control(ranks=2, iterations=12, warmup=2, timeout_s=60)))
     assert complete.status == "complete", complete.reason  # the same logs, every rank whole

@@ -49,7 +49,7 @@ from sk_runner.probe.evidence import WORK_PATH_ENV
 from sk_runner.process import ProcessResult, lifetime
 from sk_runner.process.attempts import new_attempt_dir
 from sk_runner.process.session import require_session
-from sk_runner.process.stderr_tail import stderr_note
+from sk_runner.process.stderr_tail import stderr_words
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 from sk_runner.trial import ROUND_NAME, round_dir_of
 from sk_runner.trial.outcome import read_rank_logs
@@ -295,8 +295,9 @@ class _Collector:
         logs = read_rank_logs(root, control)  # the trial's check: a rank that ended early is a crash, whatever the exit status
         if logs.problem is not None:
             status, detail = logs.problem
-            tail = stderr_note(stem.with_name(f"attempt-{n}.stderr.log")) if status == "crash" else ""
-            en, zh = _both("profile.rank_logs", status=status, detail=detail + tail)
+            if status == "crash":
+                detail = coded("logs.with_tail", problem=detail, tail=stderr_words(stem.with_name(f"attempt-{n}.stderr.log")))
+            en, zh = _both("profile.rank_logs", status=status, detail=detail)
             return replace(base, status="blocked", reason=en, reason_zh=zh)
         try:
             manifest = finalize(

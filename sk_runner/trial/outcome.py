@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from sk_analytics.ingest.timings import RANK_LOG, parse_rank_logs, rank_of
 from sk_analytics.messages import coded, render
 from sk_runner.backends.base import Control
 from sk_runner.process import ProcessResult
-from sk_runner.process.stderr_tail import stderr_note, stderr_words
+from sk_runner.process.stderr_tail import stderr_words
 
 
 @dataclass
@@ -30,8 +31,8 @@ class RunOutcome:
     parsed: dict[Path, ParseResult] = field(default_factory=dict)
     """The validated rank logs' timings, handed to the ingest so each log is parsed once."""
     words: dict[str, Any] | None = None
-    """``message`` as a recorded message (its English rendering is ``message``), for a process that timed out or
-    crashed: a Chinese reader gets Chinese words; None where only the English message exists."""
+    """``message`` as a recorded message (its English rendering is ``message``), for a failed run (timeout, crash,
+    bad logs, wrong output): a Chinese reader gets Chinese words; None for an ok run."""
 
 
 
@@ -47,34 +48,41 @@ def classify(result: ProcessResult, run_dir: Path, control: Control, *, need_cor
             words = coded("runner.killed", signal=result.signal_name, tail=tail)
         else:
             words = coded("runner.exit_status", code=result.exit_code, tail=tail)
-        return RunOutcome("timeout" if result.timed_out else "crash", render(words, "en"), words=words)
+        return worded("timeout" if result.timed_out else "crash", words)
     correctness = None
     corr_path = run_dir / "correctness.json"
     if corr_path.is_file():
         try:
             correctness = load_json_file(corr_path)
         except InputError as exc:
-            return RunOutcome("bad_logs", f"correctness.json unreadable: {exc.one_line()}")
+            return worded("bad_logs", coded("logs.correctness_unreadable", detail=exc.one_line()))
         if not isinstance(correctness, dict) or not isinstance(correctness.get("passed"), bool):
-            return RunOutcome("bad_logs", "correctness.json has no boolean 'passed'")
+            return worded("bad_logs", coded("logs.correctness_no_passed"))
         if correctness["passed"] is not True:
-            return RunOutcome("wrong_output", "correctness.json reports passed=false", correctness=correctness)
+            return worded("wrong_output", coded("logs.correctness_failed"), correctness)
     elif need_correctness:
-        return RunOutcome("bad_logs", "correctness.json missing")
+        return worded("bad_logs", coded("logs.correctness_missing"))
     logs = read_rank_logs(run_dir, control)
     if logs.problem is not None:  # a rank that ended early may have said why on stderr
-        status, message = logs.problem
-        note = stderr_note(run_dir / "stderr.txt") if status == "crash" else ""
-        return RunOutcome(status, message + note, correctness=correctness)
+        status, words = logs.problem
+        if status == "crash":
+            words = coded("logs.with_tail", problem=words, tail=stderr_words(run_dir / "stderr.txt"))
+        return worded(status, words, correctness)
     return RunOutcome("ok", "ok", logs.records, correctness, logs.parsed)
+
+
+def worded(status: str, words: dict[str, Any], correctness: dict[str, Any] | None = None) -> RunOutcome:
+    """A failed run's outcome from its recorded message: ``message`` is the English rendering, ``words`` the message."""
+    return RunOutcome(status, render(words, "en"), correctness=correctness, words=words)
 
 
 @dataclass(frozen=True)
 class RankLogs:
     """What the rank logs of a finished run say: the first problem, else each log's record and timings."""
 
-    problem: tuple[str, str] | None
-    """(status, message): ``crash`` (a rank ended early) or ``bad_logs``; None when every log is as asked."""
+    problem: tuple[str, dict[str, Any]] | None
+    """(status, words): ``crash`` (a rank ended early) or ``bad_logs``, and what is wrong as a recorded message
+    (``logs.*``, :func:`sk_analytics.messages.coded`); None when every log is as asked."""
     records: list[dict[str, Any]] = field(default_factory=list)
     """Per rank: ``file``, ``sha256``, ``decode_samples``, ``prefill_samples`` (empty on a problem)."""
     parsed: dict[Path, ParseResult] = field(default_factory=dict)
@@ -88,49 +96,48 @@ def read_rank_logs(run_dir: Path, control: Control) -> RankLogs:
     extra = sorted((p.name for p in run_dir.glob("log_*.log") if RANK_LOG.match(p.name) and rank_of(p) >= control.ranks),
                    key=lambda name: int(name[4:-4]))
     if extra:  # the analysis would refuse the run folder later, after the session went on: say it now, with a scene
-        return RankLogs(("bad_logs", f"rank log(s) {', '.join(extra)} beyond SK_RUN_RANKS={control.ranks}: the workload wrote "
-                                     f"logs for more ranks than sk-tune asked for (log_0.log ... log_{control.ranks - 1}.log)"))
+        return RankLogs(("bad_logs", coded("logs.extra", files=", ".join(extra), ranks=control.ranks, last=control.ranks - 1)))
     paths = [run_dir / f"log_{rank}.log" for rank in range(control.ranks)]
     missing = next((path for path in paths if not path.is_file()), None)
     present = paths if missing is None else paths[:paths.index(missing)]
     try:  # one vectorized parse, root as ingest_run_dir gives it: the ingest reuses it
         parsed = dict(zip(present, parse_rank_logs(present, root=run_dir), strict=True))
     except InputError as exc:
-        return RankLogs(("bad_logs", f"rank log unparsable: {exc.one_line()}"))
+        return RankLogs(("bad_logs", coded("logs.unparsable", detail=exc.one_line())))
     counts = {path: timings.frame.filter(pl.col("phase") == "decode").height for path, timings in parsed.items()}
     problem = sample_count_problem(counts, control)
     if problem is not None:
         return RankLogs(problem)
     if missing is not None:
-        return RankLogs(("bad_logs", f"rank log {missing.name} missing"))
+        return RankLogs(("bad_logs", coded("logs.missing", file=missing.name)))
     records = [{"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
                 "prefill_samples": parsed[path].frame.height - decode} for path, decode in counts.items()]
     return RankLogs(None, records, parsed)
 
 
-def sample_count_problem(counts: dict[Path, int], control: Control) -> tuple[str, str] | None:
-    """(status, message) when the decode samples of the rank logs are not what sk-tune asked for, else None.
+def sample_count_problem(counts: dict[Path, int], control: Control) -> tuple[str, dict[str, Any]] | None:
+    """(status, words) when the decode samples of the rank logs are not what sk-tune asked for, else None.
 
     Every rank must log exactly ``control.iterations`` decode samples when the controls set them
     (``SK_RUN_ITERATIONS``), else as many as the other ranks. A rank with fewer ended early, whatever
     the launcher's exit status (a launcher that ends with a plain ``wait`` exits 0 when one rank died):
     ``crash``, naming the rank, its count and the expected one. More than ``SK_RUN_ITERATIONS``, or
     no more than the warm-up, is a workload that does not log as the contract says: ``bad_logs``.
+    ``words`` is a recorded message (``logs.*``), worded in the reader's language.
     """
     if not counts:
         return None
     expected = control.iterations if control.iterations is not None else max(counts.values())
-    why = f"SK_RUN_ITERATIONS={control.iterations}" if control.iterations is not None else "as many as the other ranks"
+    why = coded("logs.why_iterations", n=control.iterations) if control.iterations is not None else coded("logs.why_others")
     over = [(path, n) for path, n in counts.items() if n > expected]
     if over:
         path, n = over[0]
-        return "bad_logs", (f"{path.name} has {n} decode samples, expected exactly {expected} ({why}): "
-                            "one 'Inference time (decode)' line per requested decode step")
-    short = [(path, n) for path, n in counts.items() if n < expected]
+        return "bad_logs", coded("logs.over", file=path.name, n=n, expected=expected, why=why)
+    short = [coded("logs.short_rank", rank=rank_of(path), file=path.name, n=n) for path, n in counts.items() if n < expected]
     if short:
-        ranks = ", ".join(f"rank {rank_of(path)} ({path.name}: {n} decode samples)" for path, n in short)
-        return "crash", f"ended early: {ranks}, expected {expected} ({why}); a rank that stops early is a failed run"
+        ranks = functools.reduce(lambda rest, first: coded("logs.list", first=first, rest=rest), reversed(short[:-1]), short[-1])
+        return "crash", coded("logs.short", ranks=ranks, expected=expected, why=why)
     if expected <= control.warmup:
         path = next(iter(counts))
-        return "bad_logs", f"{path.name} has {expected} decode samples, not more than warm-up {control.warmup}"
+        return "bad_logs", coded("logs.few", file=path.name, n=expected, warmup=control.warmup)
     return None
