@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -93,6 +94,28 @@ def test_a_rank_that_died_early_under_a_launcher_that_exits_0_is_a_crash(tmp_pat
     failure = load_json_file(scene / "scene.json")["observable_failure"]
     assert failure["outcome"] == "crash" and failure["exit_code"] == 0  # the launcher said 0
     assert not (tmp_path / "session" / "experiments" / "Sbest" / "O0-INCUMBENT" / "CLEAN").exists()  # nothing measured
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_sk_run_trial_speaks_its_lang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                      lang: str) -> None:
+    """``sk-run trial --lang``: its progress lines, its result lines (the failure's reason included) and its failure scene
+    are in that language; Chinese mixes in no English word, English no Chinese."""
+    monkeypatch.setenv("DIE_AT", "20")
+    argv = [a for a in _trial(tmp_path) if a != "--json"]
+    assert run_cli(cli, "sk-run", [*argv[:1], "--lang", lang, *argv[1:]]) == 1
+    said = capsys.readouterr()
+    out = said.out.replace(str(tmp_path), "")  # the folders are named as they are
+    head = {"zh": "O0-INCUMBENT：失败——进程崩溃或设备错误（提前结束：rank 1（log_1.log：20 个 decode 样本）",
+            "en": "O0-INCUMBENT: failed — process crash or device error (ended early: rank 1 (log_1.log: 20 decode samples)"}[lang]
+    assert out.startswith(head), out
+    assert said.err.startswith({"zh": "[O0-INCUMBENT] 完整推理 + 正确性校验 · 已用 ", "en": "[O0-INCUMBENT] full inference + correctness · elapsed "}[lang])
+    [scene_md] = [p.read_text(encoding="utf-8") for p in (tmp_path / "session").rglob("scene.md")]
+    if lang == "zh":
+        assert stray_english(out.replace("rank 1: device lost at decode step 20", "")) == [], out
+        assert stray_english(said.err) == [] and "失败现场" in out and "现场" in scene_md
+    else:
+        assert not re.search("[\u4e00-\u9fff]", out + said.err + scene_md)
 
 
 @pytest.mark.parametrize(("counts", "iterations", "status", "needle", "zh"), [

@@ -9,20 +9,41 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sk_analytics.cli._base import PathArg
+from sk_analytics.cli._base import PathArg, lang_option
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, require_lease, rerun_options, resume_request
 from sk_runner.limits import RUNS, SEED, TIMEOUT
 
 if TYPE_CHECKING:  # the trial machinery (Polars, Arrow) is imported when a trial runs: --help stays fast
-    from sk_runner.trial import Progress
+    from sk_runner.trial import Progress, TrialResult
 
 
-def print_progress(event: Progress, round_name: str) -> None:
-    """One status line on stderr: stage, run k of N, elapsed, estimate."""
-    eta = "" if event.eta_s is None else f" · about {event.eta_s:.0f} s left"
-    click.echo(f"[{round_name}] {event.message} · elapsed {event.elapsed_s:.1f} s{eta}", err=True)
+def print_progress(event: Progress, round_name: str, lang: str = "en") -> None:
+    """One status line on stderr, in ``lang``: stage, run k of N, elapsed, estimate."""
+    from sk_analytics.messages import text
+
+    eta = "" if event.eta_s is None else text("trial.eta", lang, seconds=event.eta_s)
+    step = text(f"progress.trial_{event.stage}", lang, k=event.k, n=event.n)
+    click.echo(text("trial.progress", lang, round=round_name, step=step, elapsed=event.elapsed_s, eta=eta), err=True)
+
+
+def result_lines(result: TrialResult, lang: str) -> list[str]:
+    """The trial's result in ``lang``: ok or failed with its reason (the failure's kind and the runner's words, as a
+    sweep's console and report say them), the clean runs, the failure scene."""
+    from sk_analytics.messages import render, text
+    from sk_analytics.stage_o.steps import failure_message
+
+    if result.status == "ok":
+        lines = [text("trial.result_ok", lang, round=result.round)]
+    else:
+        failure = {"stage": result.outcome, "message": result.message, **({"words": result.words} if result.words else {})}
+        lines = [text("trial.result_failed", lang, round=result.round, reason=render(failure_message(failure), lang))]
+    runs = ", ".join(f"run-{k}" for k in result.runs_completed) or text("trial.no_runs", lang)
+    lines.append("  " + text("trial.clean_runs", lang, runs=runs, target=result.runs_target, folder=result.round_dir / "CLEAN"))
+    if result.scene_dir is not None:
+        lines.append("  " + text("trial.scene", lang, folder=result.scene_dir))
+    return lines
 
 
 def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[str] | None = None) -> list[str]:
@@ -71,13 +92,14 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
               help="round of the session whose recorded source/workload/controls/environment this trial must share "
                    "(the incumbent it will be compared with); a difference blocks the trial before it starts")
 @lease_options
+@lang_option("Language of the progress lines, the result lines and the failure scene.")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.argument("workload", nargs=-1, type=click.UNPROCESSED)
 def trial(
     session: Path, round_name: str, base_config: Path, sets: tuple[str, ...], joint_dcci: bool, incumbent: bool,
     runs: int, top_up_to: int | None, timeout: float | None, backend: str, ranks: int, iterations: int | None,
     warmup: int, network: str | None, seed: int | None, cwd: Path | None, sources: tuple[str, ...], same_identity_as: str | None,
-    lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool, as_json: bool,
+    lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool, lang: str, as_json: bool,
     workload: tuple[str, ...],
 ) -> int:
     """Run one clean, fingerprinted trial: probe the changed value, run
@@ -113,13 +135,14 @@ def trial(
         rerun_command=tuple(rerun_argv(params, workload, rerun_options(lease))),
         same_identity_as=None if same_identity_as is None else round_dir_of(session, same_identity_as),
         lease=lease,
+        lang=lang,
     )
     from sk_runner.devices.occupancy import simulated_devices
     from sk_runner.devices.registry import session_registry
 
     with session_registry(session, simulated_devices(backend)):  # a simulated session that names no registry: its own host
         try:
-            result = run_trial(spec, progress=lambda e: print_progress(e, round_name))  # SIGTERM: sk_runner.process.lifetime
+            result = run_trial(spec, progress=lambda e: print_progress(e, round_name, lang))  # SIGTERM: sk_runner.process.lifetime
         except LeaseFault as exc:  # nothing ran: the one line ends with the command that takes the round's lease again
             stop = LeaseFault(f"{exc.one_line()}. {then_run(exc, again)}")
             stop.reason, stop.recorded_in = exc.reason, exc.recorded_in
@@ -127,9 +150,6 @@ def trial(
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
-        runs_text = ", ".join(f"run-{k}" for k in result.runs_completed) or "none"
-        click.echo(f"{result.round}: {result.status} ({result.outcome}) — {result.message}")
-        click.echo(f"  clean runs: {runs_text} (target {result.runs_target}) in {result.round_dir / 'CLEAN'}")
-        if result.scene_dir is not None:
-            click.echo(f"  failure scene: {result.scene_dir}")
+        for line in result_lines(result, lang):
+            click.echo(line)
     return result.exit_code
