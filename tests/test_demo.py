@@ -46,3 +46,29 @@ def test_demo_refuses_a_folder_it_did_not_write(tmp_path: Path, capsys: pytest.C
     assert run_cli(cli, "sk-run", ["demo", "--samples", "--session", str(tmp_path)]) == 2
     assert "is not a demo session" in capsys.readouterr().err
     assert (tmp_path / "evidence.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("full_profile", [False, True])
+def test_a_stopped_demos_fresh_command_makes_a_session_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                            full_profile: bool) -> None:
+    """``sk-run demo --full-profile`` that stops names a fresh command (``fresh_session_argv``) that makes a session of
+    exactly its settings: seed, controls, backend and policy, the full profile window included."""
+    from sk_runner.backends.base import Control
+    from sk_runner.sweep import cli as sweep_cli
+    from sk_runner.sweep.demo import DEMO_CONTROL, demo_session
+    from sk_runner.sweep.session import SweepSession, fresh_session_argv
+
+    original = demo_session(tmp_path / "demo-session", seed=7, control=Control(2, 30, DEMO_CONTROL.warmup), full_profile=full_profile)
+    argv = fresh_session_argv(original)
+    assert ("--full-profile" in argv) is full_profile
+    made: list[SweepSession] = []
+    monkeypatch.setattr(sweep_cli, "run_and_print", lambda session, *_args: made.append(session) or 0)
+    assert argv[0] == "sk-run" and run_cli(cli, "sk-run", argv[1:]) == 0
+    [fresh] = made
+    assert fresh.root == tmp_path / "demo-session-2"
+    assert (fresh.seed, fresh.control, fresh.backend, fresh.policy) == (original.seed, original.control, original.backend, original.policy)
+
+
+def test_full_profile_goes_with_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(cli, "sk-run", ["sweep", "--resume", str(tmp_path), "--full-profile"]) == 2
+    assert "--full-profile goes with --demo" in capsys.readouterr().err

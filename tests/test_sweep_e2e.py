@@ -101,7 +101,8 @@ def test_o0_unstable_stops_and_reports(tmp_path: Path) -> None:
     from sk_runner.sweep.cli import fresh_session_advice, sweep
 
     argv = handoff["fresh_session_argv"]
-    assert argv == ["sk-run", "sweep", "--demo", "--session", f"{root.resolve()}-2", "--seed", "7", "--ranks", "2", "--iterations", "30"]
+    assert argv == ["sk-run", "sweep", "--demo", "--session", f"{root.resolve()}-2", "--seed", "7", "--ranks", "2", "--iterations", "30",
+                    "--full-profile"]  # its policy profiles the full window (profile_iterations None), not the demo's 14 steps
     assert fresh_session_advice(session).endswith(f"start a fresh session: {shlex.join(argv)}")
     assert sweep.make_context("sweep", argv[2:]).params["session_dir"] == Path(f"{root.resolve()}-2")  # options sk-run sweep takes
 

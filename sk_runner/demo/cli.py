@@ -21,6 +21,7 @@ from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.files.atomic import write_text
 from sk_runner.devices.lease import DEFAULT_LEASE_TIMEOUT_S
 from sk_runner.limits import SEED
+from sk_runner.sweep.cli import full_profile_option
 
 MARKER = ".sk-tune-demo"
 """Marks a folder written by the demo, so that a rerun may replace it (and nothing else)."""
@@ -95,8 +96,7 @@ def summary(session: Path) -> str:
 @click.option("--seed", type=SEED, default=7, show_default=True, help="Seed of the sweep session (or of the generated samples).")
 @click.option("--samples", is_flag=True, help="Only generate, ingest and summarise a small sample session (no sweep).")
 @lang_option("Language of the progress lines, the report and the hand-off reasons.")
-@click.option("--full-profile", is_flag=True,
-              help="DCCI collections profile the full 40 steps (~1.9 GB, ~2.5 min) instead of the demo's 14 (~0.7 GB).")
+@full_profile_option()
 def demo(session: Path, seed: int, samples: bool, lang: str, full_profile: bool) -> int:
     """Run a complete Stage O sweep on the simulated device (default network) and
     print where the report is; --samples: the small ingest-only sample session."""

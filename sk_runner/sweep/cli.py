@@ -69,6 +69,13 @@ def fresh_session_advice(session: SweepSession) -> str:
             f"(the failure scene above says it), start a fresh session: {shlex.join(fresh_session_argv(session))}")
 
 
+def full_profile_option(prefix: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--full-profile`` of ``sk-run demo`` and ``sk-run sweep --demo`` (one option, one meaning: the
+    ``full_profile`` of :func:`sk_runner.sweep.demo.demo_session`; a stopped demo's fresh command repeats it)."""
+    return click.option("--full-profile", is_flag=True,
+                        help=f"{prefix}DCCI collections profile the full 40 steps (~1.9 GB, ~2.5 min) instead of the demo's 14 (~0.7 GB).")
+
+
 @click.command("sweep")
 @click.option("--task", "task", type=PathArg(dir_okay=False, path_type=Path), help="Dispatched stage-O task (phase entry).")
 @click.option("--resume", "resume", type=PathArg(file_okay=False, path_type=Path), help="Continue an interrupted session.")
@@ -87,12 +94,13 @@ def fresh_session_advice(session: SweepSession) -> str:
 @click.option("--gate", type=click.Choice(GATE_MODES), default=None,
               help="With --demo: gate mode of every option trial (default protocol; stats, sequential and family are NOT the "
                    "protocol; a task sets it as policy.gate). With --redecide: the successor's gate (default family).")
+@full_profile_option("With --demo: ")
 @lang_option("Language of the progress lines, the report and the hand-off reasons.")
 @click.option("--quiet", is_flag=True, help="No progress lines and no plan on stderr: stdout keeps only the result lines.")
 @lease_options
 @hosts_options
 def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | None, session_dir: Path | None, plan_only: bool, network: str | None,
-          seed: int, ranks: int | None, iterations: int | None, gate: str | None, lang: str, quiet: bool,
+          seed: int, ranks: int | None, iterations: int | None, gate: str | None, full_profile: bool, lang: str, quiet: bool,
           lease_root: Path | None, device_ids: tuple[str, ...], lease_timeout: float, unleased: bool,
           hosts: int, npus_per_host: int | None, cpus_per_host: float, ray_address: str | None) -> int:
     """Run Stage O from a frozen Sbest-SEED to a sealed Sbest-BASE (see docs/sweep.md).
@@ -108,6 +116,8 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | N
         raise UsageError("--plan-only goes with --task")
     if gate is not None and not (demo or redecide is not None):
         raise UsageError("--gate goes with --demo or --redecide (a task sets policy.gate; a resumed session keeps its own)")
+    if full_profile and not demo:
+        raise UsageError("--full-profile goes with --demo (a task sets policy.profile_iterations; a resumed session keeps its own)")
     if redecide is not None:
         from sk_runner.sweep.leasing import session_request
         from sk_runner.sweep.redecide import successor_session
@@ -155,7 +165,7 @@ def sweep(task: Path | None, resume: Path | None, demo: bool, redecide: Path | N
         if request.need is None and not request.unleased:  # the demo's own lease, under its session
             request = replace(request, need=demo_need(folder, control.ranks))
         _require_fit(request, control.ranks)
-        session = demo_session(folder, network=network, seed=seed, control=control, policy=policy, lease=request)
+        session = demo_session(folder, network=network, seed=seed, control=control, policy=policy, full_profile=full_profile, lease=request)
         return run_and_print(session, lang, quiet, request)
     from sk_runner.sweep.phase import check_workload_command, enter_phase, validate_task
     from sk_runner.sweep.spans import recorded

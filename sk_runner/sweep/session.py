@@ -114,7 +114,8 @@ class SweepSession:
 def fresh_session_argv(session: SweepSession) -> list[str]:
     """The exact command of a fresh session of ``session``'s task in a new folder beside it (``<session>-2``, the first
     such name not taken): after a stop the way forward (a stopped session stays stopped, docs/sweep.md). A session
-    without a task (the demo) gets ``sk-run sweep --demo`` with its recorded seed, ranks, iterations, network and gate.
+    without a task (the demo) gets ``sk-run sweep --demo`` with its recorded seed, ranks, iterations, network, gate and
+    profile window (``--full-profile``).
     Printed by ``sk-run sweep`` and written into ``handoff.json`` (``fresh_session_argv``)."""
     root = session.root.resolve()
     fresh = str(next(root.with_name(f"{root.name}-{n}") for n in range(2, 10_000) if not root.with_name(f"{root.name}-{n}").exists()))
@@ -125,7 +126,8 @@ def fresh_session_argv(session: SweepSession) -> list[str]:
     return ["sk-run", "sweep", "--demo", "--session", fresh, "--seed", str(session.seed), "--ranks", str(control.ranks),
             *(["--iterations", str(control.iterations)] if control.iterations is not None else []),
             *(["--network", session.backend.network] if session.backend.network else []),
-            *(["--gate", session.policy.gate] if session.policy.gate != "protocol" else [])]
+            *(["--gate", session.policy.gate] if session.policy.gate != "protocol" else []),
+            *(["--full-profile"] if session.policy.profile_iterations is None else [])]  # demo_session(full_profile=True)
 
 
 def session_relative(root: Path, path: Path | str | None) -> str | None:
