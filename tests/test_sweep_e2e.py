@@ -186,7 +186,7 @@ def test_stats_policy_decides_and_is_labelled_not_protocol(tmp_path: Path) -> No
     assert "## 协议门禁、统计策略与模拟器真值对照" in report
     # the sequential policy's column (replayed on the gate's 3 runs) sits beside the fixed policy's
     assert "| O1 | auto-op-parallel-1 | 接受 ✓ | 接受 ✓ | 接受 ✓ （3 次） | sk-tune 统计策略，不是 Stage O 协议 | +3." in report
-    assert "| 提升 | consistent |" in report and "与真值一致：协议门禁 1/1，统计策略 1/1" in report
+    assert "| 提升 | 一致 |" in report and "与真值一致：协议门禁 1/1，统计策略 1/1" in report
     assert gate["advice"]["kind"] == "consistent"
     assert first_disagreement(root) is None
     # the truth is bound to the ledger through handoff.json's fingerprint: an edited truth is caught
