@@ -26,7 +26,6 @@ from gate_noise import DriftModel, NoiseModel, SimulatorModel, executable_cell  
 
 from sk_analytics.option_trial.modes import family_incumbent_runs  # noqa: E402
 
-
 TOLERANCE = 0.05
 FAMILY_9 = family_incumbent_runs(9)
 CELLS: tuple[tuple[NoiseModel, int, NoiseModel | None, float], ...] = (
@@ -59,7 +58,8 @@ def main() -> None:
         ok = abs(c["power"] - c["stated_power"]) <= TOLERANCE
         within += ok
         print(f"{model.name:<14} {nb:>9} {'same' if cand is None else cand.name:>14} {effect:+6g}% {c['stated'] * 100:6.1f}% "
-              f"{c['more'] * 100:5.1f}% {c['family'] * 100:6.1f}% {c['median_runs']:9.0f} {c['stated_power'] * 100:12.1f}% {c['power'] * 100:9.1f}% {'yes' if ok else 'NO':>9} "
+              f"{c['more'] * 100:5.1f}% {c['family'] * 100:6.1f}% {c['median_runs']:9.0f} {c['stated_power'] * 100:12.1f}% "
+              f"{c['power'] * 100:9.1f}% {'yes' if ok else 'NO':>9} "
               f"{c['per_side_power'] * 100:13.1f}%")
     print(f"{within} of {len(cells)} cells deliver within {TOLERANCE * 100:g} points of the power stated; total {time.perf_counter() - started:.1f} s")
 

@@ -85,8 +85,9 @@ def _t_table(level: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _t_critical(df: np.ndarray, level: float) -> np.ndarray:
+    """The one-sided ``level`` critical t at ``df`` degrees of freedom (a table in ``1/df``: fast over many trials)."""
     x, t = _t_table(level)
-    return np.interp(1 / np.maximum(df, 1.0), x, t)
+    return np.asarray(np.interp(1 / np.maximum(df, 1.0), x, t))
 
 
 def predictive_power(effect: np.ndarray, vb: np.ndarray, vc: np.ndarray, nb: int, nc: int, counts: np.ndarray,
