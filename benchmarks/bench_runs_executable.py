@@ -6,7 +6,8 @@ candidate is then topped up to the stated count, the incumbent's runs kept as th
 and the 95 % Welch interval is checked above 0. ``power`` is over the figures that ask for more runs than
 were made; ``per side kept`` executes the per-side figure (issue 28) as sk-tune can, the incumbent kept at its
 runs and the candidate topped up to it (counts up to the cap); ``stated`` is the share of situations with a count up to the cap (30), ``family`` the share
-pointed to the family policy. Target: the stated 80 % within 5 points.
+pointed to the family policy, ``power stated`` the mean power the executed figures state (each the power its
+count is computed to give, from the runs the user has). Target: delivered within 5 points of the power stated.
 
     .venv/bin/python benchmarks/bench_runs_executable.py [--trials 20000] [--seed 43] [--quick]
 """
@@ -23,19 +24,20 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from gate_noise import DriftModel, NoiseModel, SimulatorModel, executable_cell  # noqa: E402
 
-from sk_analytics.option_trial.planning import POWER  # noqa: E402
+from sk_analytics.option_trial.modes import family_incumbent_runs  # noqa: E402
 
 TOLERANCE = 0.05
+FAMILY_9 = family_incumbent_runs(9)
 CELLS: tuple[tuple[NoiseModel, int, NoiseModel | None, float], ...] = (
     (DriftModel(0.5), 5, None, 1.0),
     (DriftModel(1.0), 5, None, 2.0),
     (DriftModel(1.0), 5, DriftModel(1.5), 2.0),
     (DriftModel(1.0, tail="t3"), 5, None, 2.0),
-    (DriftModel(1.0), 12, None, 1.0),
-    (DriftModel(1.0), 12, DriftModel(1.5), 1.5),
+    (DriftModel(1.0), FAMILY_9, None, 1.0),
+    (DriftModel(1.0), FAMILY_9, DriftModel(1.5), 1.5),
     (SimulatorModel(), 5, None, 1.0),
 )
-"""(noise, incumbent runs, candidate noise if other, true improvement %); 12 runs: the family policy's incumbent of 9 entries."""
+"""(noise, incumbent runs, candidate noise if other, true improvement %); 13 runs: the family policy's incumbent of 9 entries."""
 
 
 def main() -> None:
@@ -48,17 +50,18 @@ def main() -> None:
     cells = [c for c in CELLS if not isinstance(c[0], SimulatorModel)] if args.quick else list(CELLS)
     print(f"== executable runs needed: {trials} situations a cell; candidate topped up to the stated count, incumbent as it is")
     print(f"{'noise':<14} {'incumbent':>9} {'candidate':>14} {'effect':>7} {'stated':>7} {'more':>6} {'family':>7} "
-          f"{'median N':>9} {'delivered':>10} {'within 5':>9} {'per side kept':>14}")
+          f"{'median N':>9} {'power stated':>13} {'delivered':>10} {'within 5':>9} {'per side kept':>14}")
     started = time.perf_counter()
     within = 0
     for i, (model, nb, cand, effect) in enumerate(cells):
         c = executable_cell(model, args.seed + i, trials, effect, nb=nb, candidate_model=cand)
-        ok = abs(c["power"] - POWER) <= TOLERANCE
+        ok = abs(c["power"] - c["stated_power"]) <= TOLERANCE
         within += ok
         print(f"{model.name:<14} {nb:>9} {'same' if cand is None else cand.name:>14} {effect:+6g}% {c['stated'] * 100:6.1f}% "
-              f"{c['more'] * 100:5.1f}% {c['family'] * 100:6.1f}% {c['median_runs']:9.0f} {c['power'] * 100:9.1f}% {'yes' if ok else 'NO':>9} "
+              f"{c['more'] * 100:5.1f}% {c['family'] * 100:6.1f}% {c['median_runs']:9.0f} {c['stated_power'] * 100:12.1f}% "
+              f"{c['power'] * 100:9.1f}% {'yes' if ok else 'NO':>9} "
               f"{c['per_side_power'] * 100:13.1f}%")
-    print(f"{within} of {len(cells)} cells within {TOLERANCE * 100:g} points of {POWER:.0%}; total {time.perf_counter() - started:.1f} s")
+    print(f"{within} of {len(cells)} cells deliver within {TOLERANCE * 100:g} points of the power stated; total {time.perf_counter() - started:.1f} s")
 
 
 if __name__ == "__main__":

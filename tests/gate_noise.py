@@ -263,14 +263,15 @@ def executable_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float
     incumbent's runs kept as they are, and the 95 % Welch interval checked above 0.
 
     ``power`` is over the figures that ask for more runs than were made (a figure at the runs made only says
-    they suffice, and delivers whatever those runs give); ``stated``: a count up to the cap; ``more``: a count
-    above the runs made; ``family``: pointed to the family policy."""
+    they suffice, and delivers whatever those runs give), ``stated_power`` the mean power those figures state
+    (each the power its count is computed to give, from the runs the user has); ``stated``: a count up to the
+    cap; ``more``: a count above the runs made; ``family``: pointed to the family policy."""
     pool = run_pool(model, pool_runs)
     cpool = pool if candidate_model is None else run_pool(candidate_model, pool_runs)
     rng = np.random.default_rng(seed)
     base = np.log(draw_runs(pool, rng, (trials, nb)).mean_ms)
     cand = np.log(draw_runs(cpool, rng, (trials, CANDIDATE_RUNS_CAP), effect_pct).mean_ms)
-    runs, _ = candidate_runs(base, cand[:, :nc], log_effect_of_pct(effect_pct))
+    runs, power_stated = candidate_runs(base, cand[:, :nc], log_effect_of_pct(effect_pct))
     stated = np.isfinite(runs)
     more = stated & (runs > nc)
     hits = [ci_excludes_zero(base[runs == k], cand[runs == k, :k]) for k in np.unique(runs[more]).astype(int)]
@@ -283,5 +284,6 @@ def executable_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float
     per_side_shown = np.concatenate(kept) if kept else np.zeros(0, dtype=bool)
     return {"stated": float(stated.mean()), "more": float(more.mean()), "family": float((~stated).mean()),
             "power": float(shown.mean()) if shown.size else float("nan"), "figures": int(shown.size),
+            "stated_power": float(power_stated[more].mean()) if more.any() else float("nan"),
             "per_side_power": float(per_side_shown.mean()) if per_side_shown.size else float("nan"),
             "median_runs": float(np.median(runs[more])) if more.any() else float("nan")}

@@ -9,27 +9,32 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.stats as sps
 from gate_noise import DriftModel, executable_cell
 
 from sk_analytics.messages import coded
-from sk_analytics.option_trial.executable import CANDIDATE_RUNS_CAP, FAMILY_COMMAND, LEVEL, candidate_runs, settle_plan, settle_text, welch_power
+from sk_analytics.option_trial.executable import CANDIDATE_RUNS_CAP, FAMILY_COMMAND, LEVEL, PRIOR_DF, candidate_runs, predictive_power, settle_plan, settle_text
 from sk_analytics.option_trial.inference import POWER, trial_statistics
+from sk_analytics.option_trial.modes import family_incumbent_runs
 
 BASE = np.array([0.0, 0.01, -0.01, 0.005, -0.005])  # sample variance 6.25e-5
 QUIET = np.array([0.0, 0.004, -0.004])  # sample variance 1.6e-5
 NOISY = np.array([0.0, 0.02, -0.02])  # sample variance 4e-4
 
 
-def _power(vb: float, vc: float, n: int, effect: float) -> float:
-    return float(welch_power(np.array(effect), np.array(vb), np.array(vc), BASE.size, n, LEVEL))
+def _power(vb: float, vc: float, n: int, effect: float, nc: int = 3) -> float:
+    return float(predictive_power(np.array(effect), np.array(vb), np.array(vc), BASE.size, nc, np.array([n]), LEVEL)[0])
 
 
 def test_equal_variances_smallest_count_reaching_the_power() -> None:
     cand = BASE[:3] + 0.001  # the first three incumbent runs shifted: variance 1e-4
-    n = settle_plan(BASE, cand, 0.02)["candidate_runs"]
+    plan = settle_plan(BASE, cand, 0.02)
+    n = plan["candidate_runs"]
     assert isinstance(n, int) and 3 < n <= CANDIDATE_RUNS_CAP
     vb, vc = float(BASE.var(ddof=1)), float(cand.var(ddof=1))
     assert _power(vb, vc, n, 0.02) >= POWER > _power(vb, vc, n - 1, 0.02)
+    # the figure states the power its count gives (a whole run overshoots the 80 % planned for), not the 80 %
+    assert plan["power_at_runs"] == pytest.approx(_power(vb, vc, n, 0.02)) and plan["power_at_runs"] >= POWER
     # the incumbent keeps its five runs: a per-side count of the same noise would be smaller than the candidate count
     assert n > 3
 
@@ -42,6 +47,26 @@ def test_unequal_variances_a_noisier_candidate_needs_more_runs() -> None:
     assert _power(vb, 4e-4, noisy, 0.02) >= POWER > _power(vb, 4e-4, noisy - 1, 0.02)
     # Welch degrees of freedom: the power of the noisy count is not the equal-variance one
     assert _power(vb, 4e-4, noisy, 0.02) != pytest.approx(_power(2.3e-4, 2.3e-4, noisy, 0.02), abs=1e-3)
+
+
+def test_power_grows_with_runs_and_averages_over_the_candidate_variance() -> None:
+    counts = np.arange(3, CANDIDATE_RUNS_CAP + 1)
+    pw = predictive_power(np.array(0.02), np.array(6.25e-5), np.array(1e-4), 5, 3, counts)
+    assert pw.shape == counts.shape and np.all(np.diff(pw) >= 0) and 0 < pw[0] < pw[-1] < 1
+    # a candidate whose three runs came out nearly equal: its variance is drawn toward the incumbent's (PRIOR_DF),
+    # so the count is not planned as if the candidate had no noise
+    quiet = predictive_power(np.array(0.01), np.array(6.25e-5), np.array(1e-9), 20, 3, counts)
+    se_b = np.sqrt(6.25e-5 / 20)
+    plug_in = sps.norm.cdf((0.01 - sps.t.isf(LEVEL, 19) * se_b) / se_b)  # the candidate taken as noiseless
+    assert plug_in > 0.999 and quiet[0] < 0.95 and PRIOR_DF == 2
+    # the same data give the same figure (seeded draws)
+    again = predictive_power(np.array(0.02), np.array(6.25e-5), np.array(1e-4), 5, 3, counts)
+    np.testing.assert_array_equal(pw, again)
+
+
+def test_no_noise_on_either_side() -> None:
+    pw = predictive_power(np.array([0.01, 0.0]), np.array(0.0), np.array(0.0), 5, 3, np.array([3, 4]))
+    np.testing.assert_array_equal(pw, [[1.0, 1.0], [0.0, 0.0]])
 
 
 def test_never_fewer_than_the_runs_made_and_the_protocol_minimum() -> None:
@@ -59,7 +84,7 @@ def test_cap_reached_points_to_the_family_policy() -> None:
     assert f"no number of candidate runs up to {CANDIDATE_RUNS_CAP}" in en and "gate: family" in en and FAMILY_COMMAND in en
     assert "gate: family" in zh and "0.50%的提升" in zh and "an improvement of 0.50%" in en
     # more incumbent runs (what the family policy adds) make the same effect reachable
-    assert settle_plan(np.tile(BASE, 6), QUIET, 0.005)["settle_by"] == "candidate_runs"
+    assert settle_plan(np.tile(BASE, 12), QUIET, 0.005)["settle_by"] == "candidate_runs"
 
 
 def test_nothing_to_plan() -> None:
@@ -81,6 +106,7 @@ def test_statistics_record_carries_the_executable_figure() -> None:
     ex = st["runs_needed"]["executable"]
     assert ex["incumbent_runs"] == 5 and ex["candidate_runs_now"] == 3 and ex["settle_by"] == "candidate_runs"
     assert f"{ex['candidate_runs']} candidate runs (now 3;" in ex["text"] and "as they are" in ex["text"]
+    assert f"about {ex['power_at_runs']:.0%} power" in ex["text"] and f"约{ex['power_at_runs']:.0%}" in ex["text_zh"]
     assert st["runs_needed"]["per_side"] is not None  # the per-side figure keeps its meaning
 
 
@@ -90,10 +116,13 @@ TOLERANCE = 0.05
 under 1 point), so 5 points is over five standard errors: seeded, it cannot flake."""
 
 
-def test_stated_count_delivers_its_power_against_the_incumbent_as_it_is() -> None:
-    """1 % drift, the candidate 1.5x noisier, true +2 %, 5 incumbent runs: 79.4 % at 20,000 situations in the
-    benchmark. Only this cell is held here: the others are outside the 5 points today (benchmarks/README.md)."""
-    cell = executable_cell(DriftModel(1.0), 45, TRIALS, 2.0, candidate_model=DriftModel(1.5))
+@pytest.mark.parametrize(("nb", "effect"), [(5, 2.0), (family_incumbent_runs(9), 1.5)])
+def test_stated_count_delivers_its_power_against_the_incumbent_as_it_is(nb: int, effect: float) -> None:
+    """1 % drift, the candidate 1.5x noisier, 5 incumbent runs and the family policy's of 9 entries (that cell delivered 9 points under
+    the stated power before the candidate's variance was averaged over): delivered within 5 points of the mean
+    power the executed figures state (benchmarks/README.md has every cell)."""
+    cell = executable_cell(DriftModel(1.0), 45, TRIALS, effect, nb=nb, candidate_model=DriftModel(1.5))
     assert cell["figures"] >= 1_500, cell
-    assert abs(cell["power"] - POWER) <= TOLERANCE, f"stated {POWER:.0%}, delivered {cell['power']:.3f}"
+    assert cell["stated_power"] >= POWER
+    assert abs(cell["power"] - cell["stated_power"]) <= TOLERANCE, f"stated {cell['stated_power']:.3f}, delivered {cell['power']:.3f}"
 

@@ -8,13 +8,17 @@ import numpy as np
 import pytest
 from session_mc import Cell, entry_power
 
+import sk_analytics.option_trial.family as family
 from sk_analytics.option_trial.family import (
+    FUTILITY_CONFIDENCE,
     FamilyDesign,
     design_boundaries,
     evaluate_family,
+    futility_scores,
     replay,
     spent,
 )
+from sk_analytics.option_trial.modes import family_incumbent_runs
 from sk_analytics.option_trial.stats_gate import RunFigures
 
 
@@ -93,6 +97,28 @@ def test_power_at_two_percent_holds_when_the_candidate_is_noisier() -> None:
     assert power >= 0.80 and runs <= design.cap
     false, _ = entry_power(design, cell, 0.0, 4_000, 6)
     assert false <= design.entry_level + 3 * math.sqrt(design.entry_level / 4_000)
+
+
+def test_the_futility_bound_loosens_over_the_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """75 % at the first look, 25 % at the cap, linear in the normal score: no-effect values stop sooner than
+    under a constant 75 % bound (which kept them looking to the cap), and a real +2 % keeps its power."""
+    design = FamilyDesign(9)
+    z = futility_scores(design)
+    assert FUTILITY_CONFIDENCE == (0.75, 0.25) and z.size == design.cap - design.first + 1
+    assert z[0] == pytest.approx(0.6745, abs=1e-4) and z[-1] == pytest.approx(-0.6745, abs=1e-4)
+    np.testing.assert_allclose(np.diff(z), np.diff(z)[0])
+    assert "75% at the first look to 25% at the cap" in design.to_json()["futility"]
+    cell = Cell(9, 1.0, "normal", 1.5)
+    null_now, power_now = entry_power(design, cell, 0.0, 3_000, 8), entry_power(design, cell, 2.0, 3_000, 9)
+    monkeypatch.setattr(family, "FUTILITY_CONFIDENCE", (0.75, 0.75))
+    null_before = entry_power(design, cell, 0.0, 3_000, 8)
+    assert null_now[1] < null_before[1] - 0.3 and null_now[0] <= null_before[0]
+    assert power_now[0] >= 0.80
+
+
+def test_incumbent_runs_grow_with_the_matrix_within_their_bounds() -> None:
+    assert [family_incumbent_runs(m) for m in (1, 6, 9, 13, 15, 40)] == [10, 10, 13, 17, 17, 17]
+    assert FamilyDesign(9).incumbent_runs == 13 and FamilyDesign(15).incumbent_runs == 17
 
 
 def test_design_refuses_what_it_cannot_plan() -> None:

@@ -19,11 +19,12 @@ half of the time. This policy makes the BASE right as a whole:
   exactly on the normal null by one seeded simulation per design (cached);
 * **a minimum effect that matters** (``policy.min_effect_pct``, default
   :data:`MIN_EFFECT_PCT`): a value whose estimated gain is below it is not
-  frozen, and an entry stops as futile as soon as the one-sided
-  :data:`FUTILITY_CONFIDENCE` upper bound of its gain is below it (non-binding:
-  it only lowers the false-win rate);
+  frozen, and an entry stops as futile as soon as the one-sided upper bound of
+  its gain is below it, at a confidence that falls over the looks from 75 % to
+  25 % (:data:`FUTILITY_CONFIDENCE`; non-binding: it only lowers the false-win
+  rate);
 * **incumbent runs that serve every entry**: the incumbent is extended to
-  ``entries + 3`` runs (10 to 15, :func:`~sk_analytics.option_trial.modes.family_incumbent_runs`:
+  ``entries + 4`` runs (10 to 17, :func:`~sk_analytics.option_trial.modes.family_incumbent_runs`:
   each extra run sharpens every later test; recorded as ``incumbent_runs_added_by_gate``) and a
   frozen winner, which becomes the next incumbent, is topped up to as many;
 * P90 and stddev must not be significantly worse, at the entry's level (the
@@ -64,8 +65,11 @@ CAP = FAMILY_CAP
 FIRST_LOOK = CANDIDATE_MIN_RUNS
 SPENDING_SHAPE = 2.0
 """Exponent of the spending function: the share of an entry's level spent by a look grows as its run share squared."""
-FUTILITY_CONFIDENCE = 0.75
-"""One-sided confidence of the upper bound of the gain that must reach the minimum effect to go on."""
+FUTILITY_CONFIDENCE = (0.75, 0.25)
+"""One-sided confidence of the upper bound of the gain that must reach the minimum effect to go on, at the first
+look and at the cap (between them linear in the normal score over the looks: 50 % halfway, where the estimate
+itself must reach it). Early looks cannot tell a no-effect value from a real +2 % win, late ones can: a constant
+75 % kept no-effect values looking to the cap (``benchmarks/bench_session_mc.py``)."""
 CALIBRATION_TRIALS = 200_000
 CALIBRATION_SEED = 20_261_206
 LABEL = text("gate_label.family", "en")
@@ -119,7 +123,8 @@ class FamilyDesign:
             "entry_level_one_sided": self.entry_level, "spending": f"Bonferroni over the entries; per entry level * (look share) ** {SPENDING_SHAPE:g}",
             "min_effect_pct": self.min_effect_pct, "incumbent_runs": self.incumbent_runs, "first_look": self.first,
             "cap_runs_per_entry": self.runs_per_entry_cap, "cap_candidate_runs": self.cap, "cap_runs_per_session": self.session_cap,
-            "futility": f"stop when the one-sided {FUTILITY_CONFIDENCE:.0%} upper bound of the gain is below min_effect_pct",
+            "futility": (f"stop when the one-sided upper bound of the gain is below min_effect_pct, at a confidence falling from "
+                         f"{FUTILITY_CONFIDENCE[0]:.0%} at the first look to {FUTILITY_CONFIDENCE[1]:.0%} at the cap"),
         }
 
 
@@ -172,6 +177,12 @@ def design_boundaries(design: FamilyDesign) -> tuple[float, ...]:
     return boundaries(design.incumbent_runs, design.cap, design.entry_level, design.first)
 
 
+def futility_scores(design: FamilyDesign) -> np.ndarray:
+    """Normal score of the futility bound's confidence at each look (:data:`FUTILITY_CONFIDENCE`, linear over the looks)."""
+    first, last = sps.norm.ppf(FUTILITY_CONFIDENCE)
+    return np.asarray(np.linspace(first, last, design.cap - design.first + 1))
+
+
 @dataclass(frozen=True)
 class Replay:
     """The looks of the family policy replayed over the runs there are (trials on leading axes)."""
@@ -198,7 +209,7 @@ def replay(base: RunFigures, cand: RunFigures, design: FamilyDesign, allowances:
     zs = np.full((*lead, design.cap - design.first + 1), np.nan)
     open_ = np.ones(lead, dtype=bool)
     delta = log_effect_of_pct(design.min_effect_pct)
-    futility_z = float(sps.norm.ppf(FUTILITY_CONFIDENCE))
+    futility_z = futility_scores(design)
     with np.errstate(invalid="ignore", divide="ignore"):
         base_logs = np.log(np.where(base.mean_ms > 0, base.mean_ms, np.nan))
         for j, k in enumerate(range(design.first, limit + 1)):
@@ -212,7 +223,7 @@ def replay(base: RunFigures, cand: RunFigures, design: FamilyDesign, allowances:
             crossed = open_ & (z > c[j]) & variance_ok
             accept = crossed & (d >= delta)
             small = crossed & ~accept
-            futile = open_ & ~crossed & ~(welch_z(base_logs, cand_logs, delta) > -futility_z)
+            futile = open_ & ~crossed & ~(welch_z(base_logs, cand_logs, delta) > -futility_z[j])
             stop = accept | small | futile
             state = np.where(accept, "accepted", np.where(small | futile, "rejected", state))
             reason = np.where(accept, "crossed", np.where(small, "below_min_effect", np.where(futile, "futile", reason)))
