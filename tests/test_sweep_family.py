@@ -117,3 +117,46 @@ def test_family_gate_interrupted_after_extending_the_incumbent_resumes_to_the_sa
     assert sweep_outcome(root) == sweep_outcome(reference)
     assert len(runs_per_round(root)["O0-INCUMBENT"]) == INCUMBENT
     assert first_disagreement(root) is None
+
+
+@pytest.mark.slow
+def test_family_gate_killed_inside_an_incumbent_run_resumes_to_the_same_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL (or a power loss) while the gate extends the incumbent leaves a run folder without meta.json
+    (its stdout and stderr only): the resumed gate reads the complete runs only, sets the half-made one aside
+    as a resumed trial does, makes it again and ends as an uninterrupted sweep does (it stopped with exit 2,
+    "found 0 rank logs", before)."""
+    from sweep_helpers import sweep_outcome
+
+    import sk_runner.sweep.executor as executor
+    from sk_analytics.handoff.crosscheck import first_disagreement
+    from sk_runner.sweep.session import load_session
+    from sk_runner.trial import round_dir_of
+
+    entries, policy = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="family")
+    reference = tmp_path / "reference"
+    run_sweep(small_session(reference, entries, noise=1.0, policy=policy), say=lambda _: None)
+    real = executor.run_trial
+
+    def killed(spec, progress=None):  # type: ignore[no-untyped-def]
+        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:  # all but the last run, then the kill
+            real(replace(spec, top_up_to=INCUMBENT - 1), progress)
+            half = round_dir_of(spec.session, spec.round) / "CLEAN" / f"run-{INCUMBENT}"
+            half.mkdir()
+            for name in ("stdout.txt", "stderr.txt"):
+                (half / name).write_bytes(b"")
+            raise KeyboardInterrupt  # stands for the SIGKILL: nothing of sk-run tidies up after it
+        return real(spec, progress)
+
+    root = tmp_path / "s"
+    monkeypatch.setattr(executor, "run_trial", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, entries, noise=1.0, policy=policy), say=lambda _: None)
+    assert not any(r.kind == "gate_result" for r in read_records(root))
+    monkeypatch.setattr(executor, "run_trial", real)
+    run_sweep(load_session(root), say=lambda _: None)
+    assert sweep_outcome(root) == sweep_outcome(reference)
+    assert len(runs_per_round(root)["O0-INCUMBENT"]) == INCUMBENT
+    aside = list((round_dir_of(root, "O0-INCUMBENT") / "INCOMPLETE").iterdir())
+    assert [p.name.rsplit("-", 1)[0] for p in aside] == [f"run-{INCUMBENT}"]
+    assert first_disagreement(root) is None

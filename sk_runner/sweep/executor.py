@@ -157,8 +157,12 @@ class Executor:
         }
 
     def _frame(self, round_name: str) -> Any:
+        """The round's complete clean runs: a half-made run folder (a SIGKILL inside a run the gate added) is
+        set aside first, as a resumed trial does, never read as a run."""
         from sk_analytics.ingest.timings import read_candidate
+        from sk_runner.trial.spec import set_aside_incomplete_runs
 
+        set_aside_incomplete_runs(self.round_dir(round_name))
         c = self.session.control
         return read_candidate(self.clean_dir(round_name), expected_ranks=c.ranks, warmup=c.warmup, root=self.root)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK
+from sk_analytics.files.io_seam import move
 from sk_analytics.fingerprint import fingerprint
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange
@@ -148,3 +150,22 @@ def complete_runs(round_dir: Path) -> list[int]:
         return []
     out = [int(p.name[4:]) for p in clean.glob("run-*") if p.name[4:].isdigit() and (p / "meta.json").is_file()]
     return sorted(out)
+
+
+def set_aside(round_dir: Path, folder: Path) -> Path | None:
+    """An incomplete run folder (no meta.json) kept, out of the way, as ``<round>/INCOMPLETE/<name>-<ns>``
+    (never deleted); where it went (None: there was none)."""
+    if not folder.exists():
+        return None
+    dest = round_dir / "INCOMPLETE" / f"{folder.name}-{time.time_ns()}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    move(folder, dest)
+    return dest
+
+
+def set_aside_incomplete_runs(round_dir: Path) -> list[Path]:
+    """Every ``CLEAN/run-<k>`` without meta.json (a run a SIGKILL or a power loss cut short) set aside, so a
+    reader of the round's runs (the sweep's gate and stability check) reads its complete runs only, as a
+    resumed trial does; where they went."""
+    half = sorted(p for p in (round_dir / "CLEAN").glob("run-*") if p.is_dir() and not (p / "meta.json").is_file())
+    return [dest for dest in (set_aside(round_dir, p) for p in half) if dest is not None]

@@ -14,7 +14,6 @@ import polars as pl
 
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
 from sk_analytics.files.atomic import write_json
-from sk_analytics.files.io_seam import move
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.collect import ingest_run_dir
@@ -52,6 +51,7 @@ from sk_runner.trial.spec import (
     ProgressFn,
     TrialSpec,
     round_dir_of,
+    set_aside,
 )
 
 T = TypeVar("T")
@@ -257,12 +257,7 @@ class TrialState:
 
     def move_aside(self, folder: Path) -> Path | None:
         """An incomplete run folder (no meta.json) is kept, out of the way; where it went (None: there was none)."""
-        if not folder.exists():
-            return None
-        dest = self.dir / "INCOMPLETE" / f"{folder.name}-{time.time_ns()}"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        move(folder, dest)
-        return dest
+        return set_aside(self.dir, folder)
 
 
     def classify(self, result: ProcessResult, run_dir: Path, *, need_correctness: bool) -> RunOutcome:
