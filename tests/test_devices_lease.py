@@ -161,6 +161,20 @@ def test_contention_names_the_device_and_holder_then_gives_up(tmp_path: Path) ->
     assert info.value.record()["reason"] == "contention" and info.value.record()["lease_mode"] is None
 
 
+def test_a_holder_started_with_a_multi_line_command_is_named_on_one_line(tmp_path: Path) -> None:
+    """HOLDER is a multi-line ``python -c`` script, as a user's own holder often is: the waiting line and the error
+    name it on one line, its line breaks escaped (they printed the raw script, one line of it per output line)."""
+    root = tmp_path / "locks"
+    told: list[str] = []
+    with holding(root, "1") as holder:
+        with pytest.raises(LeaseBlocked) as info:
+            acquire(Need(str(root), (1,)), timeout_s=0.3, on_wait=lambda busy, limit: told.append(busy.holder))
+        assert "\n" not in read_holder(lock_path(root, 1))
+    assert len(told) == 1 and "\n" not in told[0], told
+    assert told[0].startswith(f"pid {holder.pid} (") and "\\nimport fcntl, os, sys\\n" in told[0]
+    assert "\n" not in str(info.value) and "\\nimport fcntl, os, sys\\n" in str(info.value)
+
+
 def test_a_waiting_trial_exits_3_naming_the_device_and_holder_and_runs_nothing(tmp_path: Path) -> None:
     root = tmp_path / "locks"
     record = json.dumps({"pid": 4242, "host": "other-host", "command": "controller multistream phase", "session": None,

@@ -35,7 +35,7 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker
 from sk_runner.devices.holders import ancestors, command_of, flock_holders, kernel_holder, visible
 from sk_runner.devices.markers import ACQUIRED, INHERITED, MARKERS, Need, child_variables, decide, format_ids, lease_markers
-from sk_runner.process import process_alive
+from sk_runner.process import one_line, process_alive
 
 DEFAULT_LEASE_TIMEOUT_S = 600.0
 """How long a command waits for a busy device before it gives up (exit 3; ``--lease-timeout``)."""
@@ -64,7 +64,7 @@ class Holder:
     @classmethod
     def current(cls, session: str | os.PathLike[str] | None = None, command: str | None = None) -> Holder:
         """This process (its command line from ``sys.argv``), optionally working on ``session``."""
-        return cls(os.getpid(), socket.gethostname(), command if command is not None else shlex.join(sys.argv),
+        return cls(os.getpid(), socket.gethostname(), command if command is not None else one_line(shlex.join(sys.argv)),
                    None if session is None else os.path.abspath(os.fspath(session)), time.time_ns())
 
     def to_json(self) -> dict[str, Any]:

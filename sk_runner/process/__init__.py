@@ -22,10 +22,12 @@ if TYPE_CHECKING:
         command_line as command_line,
         group_alive as group_alive,
         kill_group as kill_group,
+        one_line as one_line,
         process_alive as process_alive,
         run_process as run_process,
     )
 
-_HOMES = dict.fromkeys(("DEFAULT_GRACE_S", "ProcessResult", "command_line", "group_alive", "kill_group", "process_alive", "run_process"), "run")
+_HOMES = dict.fromkeys(("DEFAULT_GRACE_S", "ProcessResult", "command_line", "group_alive", "kill_group", "one_line", "process_alive",
+                        "run_process"), "run")
 __all__ = sorted(_HOMES)
 __getattr__ = lazy_face(__name__, _HOMES)
