@@ -47,6 +47,15 @@ def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(tmp_
     assert statuses["auto-op-parallel-1"] == "accepted" and statuses["split-mode-3"] == "rejected"
     # the winner became the incumbent with at least the design's incumbent runs
     assert len(runs["O1"]) >= INCUMBENT
+    # the report lists every run a side's label counts: the incumbent's extended runs, not the five it was
+    # checked for stability with ("基线逐次（15 次干净运行）" over five values before)
+    import re
+
+    report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^  - (?:基线逐次|实验逐次)（(\d+) 次(?:干净运行|门禁运行|补足后)?[^）]*）: (.*) ms$", report, re.M)
+    assert listed and any(int(n) == INCUMBENT for n, _ in listed)
+    for n, values in listed:
+        assert len(values.split(", ")) == int(n), (n, values)
 
 
 def test_family_gate_policy_fields(tmp_path: Path) -> None:

@@ -96,8 +96,8 @@ def round_metric(view: SessionView, round_name: str, run_set: str) -> Mapping[st
     return rows[0] if rows else None
 
 
-_SIDES = {"round": pl.String, "entry_id": pl.String, "side": pl.String, "side_round": pl.String, "run_set": pl.String,
-          "runs": pl.Int64, "worst_rank_mean_ms": pl.Float64, "median_run_ms": pl.Float64, "decode_p50_ms": pl.Float64,
+_SIDES: dict[str, pl.DataType | type[pl.DataType]] = {"round": pl.String, "entry_id": pl.String, "side": pl.String, "side_round": pl.String, "run_set": pl.String,
+          "runs": pl.Int64, "run_metrics_ms": pl.List(pl.Float64), "worst_rank_mean_ms": pl.Float64, "median_run_ms": pl.Float64, "decode_p50_ms": pl.Float64,
           "decode_p90_ms": pl.Float64, "decode_stddev_ms": pl.Float64, "spread_pct": pl.Float64, "label": pl.String}
 
 
@@ -111,7 +111,7 @@ def _side_row(info: RoundInfo, side: str, side_round: str, record: Mapping[str, 
     median = gate.get(f"{side}_median_run_ms", record.get("median_run_worst_rank_mean_ms"))
     decode = record.get("decode") or {}
     return {"round": info.name, "entry_id": info.entry_id, "side": side, "side_round": side_round, "run_set": run_set,
-            "runs": len(values), "worst_rank_mean_ms": sum(values) / len(values) if mean is None and values else mean,
+            "runs": len(values), "run_metrics_ms": values, "worst_rank_mean_ms": sum(values) / len(values) if mean is None and values else mean,
             "median_run_ms": _median(values) if median is None else median, "decode_p50_ms": decode.get("p50_ms"),
             "decode_p90_ms": decode.get("p90_ms"), "decode_stddev_ms": decode.get("stddev_ms"),
             "spread_pct": _spread_pct(values), "label": run_set_label(run_set, len(values), side_round)}
@@ -123,7 +123,7 @@ def gate_sides(view: SessionView) -> pl.DataFrame:
     One row per (gated round, side): round, round_index, entry_id, side
     (``baseline``/``candidate``), side_round (the round the side's runs belong
     to), run_set (the baseline's every clean run; the candidate's gate runs),
-    runs, worst_rank_mean_ms (the gate's ``baseline_mean_ms``/``candidate_mean_ms``),
+    runs, run_metrics_ms (each of those runs' worst-rank mean), worst_rank_mean_ms (the gate's ``baseline_mean_ms``/``candidate_mean_ms``),
     median_run_ms, decode_p50_ms, decode_p90_ms, decode_stddev_ms (over the
     post-warm-up decode samples of those runs, from the option-trial summary;
     null without one), spread_pct, label.

@@ -235,10 +235,9 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
             lines.append(f"- {t['stats']}: {t['verdict']}={word(t, 'verdict', decision['verdict'])}{sep}"
                          f"{t['ci95']}={ci_text(None if decision['ci_low_pct'] is None else [decision['ci_low_pct'], decision['ci_high_pct']])}")
             for key, side in (("runs_base", "baseline"), ("runs_cand", "candidate")):
-                row = gate_sides(view).filter(round=info.name, side=side).row(0, named=True)
-                metric = round_metric(view, row["side_round"], row["run_set"]) or {"run_metrics_ms": []}
+                row = gate_sides(view).filter(round=info.name, side=side).row(0, named=True)  # the runs the gate compared
                 lines.append(f"  - {t[key]}{paren(runs_label(t, row['run_set'], row['runs'], row['side_round']), lang)}: ")
-                lines[-1] += ", ".join(num(x) for x in metric["run_metrics_ms"]) + " ms"
+                lines[-1] += ", ".join(num(x) for x in row["run_metrics_ms"]) + " ms"
             lines.append(f"- {t['evidence']}: `{g.get('summary_path')}`")
         for tr in info.trials:
             if tr.get("failure"):
