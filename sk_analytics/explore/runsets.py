@@ -96,9 +96,12 @@ def round_metric(view: SessionView, round_name: str, run_set: str) -> Mapping[st
     return rows[0] if rows else None
 
 
-_SIDES: dict[str, pl.DataType | type[pl.DataType]] = {"round": pl.String, "entry_id": pl.String, "side": pl.String, "side_round": pl.String, "run_set": pl.String,
-          "runs": pl.Int64, "run_metrics_ms": pl.List(pl.Float64), "worst_rank_mean_ms": pl.Float64, "median_run_ms": pl.Float64, "decode_p50_ms": pl.Float64,
-          "decode_p90_ms": pl.Float64, "decode_stddev_ms": pl.Float64, "spread_pct": pl.Float64, "label": pl.String}
+_SIDES: dict[str, pl.DataType | type[pl.DataType]] = {
+    "round": pl.String, "entry_id": pl.String, "side": pl.String, "side_round": pl.String, "run_set": pl.String,
+    "runs": pl.Int64, "run_metrics_ms": pl.List(pl.Float64), "worst_rank_mean_ms": pl.Float64, "median_run_ms": pl.Float64,
+    "decode_p50_ms": pl.Float64, "decode_p90_ms": pl.Float64, "decode_stddev_ms": pl.Float64, "spread_pct": pl.Float64,
+    "label": pl.String,
+}
 
 
 def _side_row(info: RoundInfo, side: str, side_round: str, record: Mapping[str, Any], run_set: str) -> dict[str, Any]:
