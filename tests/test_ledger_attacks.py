@@ -443,6 +443,38 @@ def test_crash_between_handoff_and_its_record_says_interrupted(session: Path, tm
     assert code == 0, text
 
 
+def test_a_session_a_sweep_is_writing_verifies_what_is_bound_and_says_so(session: Path, capsys: pytest.CaptureFixture[str],
+                                                                       own_witness: Path) -> None:
+    """``ledger verify`` while a sweep runs on the session (it holds ``.sweep.lock``): the files it wrote since its last
+    record are not bound yet, which is no finding and no interruption (exit 0, a note saying a sweep is running); it
+    said FAIL [rule interrupted] and told the user to resume, which the running sweep's lock refuses."""
+    ledger = session / "ledger.jsonl"
+    lines = ledger.read_text(encoding="utf-8").splitlines(keepends=True)
+    ledger.write_text("".join(lines[:-1]), encoding="utf-8")  # the hand-off written, its record not yet
+    last = json.loads(lines[-2])
+    anchor = head_body(last["seq"], last["hash"], ledger.stat().st_size)
+    head_path(ledger).write_text(json.dumps({**anchor, "sig": signer().sign(HEAD_PURPOSE, canonical_json(anchor))}),
+                                 encoding="utf-8")
+    (session / ".ledger.jsonl.head.append.tmp").write_text("{", encoding="utf-8")  # its next append, under way
+    hold = "import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n" \
+           "print('held', flush=True)\nsys.stdin.read()\n"
+    sweep = subprocess.Popen([sys.executable, "-c", hold, str(session / ".sweep.lock")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert sweep.stdout is not None and sweep.stdout.readline().strip() == "held"
+        code, text = _verify(capsys, str(session), "--witness", str(own_witness))
+    finally:
+        assert sweep.stdin is not None
+        sweep.stdin.close()
+        sweep.wait(timeout=30)
+    assert code == 0, text
+    assert "FAIL" not in text and "--resume" not in text, text
+    assert "a sweep is running on this session" in text and "not bound yet" in text, text
+    assert "machinery to clean" not in text, text  # the running sweep's own write, not a leftover
+    # the lock released with nothing recorded after it: the same files are an interrupted step again
+    _refused(capsys, session, "interrupted", "handoff.json", "sk-run sweep --resume", args=("--witness", str(own_witness)))
+
+
 # --------------------------------------------------------------------------- bad input
 
 

@@ -31,7 +31,8 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
     DCCI collection and the output files (handoff, BASE, settled matrix, reports); a session's own ledger.jsonl given as the
     file proves its folder the same way. Archive mode: any path, any cwd.
 
-    A session that has not written its hand-off yet is ok, with a note saying how to resume it;
+    A session that has not written its hand-off yet is ok, with a note saying how to resume it (or that a sweep is
+    running on it: what that sweep wrote since its last record is not bound yet and not checked);
     temp files of interrupted writes are named as machinery to clean (never evidence)."""
     from sk_analytics.handoff.crosscheck import SESSION_FILE
     from sk_analytics.handoff.proof import Proof, identity_finding, prove, witness_finding
@@ -54,8 +55,9 @@ def verify(session_or_file: str, as_json: bool, quick: bool, witness: Path | Non
     if report.ok and finding is None and (path.is_dir() or path.name == LEDGER_NAME):
         from sk_analytics.stage_o.session_notes import temp_note, unfinished_note
 
-        proof.notes += [note for note in (temp_note(folder, records, folder),) if note is not None]
-        unfinished = unfinished_note(records, folder)
+        if not proof.running:  # a running sweep's temp files are its writes in progress, not leftovers
+            proof.notes += [note for note in (temp_note(folder, records, folder),) if note is not None]
+        unfinished = unfinished_note(records, folder, running=proof.running)
     if as_json:
         files = None if finding is None else {"file": finding.file, "rule": finding.rule, "message": finding.message}
         click.echo(json.dumps({**report.to_json(), "files_disagreeing": files, "notes": proof.notes, "unfinished": unfinished},

@@ -59,13 +59,21 @@ def _last(records: Sequence[LedgerRecord], kind: str) -> LedgerRecord | None:
     return next((r for r in reversed(records) if r.kind == kind), None)
 
 
-def _recorded(root: Path, rel: str, records: Sequence[LedgerRecord], kind: str, what: str
+def _unrecorded(root: Path, rel: str, what: str, running: bool) -> Disagreement | None:
+    """A file ``rel`` that no record vouches for: a disagreement, unless a running sweep is writing it before its record
+    (``running``), or it does not exist."""
+    if running or not (root / rel).exists():
+        return None
+    return Disagreement(rel, f"{rel} exists but the ledger holds no record of {what}")
+
+
+def _recorded(root: Path, rel: str, records: Sequence[LedgerRecord], kind: str, what: str, running: bool = False
               ) -> Disagreement | tuple[LedgerRecord, dict[str, Any]] | None:
     """The ledger's last ``kind`` record and the file ``rel`` it vouches for; a disagreement
     when only one of them exists, None when neither does."""
     record, path = _last(records, kind), root / rel
     if record is None:
-        return Disagreement(rel, f"{rel} exists but the ledger records no {what}") if path.exists() else None
+        return _unrecorded(root, rel, what, running)
     if not path.is_file():
         return Disagreement(rel, f"the ledger records {what} (seq {record.seq}) but {rel} is missing")
     return record, load_json_file(path)
@@ -76,8 +84,8 @@ class Derived:
     the frozen matrix and the folded ledger (the settled matrix), the full :class:`SessionView`
     (every file the ledger names: only when a report must be re-rendered)."""
 
-    def __init__(self, root: Path, records: Sequence[LedgerRecord], hashed: Collection[str] = ()) -> None:
-        self.root, self.records, self.hashed = root, records, hashed
+    def __init__(self, root: Path, records: Sequence[LedgerRecord], hashed: Collection[str] = (), running: bool = False) -> None:
+        self.root, self.records, self.hashed, self.running = root, records, hashed, running
         self._view: SessionView | None = None
         self._state: tuple[dict[str, Any], SessionState] | None = None
 
@@ -107,7 +115,7 @@ def _vouched(rel: str, kind: str, what: str) -> Callable[[FileCheck], Check]:
     def wrap(check: FileCheck) -> Check:
         @wraps(check)
         def run(root: Path, records: Sequence[LedgerRecord], view: Derived) -> Disagreement | None:
-            found = _recorded(root, rel, records, kind, what)
+            found = _recorded(root, rel, records, kind, what, view.running)
             if not isinstance(found, tuple):
                 return found
             record, data = found
@@ -171,8 +179,9 @@ def _reports(root: Path, records: Sequence[LedgerRecord], derived: Derived) -> D
     for name in (REPORT_MD, REPORT_HTML):
         path = root / name
         if record is None:
-            if path.exists():
-                return Disagreement(name, f"{name} exists but the ledger records no hand-off")
+            found = _unrecorded(root, name, "a hand-off", derived.running)
+            if found is not None:
+                return found
             continue
         if not path.is_file():
             return Disagreement(name, f"the ledger records the reports (seq {record.seq}) but {name} is missing")
@@ -212,14 +221,15 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def first_disagreement(root: Path, records: Sequence[LedgerRecord] | None = None, hashed: Collection[str] = ()
-                       ) -> Disagreement | None:
+def first_disagreement(root: Path, records: Sequence[LedgerRecord] | None = None, hashed: Collection[str] = (),
+                       running: bool = False) -> Disagreement | None:
     """The first session file that does not agree with the (verified) ledger, or None.
 
     ``records``: the ledger's records, already verified by the caller (read here when None);
-    ``hashed``: session files the caller just proved, by re-hashing, to be the bytes the ledger binds."""
+    ``hashed``: session files the caller just proved, by re-hashing, to be the bytes the ledger binds;
+    ``running``: a sweep is writing the session now, so an output file without its record yet is its step in progress."""
     records = read_records(root) if records is None else list(records)
-    derived = Derived(root, records, hashed)
+    derived = Derived(root, records, hashed, running)
     for check in CHECKS:
         found = check(root, records, derived)
         if found is not None:

@@ -28,6 +28,7 @@ from sk_analytics.ledger.evidence import BOUND_KEY, FileState
 from sk_analytics.ledger.evidence_verify import QUICK_LIMIT, verify_evidence
 from sk_analytics.ledger.witness import WITNESS_RULE, rollback
 from sk_analytics.stage_o.leases import unleased_note
+from sk_analytics.stage_o.session_notes import sweep_running
 
 IDENTITY = "identity"
 
@@ -47,6 +48,8 @@ class Proof:
 
     finding: Finding | None = None
     notes: list[str] = field(default_factory=list)
+    running: bool = False
+    """A sweep held the (unfinished) session while it was proven: what it wrote since its last record was not checked."""
 
 
 def identity_finding(ledger: Path, records: Sequence[LedgerRecord]) -> Finding | None:
@@ -123,14 +126,18 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
     """Evidence, collections and output files of the session folder ``root`` (its ledger already verified)."""
     proof = Proof()
     finished = any(r.kind == "handoff_written" for r in records)
+    proof.running = not finished and sweep_running(root)
     if any(isinstance(r.data.get(BOUND_KEY), dict) for r in records):
-        report = verify_evidence(root, records, finished=finished, quick=quick)
+        report = verify_evidence(root, records, finished=finished, quick=quick, running=proof.running)
         more = "" if report.problem is None or not report.problem.more else f" ({report.problem.more} more file finding(s))"
         if report.problem is not None:
             proof.finding = Finding(report.problem.rule, report.problem.file, report.problem.message + more)
             return proof
-        proof.notes.append(f"evidence: {report.files} file(s) vouched for, {report.bytes_hashed} bytes re-hashed"
+        proof.notes.append(f"evidence: {report.files - report.pending} file(s) vouched for, {report.bytes_hashed} bytes re-hashed"
                            + (f", {report.size_only} large file(s) compared by size only (--quick)" if report.size_only else ""))
+        if report.pending:
+            proof.notes.append(f"a sweep is running on this session: {report.pending} file(s) it wrote since its last record "
+                               "are not bound yet and were not checked")
         vouched = report.vouched  # its files were just compared: the collections need not be read again
         hashed = frozenset(name for name, st in vouched.items() if not quick or st.size <= QUICK_LIMIT)
     else:
@@ -138,7 +145,7 @@ def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -
         vouched, hashed = None, frozenset()
     proof.finding = collection_finding(root, records, vouched, hashed)
     if proof.finding is None:
-        disagreement = first_disagreement(root, records, hashed)
+        disagreement = first_disagreement(root, records, hashed, proof.running)
         if disagreement is not None:
             proof.finding = Finding(AGREEMENT, disagreement.file, disagreement.message)
     note = unleased_note(records)

@@ -11,7 +11,8 @@ Rules (each finding names one session-relative file and what was expected):
   copy of a manifest under a new name vouches for nothing), finished session or not, except:
 * ``interrupted`` — the same in a session whose hand-off is not recorded yet: the files of a
   step that a crash cut short before its ledger record, also its manifest (``bind-<ns>.json``);
-  ``sk-run sweep --resume`` binds or redoes them (and drops that manifest).
+  ``sk-run sweep --resume`` binds or redoes them (and drops that manifest). While a sweep runs on
+  the session (``running``) they are its step in progress: counted as ``pending``, no finding.
 
 ``quick`` compares sizes only for files over :data:`QUICK_LIMIT` (and says so).
 """
@@ -58,10 +59,14 @@ class EvidenceReport:
     size_only: int
     problem: EvidenceProblem | None
     vouched: Mapping[str, FileState] = field(default_factory=dict)
+    pending: int = 0
+    """Files a running sweep wrote after its last record (bound by its next one): not checked, no finding."""
 
 
-def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick: bool = False) -> EvidenceReport:
-    """Fold the bindings of ``records`` (verified) and compare them with the folder, file by file."""
+def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick: bool = False,
+                    running: bool = False) -> EvidenceReport:
+    """Fold the bindings of ``records`` (verified) and compare them with the folder, file by file; ``running``: a
+    sweep is writing the (unfinished) session now, so a file no record vouches for yet is pending, not interrupted."""
     vouched, manifest_problems = fold(root, records)
     problems: list[EvidenceProblem] = [
         EvidenceProblem("evidence-manifest", msg.split(":", 1)[0], msg) for _, msg in manifest_problems
@@ -95,13 +100,16 @@ def verify_evidence(root: Path, records: Sequence[Any], *, finished: bool, quick
     for rel in sorted(set(vouched) - seen):
         problems.append(EvidenceProblem("evidence-missing", rel, f"{rel}: missing; expected blake3 {vouched[rel].digest[:16]}… "
                                                                  f"({vouched[rel].size} bytes)"))
+    pending = sum(1 for p in problems if p.rule == "interrupted") if running and not finished else 0
+    if pending:
+        problems = [p for p in problems if p.rule != "interrupted"]
     first = None
     if problems:
         order = {"evidence-manifest": 0, "evidence-changed": 1, "evidence-missing": 2, "evidence-unvouched": 3, "interrupted": 4}
         # deterministic: by rule, then path; a step's own files before the manifest it left (they say which step)
         ranked = sorted(problems, key=lambda p: (order[p.rule], p.file.startswith(f"{EVIDENCE_DIR}/"), p.file))
         first = EvidenceProblem(ranked[0].rule, ranked[0].file, ranked[0].message, len(problems) - 1)
-    return EvidenceReport(len(seen), hashed, size_only, first, vouched)
+    return EvidenceReport(len(seen), hashed, size_only, first, vouched, pending)
 
 
 def _compare(root: Path, rel: str, st: Any, expected: FileState, quick: bool) -> EvidenceProblem | None:

@@ -15,9 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.files import stale_temps
+from sk_analytics.files.flock import flock_holders
 
 SETTLED = frozenset({"handoff_written", "session_superseded"})
 """Record kinds after which a session is not to be resumed: its hand-off, or its campaign moved it aside."""
+
+
+SWEEP_LOCK = ".sweep.lock"
+"""The lock ``sk-run sweep`` holds on its session while it runs (one sweep at a time per session)."""
+
+
+def sweep_running(session: Path) -> bool:
+    """Whether a sweep holds ``session``'s lock now, as the kernel's lock table shows. Looking takes no lock, so it
+    never keeps a starting sweep out; False where the table cannot be read (not Linux)."""
+    return bool(flock_holders(session / SWEEP_LOCK))
 
 
 def resume_command(session: Path) -> str:
@@ -28,11 +39,15 @@ def is_sweep_session(records: Sequence[Any]) -> bool:
     return bool(records) and records[0].kind == "session_started"
 
 
-def unfinished_note(records: Sequence[Any], session: Path) -> str | None:
-    """The note for a Stage O session that has not written its hand-off (None for any other ledger)."""
+def unfinished_note(records: Sequence[Any], session: Path, *, running: bool = False) -> str | None:
+    """The note for a Stage O session that has not written its hand-off (None for any other ledger); ``running``:
+    a sweep holds the session now (:func:`sweep_running`), so it goes on by itself."""
     if not is_sweep_session(records) or any(r.kind in SETTLED for r in records):
         return None
     last = records[-1]
+    if running:
+        return (f"unfinished session: a sweep is running on this session (last record seq {last.seq}: {last.kind}); "
+                "verify it again once the sweep has ended")
     return (f"unfinished session: no hand-off yet (last record seq {last.seq}: {last.kind}); "
             f"continue it with `{resume_command(session)}`")
 

@@ -13,55 +13,17 @@ not ours to see), the holder cannot be named and only the lock test stands.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from sk_analytics.files.flock import (
+    PROC_LOCKS as PROC_LOCKS,  # the kernel's lock table, read where every floor can
+    LockEntry as LockEntry,
+    flock_holders as flock_holders,
+    parse_proc_locks as parse_proc_locks,
+)
 from sk_runner.process import command_line, process_alive
-
-PROC_LOCKS = Path("/proc/locks")
-
-
-@dataclass(frozen=True)
-class LockEntry:
-    """One granted lock of the kernel's table: its kind (FLOCK, POSIX, OFDLCK), the pid that took it, the file."""
-
-    kind: str
-    pid: int
-    major: int
-    minor: int
-    inode: int
-
-
-def parse_proc_locks(text: str) -> list[LockEntry]:
-    """The granted locks of ``/proc/locks`` text (waiters, ``->`` lines, and malformed lines are skipped)."""
-    found: list[LockEntry] = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 6 or "->" in parts[:2]:
-            continue
-        kind, pid, where = parts[1], parts[4], parts[5].split(":")
-        if not pid.lstrip("-").isdigit() or len(where) != 3:
-            continue
-        try:
-            found.append(LockEntry(kind, int(pid), int(where[0], 16), int(where[1], 16), int(where[2])))
-        except ValueError:
-            continue
-    return found
-
-
-def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:
-    """The pids the kernel names as holding a ``flock`` on the file at ``path`` (None: the table cannot be read,
-    or the file is gone). ``table``: the text of ``/proc/locks`` (read when not given)."""
-    try:
-        st = os.stat(path)
-        text = PROC_LOCKS.read_text(encoding="ascii", errors="replace") if table is None else table
-    except OSError:
-        return None
-    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
-    return [e.pid for e in parse_proc_locks(text)
-            if e.kind == "FLOCK" and e.inode == st.st_ino and (e.major, e.minor) == (major, minor)]
 
 
 def ancestors(pid: int | None = None) -> list[int]:

@@ -27,6 +27,7 @@ from sk_analytics.messages import coded, is_coded, render, text
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix
+from sk_analytics.stage_o.session_notes import SWEEP_LOCK
 from sk_runner.backends.base import Backend
 from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ
 from sk_runner.devices.occupancy import simulated_devices
@@ -138,7 +139,7 @@ def run_sweep(
                    "(sk-run sweep --resume SESSION --ray-address HOST:PORT)")
     if problem is not None:
         raise UsageError(problem)
-    lock = FileLock(str(session.root / ".sweep.lock"))
+    lock = FileLock(str(session.root / SWEEP_LOCK))
     try:
         lock.acquire(timeout=0)
     except Timeout:
