@@ -169,3 +169,31 @@ def test_family_gate_killed_inside_an_incumbent_run_resumes_to_the_same_result(
     aside = list((round_dir_of(root, "O0-INCUMBENT") / "INCOMPLETE").iterdir())
     assert [p.name.rsplit("-", 1)[0] for p in aside] == [f"run-{INCUMBENT}"]
     assert first_disagreement(root) is None
+
+
+@pytest.mark.slow
+def test_runs_the_gate_discards_for_a_foreign_process_reach_the_hand_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean run the family gate adds (the incumbent's extension) and the lease's proof discards has no trial_result
+    of its own: the gate record carries it, so the hand-off's `devices.discarded_runs` and the report name it (they
+    said none while the run lay in INCOMPLETE/ and foreign-processes.jsonl)."""
+    import sk_runner.sweep.executor as executor
+
+    real = executor.run_trial
+    seen = {"kind": "foreign_process_on_device", "action": "discarded", "run": f"run-{INCUMBENT}", "attempt": 1,
+            "phase": "after", "devices": [0, 1], "processes": [{"device": 1, "pid": 4343, "command": "intruder",
+                                                               "source": "sim-registry", "memory_mb": None}]}
+
+    def discarding(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = real(spec, progress)
+        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:  # what the proof reports of a discarded run
+            result.foreign.append(dict(seen))
+        return result
+
+    root = tmp_path / "s"
+    monkeypatch.setattr(executor, "run_trial", discarding)
+    run_sweep(small_session(root, ["auto-op-parallel-1"], policy=replace(FAST_POLICY, gate="family")), say=lambda _: None)
+    gate = next(r.data for r in read_records(root) if r.kind == "gate_result")
+    assert gate["foreign_processes"] == [dict(seen, round="O0-INCUMBENT")]
+    handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
+    assert handoff["devices"]["discarded_runs"] == [dict(seen, round="O0-INCUMBENT")]
+    assert "intruder" in (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")

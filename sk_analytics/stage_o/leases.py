@@ -76,7 +76,8 @@ def summarize(records: Iterable[Any]) -> LeaseSummary:
     trials = [r.data for r in recs if r.kind == "trial_result"]
     leases = [lease_of(d) for d in trials]
     held = [lease for lease in leases if lease is not None]
-    discarded = tuple(dict(p, round=d.get("round")) for d in trials for p in d.get("foreign_processes") or ())
+    gates = [r.data for r in recs if r.kind == "gate_result"]  # the runs a gate added carry their own round
+    discarded = tuple(dict(p, round=p.get("round", d.get("round"))) for d in trials + gates for p in d.get("foreign_processes") or ())
     blocked = tuple(r.data for r in recs if r.kind == "lease_blocked")
     parts = [part for lease in held for part in lease.get("hosts") or (lease,)]  # a multi-host run: each host's lease
     return LeaseSummary(

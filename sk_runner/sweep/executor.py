@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.redecide import adopt_round
 from sk_runner.sweep.session import SweepSession, fresh_session_argv, session_relative
-from sk_runner.trial import Progress, TrialSpec, round_dir_of, run_trial
+from sk_runner.trial import Progress, TrialResult, TrialSpec, round_dir_of, run_trial
 
 Record = tuple[str, dict[str, Any]]
 Say = Callable[[str], None]
@@ -61,6 +61,9 @@ class Executor:
     """The hosts of a session whose ranks span hosts (each host's lease held by its agent), held to the hand-off."""
     lang: str | None = None
     """The language of the sweep's words written into its trials (failure scenes); None: SK_LANG, else the locale."""
+    gate_discards: list[dict[str, Any]] = field(default_factory=list)
+    """Clean runs the current gate added and the lease's proof discarded (they have no trial_result of their own):
+    its record carries them, with their round."""
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -191,6 +194,7 @@ class Executor:
         self.check_same_identity(a.round, a.baseline_round)
         path = self.round_dir(a.round) / "option-trial-summary.json"
         incumbent_added = 0
+        self.gate_discards = []
         if path.is_file():
             summary = load_json_file(path)
         else:
@@ -243,6 +247,7 @@ class Executor:
             "baseline_mean_ms": summary["baseline"]["worst_rank_mean_ms"], "candidate_mean_ms": cand["worst_rank_mean_ms"],
             "baseline_median_run_ms": summary["baseline"]["median_run_worst_rank_mean_ms"],
             "candidate_median_run_ms": cand["median_run_worst_rank_mean_ms"],
+            "foreign_processes": self.gate_discards,
             "baseline_run_metrics": summary["baseline"]["run_worst_rank_means_ms"],
             "candidate_run_metrics": cand["run_worst_rank_means_ms"],
             "summary_path": self.rel(path),
@@ -305,8 +310,14 @@ class Executor:
         if have >= runs:
             return 0
         self.say("    " + text("progress.family_extends", self.words, round=a.baseline_round, have=have, runs=runs))
-        result = run_trial(self._repeat_spec(a.baseline_round, runs))
+        result = self._gate_trial(self._repeat_spec(a.baseline_round, runs))
         return len(result.new_runs)
+
+    def _gate_trial(self, spec: TrialSpec) -> TrialResult:
+        """Clean runs the gate adds to ``spec.round``; the ones the lease's proof discarded go into the gate's record."""
+        result = run_trial(spec)
+        self.gate_discards += [dict(entry, round=spec.round) for entry in result.foreign]
+        return result
 
     def _extension_runs(self, a: m.Gate, summary: dict[str, Any], evaluate: Callable[[], dict[str, Any]], key: str,
                         cap: int) -> dict[str, Any]:
@@ -322,7 +333,7 @@ class Executor:
                 break
             self.say("    " + text("progress.undecided", self.words, round=a.round, policy=coded(f"decider.{found['policy']}"), runs=runs,
                                  next=runs + 1))
-            result = run_trial(self._repeat_spec(a.round, runs + 1))
+            result = self._gate_trial(self._repeat_spec(a.round, runs + 1))
             if result.status != "ok":
                 break
             added += len(result.new_runs)
