@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -370,9 +369,15 @@ def test_task_init_writes_a_task_the_plan_accepts(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err
     assert "the S0 run of the workload failed" in err and err.count("\n") == 1, err
     assert not (tmp_path / "task" / "task.json").exists()
-    shutil.rmtree(tmp_path / "task")
+    failed = tmp_path / "task" / "S0" / "experiments" / "Sbest" / "S0" / "FAILURE_SCENES"
+    assert failed.is_dir()
 
+    # fixed, run again as the error says (it was refused, exit 2 or 3, until the user deleted S0/ by hand):
+    # the failed attempt is kept out of the way, never mixed with the new S0 run
     assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "infer.py"]) == 0
+    aside = list((tmp_path / "task" / "INCOMPLETE").iterdir())
+    assert [p.name.rsplit("-", 1)[0] for p in aside] == ["S0"] and (aside[0] / failed.relative_to(tmp_path / "task" / "S0")).is_dir()
+    assert not failed.exists()
     assert f"next: sk-run sweep --task {tmp_path / 'task' / 'task.json'} --plan-only" in capsys.readouterr().out
     task = json.loads((tmp_path / "task" / "task.json").read_text(encoding="utf-8"))
     assert task["seed"]["config_fingerprint"] == fingerprint(SEED)

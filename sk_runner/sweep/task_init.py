@@ -99,7 +99,7 @@ def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, c
     from sk_runner.backends import make_backend
     from sk_runner.config import load_config
     from sk_runner.trial.engine import run_trial
-    from sk_runner.trial.spec import TrialSpec, round_dir_of
+    from sk_runner.trial.spec import TrialSpec, round_dir_of, set_aside
 
     seed_config = load_config(seed_config_path)
     check_config_options(seed_config, seed_config_path)
@@ -109,12 +109,14 @@ def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, c
     folder = folder.resolve()
     workdir = (cwd or Path.cwd()).resolve()
     s0 = folder / S0_ROUND
+    set_aside(folder, s0)  # an earlier attempt's S0 (failed or cut short; the folder holds no task): kept, out of the way
     s0.mkdir(parents=True, exist_ok=True)
     result = run_trial(TrialSpec(session=s0, round=S0_ROUND, base_config=seed_config_path, backend=make_backend("command", list(command), cwd=workdir),
                                  incumbent=True, runs=1, control=control, seed=seed, cwd=workdir, lease=lease))
     if result.status != "ok" or not result.runs_completed:
         raise InputError(round_dir_of(s0, S0_ROUND), f"the S0 run of the workload failed: {result.outcome}: {result.message}",
-                         expected="a workload that follows the contract of docs/runner.md (fix it, then run sk-run task init again)")
+                         expected="a workload that follows the contract of docs/runner.md (fix it, then run sk-run task init "
+                                  "again: this S0 then moves to INCOMPLETE/ beside it)")
     workload = {"backend": "command", "command": list(command), "cwd": str(workdir), "ranks": control.ranks,
                 "iterations": control.iterations, "warmup": control.warmup, "seed": seed}
     clean = (round_dir_of(s0, S0_ROUND) / "CLEAN").relative_to(folder).as_posix()
