@@ -155,6 +155,29 @@ def test_a_replaced_lock_file_is_seen_and_the_run_would_not_count(tmp_path: Path
         assert [d for d, _ in lease.lock_problems()] == [0, 1]
 
 
+def test_a_lost_lock_stops_the_run_at_once_instead_of_waiting_for_it(tmp_path: Path) -> None:
+    """A lease's lock once lost (its file removed or replaced) never comes back to that lease: the look before a run
+    stops at once, saying so, rather than waiting the whole lease timeout for it (60 s in the outsider's sweep,
+    600 by default) before the same stop."""
+    import time
+
+    from sk_runner.devices.proof import ForeignProcessBlocker
+
+    root = tmp_path / "locks"
+    told: list[str] = []
+    with acquire(Need(str(root), (0,)), timeout_s=1, on_wait=None) as lease:
+        proof = CleanDeviceProof(lease, _Nothing(), tmp_path / "round", "O1", wait_s=5.0, say=told.append)
+        lock_path(root, 0).unlink()
+        started = time.monotonic()
+        with pytest.raises(ForeignProcessBlocker) as info:
+            proof.before("run-1")
+        assert time.monotonic() - started < 2.5 and told == [], told
+    assert "the lease's lock is lost: its lock file was removed" in str(info.value)
+    assert "never comes back" in str(info.value) and "nothing was measured" in str(info.value)
+    actions = [json.loads(line)["action"] for line in (tmp_path / "round" / "foreign-processes.jsonl").read_text().splitlines()]
+    assert actions == ["blocked"]
+
+
 def test_an_inherited_lock_its_holder_released_is_seen(tmp_path: Path) -> None:
     root = tmp_path / "locks"
     parent = acquire(Need(str(root), (3,)), timeout_s=1, on_wait=None)

@@ -93,6 +93,11 @@ class CleanDeviceProof:
         sighting = self.look("before")
         if sighting.clean:
             return sighting
+        if any(p.source == LOCK_SOURCE for p in sighting.processes):  # never given back to this lease: no wait helps
+            self._note(run, sighting, "blocked")
+            raise ForeignProcessBlocker(f"{_who(sighting)} (devices {format_ids(self.lease.device_ids)}) before {run}; a lost "
+                                        f"lock never comes back to the lease that lost it, so nothing was measured "
+                                        f"(recorded in {self.round_dir / FOREIGN_FILE}): the same command takes the lease anew")
         self._note(run, sighting, "waited")
         self.say(text("proof.waiting", self.lang, who=_who(sighting, self.lang), seconds=self.wait_s, run=run))
         deadline = time.monotonic() + self.wait_s
