@@ -143,6 +143,9 @@ def _probe(path: Path) -> tuple[list[str], bytes]:
         size = fh.seek(0, io.SEEK_END)
         fh.seek(max(size - HEADER_PROBE_BYTES, 0))
         tail = fh.read()
+    if size == 0:
+        raise InputError(path, "empty file (0 bytes): the export wrote no header", line=1,
+                         expected="a kernel_details.csv header with Name, Start Time(us) and Duration(us)")
     first = head.split(b"\n", 1)[0].rstrip(b"\r")
     try:
         text = first.decode("utf-8-sig")
