@@ -275,3 +275,86 @@ def test_a_record_naming_an_exited_holder_on_this_host_is_an_unknown_holder(tmp_
     assert read_holder(path) == f"unknown holder (the file still names pid {int(gone.stdout)}, which has exited)"
     path.write_text("not json")
     assert read_holder(path) == "unknown holder" and read_holder(tmp_path / "missing.lock") == "unknown holder"
+
+
+#: A holder that takes a record lock, not a flock (on Linux the two never conflict): ``lockf`` (POSIX, listed with its
+#: pid in /proc/locks) or an OFD lock (listed with pid -1) on one lock file; it holds until its stdin closes
+#: (arguments: the file, the style).
+RECORD_HOLDER = r"""
+import fcntl, os, struct, sys
+f = open(sys.argv[1], "a")
+if sys.argv[2] == "lockf":
+    fcntl.lockf(f, fcntl.LOCK_EX)
+else:
+    fcntl.fcntl(f, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0))
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+#: Tries a non-blocking POSIX lock as a foreign ``lockf`` user would, says whether it got it, and exits.
+LOCKF_TRY = r"""
+import fcntl, sys
+f = open(sys.argv[1], "a")
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("free")
+except OSError:
+    print("busy")
+"""
+
+
+@contextmanager
+def record_holding(path: Path, style: str = "lockf") -> Iterator[subprocess.Popen[str]]:
+    """A foreign process holding ``path`` with a record lock of ``style`` until the block ends."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", RECORD_HOLDER, str(path), style], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert _line(proc) == "locked"
+        yield proc
+    finally:
+        _end(proc)
+
+
+def _lockf_sees(path: Path) -> str:
+    """``busy`` or ``free``: what a foreign ``lockf`` user finds on ``path`` now."""
+    return subprocess.run([sys.executable, "-c", LOCKF_TRY, str(path)], capture_output=True, text=True, check=True,
+                          timeout=60).stdout.strip()
+
+
+@pytest.mark.parametrize("style", ["lockf", "ofd"])
+def test_a_record_lock_holder_is_waited_for_and_named_then_its_device_is_leased(tmp_path: Path, style: str) -> None:
+    """A foreign POSIX (or OFD) lock on a lock file keeps the lease waiting as a foreign flock does (issue: flock and
+    record locks never conflict on Linux, so device 1 was leased under it); once the holder exits the lease is taken,
+    and while sk-run holds it a foreign ``lockf`` user finds the device busy."""
+    root = tmp_path / "locks"
+    told: list[str] = []
+    with record_holding(lock_path(root, 1), style) as holder:
+        with pytest.raises(LeaseBlocked) as info:
+            acquire(Need(str(root), (0, 1)), timeout_s=0.3, on_wait=lambda busy, limit: told.append(f"{busy.device}: {busy.holder}"))
+        assert not _busy(lock_path(root, 0)) and not _busy(lock_path(root, 1))  # nothing kept, no flock left behind
+    # lockf: /proc/locks names the pid and command line; an OFD lock is listed with pid -1, so nobody can be named
+    named = f"pid {holder.pid} ({sys.executable} -c " if style == "lockf" else "unknown holder"
+    assert len(told) == 1 and told[0].startswith(f"1: {named}"), told
+    assert info.value.exit_code == 3 and info.value.busy.device == 1
+    assert info.value.one_line().startswith(f"NPU 1 is still leased by {named}")
+    with acquire(Need(str(root), (0, 1)), timeout_s=0, on_wait=None) as lease:
+        assert lease.held and _lockf_sees(lock_path(root, 0)) == "busy" and _lockf_sees(lock_path(root, 1)) == "busy"
+        assert read_holder(lock_path(root, 1)).startswith(f"pid {os.getpid()} on ")  # reading a lock file keeps our locks
+        assert _lockf_sees(lock_path(root, 1)) == "busy"
+    assert _lockf_sees(lock_path(root, 1)) == "free"
+
+
+def test_a_trial_under_a_posix_holder_exits_3_naming_its_pid_then_runs_once_it_exits(tmp_path: Path) -> None:
+    root = tmp_path / "locks"
+    args = _trial_args(tmp_path, "O0", "--lease-root", str(root), "--device-id", "0-1", "--lease-timeout", "0.5")
+    with record_holding(lock_path(root, 1)) as holder:
+        done = sk_run(*args)
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith(f"sk-run: NPU 1 is leased by pid {holder.pid} ({sys.executable} -c ") and len(lines) == 2
+    assert "waiting up to 0.5 s (--lease-timeout)" in lines[0]
+    assert lines[-1].startswith(f"sk-run: error: NPU 1 is still leased by pid {holder.pid} (")
+    done = sk_run(*args)  # the holder has exited: the lease is taken at once and the trial runs
+    assert done.returncode == 0, done.stderr
+    assert "is leased by" not in done.stderr

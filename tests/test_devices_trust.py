@@ -5,6 +5,7 @@ Lock holders are plain-Python processes (tests/test_devices_lease.py); readiness
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -12,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_devices_lease import _busy, _trial_args, holding, sk_run, under_parent
+from test_devices_lease import _busy, _trial_args, holding, record_holding, sk_run, under_parent
 from zh_words import stray_english
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
-from sk_runner.devices.holders import ancestors, flock_holders, kernel_holder, parse_proc_locks
+from sk_runner.devices.holders import ancestors, flock_holders, kernel_holder, lock_holders, parse_proc_locks
 from sk_runner.devices.lease import (
     INHERITED,
     HeldLease,
@@ -108,6 +109,28 @@ def test_prove_inherited_accepts_this_processes_own_holding_and_names_a_stranger
         with pytest.raises(LeaseStale) as info:
             prove_inherited(Need(str(root), (1,)))
     assert info.value.device == 1 and f"pid {stranger.pid}" in info.value.problem and info.value.exit_code == 3
+
+
+def test_a_strangers_posix_lock_on_an_inherited_lease_is_named_before_and_between_runs(tmp_path: Path) -> None:
+    """The parent (this process) holds the flock as the protocol asks; a stranger holds a POSIX lock on the same file,
+    which the flock does not exclude: the inherited lease is refused, and a held one reports it between runs."""
+    root = tmp_path / "locks"
+    need = Need(str(root), (0,))
+    root.mkdir()
+    path = lock_path(root, 0)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        prove_inherited(need)  # only our own flock: fine
+        with record_holding(path) as stranger:
+            assert flock_holders(path) == [os.getpid()] and sorted(lock_holders(path) or ()) == sorted([os.getpid(), stranger.pid])
+            with pytest.raises(LeaseStale) as info:
+                prove_inherited(need)
+            problems = HeldLease(INHERITED, str(root), (0,)).lock_problems()
+        assert f"its lock is held by pid {stranger.pid} (" in info.value.problem and "outside this one's tree" in info.value.problem
+        assert [(d, f"pid {stranger.pid} (" in why) for d, why in problems] == [(0, True)]
+    finally:
+        os.close(fd)
 
 
 def test_a_silent_holder_is_named_by_proc_locks_and_unknown_only_where_unseen(tmp_path: Path) -> None:

@@ -99,9 +99,14 @@ def parse_proc_locks(text: str) -> list[LockEntry]:
     return found
 
 
-def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:
-    """The pids the kernel names as holding a ``flock`` on the file at ``path`` (None: the table cannot be read,
-    or the file is gone). ``table``: the text of ``/proc/locks`` (read when not given)."""
+LOCK_KINDS = ("FLOCK", "POSIX", "OFDLCK")
+"""The kinds of ``/proc/locks`` that exclude a writer: ``flock``, POSIX record locks (``lockf``, ``F_SETLK``) and
+open-file-description locks (``F_OFD_SETLK``; the kernel lists them with pid -1, so their holder cannot be named)."""
+
+
+def lock_holders(path: Path, *, table: str | None = None, kinds: tuple[str, ...] = LOCK_KINDS) -> list[int] | None:
+    """The pids the kernel names as holding a lock of one of ``kinds`` on the file at ``path`` (None: the table cannot
+    be read, or the file is gone). ``table``: the text of ``/proc/locks`` (read when not given)."""
     try:
         st = os.stat(path)
         text = PROC_LOCKS.read_text(encoding="ascii", errors="replace") if table is None else table
@@ -109,4 +114,9 @@ def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:
         return None
     major, minor = os.major(st.st_dev), os.minor(st.st_dev)
     return [e.pid for e in parse_proc_locks(text)
-            if e.kind == "FLOCK" and e.inode == st.st_ino and (e.major, e.minor) == (major, minor)]
+            if e.kind in kinds and e.inode == st.st_ino and (e.major, e.minor) == (major, minor)]
+
+
+def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:
+    """The pids the kernel names as holding a ``flock`` on the file at ``path`` (:func:`lock_holders` of that kind)."""
+    return lock_holders(path, table=table, kinds=("FLOCK",))

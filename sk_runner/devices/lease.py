@@ -1,8 +1,15 @@
 """The shared-NPU lease (protocol §9): ``flock`` on ``<root>/npu-device-<id>.lock``, in ascending id order.
 
 ``fcntl.flock`` is the primitive another program's Python holder uses on the
-same files, so either excludes the other; the kernel drops a lock when its
-holder dies, even by SIGKILL, so a killed sk-run never leaves a device leased.
+same files, so either excludes the other. On Linux a ``flock`` and a POSIX record
+lock (``fcntl.lockf``, ``F_SETLK``) never conflict, so each device is also locked
+with an open-file-description record lock (``F_OFD_SETLK``, whole file) on the
+same descriptor: it conflicts with POSIX and OFD locks of any other holder, so a
+holder of either style keeps us waiting and sees the device as held. Unlike a
+POSIX lock (``lockf``), it is not dropped when this process closes some other
+descriptor of the file (reading a holder record does). The kernel drops both
+locks when their holder dies, even by SIGKILL, so a killed sk-run never leaves a
+device leased.
 The holder writes who it is (pid, host, command, session, time) into each lock
 file it holds, so the next waiter can name it; a holder that writes nothing,
 such as another program, is named by the pid and command line ``/proc/locks``
@@ -23,6 +30,7 @@ import json
 import os
 import shlex
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -33,7 +41,7 @@ from types import TracebackType
 from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_runner.devices.holders import ancestors, command_of, flock_holders, kernel_holder, visible
+from sk_runner.devices.holders import ancestors, command_of, kernel_holder, lock_holders, visible
 from sk_runner.devices.markers import ACQUIRED, INHERITED, MARKERS, Need, child_variables, decide, format_ids, lease_markers
 from sk_runner.process import one_line, process_alive
 
@@ -194,7 +202,8 @@ def inherited_problem(path: Path, tree: Iterable[int]) -> str | None:
 
     The lock must be busy (a non-blocking attempt fails: someone holds it) and, where the kernel's lock table names a
     live holder, that holder must be in ``tree`` (this process and its ancestors): the parent that exported the markers.
-    Our own attempt, when it succeeds, is dropped at once (a separate open file: nobody's lock is touched)."""
+    A POSIX or OFD record lock counts as a lock (:func:`_try_lock`). Our own attempt, when it succeeds, is dropped at
+    once (a separate open file: nobody's lock is touched)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
@@ -207,7 +216,7 @@ def inherited_problem(path: Path, tree: Iterable[int]) -> str | None:
     finally:
         os.close(fd)
     family = set(tree)
-    strangers = [pid for pid in flock_holders(path) or () if visible(pid) and pid not in family]
+    strangers = [pid for pid in lock_holders(path) or () if visible(pid) and pid not in family]
     if strangers:
         return f"its lock is held by pid {strangers[0]} ({command_of(strangers[0]) or 'unknown command'}), a process outside this one's tree"
     return None
@@ -334,10 +343,37 @@ def _open_fault(path: Path, exc: OSError) -> EnvironmentBlocker:
 
 
 def _try_lock(fd: int) -> bool:
+    """Take ``fd``'s exclusive ``flock`` and its whole-file OFD record lock without waiting (False: another holder has
+    either; nothing is kept). The record lock is a write lock, a read lock on a read-only descriptor (another user's
+    lock file): that one still conflicts with every foreign write lock and keeps foreign writers out."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    if _record_lock(fd):
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)  # a POSIX or OFD holder has the file: wait for it without blocking sk-run's waiters
+    return False
+
+
+_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
+"""Linux >= 3.15 (Python >= 3.9); elsewhere only the ``flock`` stands."""
+
+
+def _record_lock(fd: int) -> bool:
+    """Take a whole-file OFD record lock on ``fd`` without waiting (False: a POSIX or OFD lock of another holder
+    conflicts). True where the kernel has no OFD locks: only the ``flock`` stands there."""
+    if _OFD_SETLK is None:
+        return True
+    kind = fcntl.F_RDLCK if (fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE) == os.O_RDONLY else fcntl.F_WRLCK
+    try:  # struct flock: l_type, l_whence, l_start, l_len (0: to the end, however it grows), l_pid (0 for OFD locks)
+        fcntl.fcntl(fd, _OFD_SETLK, struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 0, 0))
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        if exc.errno == errno.EINVAL:  # a kernel without OFD locks
+            return True
+        raise
     return True
 
 
@@ -352,7 +388,7 @@ def _replaced(path: Path, fd: int) -> str | None:
     mine = os.fstat(fd)
     if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
         return None
-    holders = [pid for pid in flock_holders(path) or () if visible(pid)]
+    holders = [pid for pid in lock_holders(path) or () if visible(pid)]
     who = f"; pid {holders[0]} ({command_of(holders[0]) or 'unknown command'}) holds the new one" if holders else ""
     return f"its lock file was replaced while the lease held it (another file at that path){who}"
 
@@ -375,7 +411,7 @@ def _drop(fd: int, *, clear: bool) -> None:
             os.ftruncate(fd, 0)
         except OSError:
             pass
-    os.close(fd)  # the only descriptor of this open file: closing it drops the flock
+    os.close(fd)  # the only descriptor of this open file: closing it drops the flock and the OFD lock
 
 
 def _announce(busy: Busy, timeout_s: float) -> None:
