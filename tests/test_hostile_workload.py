@@ -106,8 +106,8 @@ def test_sk_run_trial_speaks_its_lang(tmp_path: Path, monkeypatch: pytest.Monkey
     assert run_cli(cli, "sk-run", [*argv[:1], "--lang", lang, *argv[1:]]) == 1
     said = capsys.readouterr()
     out = said.out.replace(str(tmp_path), "")  # the folders are named as they are
-    head = {"zh": "O0-INCUMBENT：失败——进程崩溃或设备错误（提前结束：rank 1（log_1.log：20 个 decode 样本）",
-            "en": "O0-INCUMBENT: failed — process crash or device error (ended early: rank 1 (log_1.log: 20 decode samples)"}[lang]
+    head = {"zh": "O0-INCUMBENT：失败（crash）——进程崩溃或设备错误（提前结束：rank 1（log_1.log：20 个 decode 样本）",
+            "en": "O0-INCUMBENT: failed (crash) — process crash or device error (ended early: rank 1 (log_1.log: 20 decode samples)"}[lang]
     assert out.startswith(head), out
     assert said.err.startswith({"zh": "[O0-INCUMBENT] 完整推理 + 正确性校验 · 已用 ", "en": "[O0-INCUMBENT] full inference + correctness · elapsed "}[lang])
     [scene_md] = [p.read_text(encoding="utf-8") for p in (tmp_path / "session").rglob("scene.md")]

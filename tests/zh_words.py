@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from sk_analytics.stage_o.steps import FAILURE_KINDS
+
 IDENTIFIERS = frozenset({
     # names of products, methods, formats and stages
     "Stage", "Sbest-BASE", "Sbest-SMAP", "Sbest-P", "sk-tune", "Ray", "Parquet", "Welch", "npu-smi", "plog", "stderr",
@@ -19,6 +21,7 @@ IDENTIFIERS = frozenset({
     # recorded keys and values (JSON, the matrix, the lease record, the log lines)
     "rank", "decode", "token", "nodeId", "passed", "true", "blocked", "disable-all", "acquired", "inherited", "unleased",
     "family", "gate", "pid",
+    *FAILURE_KINDS,  # a failed trial's status code in its result line (scripts grep it: `O1：失败（crash）——…`)
     # units and statistics symbols
     "ms", "s", "p",
 })

@@ -38,7 +38,7 @@ def result_lines(result: TrialResult, lang: str) -> list[str]:
         lines = [text("trial.result_ok", lang, round=result.round)]
     else:
         failure = {"stage": result.outcome, "message": result.message, **({"words": result.words} if result.words else {})}
-        lines = [text("trial.result_failed", lang, round=result.round, reason=render(failure_message(failure), lang))]
+        lines = [text("trial.result_failed", lang, round=result.round, status=result.outcome, reason=render(failure_message(failure), lang))]
     runs = ", ".join(f"run-{k}" for k in result.runs_completed) or text("trial.no_runs", lang)
     lines.append("  " + text("trial.clean_runs", lang, runs=runs, target=result.runs_target, folder=result.round_dir / "CLEAN"))
     if result.scene_dir is not None:
