@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,15 @@ from sk_analytics.stage_o.machine import Policy
 from sk_analytics.stage_o.matrix import build_matrix, protocol_candidates
 from sk_runner.backends.base import Control
 from sk_runner.process import process_alive
-from sk_runner.sweep.demo import DEMO_SEED_CONFIG
+from sk_runner.sweep.demo import DEMO_PROFILE_ITERATIONS, DEMO_SEED_CONFIG
 from sk_runner.sweep.session import BackendSpec, SweepSession, create_session
 
 SMALL = Control(ranks=2, iterations=30, warmup=8)
 FAST_POLICY = Policy(timeout_s=60.0, risky_timeout_s=4.0)
+SHORT_PROFILE_POLICY = replace(FAST_POLICY, profile_iterations=DEMO_PROFILE_ITERATIONS)
+"""FAST_POLICY whose DCCI collections profile the demo's 14 steps instead of the profiler's 40 (a third of the
+profile data): every rank is still profiled, and the diagnosis is the same (the same repair patterns from the same
+regressed children). For tests of what a diagnosis or a collection proves, not of the window's length."""
 
 
 def small_session(

@@ -1,5 +1,10 @@
 """``sk-run demo --lang en`` speaks English: not one Chinese character on the console, in the report
-(Markdown and HTML), in the failure scenes or in the hand-off's reasons; the session still verifies (issue 46)."""
+(Markdown and HTML), in the failure scenes or in the hand-off's reasons; the session still verifies (issue 46).
+
+The command runs as users run it, on the demo's seed and matrix, with the simulated workload of the small demo
+sweeps (2 ranks, 30 decode samples, as test_sweep_e2e's ``sk-run sweep --demo``) instead of 8 x 120: the words
+of the console, the report, the scenes and the hand-off do not depend on the workload's size, and this session
+still settles entries of every kind (accepted, rejected, failed with a sealed scene, blocked) and diagnoses DCCI."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_analytics.ledger.chain import verify
 from sk_analytics.messages import render
 from sk_analytics.stage_o.matrix import protocol_candidates
+from sk_runner.backends.base import Control
 from sk_runner.cli import cli
 
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
@@ -33,7 +39,13 @@ def _reasons(handoff: dict[str, Any]) -> list[Any]:
 
 
 @pytest.mark.slow
-def test_english_demo_has_no_chinese(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_english_demo_has_no_chinese(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import sk_runner.sweep.demo as demo
+
+    small = Control(ranks=2, iterations=30, warmup=demo.DEMO_CONTROL.warmup)
+    real = demo.demo_session
+    monkeypatch.setattr(demo, "DEMO_CONTROL", small)  # the demo's lease: NPUs 0..1
+    monkeypatch.setattr(demo, "demo_session", lambda folder, **kw: real(folder, control=small, **kw))
     session = tmp_path / "demo-session"
     assert run_cli(cli, "sk-run", ["demo", "--lang", "en", "--session", str(session)]) == 0
     out, progress = capsys.readouterr()  # the result lines, the progress (docs/sweep.md, "Streams")
@@ -55,3 +67,4 @@ def test_english_demo_has_no_chinese(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert _chinese("\n".join(render(r, "en") for r in reasons)) == []
     assert any("未授权" in render(r, "zh") for r in reasons)  # the same records word the Chinese report
     assert verify(session).ok and first_disagreement(session) is None
+    assert json.loads((session / "session.json").read_text(encoding="utf-8"))["control"]["ranks"] == 2  # the small workload ran

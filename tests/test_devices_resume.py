@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from campaign_helpers import write_task
-from sweep_helpers import session_processes, small_session, sweep_outcome
+from sweep_helpers import SHORT_PROFILE_POLICY, session_processes, small_session, sweep_outcome
 from test_devices_lease import _busy, _trial_args, holding, sk_run
 
 from sk_analytics.ledger.chain import read_records
@@ -192,7 +192,7 @@ DCCI_ENTRIES = ["dcci-disable-all"]
 def dcci_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, ...]:
     """The decisions of a leased session whose DCCI family collects a profile pair, uninterrupted."""
     base = tmp_path_factory.mktemp("dcci-ref")
-    small_session(base / "s", DCCI_ENTRIES, network="moe-decode",
+    small_session(base / "s", DCCI_ENTRIES, network="moe-decode", policy=SHORT_PROFILE_POLICY,
                   lease=request_record(LeaseRequest(Need(str(base / "locks"), (0, 1))), "options"))
     done = sk_run("sweep", "--quiet", "--resume", str(base / "s"), timeout=900)
     assert done.returncode == 0, done.stderr
@@ -202,7 +202,8 @@ def dcci_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, ..
 def test_a_leased_sweep_killed_in_a_dcci_collection_resumes_under_the_same_lease(tmp_path: Path,
                                                                                  dcci_reference: tuple[object, ...]) -> None:
     root, locks = tmp_path / "s", tmp_path / "locks"
-    small_session(root, DCCI_ENTRIES, network="moe-decode", lease=request_record(LeaseRequest(Need(str(locks), (0, 1))), "options"))
+    small_session(root, DCCI_ENTRIES, network="moe-decode", policy=SHORT_PROFILE_POLICY,
+                  lease=request_record(LeaseRequest(Need(str(locks), (0, 1))), "options"))
     _sigkill_inside_the_lease(root, locks, root / "experiments/Sbest/DCCI/diag/baseline_profile")  # the incumbent's collection runs
     resumed = sk_run("sweep", "--quiet", "--resume", str(root), timeout=900)
     assert resumed.returncode == 0, resumed.stderr

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_helpers import small_session
+from sweep_helpers import SHORT_PROFILE_POLICY, small_session
 from test_devices_lease import _busy, holding, sk_run
 
 from sk_analytics.files.strict_json import load_json_file
@@ -51,7 +51,7 @@ def test_one_lease_from_the_first_device_command_to_the_hand_off_with_the_dcci_p
         seen.append((action.kind, _busy(lock_path(locks, 1)) if lock_path(locks, 1).exists() else False,
                      _holder_since(lock_path(locks, 1))))
 
-    session = small_session(root, ["dcci-disable-all"], network="moe-decode")
+    session = small_session(root, ["dcci-disable-all"], network="moe-decode", policy=SHORT_PROFILE_POLICY)
     run_sweep(session, say=lambda _: None, on_action=look, lease=LeaseRequest(Need(str(locks), (0, 1)), timeout_s=60))
     assert seen[:2] == [("FreezeMatrix", False, None), ("RunTrial", False, None)]  # the lease is taken inside the first trial
     held = [(kind, since) for kind, busy, since in seen[2:] if busy]

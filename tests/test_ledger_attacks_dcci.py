@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sweep_helpers import small_session
+from sweep_helpers import SHORT_PROFILE_POLICY, small_session
 
 from sk_analytics.cli import cli
 from sk_analytics.cli._base import run_cli
@@ -37,7 +37,7 @@ CANDIDATE = f"{DIAG}/candidate_profile/attempt-1"
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dcci-attacks") / "s"
-    run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode"), say=lambda _: None)
+    run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode", policy=SHORT_PROFILE_POLICY), say=lambda _: None)
     assert (root / BASELINE / MANIFEST_NAME).is_file() and (root / CANDIDATE / MANIFEST_NAME).is_file()
     return root
 
@@ -50,7 +50,8 @@ def foreign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     here = os.getcwd()
     os.chdir(parent)
     try:
-        run_sweep(small_session(Path("other"), ["dcci-disable-all"], network="moe-decode", seed=8), say=lambda _: None)
+        run_sweep(small_session(Path("other"), ["dcci-disable-all"], network="moe-decode", seed=8, policy=SHORT_PROFILE_POLICY),
+                  say=lambda _: None)
     finally:
         os.chdir(here)
     root = parent / "other"

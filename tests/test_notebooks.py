@@ -16,7 +16,7 @@ if not os.environ.get("CI"):  # a virtualenv made before the notebooks extra exi
     pytest.importorskip("nbclient", reason="the notebooks extra is not installed: make .venv/.installed (or pip install -e '.[notebooks]')")
 import nbformat
 from nbclient import NotebookClient
-from sweep_helpers import settled_statuses, small_session
+from sweep_helpers import SHORT_PROFILE_POLICY, settled_statuses, small_session
 
 from sk_analytics import explore as ex
 from sk_analytics.schema import TIMINGS
@@ -102,8 +102,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("nb") / "session"
     with pytest.MonkeyPatch.context() as patch:  # pin the collections' source revision (see test_sweep_dcci)
         patch.setattr(profile, "source_revision", lambda path, files=(): {"revision": "pinned-for-test"})
-        run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5),
-                  say=lambda _: None)
+        run_sweep(small_session(root, ["dcci-disable-all", "auto-op-parallel-1", "split-mode-3"], network="moe-decode", noise=0.5,
+                                policy=SHORT_PROFILE_POLICY), say=lambda _: None)
     assert settled_statuses(root) == {"dcci-disable-all": "accepted", "auto-op-parallel-1": "accepted", "split-mode-3": "rejected"}
     yield root
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sweep_helpers import settled_statuses, small_session
+from sweep_helpers import SHORT_PROFILE_POLICY, settled_statuses, small_session
 
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.ledger.chain import read_records, verify
@@ -43,7 +43,7 @@ def test_regression_then_repair_accepted_as_combination(tmp_path: Path) -> None:
     truth = ground_truth(load_network("moe-decode"))["dcci"]
     assert truth["disable_all"]["class"] == "regression" and truth["repair"]["beats_o0"]
     root = tmp_path / "s"
-    run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode"), say=lambda _: None)
+    run_sweep(small_session(root, ["dcci-disable-all"], network="moe-decode", policy=SHORT_PROFILE_POLICY), say=lambda _: None)
     assert settled_statuses(root) == {"dcci-disable-all": "accepted"}
     diff = next(r.data for r in read_records(root) if r.kind == "dcci_diff_result")
     assert diff["patterns"] == truth["repair"]["patterns"]  # exactly the regressed children's ops
@@ -71,7 +71,8 @@ def test_repair_not_better_than_o0_rejects_family(tmp_path: Path) -> None:
     truth = ground_truth(load_network("dcci-unrepairable"))["dcci"]
     assert truth["disable_all"]["class"] == "regression" and not truth["repair"]["beats_o0"]
     root = tmp_path / "s"
-    run_sweep(small_session(root, ["dcci-disable-all", "split-mode-3"], network="dcci-unrepairable"), say=lambda _: None)
+    run_sweep(small_session(root, ["dcci-disable-all", "split-mode-3"], network="dcci-unrepairable", policy=SHORT_PROFILE_POLICY),
+              say=lambda _: None)
     assert settled_statuses(root)["dcci-disable-all"] == "rejected"
     settled = _settled(root)
     assert settled["family_rejected"] and "相对 disable-all 的恢复不构成接受" in render(settled["reason"], "zh")

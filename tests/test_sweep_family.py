@@ -16,15 +16,23 @@ from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy
 
 INCUMBENT = family_incumbent_runs(2)  # the design of a two-entry matrix
+ENTRIES, POLICY = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="family")
+"""truth: auto-op-parallel-1 about -3.7 % step time (a gain), split-mode-3 neutral (+0.1 %)"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted family-gate sweep: the tests only read it (the first checks it, the resume test's
+    reference is it)."""
+    root = tmp_path_factory.mktemp("family") / "s"
+    outcome = run_sweep(small_session(root, ENTRIES, noise=1.0, policy=POLICY), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    return root
 
 
 @pytest.mark.slow
-def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(tmp_path: Path) -> None:
-    root = tmp_path / "s"
-    # truth: auto-op-parallel-1 about -3.7 % step time (a gain), split-mode-3 neutral (+0.1 %)
-    session = small_session(root, ["auto-op-parallel-1", "split-mode-3"], noise=1.0, policy=replace(FAST_POLICY, gate="family"))
-    outcome = run_sweep(session, say=lambda _: None)
-    assert outcome is not None and outcome.outcome == "base"
+def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(finished: Path) -> None:
+    root = finished
     gates = {r.data["round"]: r.data for r in read_records(root) if r.kind == "gate_result"}
     runs = runs_per_round(root)
     assert len(runs["O0-INCUMBENT"]) == INCUMBENT  # extended once, before the first look
@@ -95,7 +103,7 @@ def test_the_plan_states_the_family_caps_up_front(tmp_path: Path, capsys: pytest
 
 @pytest.mark.slow
 def test_family_gate_interrupted_after_extending_the_incumbent_resumes_to_the_same_result(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, finished: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C right after the incumbent was extended (before any gate record): the resume accepts an incumbent
     with more than five runs, extends nothing again and ends as an uninterrupted sweep does."""
     from sweep_helpers import sweep_outcome
@@ -104,9 +112,7 @@ def test_family_gate_interrupted_after_extending_the_incumbent_resumes_to_the_sa
     from sk_analytics.handoff.crosscheck import first_disagreement
     from sk_runner.sweep.session import load_session
 
-    entries, policy = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="family")
-    reference = tmp_path / "reference"
-    run_sweep(small_session(reference, entries, noise=1.0, policy=policy), say=lambda _: None)
+    entries, policy, reference = ENTRIES, POLICY, finished
     real = executor.run_trial
 
     def interrupted(spec, progress=None):  # type: ignore[no-untyped-def]

@@ -15,14 +15,23 @@ from sk_analytics.ledger.chain import read_records
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy
 
+ENTRIES, POLICY = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="sequential")
+"""truth: auto-op-parallel-1 about -3.7 % step time (a gain), split-mode-3 neutral (+0.1 %)"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted sequential-gate sweep: the tests only read it (the first checks it, the resume test's
+    reference is it)."""
+    root = tmp_path_factory.mktemp("sequential") / "s"
+    outcome = run_sweep(small_session(root, ENTRIES, noise=1.0, policy=POLICY), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    return root
+
 
 @pytest.mark.slow
-def test_sequential_gate_adds_runs_while_undecided(tmp_path: Path) -> None:
-    root = tmp_path / "s"
-    # truth: auto-op-parallel-1 about -3.7 % step time (a gain), split-mode-3 neutral (+0.1 %)
-    session = small_session(root, ["auto-op-parallel-1", "split-mode-3"], noise=1.0, policy=replace(FAST_POLICY, gate="sequential"))
-    outcome = run_sweep(session, say=lambda _: None)
-    assert outcome is not None and outcome.outcome == "base"
+def test_sequential_gate_adds_runs_while_undecided(finished: Path) -> None:
+    root = finished
     gates = {r.data["round"]: r.data for r in read_records(root) if r.kind == "gate_result"}
     runs = runs_per_round(root)
     for name, gate in gates.items():
@@ -51,7 +60,7 @@ def test_sequential_gate_refuses_a_run_budget(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sequential_gate_interrupted_between_added_runs_resumes_to_the_same_result(tmp_path: Path,
+def test_sequential_gate_interrupted_between_added_runs_resumes_to_the_same_result(tmp_path: Path, finished: Path,
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C while the gate adds runs: the resumed gate replays its looks from the runs on disk and ends as an
     uninterrupted sweep does (same decisions, same runs, same gate numbers)."""
@@ -60,9 +69,7 @@ def test_sequential_gate_interrupted_between_added_runs_resumes_to_the_same_resu
     import sk_runner.sweep.executor as executor
     from sk_runner.sweep.session import load_session
 
-    entries, policy = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="sequential")
-    reference = tmp_path / "reference"
-    run_sweep(small_session(reference, entries, noise=1.0, policy=policy), say=lambda _: None)
+    entries, policy, reference = ENTRIES, POLICY, finished
     added = [g["sequential"]["runs_added_by_gate"] for g in (r.data for r in read_records(reference) if r.kind == "gate_result")]
     assert max(added) >= 2  # split-mode-3 needs two added runs: the interruption below falls between them
 
