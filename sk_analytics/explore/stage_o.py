@@ -17,7 +17,7 @@ Presentation only: nothing here decides; numbers come from the evidence.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -210,8 +210,27 @@ def _check_value(name: str, gate: Mapping[str, Any], summary: Mapping[str, Any] 
     return None if value is None else float(value)
 
 
+def _protocol_check_value(name: str, verdict: Mapping[str, Any]) -> float | None:
+    """A check's figure as the protocol's verdict recorded it (on the protocol's runs)."""
+    field = _CHECKS[name][0] or {"baseline_stable": "baseline_spread_pct", "baseline_min_runs": "baseline_runs",
+                                 "candidate_min_runs": "candidate_runs"}[name]
+    value = verdict.get(field)
+    return None if value is None else float(value)
+
+
+def _protocol_checks(gate: Mapping[str, Any], info: RoundInfo) -> tuple[Mapping[str, Any], Callable[[str], float | None]]:
+    """The protocol's checks of a gate and how to read each one's figure: its ``protocol_verdict``'s, taken on the
+    protocol's runs (a non-protocol gate may have added runs to either side); a record from before the verdict
+    carried them: the gate's own."""
+    verdict = gate.get("protocol_verdict") or {}
+    if isinstance(verdict.get("checks"), Mapping):
+        return verdict["checks"], lambda name: _protocol_check_value(name, verdict)
+    return gate.get("checks") or {}, lambda name: _check_value(name, gate, info.summary)
+
+
 def gate_checks(view: SessionView) -> pl.DataFrame:
-    """Every gated round's seven protocol checks with their values, limits and margins.
+    """Every gated round's seven protocol checks with their values, limits and margins, on the protocol's runs
+    (the incumbent's first five, the candidate's first three, whichever gate decided).
 
     Columns: round, round_index, entry_id, baseline_round, check, value, rule, limit,
     margin, passed. ``limit`` is the one the gate applied (its summary's
@@ -230,11 +249,11 @@ def gate_checks(view: SessionView) -> pl.DataFrame:
         gate = info.gate
         if gate is None:
             continue
-        recorded = gate.get("checks") or {}
+        recorded, value_of = _protocol_checks(gate, info)
         known = [name for name in CHECK_NAMES if name in recorded]
         for name in known + [name for name in recorded if name not in CHECK_NAMES]:  # a check this API does not know: no value
             rows.append({"round": info.name, "entry_id": info.entry_id, "baseline_round": gate.get("baseline_round"),
-                         "check": name, "value": _check_value(name, gate, info.summary) if name in _CHECKS else None,
+                         "check": name, "value": value_of(name) if name in _CHECKS else None,
                          "rule": _CHECKS[name][1] if name in _CHECKS else None,
                          "limit": _check_limit(name, info) if name in _CHECKS else None,
                          "passed": bool(recorded[name])})
@@ -248,18 +267,27 @@ def gate_checks(view: SessionView) -> pl.DataFrame:
 
 
 def o0_runs(view: SessionView) -> pl.DataFrame:
-    """O0-INCUMBENT's five clean runs as its stability check saw them.
+    """O0-INCUMBENT's clean runs the decisions used: the five its stability check (and the protocol's verdicts)
+    saw, and every further run a gate compared against it (a non-protocol gate extends the incumbent).
 
     Columns: run, worst_rank, worst_rank_mean_ms, deviation_pct (from the
-    mean of the runs). The spread the protocol limits to 5 % is
-    ``(max - min) / mean * 100`` of ``worst_rank_mean_ms``. Empty before O0 ran.
+    mean of the listed runs), protocol (the run is one of the five the protocol's
+    checks read). The spread the protocol limits to 5 % is
+    ``(max - min) / mean * 100`` of ``worst_rank_mean_ms`` over the protocol's runs. Empty before O0 ran.
     """
+    schema = {"run": pl.String, "worst_rank": pl.Int32, "mean_ms": pl.Float64}
     o0 = view.rounds.get(O0)
-    per_run = ((o0.stability_file or {}).get("baseline") or {}).get("per_run_metrics") if o0 else None
-    frame = pl.DataFrame(per_run or [], schema={"run": pl.String, "worst_rank": pl.Int32, "mean_ms": pl.Float64})
+    checked = ((o0.stability_file or {}).get("baseline") or {}).get("per_run_metrics") if o0 else None
+    compared = [((info.summary or {}).get("baseline") or {}).get("per_run_metrics") or [] for info in view.rounds.values()
+                if info.gate is not None and info.gate.get("baseline_round") == O0]
+    frames = [pl.DataFrame(rows, schema=schema).with_columns(pl.lit(protocol).alias("protocol"))
+              for rows, protocol in ((checked or [], True), *((rows, False) for rows in compared))]
     mean = pl.col("worst_rank_mean_ms").mean()
-    return (frame.rename({"mean_ms": "worst_rank_mean_ms"})
-            .with_columns(((pl.col("worst_rank_mean_ms") - mean) / mean * 100).alias("deviation_pct")))
+    return (pl.concat(frames).unique("run", keep="first", maintain_order=True)
+            .sort(pl.col("run").str.extract(r"(\d+)$").cast(pl.Int64, strict=False), maintain_order=True)
+            .rename({"mean_ms": "worst_rank_mean_ms"})
+            .with_columns(((pl.col("worst_rank_mean_ms") - mean) / mean * 100).alias("deviation_pct"))
+            .select("run", "worst_rank", "worst_rank_mean_ms", "deviation_pct", "protocol"))
 
 
 def _change_text(change: Mapping[str, Any]) -> str:

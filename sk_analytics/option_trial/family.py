@@ -260,6 +260,8 @@ def evaluate_family(baseline: Mapping[str, Any], candidate: Mapping[str, Any], d
         "policy": POLICY, "is_protocol": False, "label": LABEL, "label_zh": LABEL_ZH,
         "accepted": state == "accepted", "state": state, "reason": reason,
         "runs_used": used, "candidate_runs_available": nc, "incumbent_runs": nb,
+        # its own figures: the improvement and its 95 % interval over the runs it used, both sides
+        "estimate": {k: None if v is None else json_number(v) for k, v in estimate(base.mean_ms, cand.mean_ms[:used]).items()},
         "next": "add one candidate run and evaluate again" if state == "undecided" else None,
         "design": design.to_json(), "boundaries": [json_number(c) for c in bounds_], "looks": looks,
         **allowances.to_json(),

@@ -144,7 +144,11 @@ def _o0_runs(view: SessionView, t: Mapping[str, str]) -> list[str]:
     if not runs.height:
         return [t["none"], ""]
     rows = [[r["run"], r["worst_rank"], num(r["worst_rank_mean_ms"], 4), pct(r["deviation_pct"])] for r in runs.iter_rows(named=True)]
-    return table(t["o0_cols"].split("|"), rows)
+    if runs["protocol"].all():
+        return table(t["o0_cols"].split("|"), rows)
+    # a gate extended the incumbent: every run the decisions used, and which of them the protocol's verdict read
+    marks = [t["yes"] if used else t["no"] for used in runs["protocol"]]
+    return table([*t["o0_cols"].split("|"), t["o0_protocol_col"]], [[*row, mark] for row, mark in zip(rows, marks, strict=True)])
 
 
 def _gate_rows(view: SessionView, round_name: str, t: Mapping[str, str]) -> list[list[str]]:
@@ -154,8 +158,9 @@ def _gate_rows(view: SessionView, round_name: str, t: Mapping[str, str]) -> list
             for r in checks.iter_rows(named=True)]
 
 
-def _decision_line(gate: Mapping[str, Any], lang: str) -> str:
-    """Who decided the round (a non-protocol policy says so) and what the protocol and the statistics policy answered."""
+def _decision_line(gate: Mapping[str, Any], lang: str) -> list[str]:
+    """Who decided the round (a non-protocol policy says so) and what the protocol and the statistics policy answered;
+    under the family policy, the runs the protocol's checks read and the family policy's own runs and interval."""
     t = TEXT[lang]
     mode = str(gate.get("gate_mode") or "protocol")
     en, zh = GATE_LABELS.get(mode, GATE_LABELS["protocol"])
@@ -163,7 +168,17 @@ def _decision_line(gate: Mapping[str, Any], lang: str) -> str:
              f"{t['protocol_gate']}: {t['passed'] if gate.get('protocol_accepted', gate.get('accepted')) else t['not_passed']}"]
     if gate.get("stats_accepted") is not None:
         parts.append(f"{t['stats_policy']}: {t['passed'] if gate['stats_accepted'] else t['not_passed']}")
-    return "- " + t["sep"].join(parts)
+    lines = ["- " + t["sep"].join(parts)]
+    verdict, family = gate.get("protocol_verdict") or {}, gate.get("family")
+    if family and "baseline_runs" in verdict:  # the protocol's checks above are on fewer runs than the family policy's
+        lines.append("  - " + t["protocol_runs"].format(base=verdict["baseline_runs"], cand=verdict["candidate_runs"]))
+    if family:
+        estimate = family.get("estimate") or {}
+        interval = None if estimate.get("ci_low_pct") is None else [estimate["ci_low_pct"], estimate["ci_high_pct"]]
+        lines.append("  - " + t["family_figures"].format(
+            decision=t["accept"] if family.get("accepted") else t["reject"], base=family.get("incumbent_runs"),
+            cand=family.get("runs_used"), pct=pct(estimate.get("improvement_pct")), ci=ci_text(interval)))
+    return lines
 
 
 _TRUTH_CLASSES = ("gain", "neutral", "loss")
@@ -228,7 +243,7 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
         if info.gate:
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]
-            lines.append(_decision_line(g, lang))
+            lines += _decision_line(g, lang)
             if g.get("advice"):
                 lines.append(f"- {t['advice']}: {g['advice']['text_zh'] if lang == 'zh' else g['advice']['text']}")
             decision = gate_decisions(view).filter(round=info.name).row(0, named=True)

@@ -233,7 +233,9 @@ class Executor:
             "gate_is_protocol": bool(decided.get("is_protocol", decided["mode"] == "protocol")),
             "gate_label": decided.get("label", "Stage O protocol gate"),
             "protocol_verdict": protocol,
-            "stats_accepted": (cand.get("stats_policy_evaluation") or {}).get("accepted"),
+            # the statistics policy's preconditions are the protocol's runs: its answer on them (older summaries: on the gate's)
+            "stats_accepted": protocol["stats_accepted"] if "stats_accepted" in protocol
+            else (cand.get("stats_policy_evaluation") or {}).get("accepted"),
             "sequential": _sequential_record(cand.get("sequential_policy_evaluation")),
             **({"family": _family_record(cand["family_policy_evaluation"])} if cand.get("family_policy_evaluation") else {}),
             "allow_p90_regression_pct": ev.get("allow_p90_regression_pct", 0.0),
@@ -465,18 +467,23 @@ def _family_record(fam: dict[str, Any]) -> dict[str, Any]:
     """The family policy's answer in a gate record: its decision, the runs it used and added (candidate and
     incumbent) and the design stated up front (level spent, caps, minimum effect)."""
     keys = ("accepted", "state", "reason", "runs_used", "candidate_runs_available", "incumbent_runs", "runs_added_by_gate",
-            "incumbent_runs_added_by_gate", "design")
+            "incumbent_runs_added_by_gate", "estimate", "design")
     return {key: fam.get(key) for key in keys}
 
 
 def _protocol_verdict_of(cand: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
-    """The protocol's verdict of one candidate of an option-trial summary, with the statistics beside it."""
+    """The protocol's verdict of one candidate of an option-trial summary, with the statistics beside it: its seven
+    checks and their figures (the report's check table shows these), and the statistics policy's answer on the same runs."""
     ev, stats = cand["option_trial_evaluation"], cand.get("statistics") or {}
     return {
-        "accepted": bool(ev["accepted"]), "failed_checks": list(ev["failed_checks"]),
+        "accepted": bool(ev["accepted"]), "failed_checks": list(ev["failed_checks"]), "checks": dict(ev["checks"]),
         "mean_improvement_pct": ev.get("mean_improvement_pct"),
+        "median_run_improvement_pct": ev.get("median_run_improvement_pct"),
+        "p90_regression_pct": ev.get("p90_regression_pct"), "stddev_regression_pct": ev.get("stddev_regression_pct"),
+        "baseline_spread_pct": (summary.get("baseline_stability") or {}).get("spread_pct"),
         "baseline_runs": len(summary["baseline"]["run_worst_rank_means_ms"]), "candidate_runs": len(cand["run_worst_rank_means_ms"]),
         "ci_pct": stats.get("ci_pct"), "advice": (cand.get("advice") or {}).get("kind"),
+        "stats_accepted": (cand.get("stats_policy_evaluation") or {}).get("accepted"),
     }
 
 
