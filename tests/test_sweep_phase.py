@@ -237,6 +237,22 @@ def test_second_sweep_on_a_session_is_refused(tmp_path: Path) -> None:
             run_sweep(session, say=lambda _: None)
 
 
+def test_a_refused_resume_prints_nothing_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``sk-run sweep --resume S`` while another sweep holds S: the one error line on stderr, no ``Session:`` line
+    on stdout (it used to come before the refusal, as if the sweep had started)."""
+    from filelock import FileLock
+
+    task = _write(tmp_path)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    capsys.readouterr()
+    session = tmp_path / "session"
+    with FileLock(str(session / ".sweep.lock")):
+        code = run_cli(cli, "sk-run", ["sweep", "--resume", str(session)])
+    refused = capsys.readouterr()
+    assert code == 2 and refused.out == ""
+    assert refused.err.strip().endswith(f"sk-run: error: {session}: another sweep is running on this session")
+
+
 @pytest.mark.parametrize("how", [["--task", "{task}"], ["--task", "{task}", "--plan-only"], ["--demo", "--ranks", "2", "--session", "{session}"]])
 def test_more_ranks_than_leased_devices_is_refused_before_the_session_exists(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], how: list[str]) -> None:

@@ -36,11 +36,11 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
 
     labels = OUTPUT_LABELS[lang]
     say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))  # stdout: the result lines only
-    click.echo(f"{labels['session']}{session.root}")
     for notice in session.notices:
         click.echo(f"sk-run: warning: {notice}", err=True)
-    try:
-        outcome = run_sweep(session, say=say, lang=lang, lease=lease, hosts=hosts)
+    try:  # the session line once the sweep holds the session: a refused one prints nothing on stdout
+        outcome = run_sweep(session, say=say, lang=lang, lease=lease, hosts=hosts,
+                            started=lambda: click.echo(f"{labels['session']}{session.root}"))
     except BaseException as exc:  # Ctrl-C / SIGTERM (also one Python wrapped): every started process is already killed
         if interrupt_of(exc) is not None:
             click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)

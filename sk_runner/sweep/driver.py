@@ -127,8 +127,12 @@ def run_sweep(
     on_action: Callable[[m.Action], None] | None = None,
     lease: LeaseRequest | None = None,
     hosts: Hosts | None = None,
+    started: Callable[[], None] | None = None,
 ) -> SweepOutcome | None:
     """Run the session until the hand-off is written (or ``max_actions`` ran: None).
+
+    ``started``: called once the sweep holds the session (its lock taken), before any step: a refused sweep
+    (another one running, the wrong hosts) never calls it.
 
     ``lease``: the devices, taken at the first device command and held to the end (every trial, the
     incumbent's and the DCCI pair's collections on the same exclusively held devices). ``hosts``: the hosts
@@ -144,6 +148,8 @@ def run_sweep(
         lock.acquire(timeout=0)
     except Timeout:
         raise UsageError(f"{session.root}: another sweep is running on this session") from None
+    if started is not None:
+        started()
     step = _Step()
     held = LazyLease(lease, env=os.environ, session=session.root, on_blocked=lambda exc: _lease_blocked(session, step.action, exc))
     simulated = hosts is None and simulated_devices(session.backend.name)
