@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
@@ -64,6 +65,46 @@ def test_family_gate_extends_the_incumbent_and_records_the_protocol_verdict(fini
     assert listed and any(int(n) == INCUMBENT for n, _ in listed)
     for n, values in listed:
         assert len(values.split(", ")) == int(n), (n, values)
+    _assert_the_report_agrees_with_its_verdicts(root, gates, runs["O0-INCUMBENT"])
+
+
+def _assert_the_report_agrees_with_its_verdicts(root: Path, gates: dict[str, Any], incumbent_runs: list[str]) -> None:
+    """The family sweep's report, both languages: each check table is the protocol's checks on the protocol's runs (the
+    verdict line beside it), the family policy's own line has its runs and interval, and the O0 table lists every
+    incumbent run a gate compared, marking the five the protocol read. The tables used to show the protocol's rules
+    over all the family's runs (baseline_min_runs: no) beside "protocol gate: passed", and only five O0 runs."""
+    import re
+
+    from sk_analytics.handoff.crosscheck import first_disagreement
+    from sk_analytics.report.render import load_view, render_markdown
+    from sk_analytics.report.text import TEXT
+
+    assert first_disagreement(root) is None  # the report on disk is the one rendered here from the ledger
+    view = load_view(root)
+    for lang in ("zh", "en"):
+        t = TEXT[lang]
+        text = render_markdown(view, lang)
+        for name, gate in gates.items():
+            section = text[text.index(f"### {name} ·"):]
+            section = section[:section.index(f"- {t['evidence']}: ")]
+            table = dict(re.findall(r"^\| ([a-z0-9_]+) \| [^|]+ \| (\S+) \|$", section, re.M))
+            verdict = gate["protocol_verdict"]
+            assert set(table) == set(verdict["checks"]) and table["baseline_min_runs"] == t["yes"]
+            assert sorted(k for k, v in table.items() if v == t["no"]) == sorted(verdict["failed_checks"])
+            said = t["passed"] if verdict["accepted"] else t["not_passed"]
+            assert f"{t['protocol_gate']}: {said}" in section  # the line beside the table: the same verdict
+            fam = gate["family"]
+            assert t["protocol_runs"].format(base=5, cand=3) in section
+            estimate = fam["estimate"]
+            assert estimate["ci_low_pct"] <= estimate["improvement_pct"] <= estimate["ci_high_pct"]
+            assert t["family_figures"].format(
+                decision=t["accept"] if fam["accepted"] else t["reject"], base=fam["incumbent_runs"], cand=fam["runs_used"],
+                pct=f"{estimate['improvement_pct']:+.2f}%",
+                ci=f"[{estimate['ci_low_pct']:+.2f}%, {estimate['ci_high_pct']:+.2f}%]") in section
+        o0 = text[text.index(f"## {t['o0_runs']}"):text.index(f"## {t['trials']}")]
+        rows = re.findall(r"^\| (run-\d+) \|.*\| (\S+) \|$", o0, re.M)
+        assert [run for run, _ in rows] == sorted(incumbent_runs, key=lambda r: int(r.split("-")[1]))
+        assert [run for run, used in rows if used == t["yes"]] == [f"run-{k}" for k in range(1, 6)]
 
 
 def test_family_gate_policy_fields(tmp_path: Path) -> None:
