@@ -265,7 +265,11 @@ def test_lang_en_prints_english_output_labels(tmp_path: Path, monkeypatch: pytes
 
     outcome = types.SimpleNamespace(report=tmp_path / "EXPERIMENT_REPORT.md", html=tmp_path / "report.html", handoff=tmp_path / "handoff.json",
                                     outcome="base")
-    monkeypatch.setattr(sweep_driver, "run_sweep", lambda session, say, lang, **_: outcome)  # run_and_print imports it when it runs
+    def run_sweep(session, say, lang, started=None, **_):  # type: ignore[no-untyped-def]  # the real one: started() once it holds the session
+        started()
+        return outcome
+
+    monkeypatch.setattr(sweep_driver, "run_sweep", run_sweep)  # run_and_print imports it when it runs
     session = types.SimpleNamespace(root=tmp_path, notices=[])
     for lang, labels in (("en", ("Session: ", "Report: ", "HTML: ", "Hand-off: ")), ("zh", ("会话：", "报告：", "HTML：", "交接："))):
         assert sweep_cli.run_and_print(session, lang, quiet=True) == 0  # type: ignore[arg-type]
