@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.files.atomic import write_json
 from sk_analytics.files.io_seam import Fault, inject
@@ -114,3 +116,14 @@ def sweep_with_fault(root: Path, fault: Fault | None) -> EnvironmentBlocker | No
             return exc
     assert plan.fired == 0
     return None
+
+
+def finished_sweep(factory: pytest.TempPathFactory, name: str, entries: list[str], policy: Policy) -> Path:
+    """One uninterrupted sweep of a small session (noise 1.0) that ends at a BASE: a module's tests that only
+    read it share it (one is the resume tests' reference)."""
+    from sk_runner.sweep.driver import run_sweep
+
+    root = factory.mktemp(name) / "s"
+    outcome = run_sweep(small_session(root, entries, noise=1.0, policy=policy), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "base"
+    return root

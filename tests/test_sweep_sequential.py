@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sweep_helpers import FAST_POLICY, runs_per_round, settled_statuses, small_session
+from sweep_helpers import FAST_POLICY, finished_sweep, runs_per_round, settled_statuses, small_session
 
 from sk_analytics.errors import InputError
 from sk_analytics.handoff.crosscheck import first_disagreement
@@ -21,12 +21,8 @@ ENTRIES, POLICY = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, g
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One uninterrupted sequential-gate sweep: the tests only read it (the first checks it, the resume test's
-    reference is it)."""
-    root = tmp_path_factory.mktemp("sequential") / "s"
-    outcome = run_sweep(small_session(root, ENTRIES, noise=1.0, policy=POLICY), say=lambda _: None)
-    assert outcome is not None and outcome.outcome == "base"
-    return root
+    """One uninterrupted sequential-gate sweep: the tests only read it (the first checks it, the resume test's reference is it)."""
+    return finished_sweep(tmp_path_factory, "sequential", ENTRIES, POLICY)
 
 
 @pytest.mark.slow
