@@ -148,6 +148,7 @@ def test_missing_session_folder_is_refused_alike_by_trial_probe_and_profile(tmp_
 def test_scene_rerun_command_works_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Relative --session/--base-config on the command line; the scene's rerun command holds absolute paths and the cwd."""
     _clean_env(monkeypatch)
+    monkeypatch.setenv("SK_LANG", "en")
     argv = write_fake(tmp_path)
     monkeypatch.chdir(tmp_path)
     failing = ["trial", "--session", "session", "--round", "O4", "--base-config", "base.json",
@@ -160,6 +161,7 @@ def test_scene_rerun_command_works_from_any_folder(tmp_path: Path, monkeypatch: 
     assert rerun[:2] == ["sk-run", "trial"]
     for flag in ("--session", "--base-config", "--cwd"):
         assert Path(rerun[rerun.index(flag) + 1]).is_absolute(), flag
+    assert rerun[rerun.index("--lang") + 1] == "en"  # the language the trial spoke (SK_LANG's, by the default rule), pinned
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)

@@ -59,7 +59,7 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
     for flag in ("joint_dcci", "incumbent"):
         if params[flag]:
             argv.append("--" + flag.replace("_", "-"))
-    for name in ("runs", "top_up_to", "timeout", "ranks", "iterations", "warmup", "network", "seed", "same_identity_as"):
+    for name in ("runs", "top_up_to", "timeout", "ranks", "iterations", "warmup", "network", "seed", "same_identity_as", "lang"):
         if params[name] is not None:
             argv += ["--" + name.replace("_", "-"), str(params[name])]
     argv += lease or []
