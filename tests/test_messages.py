@@ -14,7 +14,7 @@ from babel.messages.pofile import read_po
 from zh_words import stray_english
 
 from sk_analytics.errors import UsageError
-from sk_analytics.messages import DOMAIN, LANGS, LOCALE_DIR, Messages, coded, ids, lang_of_locale, render, resolve_lang, template, text
+from sk_analytics.messages import DOMAIN, LANGS, LOCALE_DIR, Messages, coded, ids, lang_of_locale, render, rendered_fields, resolve_lang, template, text
 
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 """Chinese characters and the full-width punctuation that goes with them."""
@@ -79,6 +79,12 @@ def test_text_fills_named_parameters_and_shows_a_missing_fact_as_a_question_mark
     assert text("report.lease_runs", "zh", n=3, m=2).startswith("3 个试验记录中 2 个")
     assert text("reason.gate_failed", "en", label="a=1", mean_pct=None) == "a=1 did not pass the gate (mean improvement ?%); incumbent restored"
     assert render(coded("reason.gate_failed", label="a=1", mean_pct=1.5), "zh") == "a=1 未通过门禁（均值改善 +1.500%），恢复原基线"
+
+
+def test_rendered_fields_put_both_languages_of_one_message_under_a_field_and_its_zh_twin() -> None:
+    message = coded("reason.gate_failed", label="a=1", mean_pct=1.5)
+    assert rendered_fields("reason", message) == {"reason": render(message, "en"), "reason_zh": render(message, "zh")}
+    assert rendered_fields("reason", message)["reason"].startswith("a=1 did not pass the gate")
 
 
 def test_an_unknown_id_is_an_error_not_the_id_printed() -> None:

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from sk_analytics.messages import text
+from sk_analytics.option_trial import planning
 from sk_analytics.option_trial.inference import (
     equivalence,
     log_effect_of_pct,
@@ -116,6 +118,10 @@ def test_runs_needed_plans_at_the_bounds_not_the_estimates() -> None:
     # the estimates alone would promise far fewer runs: that optimism is what issue 28 removes
     assert runs_needed(0.04, sd) < figure["per_side"]
     assert "upper confidence bound" in figure["assumes"] and "置信上界" in figure["assumes_zh"]
+    # the sentences are rendered from the coded message where the figure is built; planning keeps none of its own
+    assert figure["assumes"] == text("advice.assumes", "en", noise=0.8, effect=0.95, min_runs=3)
+    assert figure["assumes_zh"] == text("advice.assumes", "zh", noise=0.8, effect=0.95, min_runs=3)
+    assert not any(isinstance(value, str) and value in (figure["assumes"], figure["assumes_zh"]) for value in vars(planning).values())
     assert figure["power"] == 0.8 and figure["confidence"] == 0.95
     # a null trial: the observed effect is noise, so no figure promises to resolve it; the margin's figure instead
     logs = np.array([0.004, -0.006, 0.001])

@@ -117,6 +117,13 @@ def coded(msg_id: str, **params: Any) -> dict[str, Any]:
     return {"code": msg_id, "params": params}
 
 
+def rendered_fields(field: str, message: Mapping[str, Any]) -> dict[str, str]:
+    """``{field: English, field + "_zh": Chinese}`` of a recorded message: for the records whose format still
+    carries a sentence in both languages beside the facts (``assumes``/``assumes_zh``). Rendered where the
+    record is built, from the message, so no module keeps rendered sentences of its own."""
+    return {field: render(message, "en"), f"{field}_zh": render(message, "zh")}
+
+
 class Messages(Mapping[str, str]):
     """The messages under one id prefix in one language, as a read-only mapping (``t["title"]``).
 

@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import coded, text
+from sk_analytics.messages import coded, rendered_fields, text
 from sk_analytics.option_trial.executable import settle_plan, settle_text
-from sk_analytics.option_trial.planning import ASSUMES, ASSUMES_ZH, CONFIDENCE, POWER, noise_upper, planning_effect, pooled_sd, runs_per_side
+from sk_analytics.option_trial.planning import ASSUMES_MESSAGE, CONFIDENCE, POWER, noise_upper, planning_effect, pooled_sd, runs_per_side
 
 sps = lazy_module("scipy.stats")  # imported on first use: reading and summarising logs does not carry it
 
@@ -217,7 +217,7 @@ def runs_needed_figure(base: np.ndarray, cand: np.ndarray) -> dict[str, Any]:
         "planned_effect_pct": planned_pct,
         "planned_noise_pct": None if math.isnan(sd_up) else sd_up * 100,
         "per_side": None if math.isnan(per_side) else int(per_side),
-        "power": POWER, "confidence": CONFIDENCE, "assumes": ASSUMES, "assumes_zh": ASSUMES_ZH,
+        "power": POWER, "confidence": CONFIDENCE, **rendered_fields("assumes", ASSUMES_MESSAGE),
         "executable": executable,
     }
 

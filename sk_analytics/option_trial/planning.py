@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import coded, render
+from sk_analytics.messages import coded
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
 
 sps = lazy_module("scipy.stats")
@@ -47,9 +47,9 @@ MAX_RUNS_SEARCHED = 10_000
 
 NOISE_ASSUMES_MESSAGE = coded("advice.noise_assumes", level=NOISE_UPPER_LEVEL)
 """What a runs figure assumes of the noise, as a message (nested in the advice sentences)."""
-NOISE_ASSUMES, NOISE_ASSUMES_ZH = render(NOISE_ASSUMES_MESSAGE, "en"), render(NOISE_ASSUMES_MESSAGE, "zh")
-_ASSUMES = coded("advice.assumes", noise=NOISE_UPPER_LEVEL, effect=EFFECT_LOWER_LEVEL, min_runs=MIN_RUNS)
-ASSUMES, ASSUMES_ZH = render(_ASSUMES, "en"), render(_ASSUMES, "zh")
+ASSUMES_MESSAGE = coded("advice.assumes", noise=NOISE_UPPER_LEVEL, effect=EFFECT_LOWER_LEVEL, min_runs=MIN_RUNS)
+"""What a planned runs figure assumes (noise bound, effect bound, minimum runs), as a message: rendered
+where the figure is recorded (:func:`~sk_analytics.messages.rendered_fields`)."""
 
 
 def noise_upper(sd: np.ndarray | float, df: np.ndarray | float, level: float = NOISE_UPPER_LEVEL) -> np.ndarray:
