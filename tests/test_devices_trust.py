@@ -17,6 +17,7 @@ from test_devices_lease import _busy, _trial_args, holding, record_holding, sk_r
 from zh_words import stray_english
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
+from sk_analytics.messages import coded, render
 from sk_runner.devices.holders import ancestors, flock_holders, kernel_holder, lock_holders, parse_proc_locks
 from sk_runner.devices.lease import (
     INHERITED,
@@ -30,7 +31,7 @@ from sk_runner.devices.lease import (
     take,
 )
 from sk_runner.devices.markers import HELD, IDS, ROOT, Need
-from sk_runner.devices.occupancy import LOCK_LOST, LOCK_SOURCE, DeviceProcess
+from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess
 from sk_runner.devices.options import lease_request, require_lease, rerun_options, resume_request
 from sk_runner.devices.proof import WHO_LIMIT, CleanDeviceProof, Sighting, _who
 from sk_runner.devices.registry import REGISTRY_ENV, private_registry, session_registry
@@ -128,7 +129,12 @@ def test_a_strangers_posix_lock_on_an_inherited_lease_is_named_before_and_betwee
                 prove_inherited(need)
             problems = HeldLease(INHERITED, str(root), (0,)).lock_problems()
         assert f"its lock is held by pid {stranger.pid} (" in info.value.problem and "outside this one's tree" in info.value.problem
-        assert [(d, f"pid {stranger.pid} (" in why) for d, why in problems] == [(0, True)]
+        assert [(d, f"pid {stranger.pid} (" in render(why, "en")) for d, why in problems] == [(0, True)]
+        # the Chinese line of that sighting is Chinese throughout: only the stranger's command line stays as it is
+        line = DeviceProcess.lock_lost(0, problems[0][1]).describe("zh")
+        command = problems[0][1]["params"]["command"]
+        assert line.startswith(f"NPU 0：租约的锁已丢失（其锁由 pid {stranger.pid}（{command}）持有") and command.startswith(sys.executable)
+        assert stray_english(line.replace(command, " ")) == [], line
     finally:
         os.close(fd)
 
@@ -171,9 +177,18 @@ def test_a_replaced_lock_file_is_seen_and_the_run_would_not_count(tmp_path: Path
         with holding(root, "1") as stranger:
             problems = lease.lock_problems()
             seen = proof.look("after")
-        assert [d for d, _ in problems] == [1] and f"pid {stranger.pid}" in problems[0][1]
+        assert [d for d, _ in problems] == [1] and f"pid {stranger.pid}" in render(problems[0][1], "en")
         assert not seen.clean and seen.processes[0].source == LOCK_SOURCE and seen.processes[0].device == 1
-        assert seen.processes[0].describe().startswith("NPU 1: the lease's lock is lost: its lock file was replaced")
+        lost = seen.processes[0]
+        command = lost.to_json()["problem"]["params"]["command"]  # the record holds the why as a code and its facts
+        assert lost.to_json()["problem"] == coded("lease.lock_replaced_held", pid=stranger.pid, command=command)
+        assert lost.describe() == lost.describe("en") == (
+            "NPU 1: the lease's lock is lost: its lock file was replaced while the lease held it (another file at that path); "
+            f"pid {stranger.pid} ({command}) holds the new one")
+        assert lost.to_json()["command"] == "the lease's lock is lost: " + lost.describe()[len("NPU 1: the lease's lock is lost: "):]
+        zh = lost.describe("zh")
+        assert zh == f"NPU 1：租约的锁已丢失（其锁文件在租约持有期间被替换（该路径上已是另一个文件）；新文件由 pid {stranger.pid}（{command}）持有）"
+        assert command.startswith(sys.executable) and stray_english(zh.replace(command, " ")) == [], zh
         lock_path(root, 0).unlink()
         assert [d for d, _ in lease.lock_problems()] == [0, 1]
 
@@ -209,6 +224,20 @@ def test_an_inherited_lock_its_holder_released_is_seen(tmp_path: Path) -> None:
     parent.release()
     assert [d for d, _ in child.lock_problems()] == [3]
     assert not _busy(lock_path(root, 3))  # the check dropped its own attempt at once
+
+
+def test_a_lock_file_that_cannot_be_looked_at_is_a_lost_lock_named_by_its_errno(tmp_path: Path) -> None:
+    """The lock folder replaced by a file: the lease cannot look at its lock file (ENOTDIR); the English line gives the
+    system's words and the errno, the Chinese one the errno alone (no English words in it)."""
+    root = tmp_path / "locks"
+    with acquire(Need(str(root), (2,)), timeout_s=1, on_wait=None) as lease:
+        root.rename(tmp_path / "moved")
+        root.write_text("")
+        problems = lease.lock_problems()
+        assert problems == [(2, coded("lease.lock_unreadable", error="ENOTDIR", strerror="Not a directory"))]
+        lost = DeviceProcess.lock_lost(2, problems[0][1])
+        assert lost.describe("en") == "NPU 2: the lease's lock is lost: its lock file cannot be looked at (Not a directory, ENOTDIR)"
+        assert lost.describe("zh") == "NPU 2：租约的锁已丢失（无法查看其锁文件（ENOTDIR））"
 
 
 def test_an_error_line_names_the_first_process_and_the_count() -> None:
@@ -390,6 +419,7 @@ def test_the_proofs_progress_lines_speak_the_sessions_language(tmp_path: Path, l
         assert [stray_english(line) for line in said] == [[], []]
     else:
         assert not any(re.search("[\u4e00-\u9fff]", line) for line in said)
-    lost = DeviceProcess(1, 0, LOCK_LOST + "its lock file was removed", LOCK_SOURCE)
-    assert lost.describe(lang) == {"zh": "NPU 1：租约的锁已丢失（its lock file was removed）",
-                                   "en": "NPU 1: the lease's lock is lost: its lock file was removed"}[lang]
+    lost = DeviceProcess.lock_lost(1, coded("lease.lock_removed"))
+    assert lost.describe(lang) == {"zh": "NPU 1：租约的锁已丢失（其锁文件在租约持有期间被删除：任何人都能在该路径上锁住一个新文件）",
+                                   "en": "NPU 1: the lease's lock is lost: its lock file was removed while the lease held it: "
+                                         "anyone can lock a new one at that path"}[lang]

@@ -23,6 +23,8 @@ CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 ONE_SIDED = {
     "profile.buffer_full": {"lines"},  # the English attempt record quotes the log lines, the Chinese one says what to do
     "profile.contract": {"rule"},  # the English detail line already names the rule
+    "lease.lock_unopenable": {"strerror"},  # the system's English words for the error: the Chinese line names its errno (EACCES)
+    "lease.lock_unreadable": {"strerror"},
 }
 """Messages whose two languages name different facts (the fields that only one of them uses)."""
 

@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.messages import coded, render
 from sk_runner.devices.holders import ancestors, command_of, kernel_holder, lock_holders, visible
 from sk_runner.devices.markers import ACQUIRED, INHERITED, MARKERS, Need, child_variables, decide, format_ids, lease_markers
 from sk_runner.process import one_line, process_alive
@@ -197,8 +198,9 @@ class LeaseStale(LeaseFault):
                 "lock": str(self.path), "problem": self.problem}
 
 
-def inherited_problem(path: Path, tree: Iterable[int]) -> str | None:
-    """Why the lock at ``path`` is not held for a child that inherits it (None: it is, as far as can be seen).
+def inherited_problem(path: Path, tree: Iterable[int]) -> dict[str, Any] | None:
+    """Why the lock at ``path`` is not held for a child that inherits it, as a recorded message (:func:`coded`;
+    None: it is, as far as can be seen).
 
     The lock must be busy (a non-blocking attempt fails: someone holds it) and, where the kernel's lock table names a
     live holder, that holder must be in ``tree`` (this process and its ancestors): the parent that exported the markers.
@@ -207,19 +209,29 @@ def inherited_problem(path: Path, tree: Iterable[int]) -> str | None:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
-        return "its lock file does not exist, so nobody holds it"
+        return coded("lease.lock_file_missing")
     except OSError as exc:
-        return f"its lock file cannot be opened ({exc.strerror or exc})"
+        return coded("lease.lock_unopenable", **_os_error(exc))
     try:
         if _try_lock(fd):
-            return "nobody holds its lock (a non-blocking flock succeeded)"
+            return coded("lease.lock_free")
     finally:
         os.close(fd)
     family = set(tree)
     strangers = [pid for pid in lock_holders(path) or () if visible(pid) and pid not in family]
     if strangers:
-        return f"its lock is held by pid {strangers[0]} ({command_of(strangers[0]) or 'unknown command'}), a process outside this one's tree"
+        return coded("lease.lock_stranger", **_named(strangers[0]))
     return None
+
+
+def _os_error(exc: OSError) -> dict[str, str]:
+    """The facts of an OS error a message names: its errno name (``EACCES``) and the system's words for it."""
+    return {"error": errno.errorcode.get(exc.errno or 0, str(exc.errno)), "strerror": exc.strerror or str(exc)}
+
+
+def _named(pid: int) -> dict[str, Any]:
+    """The facts that name a lock holder: its pid and command line (the message for an unknown one where unreadable)."""
+    return {"pid": pid, "command": command_of(pid) or coded("device.unknown_command")}
 
 
 def prove_inherited(need: Need) -> None:
@@ -230,7 +242,7 @@ def prove_inherited(need: Need) -> None:
     found = [(d, path, why) for d, path in problems if (why := inherited_problem(path, tree)) is not None]
     if found:
         device, path, why = found[0]
-        raise LeaseStale(need, device, path, why, len(found))
+        raise LeaseStale(need, device, path, render(why, "en"), len(found))
 
 
 @dataclass
@@ -256,12 +268,12 @@ class HeldLease:
         """What run records carry: ``mode`` (acquired | inherited), ``root``, ``device_ids``."""
         return {"mode": self.mode, "root": self.root, "device_ids": list(self.device_ids)}
 
-    def lock_problems(self) -> list[tuple[int, str]]:
-        """(device, why) for every device whose lock is no longer this lease's, as far as can be seen now: an
+    def lock_problems(self) -> list[tuple[int, dict[str, Any]]]:
+        """(device, why: a recorded message, :func:`coded`) for every device whose lock is no longer this lease's, as far as can be seen now: an
         acquired lock whose file was removed or replaced (another process can lock the new file at that path), an
         inherited one nobody in this process's tree holds any more. Checked around every clean run: a run with a
         problem is not counted (:mod:`sk_runner.devices.proof`)."""
-        found: list[tuple[int, str]] = []
+        found: list[tuple[int, dict[str, Any]]] = []
         if self.mode == ACQUIRED:
             for device, fd in zip(self.device_ids, self._fds, strict=True):
                 why = _replaced(lock_path(self.root, device), fd)
@@ -377,20 +389,19 @@ def _record_lock(fd: int) -> bool:
     return True
 
 
-def _replaced(path: Path, fd: int) -> str | None:
-    """Why the file at ``path`` is no longer the one ``fd`` locks (None: it still is)."""
+def _replaced(path: Path, fd: int) -> dict[str, Any] | None:
+    """Why the file at ``path`` is no longer the one ``fd`` locks, as a recorded message (None: it still is)."""
     try:
         now = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
-        return "its lock file was removed while the lease held it: anyone can lock a new one at that path"
+        return coded("lease.lock_removed")
     except OSError as exc:
-        return f"its lock file cannot be looked at ({exc.strerror or exc})"
+        return coded("lease.lock_unreadable", **_os_error(exc))
     mine = os.fstat(fd)
     if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
         return None
     holders = [pid for pid in lock_holders(path) or () if visible(pid)]
-    who = f"; pid {holders[0]} ({command_of(holders[0]) or 'unknown command'}) holds the new one" if holders else ""
-    return f"its lock file was replaced while the lease held it (another file at that path){who}"
+    return coded("lease.lock_replaced_held", **_named(holders[0])) if holders else coded("lease.lock_replaced")
 
 
 def _holder_bytes(holder: Holder) -> bytes:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sk_analytics.errors import EnvironmentBlocker
-from sk_analytics.messages import text
+from sk_analytics.messages import render, text
 from sk_runner.devices.registry import registry_root, tenants
 from sk_runner.process import command_line
 
@@ -34,7 +34,8 @@ NPU_SMI_TIMEOUT_S = 60.0
 LOCK_SOURCE = "lease-lock"
 """The source of a sighting that is no process on the device but the lease's lock lost (removed, replaced, released)."""
 LOCK_LOST = "the lease's lock is lost: "
-"""How the ``command`` of a :data:`LOCK_SOURCE` sighting begins (recorded; the why follows)."""
+"""How the recorded ``command`` of a :data:`LOCK_SOURCE` sighting begins (the why follows, in English; the record's
+``problem`` holds the why as a message, which the sighting's line renders in its own language)."""
 _IDLE = re.compile(r"No running processes found in NPU\s+(\d+)")
 
 
@@ -47,14 +48,25 @@ class DeviceProcess:
     command: str
     source: str
     memory_mb: int | None = None
+    problem: Mapping[str, Any] | None = field(default=None, hash=False)
+    """Why the lease's lock is lost, as a recorded message (:func:`~sk_analytics.messages.coded`): only on a
+    :data:`LOCK_SOURCE` sighting."""
+
+    @classmethod
+    def lock_lost(cls, device: int, problem: Mapping[str, Any]) -> DeviceProcess:
+        """The sighting of ``device``'s lease lock lost for ``problem`` (a recorded message): no process, the lock."""
+        return cls(device, 0, LOCK_LOST + render(problem, "en"), LOCK_SOURCE, problem=dict(problem))
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        if found["problem"] is None:  # a process sighting records what it always did
+            del found["problem"]
+        return found
 
     def describe(self, lang: str = "en") -> str:
         """The process in ``lang`` (a progress line of the session's language; an error line: English)."""
         if self.source == LOCK_SOURCE:  # not a process the source saw: the lease's own lock was lost (proof.py)
-            return text("device.lock_lost", lang, device=self.device, why=self.command.removeprefix(LOCK_LOST))
+            return text("device.lock_lost", lang, device=self.device, why=self.problem)
         return text("device.process", lang, pid=self.pid, device=self.device, command=self.command or text("device.unknown_command", lang))
 
 

@@ -25,7 +25,7 @@ from sk_analytics.files.io_seam import append_bytes
 from sk_analytics.messages import resolve_lang, text
 from sk_runner.devices.lease import HeldLease
 from sk_runner.devices.markers import format_ids
-from sk_runner.devices.occupancy import LOCK_LOST, LOCK_SOURCE, DeviceProcess, OccupancySource
+from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess, OccupancySource
 
 FOREIGN_FILE = "foreign-processes.jsonl"
 FOREIGN = "foreign_process_on_device"
@@ -77,7 +77,7 @@ class CleanDeviceProof:
         """The processes the source sees on the leased devices, and the lease's own locks: a lock lost since it was
         taken (its file removed or replaced, an inherited one released) lets a foreign holder in between runs."""
         seen = self.source.snapshot(self.lease.device_ids)
-        lost = [DeviceProcess(device, 0, LOCK_LOST + why, LOCK_SOURCE) for device, why in self.lease.lock_problems()]
+        lost = [DeviceProcess.lock_lost(device, why) for device, why in self.lease.lock_problems()]
         return Sighting(phase, time.time_ns(), self.source.name, (*seen, *lost))
 
     def _note(self, run: str, sighting: Sighting, action: str, **extra: Any) -> dict[str, Any]:
