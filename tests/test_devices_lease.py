@@ -278,7 +278,8 @@ def test_a_record_naming_an_exited_holder_on_this_host_is_an_unknown_holder(tmp_
 
 
 #: A holder that takes a record lock, not a flock (on Linux the two never conflict): ``lockf`` (POSIX, listed with its
-#: pid in /proc/locks) or an OFD lock (listed with pid -1) on one lock file; it holds until its stdin closes
+#: pid in /proc/locks) or an OFD lock (listed with pid -1 there, with the file in its fdinfo) on one lock file; it holds
+#: until its stdin closes
 #: (arguments: the file, the style).
 RECORD_HOLDER = r"""
 import fcntl, os, struct, sys
@@ -333,8 +334,8 @@ def test_a_record_lock_holder_is_waited_for_and_named_then_its_device_is_leased(
         with pytest.raises(LeaseBlocked) as info:
             acquire(Need(str(root), (0, 1)), timeout_s=0.3, on_wait=lambda busy, limit: told.append(f"{busy.device}: {busy.holder}"))
         assert not _busy(lock_path(root, 0)) and not _busy(lock_path(root, 1))  # nothing kept, no flock left behind
-    # lockf: /proc/locks names the pid and command line; an OFD lock is listed with pid -1, so nobody can be named
-    named = f"pid {holder.pid} ({sys.executable} -c " if style == "lockf" else "unknown holder"
+    # lockf: /proc/locks names the pid; an OFD lock, listed with pid -1 there, is named by the holder's fdinfo
+    named = f"pid {holder.pid} ({sys.executable} -c "
     assert len(told) == 1 and told[0].startswith(f"1: {named}"), told
     assert info.value.exit_code == 3 and info.value.busy.device == 1
     assert info.value.one_line().startswith(f"NPU 1 is still leased by {named}")

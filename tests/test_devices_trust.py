@@ -18,7 +18,7 @@ from zh_words import stray_english
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.messages import coded, render
-from sk_runner.devices.holders import ancestors, flock_holders, kernel_holder, lock_holders, parse_proc_locks
+from sk_runner.devices.holders import ancestors, command_of, flock_holders, kernel_holder, lock_holders, ofd_holders, parse_proc_locks
 from sk_runner.devices.lease import (
     INHERITED,
     HeldLease,
@@ -35,6 +35,7 @@ from sk_runner.devices.occupancy import LOCK_SOURCE, DeviceProcess
 from sk_runner.devices.options import lease_request, require_lease, rerun_options, resume_request
 from sk_runner.devices.proof import WHO_LIMIT, CleanDeviceProof, Sighting, _who
 from sk_runner.devices.registry import REGISTRY_ENV, private_registry, session_registry
+from sk_runner.process import command_line
 
 
 class _Nothing:
@@ -112,9 +113,10 @@ def test_prove_inherited_accepts_this_processes_own_holding_and_names_a_stranger
     assert info.value.device == 1 and f"pid {stranger.pid}" in info.value.problem and info.value.exit_code == 3
 
 
-def test_a_strangers_posix_lock_on_an_inherited_lease_is_named_before_and_between_runs(tmp_path: Path) -> None:
-    """The parent (this process) holds the flock as the protocol asks; a stranger holds a POSIX lock on the same file,
-    which the flock does not exclude: the inherited lease is refused, and a held one reports it between runs."""
+@pytest.mark.parametrize("style", ["lockf", "ofd"])
+def test_a_strangers_posix_lock_on_an_inherited_lease_is_named_before_and_between_runs(tmp_path: Path, style: str) -> None:
+    """The parent (this process) holds the flock as the protocol asks; a stranger holds a POSIX (or OFD) lock on the
+    same file, which the flock does not exclude: the inherited lease is refused, and a held one reports it between runs."""
     root = tmp_path / "locks"
     need = Need(str(root), (0,))
     root.mkdir()
@@ -123,7 +125,7 @@ def test_a_strangers_posix_lock_on_an_inherited_lease_is_named_before_and_betwee
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         prove_inherited(need)  # only our own flock: fine
-        with record_holding(path) as stranger:
+        with record_holding(path, style) as stranger:
             assert flock_holders(path) == [os.getpid()] and sorted(lock_holders(path) or ()) == sorted([os.getpid(), stranger.pid])
             with pytest.raises(LeaseStale) as info:
                 prove_inherited(need)
@@ -152,6 +154,45 @@ def test_a_silent_holder_is_named_by_proc_locks_and_unknown_only_where_unseen(tm
     with acquire(Need(str(root), (0,)), timeout_s=1, on_wait=None):  # a holder that writes its record is named by it
         assert read_holder(lock_path(root, 0)).startswith(f"pid {os.getpid()} on ")
     assert read_holder(lock_path(root, 0)) == "unknown holder"  # nobody holds it, the file says nothing
+
+
+def test_a_foreign_ofd_holder_is_named_by_its_fdinfo_with_its_command_line(tmp_path: Path) -> None:
+    """/proc/locks lists an OFD lock with pid -1; the holder's /proc/<pid>/fdinfo/<fd> lists it too, which names it."""
+    path = lock_path(tmp_path / "locks", 0)
+    with record_holding(path, "ofd") as holder:
+        assert lock_holders(path) == [holder.pid]
+        command, full = command_of(holder.pid), command_line(holder.pid) or ""
+        assert full.startswith(f"{sys.executable} -c ") and full.endswith(f" {path} ofd") and command == full[:200]
+        assert read_holder(path) == kernel_holder(path) == f"pid {holder.pid} ({command})"
+        assert lock_holders(path, proc=None) == [-1]  # not looked for: the table's pid as it is
+        assert lock_holders(path, proc=tmp_path / "no-proc") == [-1]  # no process seen holds it: unknown as before
+    assert lock_holders(path) == [] and read_holder(path) == "unknown holder"
+
+
+def test_ofd_holders_skip_what_vanishes_and_name_the_locks_owner_before_a_fork_sharing_its_file(tmp_path: Path) -> None:
+    """A /proc where processes and descriptors vanish while read: they hold nothing. A lease's open file, shared for a
+    moment by a fork of its holder (pid 9, before its exec), is named by the holder that took its flock (pid 20), so
+    an inherited lease never takes the fork for a stranger; then by the holder found last; otherwise in pid order."""
+    path = tmp_path / "npu-device-0.lock"
+    path.write_text("")
+    st = os.stat(path)
+    where = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    at = f"{where[0]:02x}:{where[1]:02x}:{where[2]}"
+    lease = f"pos:\t0\nflags:\t02100002\nlock:\t1: FLOCK  ADVISORY  WRITE 20 {at} 0 EOF\nlock:\t2: OFDLCK ADVISORY  WRITE -1 {at} 0 EOF\n"
+    proc = tmp_path / "proc"
+    (proc / "7").mkdir(parents=True)  # a process gone before its fdinfo was listed
+    (proc / "8" / "fdinfo").mkdir(parents=True)
+    (proc / "8" / "fdinfo" / "3").symlink_to(tmp_path / "closed")  # a descriptor closed before it was read
+    (proc / "8" / "fdinfo" / "4").write_text(f"lock:\t1: OFDLCK ADVISORY  WRITE -1 {where[0]:02x}:{where[1]:02x}:{where[2] + 1} 0 EOF\n")
+    for pid in (9, 20):
+        (proc / str(pid) / "fdinfo").mkdir(parents=True)
+        (proc / str(pid) / "fdinfo" / "5").write_text(lease)
+    (proc / "self").mkdir()
+    table = f"1: FLOCK  ADVISORY  WRITE 20 {at} 0 EOF\n2: OFDLCK ADVISORY  WRITE -1 {at} 0 EOF\n"
+    assert lock_holders(path, table=table, proc=proc) == [20, 20]
+    assert ofd_holders(where, 2, proc=proc) == [20, 9]  # the holder found last first, then pid order
+    assert ofd_holders(where, 1, first=[9], proc=proc) == [9]  # stops at the count asked for
+    assert ofd_holders((where[0], where[1], where[2] + 2), 1, proc=proc) == []  # nobody holds that file
 
 
 def test_proc_locks_lines_and_the_ancestry() -> None:

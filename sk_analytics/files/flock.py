@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -101,20 +102,89 @@ def parse_proc_locks(text: str) -> list[LockEntry]:
 
 LOCK_KINDS = ("FLOCK", "POSIX", "OFDLCK")
 """The kinds of ``/proc/locks`` that exclude a writer: ``flock``, POSIX record locks (``lockf``, ``F_SETLK``) and
-open-file-description locks (``F_OFD_SETLK``; the kernel lists them with pid -1, so their holder cannot be named)."""
+open-file-description locks (``F_OFD_SETLK``; the kernel lists them with pid -1, :func:`ofd_holders` finds their
+holders)."""
+OFD = "OFDLCK"
+PROC = Path("/proc")
+OFD_HINTS_LIMIT = 64
+_ofd_hints: dict[tuple[int, int, int], list[int]] = {}
+"""The pids :func:`ofd_holders` last found holding an OFD lock of a file (major, minor, inode), looked at first the next
+time: a waiter asks who holds the file every 50 ms, and then reads one process's fdinfo, not the whole host's."""
 
 
-def lock_holders(path: Path, *, table: str | None = None, kinds: tuple[str, ...] = LOCK_KINDS) -> list[int] | None:
+def lock_holders(path: Path, *, table: str | None = None, kinds: tuple[str, ...] = LOCK_KINDS,
+                 proc: Path | None = PROC) -> list[int] | None:
     """The pids the kernel names as holding a lock of one of ``kinds`` on the file at ``path`` (None: the table cannot
-    be read, or the file is gone). ``table``: the text of ``/proc/locks`` (read when not given)."""
+    be read, or the file is gone). ``table``: the text of ``/proc/locks`` (read when not given). An OFD lock, listed with
+    pid -1, is named by the process whose open file holds it (:func:`ofd_holders` under ``proc``; None: not looked for),
+    and stays -1 where none can be seen (another pid namespace, another user's process)."""
     try:
         st = os.stat(path)
         text = PROC_LOCKS.read_text(encoding="ascii", errors="replace") if table is None else table
     except OSError:
         return None
-    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
-    return [e.pid for e in parse_proc_locks(text)
-            if e.kind in kinds and e.inode == st.st_ino and (e.major, e.minor) == (major, minor)]
+    where = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    entries = [e for e in parse_proc_locks(text) if e.kind in kinds and (e.major, e.minor, e.inode) == where]
+    hidden = sum(1 for e in entries if e.kind == OFD and e.pid == -1)
+    if not hidden or proc is None:
+        return [e.pid for e in entries]
+    named = [e.pid for e in entries if e.pid > 0]  # an OFD lock of a lease is held by the process that took its flock
+    found = iter(ofd_holders(where, hidden, first=named, proc=proc))
+    return [next(found, -1) if e.kind == OFD and e.pid == -1 else e.pid for e in entries]
+
+
+def ofd_holders(where: tuple[int, int, int], count: int, *, first: Iterable[int] = (), proc: Path = PROC) -> list[int]:
+    """Up to ``count`` pids with an open file that holds an OFD lock on the file ``where`` (major, minor, inode as
+    ``/proc/locks`` gives them), which that table lists with pid -1: Linux lists each open file's locks in
+    ``/proc/<pid>/fdinfo/<fd>`` too, in the same format (``lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:00:2146947 0 EOF``).
+    Looks at ``first`` first, then at the last holders found, then at every process in pid order, and stops at ``count``:
+    the lock's owner before a child that shares its open file for a moment (a fork before its exec)."""
+    found: list[int] = []
+    seen: set[int] = set()
+    for pid in _candidates(first, where, proc):
+        if pid in seen:
+            continue
+        seen.add(pid)
+        if _holds_ofd(proc / str(pid) / "fdinfo", where):
+            found.append(pid)
+            if len(found) >= count:
+                break
+    if found:
+        if len(_ofd_hints) >= OFD_HINTS_LIMIT:
+            _ofd_hints.clear()
+        _ofd_hints[where] = found
+    return found
+
+
+def _candidates(first: Iterable[int], where: tuple[int, int, int], proc: Path) -> Iterator[int]:
+    """The pids :func:`ofd_holders` looks at, in its order (a process listed may be gone by the time it is read)."""
+    yield from (pid for pid in first if pid > 0)
+    yield from _ofd_hints.get(where, ())
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return
+    yield from sorted(int(name) for name in names if name.isdigit())
+
+
+def _holds_ofd(fdinfo: Path, where: tuple[int, int, int]) -> bool:
+    """Whether an open file whose fdinfo is under ``fdinfo`` holds an OFD lock on ``where``. A process or descriptor
+    that vanishes while it is read (or is not this process's to read) holds none."""
+    try:
+        fds = os.listdir(fdinfo)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            raw = (fdinfo / fd).read_bytes()
+        except OSError:
+            continue
+        if b"OFDLCK" not in raw:
+            continue
+        lines = (line[len("lock:"):] for line in raw.decode("ascii", errors="replace").splitlines() if line.startswith("lock:"))
+        if any(e.kind == OFD and (e.major, e.minor, e.inode) == where for e in parse_proc_locks("\n".join(lines))):
+            return True
+    return False
 
 
 def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:

@@ -4,7 +4,8 @@ A lease's lock is an exclusive ``flock`` plus an open-file-description record lo
 (:mod:`sk_runner.devices.lease`); the kernel lists every lock it holds in
 ``/proc/locks`` (``14: FLOCK  ADVISORY  WRITE 11349 fe:00:2146632 0 EOF``: kind,
 mode, the pid that took it, ``major:minor:inode`` of the file). A holder of any
-kind (``FLOCK``, ``POSIX``, ``OFDLCK``) is a holder of the device. Inherited lease
+kind (``FLOCK``, ``POSIX``, ``OFDLCK``) is a holder of the device; an OFD lock, listed with pid -1, is named by the
+process whose ``/proc/<pid>/fdinfo/<fd>`` lists it (:func:`~sk_analytics.files.flock.ofd_holders`). Inherited lease
 markers are proven with it (:func:`sk_runner.devices.lease.prove_inherited`): the
 holder of each marked lock must be this process's parent, grandparent, ... --
 never a process outside our tree. Where the table is unreadable (not Linux) or
@@ -24,6 +25,7 @@ from sk_analytics.files.flock import (
     LockEntry as LockEntry,
     flock_holders as flock_holders,
     lock_holders as lock_holders,
+    ofd_holders as ofd_holders,
     parse_proc_locks as parse_proc_locks,
 )
 from sk_runner.process import command_line, process_alive
@@ -49,8 +51,8 @@ def command_of(pid: int) -> str:
 
 
 def kernel_holder(path: Path, *, table: str | None = None) -> str | None:
-    """``pid N (command)`` of the first visible process the kernel names as holding a lock of ``path`` (``flock`` or a
-    POSIX record lock; None: the table cannot be read, or names no holder this process can see). For a holder that
+    """``pid N (command)`` of the first visible process the kernel names as holding a lock of ``path`` (``flock``, a
+    POSIX record lock, or an OFD lock named by its fdinfo; None: the table cannot be read, or names no holder this process can see). For a holder that
     writes nothing into the file."""
     pid = next((p for p in lock_holders(path, table=table) or () if visible(p)), None)
     if pid is None:

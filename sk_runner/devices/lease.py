@@ -13,7 +13,8 @@ device leased.
 The holder writes who it is (pid, host, command, session, time) into each lock
 file it holds, so the next waiter can name it; a holder that writes nothing,
 such as another program, is named by the pid and command line ``/proc/locks``
-gives ("unknown holder" where that table names no process we can see). A process started under the
+gives (an OFD lock, listed there with pid -1: the process whose ``/proc/<pid>/fdinfo`` lists it; "unknown holder"
+where no process we can see holds it). A process started under the
 exact markers of its parent's lease inherits it and takes no lock
 (:mod:`sk_runner.devices.markers` decides). One API for every caller, also a
 per-host group of a multi-host trial::
