@@ -5,6 +5,9 @@ per-thread state); the ledger takes its lock once per record. This lock is the s
 ``flock(LOCK_EX)`` on the same file, so it excludes ``FileLock`` holders of that file in
 other processes and they exclude it. Re-entrant within a thread; other threads of the
 process wait. Where ``fcntl`` is missing (not POSIX) it falls back to ``FileLock``.
+
+Who holds a lock of a file is read here too: the kernel's lock table (``/proc/locks``) and, for an OFD lock that
+table lists with pid -1, the holders' ``/proc/<pid>/fdinfo`` (:func:`lock_holders`).
 """
 
 from __future__ import annotations
