@@ -4,7 +4,10 @@ A round is measured over two different sets of clean runs, and a number means
 nothing without saying which:
 
 * ``gate``: the runs the gate compared (a candidate's first three; its
-  baseline's five). Every number of a gate decision is over these.
+  baseline's five). Every number of a gate decision is over these, except
+  the protocol's view where the gate compared more (the family gate): the
+  protocol's verdict and the statistics and advice beside it are over the
+  protocol's runs, the first five / three (:func:`gate_decisions` counts them).
 * ``all_clean``: every clean run the round has (O0's five; a candidate
   accepted and topped up to five). The stability check, the next gate's
   baseline and the run-metrics chart use these.
