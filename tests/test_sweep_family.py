@@ -90,7 +90,7 @@ def _assert_the_report_agrees_with_its_verdicts(root: Path, gates: dict[str, Any
             said = t["passed"] if verdict["accepted"] else t["not_passed"]
             assert f"{t['protocol_gate']}: {said}" in section  # the line beside the table: the same verdict
             fam = gate["family"]
-            assert t["protocol_runs"].format(base=5, cand=3) in section
+            assert t["protocol_view_runs"].format(base=5, cand=3) in section
             estimate = fam["estimate"]
             assert estimate["ci_low_pct"] <= estimate["improvement_pct"] <= estimate["ci_high_pct"]
             assert t["family_figures"].format(
@@ -101,6 +101,130 @@ def _assert_the_report_agrees_with_its_verdicts(root: Path, gates: dict[str, Any
         rows = re.findall(r"^\| (run-\d+) \|.*\| (\S+) \|$", o0, re.M)
         assert [run for run, _ in rows] == sorted(incumbent_runs, key=lambda r: int(r.split("-")[1]))
         assert [run for run, used in rows if used == t["yes"]] == [f"run-{k}" for k in range(1, 6)]
+
+
+def _protocol_runs_evaluation(root: Path, gate: dict[str, Any]) -> dict[str, Any]:
+    """The option trial of a gate's rounds on the protocol's runs (the baseline's first five, the candidate's first
+    three), evaluated through the public API as the session's protocol gate would (its allowances, its sequential cap)."""
+    import polars as pl
+
+    from sk_analytics.ingest.timings import read_candidate
+    from sk_analytics.option_trial.api import evaluate_option_trial
+    from sk_analytics.option_trial.gate import Allowances
+    from sk_runner.sweep.session import load_session
+    from sk_runner.trial import round_dir_of
+
+    session = load_session(root)
+    control, policy = session.control, session.policy
+
+    def first(round_name: str, runs: int) -> pl.DataFrame:
+        frame = read_candidate(round_dir_of(root, round_name) / "CLEAN", expected_ranks=control.ranks, warmup=control.warmup, root=root)
+        names = sorted(set(frame["run"].to_list()), key=lambda name: int(name.rsplit("-", 1)[1]))[:runs]
+        return frame.filter(pl.col("run").is_in(names))
+
+    name = gate["round"]
+    summary = evaluate_option_trial(first(gate["baseline_round"], 5), {name: first(name, 3)}, warmup=control.warmup, expected_ranks=None,
+                                    allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
+                                    sequential_cap=policy.incumbent_runs)
+    found: dict[str, Any] = summary["candidates"][name]
+    return found
+
+
+@pytest.mark.slow
+def test_the_protocols_view_of_a_family_session_reads_the_protocols_runs(finished: Path) -> None:
+    """Under the family gate every figure of the protocol's view (the sequential and statistics policies' columns, the
+    advice and the statistics line beside the protocol's decision) is the one the first five / three runs give, as the
+    check table's: they were computed over all the family policy's runs (13 incumbent runs, up to 30 of the
+    candidate's) and shown unlabelled beside the checks on five and three. The family policy's own figures, the console
+    line and the settlement reasons say which runs they are on."""
+    import re
+
+    from sk_analytics.explore import gate_decisions
+    from sk_analytics.messages import render
+    from sk_analytics.report.render import load_view, render_markdown
+    from sk_analytics.report.text import TEXT, ci_text
+
+    root = finished
+    gates = {r.data["round"]: r.data for r in read_records(root) if r.kind == "gate_result"}
+    view = load_view(root)
+    decisions = {row["round"]: row for row in gate_decisions(view).iter_rows(named=True)}
+    differs = []
+    for name, gate in gates.items():
+        expected = _protocol_runs_evaluation(root, gate)
+        verdict, stats = gate["protocol_verdict"], expected["statistics"]
+        seq = expected["sequential_policy_evaluation"]
+        assert {k: gate["sequential"][k] for k in ("state", "accepted", "reason", "runs_used", "candidate_runs_available", "cap")} == {
+            "state": seq["state"], "accepted": seq["accepted"], "reason": seq["reason"], "runs_used": seq["runs_used"],
+            "candidate_runs_available": 3, "cap": POLICY.incumbent_runs}
+        assert gate["advice"] == expected["advice"] and gate["advice"]["protocol_accepted"] is verdict["accepted"]
+        assert (verdict["verdict"], verdict["ci_pct"]) == (stats["verdict"], stats["ci_pct"])
+        assert gate["stats_accepted"] is expected["stats_policy_evaluation"]["accepted"]
+        row = decisions[name]
+        assert (row["verdict"], [row["ci_low_pct"], row["ci_high_pct"]], row["advice"]) == (stats["verdict"], stats["ci_pct"], gate["advice"]["kind"])
+        assert (row["protocol_baseline_runs"], row["protocol_candidate_runs"]) == (5, 3)
+        # the gate's own statistics stay on every run it compared (the family policy's runs, which decided)
+        everything = json.loads((root / gate["summary_path"]).read_text(encoding="utf-8"))["candidates"][name]
+        assert gate["ci_pct"] == everything["statistics"]["ci_pct"] and len(gate["baseline_run_metrics"]) == INCUMBENT
+        differs.append((everything["statistics"]["ci_pct"] != stats["ci_pct"],
+                        everything["sequential_policy_evaluation"]["state"] != seq["state"]))
+        nb, nc = len(gate["baseline_run_metrics"]), len(gate["candidate_run_metrics"])
+        line = render(gate["summary"], "en")  # the console's line: each side names its runs
+        assert f"passed on {nb} incumbent and {nc} candidate runs" in line or f"not passed on {nb} incumbent and {nc} candidate runs" in line
+        assert f"on the incumbent's first 5 and the candidate's first 3 runs (mean improvement {verdict['mean_improvement_pct']:+.3f}%" in line
+        for lang in ("zh", "en"):
+            t = TEXT[lang]
+            text = render_markdown(view, lang)
+            section = text[text.index(f"### {name} ·"):]
+            section = section[:section.index(f"- {t['evidence']}: ")]
+            tag = t["on_protocol_runs"].format(base=5, cand=3)
+            advice = expected["advice"]["text_zh" if lang == "zh" else "text"]
+            assert re.search(rf"^- {re.escape(t['advice'])}\W+{re.escape(tag)}\W+ {re.escape(advice)}$", section, re.M), section
+            said = re.search(rf"^- {re.escape(t['stats'])}\W+{re.escape(tag)}\W+ .*$", section, re.M)
+            assert said and ci_text(stats["ci_pct"]) in said.group(0), section
+            truth = text[text.index(f"## {t['truth']}"):]
+            assert t["truth_note_family"].format(base=5, cand=3) in truth
+            cells = next(line.split(" | ") for line in truth.splitlines() if line.startswith(f"| {name} |"))
+            state = t["undecided"] if seq["state"] == "undecided" else (t["accept"] if seq["accepted"] else t["reject"])
+            assert cells[4].startswith(state) and cells[4].endswith(t["seq_runs"].format(n=seq["runs_used"])), cells
+            fam = gate["family"]
+            runs = t["truth_family"].format(label="", mark="\0", base=fam["incumbent_runs"], cand=fam["runs_used"]).split("\0")[1]
+            assert cells[5].endswith(runs) and fam["incumbent_runs"] == INCUMBENT, cells  # the family's decision on its runs
+    # the protocol's runs give other figures than all the runs, the case this test is about: every interval, and a
+    # sequential state (on all the family's runs the protocol's preconditions fail: baseline_min_runs wants five)
+    assert all(ci for ci, _ in differs) and any(state for _, state in differs)
+    handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
+    for entry in handoff["entries"]:  # the hand-off's reasons quote the family's mean with its runs
+        gate = next(g for g in gates.values() if g["entry_id"] == entry["id"])
+        assert entry["reason"]["code"] in ("reason.accepted_family_runs", "reason.family_rejected")
+        nb, nc = len(gate["baseline_run_metrics"]), len(gate["candidate_run_metrics"])
+        assert f"{nb} incumbent and {nc} candidate runs" in render(entry["reason"], "en")
+
+
+def test_a_family_record_from_before_the_protocols_view_keeps_its_words() -> None:
+    """A family gate record written before its protocol_verdict carried the statistics (no ``verdict``) has its advice,
+    sequential record and statistics over all the family's runs: the report does not label them the protocol's, the
+    line under the check table names the checks only, and its console line is the gate's as it was."""
+    from sk_analytics.messages import render
+    from sk_analytics.report.render import _decision_line, _protocol_runs_tag
+    from sk_analytics.report.text import TEXT
+    from sk_runner.sweep.executor import _gate_summary
+
+    old = {"round": "O1", "baseline_round": "O0-INCUMBENT", "gate_mode": "family", "gate_is_protocol": False, "accepted": True,
+           "protocol_accepted": True, "mean_improvement_pct": 3.0, "verdict": "win", "stats_accepted": True,
+           "baseline_run_metrics": [1.0] * 13, "candidate_run_metrics": [0.97] * 6,
+           "protocol_verdict": {"accepted": True, "baseline_runs": 5, "candidate_runs": 3, "mean_improvement_pct": 3.1, "ci_pct": [1.0, 5.0]},
+           "family": {"accepted": True, "incumbent_runs": 13, "runs_used": 6, "estimate": {}}}
+    new = {**old, "protocol_verdict": {**old["protocol_verdict"], "verdict": "win", "sequential": None}}
+    for lang in ("zh", "en"):
+        t = TEXT[lang]
+        assert _protocol_runs_tag(old, lang) == "" and t["on_protocol_runs"].format(base=5, cand=3) in _protocol_runs_tag(new, lang)
+        assert _decision_line(old, lang)[1] == "  - " + t["protocol_runs"].format(base=5, cand=3)
+        assert _decision_line(new, lang)[1] == "  - " + t["protocol_view_runs"].format(base=5, cand=3)
+    assert _gate_summary(old)["code"] == "summary.gate"
+    said = render(_gate_summary(new), "en")
+    assert said.startswith("O1 against O0-INCUMBENT: family policy (not the protocol) passed on 13 incumbent and 6 candidate runs")
+    assert "protocol gate passed on the incumbent's first 5 and the candidate's first 3 runs (mean improvement +3.100%" in said
+    assert _gate_summary({**new, "family": None, "gate_mode": "protocol", "gate_is_protocol": True})["code"] == "summary.gate"
 
 
 def test_family_gate_policy_fields(tmp_path: Path) -> None:

@@ -4,7 +4,10 @@ A round is measured over two different sets of clean runs, and a number means
 nothing without saying which:
 
 * ``gate``: the runs the gate compared (a candidate's first three; its
-  baseline's five). Every number of a gate decision is over these.
+  baseline's five). Every number of a gate decision is over these, except
+  the protocol's view where the gate compared more (the family gate): the
+  protocol's verdict and the statistics and advice beside it are over the
+  protocol's runs, the first five / three (:func:`gate_decisions` counts them).
 * ``all_clean``: every clean run the round has (O0's five; a candidate
   accepted and topped up to five). The stability check, the next gate's
   baseline and the run-metrics chart use these.
@@ -145,7 +148,16 @@ def gate_sides(view: SessionView) -> pl.DataFrame:
 _DECISIONS = {"round": pl.String, "entry_id": pl.String, "baseline_round": pl.String, "gate_mode": pl.String,
               "accepted": pl.Boolean, "protocol_accepted": pl.Boolean, "stats_accepted": pl.Boolean,
               "mean_improvement_pct": pl.Float64, "delta_ms": pl.Float64, "verdict": pl.String,
-              "ci_low_pct": pl.Float64, "ci_high_pct": pl.Float64, "advice": pl.String}
+              "ci_low_pct": pl.Float64, "ci_high_pct": pl.Float64, "advice": pl.String,
+              "protocol_baseline_runs": pl.Int64, "protocol_candidate_runs": pl.Int64}
+
+
+def _protocol_statistics(gate: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The statistics beside the protocol's verdict of a gate record (``verdict``, ``ci_pct``), on the runs that verdict
+    read: its ``protocol_verdict``'s where the record has them (under the family gate, the incumbent's first five and
+    the candidate's first three runs), else the record's own (the gate's runs, which are the protocol's under it)."""
+    verdict = gate.get("protocol_verdict") or {}
+    return verdict if "verdict" in verdict else gate
 
 
 def gate_decisions(view: SessionView) -> pl.DataFrame:
@@ -154,8 +166,11 @@ def gate_decisions(view: SessionView) -> pl.DataFrame:
     Columns: round, round_index, entry_id, baseline_round, gate_mode,
     accepted (the decision that counted), protocol_accepted, stats_accepted
     (null without a statistics policy), mean_improvement_pct, delta_ms
-    (candidate minus baseline mean), verdict, ci_low_pct/ci_high_pct (95 %
-    interval of the improvement), advice (its kind).
+    (candidate minus baseline mean; both over the gate's runs, :func:`gate_sides`), verdict, ci_low_pct/ci_high_pct (95 %
+    interval of the improvement), advice (its kind), protocol_baseline_runs/protocol_candidate_runs.
+    protocol_accepted, stats_accepted, verdict, the interval and the advice are the protocol's view: on the runs
+    its verdict read (protocol_baseline_runs/protocol_candidate_runs: under the family gate the incumbent's first
+    five and the candidate's first three, where the gate itself compared more).
     """
     rows = []
     for info in view.rounds.values():
@@ -163,14 +178,17 @@ def gate_decisions(view: SessionView) -> pl.DataFrame:
         if gate is None:
             continue
         base, cand = gate.get("baseline_mean_ms"), gate.get("candidate_mean_ms")
-        ci = list(gate.get("ci_pct") or [None, None])
+        stats, verdict = _protocol_statistics(gate), gate.get("protocol_verdict") or {}
+        ci = list(stats.get("ci_pct") or [None, None])
         rows.append({"round": info.name, "entry_id": info.entry_id, "baseline_round": gate.get("baseline_round"),
                      "gate_mode": str(gate.get("gate_mode") or "protocol"), "accepted": bool(gate.get("accepted")),
                      "protocol_accepted": bool(gate.get("protocol_accepted", gate.get("accepted"))),
                      "stats_accepted": gate.get("stats_accepted"), "mean_improvement_pct": gate.get("mean_improvement_pct"),
                      "delta_ms": None if base is None or cand is None else float(cand) - float(base),
-                     "verdict": gate.get("verdict"), "ci_low_pct": ci[0], "ci_high_pct": ci[-1],
-                     "advice": (gate.get("advice") or {}).get("kind")})
+                     "verdict": stats.get("verdict"), "ci_low_pct": ci[0], "ci_high_pct": ci[-1],
+                     "advice": (gate.get("advice") or {}).get("kind"),
+                     "protocol_baseline_runs": verdict.get("baseline_runs", len(gate.get("baseline_run_metrics") or ()) or None),
+                     "protocol_candidate_runs": verdict.get("candidate_runs", len(gate.get("candidate_run_metrics") or ()) or None)})
     return pl.DataFrame(rows, schema=_DECISIONS).select("round", round_index(), *list(_DECISIONS)[1:])
 
 

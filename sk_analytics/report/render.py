@@ -170,8 +170,10 @@ def _decision_line(gate: Mapping[str, Any], lang: str) -> list[str]:
         parts.append(f"{t['stats_policy']}: {t['passed'] if gate['stats_accepted'] else t['not_passed']}")
     lines = ["- " + t["sep"].join(parts)]
     verdict, family = gate.get("protocol_verdict") or {}, gate.get("family")
-    if family and "baseline_runs" in verdict:  # the protocol's checks above are on fewer runs than the family policy's
-        lines.append("  - " + t["protocol_runs"].format(base=verdict["baseline_runs"], cand=verdict["candidate_runs"]))
+    if family and "baseline_runs" in verdict:  # the protocol's view is on fewer runs than the family policy's
+        # a record with the statistics on the protocol's runs: all of the protocol's view (older ones: its checks)
+        said = t["protocol_view_runs" if "verdict" in verdict else "protocol_runs"]
+        lines.append("  - " + said.format(base=verdict["baseline_runs"], cand=verdict["candidate_runs"]))
     if family:
         estimate = family.get("estimate") or {}
         interval = None if estimate.get("ci_low_pct") is None else [estimate["ci_low_pct"], estimate["ci_high_pct"]]
@@ -179,6 +181,15 @@ def _decision_line(gate: Mapping[str, Any], lang: str) -> list[str]:
             decision=t["accept"] if family.get("accepted") else t["reject"], base=family.get("incumbent_runs"),
             cand=family.get("runs_used"), pct=pct(estimate.get("improvement_pct")), ci=ci_text(interval)))
     return lines
+
+
+def _protocol_runs_tag(gate: Mapping[str, Any], lang: str) -> str:
+    """`` (the protocol's runs: …)`` after a figure of the protocol's view where the gate compared more runs (the
+    family gate's record with its statistics on the protocol's runs); empty where the gate's runs are the protocol's."""
+    verdict = gate.get("protocol_verdict") or {}
+    if not gate.get("family") or "verdict" not in verdict:
+        return ""
+    return paren(TEXT[lang]["on_protocol_runs"].format(base=verdict["baseline_runs"], cand=verdict["candidate_runs"]), lang)
 
 
 _TRUTH_CLASSES = ("gain", "neutral", "loss")
@@ -190,7 +201,8 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
         return []
     t = TEXT[lang]
     classes = dict(zip(_TRUTH_CLASSES, t["truth_class"].split("|"), strict=True))
-    rows, right_protocol, right_stats, right_seq, band = [], 0, 0, 0, 0.0
+    rows, right_protocol, right_stats, right_seq, right_family, band = [], 0, 0, 0, 0, 0.0
+    protocol_runs: dict[str, Any] = {}  # under the family gate: the runs the protocol's view read
     for info in view.rounds.values():
         gate, truth = info.gate, view.truth.get(info.name)
         if gate is None or truth is None:
@@ -210,15 +222,27 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
             return f"{t['accept'] if accepted else t['reject']} {'✓' if accepted == should else '✗'}"
 
         en, zh = GATE_LABELS.get(str(gate.get("gate_mode") or "protocol"), GATE_LABELS["protocol"])
+        decider = zh if lang == "zh" else en
+        family, verdict = gate.get("family"), gate.get("protocol_verdict") or {}
+        if family:  # the family policy's own decision beside the truth, on every run it compared
+            right_family += bool(family.get("accepted")) == should
+            decider = t["truth_family"].format(label=decider, mark=mark(bool(family.get("accepted"))), base=family.get("incumbent_runs"),
+                                               cand=family.get("runs_used"))
+            if "verdict" in verdict:
+                protocol_runs = {"base": verdict["baseline_runs"], "cand": verdict["candidate_runs"]}
         advice = word(t, "advice", (gate.get("advice") or {}).get("kind", "—"))
         sequential = "—" if not seq else (t["undecided"] if seq.get("state") == "undecided" else mark(bool(seq.get("accepted"))))
         sequential += "" if not seq else " " + t["seq_runs"].format(n=seq.get("runs_used"))
-        rows.append([info.name, str(info.entry_id), mark(protocol), mark(stats), sequential, zh if lang == "zh" else en,
+        rows.append([info.name, str(info.entry_id), mark(protocol), mark(stats), sequential, decider,
                      pct(truth["improvement_pct"]), classes[truth["class"]], advice])
     if not rows:
         return []
-    return [f"## {t['truth']}", "", t["truth_note"].format(band=band), "", *table(t["truth_cols"].split("|"), rows),
-            t["truth_agree"].format(p=right_protocol, s=right_stats, q=right_seq, n=len(rows)), ""]
+    space = "" if lang == "zh" else " "  # between two sentences
+    note = t["truth_note"].format(band=band) + (space + t["truth_note_family"].format(**protocol_runs) if protocol_runs else "")
+    agree = t["truth_agree"].format(p=right_protocol, s=right_stats, q=right_seq, n=len(rows))
+    if any(info.gate and info.gate.get("family") for info in view.rounds.values()):
+        agree += space + t["truth_agree_family"].format(f=right_family, n=len(rows))
+    return [f"## {t['truth']}", "", note, "", *table(t["truth_cols"].split("|"), rows), agree, ""]
 
 
 def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> list[str]:
@@ -244,10 +268,11 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
             g = info.gate
             lines += ["", *table(t["gate_cols"].split("|"), _gate_rows(view, info.name, t))]
             lines += _decision_line(g, lang)
+            on_protocol_runs = _protocol_runs_tag(g, lang)  # advice and statistics: the protocol's view, on its runs
             if g.get("advice"):
-                lines.append(f"- {t['advice']}: {g['advice']['text_zh'] if lang == 'zh' else g['advice']['text']}")
+                lines.append(f"- {t['advice']}{on_protocol_runs}: {g['advice']['text_zh'] if lang == 'zh' else g['advice']['text']}")
             decision = gate_decisions(view).filter(round=info.name).row(0, named=True)
-            lines.append(f"- {t['stats']}: {t['verdict']}={word(t, 'verdict', decision['verdict'])}{sep}"
+            lines.append(f"- {t['stats']}{on_protocol_runs}: {t['verdict']}={word(t, 'verdict', decision['verdict'])}{sep}"
                          f"{t['ci95']}={ci_text(None if decision['ci_low_pct'] is None else [decision['ci_low_pct'], decision['ci_high_pct']])}")
             for key, side in (("runs_base", "baseline"), ("runs_cand", "candidate")):
                 row = gate_sides(view).filter(round=info.name, side=side).row(0, named=True)  # the runs the gate compared

@@ -90,6 +90,7 @@ from sk_analytics.stage_o.state import (
 from sk_analytics.stage_o.steps import (
     accept_path,
     failure_reason,
+    gate_runs,
     run_action,
     short_value,
 )
@@ -125,7 +126,8 @@ def entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Ses
     evidence = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict")}
     if not is_dcci:
         failed = ", ".join(gate.get("failed_checks") or [])
-        reason = (coded("reason.gate_failed_checks", label=label, mean_pct=gate["mean_improvement_pct"], checks=failed) if failed
+        reason = (coded("reason.family_rejected", label=label, mean_pct=gate["mean_improvement_pct"], **gate_runs(gate)) if gate.get("family")
+                  else coded("reason.gate_failed_checks", label=label, mean_pct=gate["mean_improvement_pct"], checks=failed) if failed
                   else coded("reason.gate_failed", label=label, mean_pct=gate["mean_improvement_pct"]))
         return Settle(eid, "rejected", reason, evidence, state.incumbent)
     if classify_disable_all(gate) == "noise":

@@ -76,7 +76,8 @@ def accept_path(
     if family:  # the family policy decided on all of the winner's runs; the five-run re-check is the protocol's
         return Settle(
             eid, "accepted",
-            coded("reason.accepted_family", subject=subject, mean_pct=gate["mean_improvement_pct"] if gate else None, runs=top_to),
+            coded("reason.accepted_family_runs", subject=subject, mean_pct=gate["mean_improvement_pct"] if gate else None, runs=top_to,
+                  **gate_runs(gate)),
             {"round": round_, "gate": gate.get("summary_path") if gate else None, "runs": top_to}, round_, accepted_changes=changes,
         )
     stab = state.last(eid, "stability_result", round=round_)
@@ -100,6 +101,12 @@ def accept_path(
         round_,
         accepted_changes=changes,
     )
+
+
+def gate_runs(gate: Mapping[str, Any] | None) -> dict[str, int]:
+    """The runs a gate's mean improvement is over (``base``: the incumbent's, ``cand``: the candidate's), for a reason
+    that quotes it where the gate read more runs than the protocol's five and three (the family policy)."""
+    return {"base": len((gate or {}).get("baseline_run_metrics") or ()), "cand": len((gate or {}).get("candidate_run_metrics") or ())}
 
 
 def family_top_up(gate: Mapping[str, Any] | None) -> int:

@@ -200,8 +200,8 @@ class Executor:
         else:
             design = self._family_design() if policy.gate == "family" else None
             protocol_view = None
-            if design is not None:  # the protocol's verdict on the protocol's runs, before the policy adds any
-                protocol_view = self._protocol_verdict(a)
+            if design is not None:  # the protocol's view on the protocol's runs, before the policy adds any
+                protocol_view = self._protocol_view(a)
                 incumbent_added = self._extend_incumbent(a, design.incumbent_runs)
 
             def evaluate() -> dict[str, Any]:
@@ -220,7 +220,7 @@ class Executor:
             elif design is not None:
                 summary = self._extension_runs(a, summary, evaluate, "family_policy_evaluation", design.cap)
                 summary["candidates"][a.round]["family_policy_evaluation"]["incumbent_runs_added_by_gate"] = incumbent_added
-                summary["candidates"][a.round]["protocol_verdict"] = protocol_view
+                summary["candidates"][a.round].update(protocol_view or {})
             write_json(path, summary)
         cand = summary["candidates"][a.round]
         ev = cand["option_trial_evaluation"]
@@ -236,7 +236,8 @@ class Executor:
             # the statistics policy's preconditions are the protocol's runs: its answer on them (older summaries: on the gate's)
             "stats_accepted": protocol["stats_accepted"] if "stats_accepted" in protocol
             else (cand.get("stats_policy_evaluation") or {}).get("accepted"),
-            "sequential": _sequential_record(cand.get("sequential_policy_evaluation")),
+            # the sequential policy beside the protocol's verdict reads its runs (under the family gate the first five / three)
+            "sequential": protocol["sequential"] if "sequential" in protocol else _sequential_record(cand.get("sequential_policy_evaluation")),
             **({"family": _family_record(cand["family_policy_evaluation"])} if cand.get("family_policy_evaluation") else {}),
             "allow_p90_regression_pct": ev.get("allow_p90_regression_pct", 0.0),
             "allow_stddev_regression_pct": ev.get("allow_stddev_regression_pct", 0.0),
@@ -245,7 +246,7 @@ class Executor:
             "median_run_improvement_pct": ev.get("median_run_improvement_pct"),
             "p90_regression_pct": ev.get("p90_regression_pct"), "stddev_regression_pct": ev.get("stddev_regression_pct"),
             "verdict": stats.get("verdict"), "ci_pct": stats.get("ci_pct"),
-            "advice": cand.get("advice"),
+            "advice": cand.get("protocol_advice") or cand.get("advice"),  # beside the protocol's decision, on its runs
             "baseline_mean_ms": summary["baseline"]["worst_rank_mean_ms"], "candidate_mean_ms": cand["worst_rank_mean_ms"],
             "baseline_median_run_ms": summary["baseline"]["median_run_worst_rank_mean_ms"],
             "candidate_median_run_ms": cand["median_run_worst_rank_mean_ms"],
@@ -254,12 +255,7 @@ class Executor:
             "candidate_run_metrics": cand["run_worst_rank_means_ms"],
             "summary_path": self.rel(path),
         }
-        mode = data["gate_mode"] if data["gate_mode"] in GATE_MODES else "protocol"
-        verdict = coded(f"verdict.{data['verdict']}") if data["verdict"] in VERDICTS else data["verdict"]
-        data["summary"] = coded("summary.gate", round=a.round, baseline=a.baseline_round, mean_pct=data["mean_improvement_pct"],
-                                decider=coded(f"decider.{mode}"), passed=coded("summary.passed" if data["accepted"] else "summary.not_passed"),
-                                verdict=verdict, protocol="" if data["gate_is_protocol"] else
-                                coded("summary.protocol_gate", passed=coded("summary.passed" if data["protocol_accepted"] else "summary.not_passed")))
+        data["summary"] = _gate_summary(data)
         return "gate_result", data
 
     def _family_design(self) -> Any:
@@ -273,18 +269,25 @@ class Executor:
         effect = self.session.policy.min_effect_pct
         return FamilyDesign(entries, min_effect_pct=FAMILY_MIN_EFFECT_PCT if effect is None else effect)
 
-    def _protocol_verdict(self, a: m.Gate) -> dict[str, Any]:
-        """The Stage O protocol's verdict on the runs the protocol reads: the incumbent's first five runs and
-        the candidate's first three, whatever a non-protocol policy adds later."""
+    def _protocol_view(self, a: m.Gate) -> dict[str, Any]:
+        """The Stage O protocol's view on the runs the protocol reads (the incumbent's first five runs and the
+        candidate's first three, whatever a non-protocol policy adds later), as the candidate keys of the summary:
+        ``protocol_verdict`` (with the statistics and sequential policies' answers on those runs) and
+        ``protocol_advice`` (the advice beside that verdict). Evaluated as the protocol gate of this session would
+        (its allowances, the sequential policy's cap at the incumbent's runs)."""
         from sk_analytics.option_trial.api import evaluate_option_trial
+        from sk_analytics.option_trial.gate import Allowances
 
         policy = self.session.policy
         base = _first_runs(self._frame(a.baseline_round), policy.incumbent_runs)
         cand = _first_runs(self._frame(a.round), policy.min_trial_runs)
         summary = evaluate_option_trial(base, {a.round: cand}, warmup=self.session.control.warmup, expected_ranks=None,
                                         baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
-                                        candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""})
-        return _protocol_verdict_of(summary["candidates"][a.round], summary)
+                                        candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""},
+                                        allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
+                                        sequential_cap=policy.incumbent_runs)
+        found = summary["candidates"][a.round]
+        return {"protocol_verdict": _protocol_verdict_of(found, summary), "protocol_advice": found.get("advice")}
 
     def _repeat_spec(self, round_name: str, top_up_to: int) -> TrialSpec:
         """The spec that adds clean runs to ``round_name`` (its recorded identity) up to ``top_up_to``."""
@@ -455,6 +458,29 @@ class Executor:
         }
 
 
+def _gate_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """The gate record's one-line summary (a message). Under the family gate each side of it names its runs: the
+    family policy's decision and figures over every run it compared, the protocol's over the first five and three."""
+    mode = data["gate_mode"] if data["gate_mode"] in GATE_MODES else "protocol"
+
+    def verdict(found: Any) -> Any:
+        return coded(f"verdict.{found}") if found in VERDICTS else found
+
+    def passed(accepted: Any) -> dict[str, Any]:
+        return coded("summary.passed" if accepted else "summary.not_passed")
+
+    protocol = data["protocol_verdict"]
+    if data.get("family") and "verdict" in protocol:
+        return coded("summary.gate_family", round=data["round"], baseline=data["baseline_round"], decider=coded(f"decider.{mode}"),
+                     passed=passed(data["accepted"]), base=len(data["baseline_run_metrics"]), cand=len(data["candidate_run_metrics"]),
+                     mean_pct=data["mean_improvement_pct"], verdict=verdict(data["verdict"]), protocol=passed(data["protocol_accepted"]),
+                     pbase=protocol["baseline_runs"], pcand=protocol["candidate_runs"], pmean_pct=protocol["mean_improvement_pct"],
+                     pverdict=verdict(protocol["verdict"]))
+    return coded("summary.gate", round=data["round"], baseline=data["baseline_round"], mean_pct=data["mean_improvement_pct"],
+                 decider=coded(f"decider.{mode}"), passed=passed(data["accepted"]), verdict=verdict(data["verdict"]),
+                 protocol="" if data["gate_is_protocol"] else coded("summary.protocol_gate", passed=passed(data["protocol_accepted"])))
+
+
 def _sequential_record(seq: dict[str, Any] | None) -> dict[str, Any] | None:
     """The sequential policy's answer in a gate record (state, candidate runs used, runs the gate added)."""
     if seq is None:
@@ -473,7 +499,8 @@ def _family_record(fam: dict[str, Any]) -> dict[str, Any]:
 
 def _protocol_verdict_of(cand: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """The protocol's verdict of one candidate of an option-trial summary, with the statistics beside it: its seven
-    checks and their figures (the report's check table shows these), and the statistics policy's answer on the same runs."""
+    checks and their figures (the report's check table shows these), and on the same runs the statistics (verdict,
+    95 % CI, the advice's kind), the statistics policy's answer and the sequential policy's record."""
     ev, stats = cand["option_trial_evaluation"], cand.get("statistics") or {}
     return {
         "accepted": bool(ev["accepted"]), "failed_checks": list(ev["failed_checks"]), "checks": dict(ev["checks"]),
@@ -482,8 +509,9 @@ def _protocol_verdict_of(cand: dict[str, Any], summary: dict[str, Any]) -> dict[
         "p90_regression_pct": ev.get("p90_regression_pct"), "stddev_regression_pct": ev.get("stddev_regression_pct"),
         "baseline_spread_pct": (summary.get("baseline_stability") or {}).get("spread_pct"),
         "baseline_runs": len(summary["baseline"]["run_worst_rank_means_ms"]), "candidate_runs": len(cand["run_worst_rank_means_ms"]),
-        "ci_pct": stats.get("ci_pct"), "advice": (cand.get("advice") or {}).get("kind"),
+        "ci_pct": stats.get("ci_pct"), "verdict": stats.get("verdict"), "advice": (cand.get("advice") or {}).get("kind"),
         "stats_accepted": (cand.get("stats_policy_evaluation") or {}).get("accepted"),
+        "sequential": _sequential_record(cand.get("sequential_policy_evaluation")),
     }
 
 
