@@ -12,6 +12,7 @@ from sweep_helpers import FAST_POLICY, finished_sweep, runs_per_round, settled_s
 from sk_analytics.errors import InputError
 from sk_analytics.handoff.crosscheck import first_disagreement
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.option_trial.executable import SessionNoise
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.phase import _policy
 
@@ -47,6 +48,20 @@ def test_sequential_gate_adds_runs_while_undecided(finished: Path) -> None:
     assert f"| O1 | auto-op-parallel-1 | 接受 ✓ | 接受 ✓ | 接受 ✓ （{gates['O1']['sequential']['runs_used']} 次） |" in report
     assert f"| O2 | split-mode-3 | 拒绝 ✓ | 拒绝 ✓ | 拒绝 ✓ （{gates['O2']['sequential']['runs_used']} 次） |" in report
     assert first_disagreement(root) is None
+
+
+@pytest.mark.slow
+def test_runs_needed_figures_learn_the_noise_from_the_earlier_gates(finished: Path) -> None:
+    """Each gate's runs-needed figures draw the candidate's noise toward the candidate trials the session's earlier
+    gates decided (their recorded runs): O1 has none, O2 has O1's."""
+    gates = [r.data for r in read_records(finished) if r.kind == "gate_result"]
+    assert [g["round"] for g in gates] == ["O1", "O2"]
+    for i, gate in enumerate(gates):
+        summary = json.loads((finished / gate["summary_path"]).read_text(encoding="utf-8"))
+        figure = summary["candidates"][gate["round"]]["statistics"]["runs_needed"]["executable"]
+        expected = SessionNoise.of_trials(g["candidate_run_metrics"] for g in gates[:i])
+        assert figure["session_noise"] == expected.to_json() and figure["session_noise"]["trials"] == i
+        assert figure["session_noise"]["df"] == sum(len(g["candidate_run_metrics"]) - 1 for g in gates[:i])
 
 
 def test_sequential_gate_refuses_a_run_budget(tmp_path: Path) -> None:

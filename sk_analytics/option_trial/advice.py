@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.messages import LANGS, coded, render, text
-from sk_analytics.option_trial.executable import settle_plan, settle_text
+from sk_analytics.option_trial.executable import NO_SESSION_NOISE, SessionNoise, settle_plan, settle_text
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
 from sk_analytics.option_trial.inference import sps
 from sk_analytics.option_trial.planning import NOISE_ASSUMES_MESSAGE, POWER, noise_upper, pooled_sd
@@ -68,11 +68,11 @@ def _ci_text(ci: list[float] | None) -> str:
     return "-" if ci is None else f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]"
 
 
-def _could_be_noise(base: RunFigures, cand: RunFigures, st: Mapping[str, Any]) -> dict[str, Any]:
+def _could_be_noise(base: RunFigures, cand: RunFigures, st: Mapping[str, Any], session: SessionNoise) -> dict[str, Any]:
     """Accepted inside the noise: the candidate runs that settle it against the incumbent's runs as they
     are (:mod:`~sk_analytics.option_trial.executable`), or the family policy when its cap falls short."""
     base_logs, cand_logs = np.log(base.mean_ms), np.log(cand.mean_ms)
-    plan = settle_plan(base_logs, cand_logs, float(base_logs.mean() - cand_logs.mean()))
+    plan = settle_plan(base_logs, cand_logs, float(base_logs.mean() - cand_logs.mean()), session=session)
     ci = _ci_text(st["ci_pct"])
     en, zh = settle_text(plan, coded("executable.effect_observed", imp=st["improvement_pct"]))
     settle = {"en": en, "zh": zh}
@@ -117,16 +117,17 @@ def _gain_lost(base: RunFigures, cand: RunFigures, ev: Mapping[str, Any], st: Ma
     return {"kind": "gain_lost_to_variance_check", "text": words["en"], "text_zh": words["zh"], "settle": settles}
 
 
-def advise(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any]:
+def advise(baseline: Mapping[str, Any], candidate: Mapping[str, Any], session: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:
     """The ``advice`` block of one candidate (needs its ``option_trial_evaluation``,
-    ``statistics`` and ``stats_policy_evaluation``)."""
+    ``statistics`` and ``stats_policy_evaluation``); ``session``: the session's other candidate trials, which
+    the runs a figure asks for learn the run-to-run noise from."""
     ev, st = candidate["option_trial_evaluation"], candidate["statistics"]
     stats_accepted = bool(candidate["stats_policy_evaluation"]["accepted"])
     base, cand = RunFigures.of_summary(baseline), RunFigures.of_summary(candidate)
     if st["ci_pct"] is None:
         advice = {"kind": "no_interval", "text": text("advice.no_interval", "en"), "text_zh": text("advice.no_interval", "zh"), "settle": []}
     elif ev["accepted"] and not st["ci_excludes_zero"]:
-        advice = _could_be_noise(base, cand, st)
+        advice = _could_be_noise(base, cand, st, session)
     elif (not ev["accepted"] and st["ci_excludes_zero"]
           and set(ev["failed_checks"]) <= set(VARIANCE_CHECKS)):
         advice = _gain_lost(base, cand, ev, st, stats_accepted)

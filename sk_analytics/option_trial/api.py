@@ -20,6 +20,7 @@ from sk_analytics.errors import UsageError
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.messages import text
 from sk_analytics.option_trial.advice import advise
+from sk_analytics.option_trial.executable import NO_SESSION_NOISE, SessionNoise
 from sk_analytics.option_trial.family import FamilyDesign, evaluate_family
 from sk_analytics.option_trial.gate import (
     INCUMBENT,
@@ -130,6 +131,7 @@ def evaluate_option_trial(
     allowances: Allowances = PROTOCOL_ALLOWANCES,
     sequential_cap: int = SEQUENTIAL_CAP,
     family: FamilyDesign | None = None,
+    session_noise: SessionNoise = NO_SESSION_NOISE,
 ) -> dict[str, Any]:
     """The option-trial summary JSON of ``candidates`` against ``baseline``.
 
@@ -145,7 +147,9 @@ def evaluate_option_trial(
     (:mod:`~sk_analytics.option_trial.family`; ``family`` is the sweep's design, default: one family of
     the candidates given). The protocol checks and ``option_trial_evaluation``
     are never changed by the mode. ``allowances``
-    are the reference tool's P90/stddev regression allowances (default 0 %).
+    are the reference tool's P90/stddev regression allowances (default 0 %). The runs-needed figures learn the
+    run-to-run noise from the other candidates given and from ``session_noise`` (the session's other candidate
+    trials, :class:`~sk_analytics.option_trial.executable.SessionNoise`); decisions never read it.
     """
     if gate not in GATE_MODES:
         raise UsageError(f"unknown gate {gate!r} (expected one of {', '.join(GATE_MODES)})")
@@ -163,15 +167,16 @@ def evaluate_option_trial(
     base_stability = evaluate_stability(base_summary)
     summaries: dict[str, dict[str, Any]] = {}
     effective: dict[str, bool] = {}
-    for name, frame in candidates.items():
-        summary, metrics = _summarize_checked(
-            frame, label=paths.get(name, name), warmup=warmup, expected_ranks=expected_ranks
-        )
+    checked = {name: _summarize_checked(frame, label=paths.get(name, name), warmup=warmup, expected_ranks=expected_ranks)
+               for name, frame in candidates.items()}
+    for name, (summary, metrics) in checked.items():
         summary["per_run_metrics"] = _per_run(metrics)
+        session = session_noise + SessionNoise.of_trials(other["run_worst_rank_means_ms"]
+                                                         for other_name, (other, _) in checked.items() if other_name != name)
         summary["improvement_pct"] = improvement_pct(base_summary["worst_rank_mean_ms"], summary["worst_rank_mean_ms"])
         evaluation = evaluate_candidate(base_summary, base_stability, summary, allowances)
         summary["option_trial_evaluation"] = evaluation
-        extra = trial_statistics(base_summary["run_worst_rank_means_ms"], summary["run_worst_rank_means_ms"])
+        extra = trial_statistics(base_summary["run_worst_rank_means_ms"], summary["run_worst_rank_means_ms"], session)
         summary["statistics"] = extra
         stats_ev = evaluate_stats(evaluation, base_summary, summary, allowances)
         summary["stats_policy_evaluation"] = stats_ev
@@ -181,7 +186,7 @@ def evaluate_option_trial(
         if gate == "family":  # calibrated per design: computed only where it decides
             fam_ev = evaluate_family(base_summary, summary, family or FamilyDesign(len(candidates)), allowances)
             summary["family_policy_evaluation"] = fam_ev
-        summary["advice"] = advise(base_summary, summary)
+        summary["advice"] = advise(base_summary, summary, session)
         strict_ok = bool(extra["ci_excludes_zero"])
         effective[name] = decides(gate, evaluation["accepted"], strict_ok, stats_ev["accepted"], seq_ev["accepted"],
                                   bool(fam_ev and fam_ev["accepted"]))

@@ -12,9 +12,13 @@ show a true improvement ``effect`` (log scale)?
 * **unequal variances**: each side keeps its own variance estimate (Welch,
   Welch-Satterthwaite degrees of freedom); the candidate may be noisier;
 * **the noise of a few runs**: the power of a count is predictive, averaged over
-  what the runs made leave unknown (the candidate's true variance, drawn toward
-  the incumbent's by a prior worth :data:`PRIOR_DF` degrees of freedom, and the
-  spread of the runs to come), and the figure states that
+  what the runs made leave unknown (the candidate's true variance and the spread
+  of the runs to come). Three candidate runs cannot tell a noisier candidate
+  from one whose runs came out noisy by chance, so the candidate's variance is
+  drawn toward the run-to-run noise the session has measured: the incumbent's
+  (a prior worth :data:`PRIOR_DF` degrees of freedom) and the session's other
+  candidate trials (:class:`SessionNoise`, each trial's own mean taken out,
+  worth their degrees of freedom), and the figure states that
   power at the count it gives, not the 80 % it was planned for: between N and
   N + 1 runs the power jumps by several points. Planning at the observed
   variances alone delivered 6-12 points less than stated with 12 incumbent runs
@@ -26,23 +30,26 @@ show a true improvement ``effect`` (log scale)?
   the answer points to the family policy, which extends the incumbent
   (``gate: family``; ``sk-run sweep --redecide SESSION --session NEW --gate family``).
 
-Measured by ``benchmarks/bench_runs_executable.py`` (and, for the two cells
-with the candidate noisier, ``tests/test_option_trial_executable.py``): the
-stated count, executed against the incumbent's runs as they are, delivers
-within 5 points of the power stated in 5 of 7 cells; the two heavy-tailed
-cells deliver 6-9 points more.
+Measured by ``benchmarks/bench_runs_executable.py`` (and
+``tests/test_option_trial_executable.py``): the stated count, executed against
+the incumbent's runs as they are, delivers within 5 points of the power stated
+in every cell once the session has two other candidate trials; with the
+incumbent's noise alone the simulator's and the heavy-tailed cells deliver
+6-9 points more than stated.
 Vectorised over leading axes (trials of a Monte Carlo); pure (no I/O).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import coded, render
+from sk_analytics.messages import coded, render, rendered_fields
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS
 from sk_analytics.option_trial.modes import FAMILY_CAP
 from sk_analytics.option_trial.planning import CONFIDENCE, POWER
@@ -62,8 +69,44 @@ candidate variance of 2 degrees of freedom alone decides counts by chance (measu
 ``benchmarks/bench_runs_executable.py``)."""
 DRAWS = 128
 SEED = 43
-ASSUMES_MESSAGE = coded("executable.assumes")
-ASSUMES, ASSUMES_ZH = render(ASSUMES_MESSAGE, "en"), render(ASSUMES_MESSAGE, "zh")
+
+
+@dataclass(frozen=True)
+class SessionNoise:
+    """The run-to-run noise of a session's other candidate trials (log run metrics): their pooled within-trial
+    sum of squares and its degrees of freedom. Each trial's own mean is taken out, so an option that moves the
+    step time does not count as noise; what is left is the workload's and the machine's run-to-run spread, the
+    one figure three candidate runs cannot estimate on their own."""
+
+    sum_squares: float = 0.0
+    df: int = 0
+    trials: int = 0
+
+    @classmethod
+    def of_trials(cls, trials: Iterable[Sequence[float]]) -> SessionNoise:
+        """Pooled over the trials of at least two runs, every run metric (ms) finite and positive (a trial with
+        a run that has no logarithm is left out whole)."""
+        ss, df, count = 0.0, 0, 0
+        for runs in trials:
+            ms = np.asarray(runs, dtype=float)
+            if ms.size < 2 or not np.all(np.isfinite(ms) & (ms > 0)):
+                continue
+            logs = np.log(ms)
+            ss += float(((logs - logs.mean()) ** 2).sum())
+            df += ms.size - 1
+            count += 1
+        return cls(ss, df, count)
+
+    def __add__(self, other: SessionNoise) -> SessionNoise:
+        return SessionNoise(self.sum_squares + other.sum_squares, self.df + other.df, self.trials + other.trials)
+
+    def to_json(self) -> dict[str, Any]:
+        """``trials``, ``df`` and the pooled run-to-run standard deviation in % (``sd_pct``, null without df)."""
+        sd = float(np.sqrt(self.sum_squares / self.df)) * 100 if self.df else None
+        return {"trials": self.trials, "df": self.df, "sd_pct": sd}
+
+
+NO_SESSION_NOISE = SessionNoise()
 
 
 @lru_cache(maxsize=1)
@@ -93,27 +136,30 @@ def _t_critical(df: np.ndarray, level: float) -> np.ndarray:
 
 
 def predictive_power(effect: np.ndarray, vb: np.ndarray, vc: np.ndarray, nb: int, nc: int, counts: np.ndarray,
-                     level: float = LEVEL) -> np.ndarray:
+                     level: float = LEVEL, session_ss: np.ndarray | float = 0.0, session_df: np.ndarray | int = 0) -> np.ndarray:
     """Chance that the one-sided ``level`` Welch test of the incumbent's ``nb`` runs as they are against the
     candidate's ``nc`` runs topped up to each of ``counts`` shows a true improvement ``effect`` (log scale), given
     the observed variances ``vb`` and ``vc``; counts on a new last axis, other axes broadcast.
 
     Averaged over what the runs made leave unknown (:data:`DRAWS` stratified draws): the candidate's true
     variance (its ``nc - 1`` degrees of freedom, drawn toward the incumbent's observed variance by a prior worth
-    :data:`PRIOR_DF`) and the spread of the runs still to come. The incumbent's variance is taken as observed:
-    its runs are kept and the test reads their variance (averaging over its uncertainty as well stated 1-2
-    points less than the benchmark delivered with 5 incumbent runs). The test reads the candidate's variance of
+    :data:`PRIOR_DF` and toward the session's other candidate trials by their pooled ``session_ss`` over
+    ``session_df``, :class:`SessionNoise`; both broadcast like ``effect``) and the spread of the runs still to
+    come. The incumbent's variance is taken as observed: its runs are kept and the test reads their variance
+    (averaging over its uncertainty as well stated 1-2 points less than the benchmark delivered with 5
+    incumbent runs). The test reads the candidate's variance of
     all its runs, the ones made included."""
     counts = np.asarray(counts, dtype=float)
-    e, sb2, sc2 = (np.asarray(a, dtype=float)[..., None] for a in (effect, vb, vc))
+    e, sb2, sc2, s_ss, s_df = (np.asarray(a, dtype=float)[..., None] for a in (effect, vb, vc, session_ss, session_df))
     u = _draws()
-    prior_ss = (nc - 1) * sc2 + PRIOR_DF * sb2
+    prior_ss = (nc - 1) * sc2 + PRIOR_DF * sb2 + s_ss
+    prior_df = nc - 1 + PRIOR_DF + s_df
     known_ss = (nc - 1) * sc2
     new = np.maximum(counts - nc, 1)
     acc = np.zeros(np.broadcast_shapes(e.shape, sb2.shape, sc2.shape, counts.shape))
     with np.errstate(invalid="ignore", divide="ignore"):
         for uc, uw in u:
-            true_c = prior_ss / sps.chi2.ppf(uc, nc - 1 + PRIOR_DF)
+            true_c = prior_ss / sps.chi2.ppf(uc, prior_df)
             future_ss = np.where(counts > nc, true_c * sps.chi2.ppf(uw, new), 0.0)
             mb, mc = sb2 / nb, (known_ss + future_ss) / (counts - 1) / counts
             se = np.sqrt(mb + mc)
@@ -126,11 +172,13 @@ def predictive_power(effect: np.ndarray, vb: np.ndarray, vc: np.ndarray, nb: int
 
 
 def candidate_runs(base: np.ndarray, cand: np.ndarray, effect: np.ndarray | float, power: float = POWER,
-                   level: float = LEVEL, cap: int = CANDIDATE_RUNS_CAP) -> tuple[np.ndarray, np.ndarray]:
+                   level: float = LEVEL, cap: int = CANDIDATE_RUNS_CAP, session_ss: np.ndarray | float = 0.0,
+                   session_df: np.ndarray | int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Fewest candidate runs (at least the runs made and the protocol's 3) against the incumbent's runs
     ``base`` kept as they are whose :func:`predictive_power` to show ``|effect|`` reaches ``power``, and that
     power (the figure stated with the count); NaN beyond ``cap`` (then the power at the cap), with an effect
-    of 0 or < 2 runs on a side. Runs on the last axis of ``base``/``cand`` (logs), any leading shape."""
+    of 0 or < 2 runs on a side. Runs on the last axis of ``base``/``cand`` (logs), any leading shape; the
+    session's other candidate trials (``session_ss``, ``session_df``: :class:`SessionNoise`) broadcast over it."""
     nb, nc = base.shape[-1], cand.shape[-1]
     lead = np.broadcast_shapes(base.shape[:-1], cand.shape[:-1], np.shape(effect))
     effect = np.broadcast_to(np.abs(np.asarray(effect, dtype=float)), lead)
@@ -140,7 +188,7 @@ def candidate_runs(base: np.ndarray, cand: np.ndarray, effect: np.ndarray | floa
     n = np.arange(first, cap + 1)
     sb2 = np.broadcast_to(base.var(axis=-1, ddof=1), lead)
     sc2 = np.broadcast_to(cand.var(axis=-1, ddof=1), lead)
-    pw = predictive_power(effect, sb2, sc2, nb, nc, n, level)  # lead..., counts
+    pw = predictive_power(effect, sb2, sc2, nb, nc, n, level, session_ss, session_df)  # lead..., counts
     reached = pw >= power
     index = np.argmax(reached, axis=-1)
     ok = reached.any(axis=-1) & (effect > 0)
@@ -148,12 +196,19 @@ def candidate_runs(base: np.ndarray, cand: np.ndarray, effect: np.ndarray | floa
     return runs, np.where(ok, np.take_along_axis(pw, index[..., None], axis=-1)[..., 0], pw[..., -1])
 
 
+def assumes_message(trials: int) -> dict[str, Any]:
+    """What the figure assumes, as a message: how many of the session's other candidate trials it drew the
+    candidate's noise toward (0: the incumbent's runs alone)."""
+    return coded("executable.assumes_session", trials=trials) if trials else coded("executable.assumes")
+
+
 def settle_plan(base: np.ndarray, cand: np.ndarray, effect: float, power: float = POWER, level: float = LEVEL,
-                cap: int = CANDIDATE_RUNS_CAP) -> dict[str, Any]:
+                cap: int = CANDIDATE_RUNS_CAP, session: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:
     """The executable figure of one comparison (JSON-ready): ``candidate_runs`` to reach ``power`` against
     the incumbent's runs as they are and the power they give (``power_at_runs``, the figure stated), or
-    ``settle_by: "family_policy"`` when the cap falls short."""
-    runs, reached = (float(x) for x in candidate_runs(base, cand, effect, power, level, cap))
+    ``settle_by: "family_policy"`` when the cap falls short; ``session_noise``: the session's other candidate
+    trials the candidate's variance was drawn toward (:class:`SessionNoise`)."""
+    runs, reached = (float(x) for x in candidate_runs(base, cand, effect, power, level, cap, session.sum_squares, session.df))
     possible = bool(effect != 0 and base.size >= 2 and cand.size >= 2)
     by = "candidate_runs" if not np.isnan(runs) else ("family_policy" if possible else "none")
     return {
@@ -163,7 +218,8 @@ def settle_plan(base: np.ndarray, cand: np.ndarray, effect: float, power: float 
         "power_at_cap": None if by != "family_policy" or np.isnan(reached) else reached,
         "level_one_sided": level, "settle_by": by,
         "family_command": FAMILY_COMMAND if by == "family_policy" else None,
-        "assumes": ASSUMES, "assumes_zh": ASSUMES_ZH,
+        "session_noise": session.to_json(),
+        **rendered_fields("assumes", assumes_message(session.trials)),
     }
 
 
@@ -174,7 +230,7 @@ def settle_text(plan: dict[str, Any], effect: dict[str, Any]) -> tuple[str, str]
     if plan["settle_by"] == "candidate_runs":
         n = plan["candidate_runs"]
         message = coded("executable.runs", runs=n, now=nc, more=n - nc, nb=nb, stated=plan["power_at_runs"], power=p, effect=effect,
-                        assumes=ASSUMES_MESSAGE)
+                        assumes=assumes_message(plan["session_noise"]["trials"]))
     elif plan["settle_by"] == "family_policy":
         at = plan["power_at_cap"]
         reach = {"zh": "", "en": ""} if at is None else coded("executable.reach", at=at)

@@ -46,7 +46,7 @@ import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
 from sk_analytics.messages import coded, rendered_fields, text
-from sk_analytics.option_trial.executable import settle_plan, settle_text
+from sk_analytics.option_trial.executable import NO_SESSION_NOISE, SessionNoise, settle_plan, settle_text
 from sk_analytics.option_trial.planning import ASSUMES_MESSAGE, CONFIDENCE, POWER, noise_upper, planning_effect, pooled_sd, runs_per_side
 
 sps = lazy_module("scipy.stats")  # imported on first use: reading and summarising logs does not carry it
@@ -197,19 +197,20 @@ def planned_runs(base: np.ndarray, cand: np.ndarray) -> dict[str, np.ndarray]:
     return {"detected": detected, "effect_log": effect, "sd_log": sd_up, "per_side": runs_per_side(effect, sd_up)}
 
 
-def runs_needed_figure(base: np.ndarray, cand: np.ndarray) -> dict[str, Any]:
+def runs_needed_figure(base: np.ndarray, cand: np.ndarray, session: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:
     """What :func:`planned_runs` answers for one trial, honestly: for the
     observed effect when the 95 % interval excludes 0 (planned at its lower
     bound), else for an effect of the equivalence margin (the observed one is
     then noise); both at the upper bound of the noise, with what they assume. ``executable`` is the figure
     sk-tune can run (:mod:`~sk_analytics.option_trial.executable`): candidate runs against the incumbent's
-    runs as they are, for the same planned effect, or the family policy when the cap falls short."""
+    runs as they are, for the same planned effect, or the family policy when the cap falls short; ``session``:
+    the session's other candidate trials that tell the candidate's run-to-run noise."""
     plan = planned_runs(base, cand)
     detected = bool(plan["detected"])
     per_side = float(plan["per_side"])
     sd_up = float(plan["sd_log"])
     planned_pct = abs(log_improvement_pct(float(plan["effect_log"]))) if detected else EQUIVALENCE_MARGIN_PCT
-    executable = settle_plan(base, cand, float(plan["effect_log"]))
+    executable = settle_plan(base, cand, float(plan["effect_log"]), session=session)
     executable["text"], executable["text_zh"] = settle_text(executable, coded("executable.effect_planned", pct=planned_pct))
     return {
         "basis": "observed_effect" if detected else "no_effect_detected",
@@ -265,8 +266,9 @@ VERDICT_ZH = {v: text(f"verdict.{v}", "zh") for v in VERDICTS}
 """The Chinese word of each verdict (``verdict.*`` of the catalogs)."""
 
 
-def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict[str, Any]:
-    """Every figure beside the gate for one candidate (JSON-ready).
+def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float], session: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:
+    """Every figure beside the gate for one candidate (JSON-ready); ``session``: the session's other candidate
+    trials, which the runs-needed figure learns the run-to-run noise from.
 
     A run metric <= 0 ms has no logarithm: every figure is then null and the
     verdict ``inconclusive``.
@@ -283,7 +285,7 @@ def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float]) -> dict
     result = verdict(welch, margin)
     excludes = ci_excludes_zero(base, cand)
     detected = result in ("win", "loss")
-    figure = runs_needed_figure(base, cand)
+    figure = runs_needed_figure(base, cand, session)
     return {
         "method": "log per-run worst-rank means; Welch t interval; percentile bootstrap cross-check",
         "confidence": CONFIDENCE,

@@ -29,6 +29,7 @@ from sk_analytics.files.atomic import write_json
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.messages import coded, resolve_lang, text
+from sk_analytics.option_trial.executable import SessionNoise
 from sk_analytics.option_trial.inference import VERDICTS
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o import machine as m
@@ -199,9 +200,10 @@ class Executor:
             summary = load_json_file(path)
         else:
             design = self._family_design() if policy.gate == "family" else None
+            noise = self._session_noise(a.round)
             protocol_view = None
             if design is not None:  # the protocol's view on the protocol's runs, before the policy adds any
-                protocol_view = self._protocol_view(a)
+                protocol_view = self._protocol_view(a, noise)
                 incumbent_added = self._extend_incumbent(a, design.incumbent_runs)
 
             def evaluate() -> dict[str, Any]:
@@ -211,7 +213,7 @@ class Executor:
                     candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""}, expected_ranks=None,
                     gate=policy.gate,  # type: ignore[arg-type]  # a str; evaluate_option_trial refuses one not in GATE_MODES
                     allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
-                    sequential_cap=policy.incumbent_runs, family=design,
+                    sequential_cap=policy.incumbent_runs, family=design, session_noise=noise,
                 )
 
             summary = evaluate()
@@ -269,12 +271,25 @@ class Executor:
         effect = self.session.policy.min_effect_pct
         return FamilyDesign(entries, min_effect_pct=FAMILY_MIN_EFFECT_PCT if effect is None else effect)
 
-    def _protocol_view(self, a: m.Gate) -> dict[str, Any]:
+    def _session_noise(self, round_name: str) -> SessionNoise:
+        """The run-to-run noise of the candidate trials this session's gates decided before ``round_name`` (their
+        recorded run metrics, the last gate of each round): what a runs-needed figure learns the candidate's noise
+        from. Only recorded facts: a resumed or re-verified gate reads the same trials."""
+        from sk_analytics.ledger.chain import read_records
+
+        runs: dict[str, list[float]] = {}
+        for record in read_records(self.root):
+            if record.kind == "gate_result" and record.data.get("round") != round_name:
+                runs[record.data["round"]] = record.data.get("candidate_run_metrics") or []
+        return SessionNoise.of_trials(runs.values())
+
+    def _protocol_view(self, a: m.Gate, noise: SessionNoise) -> dict[str, Any]:
         """The Stage O protocol's view on the runs the protocol reads (the incumbent's first five runs and the
         candidate's first three, whatever a non-protocol policy adds later), as the candidate keys of the summary:
         ``protocol_verdict`` (with the statistics and sequential policies' answers on those runs) and
-        ``protocol_advice`` (the advice beside that verdict). Evaluated as the protocol gate of this session would
-        (its allowances, the sequential policy's cap at the incumbent's runs)."""
+        ``protocol_advice`` (the advice beside that verdict, its runs-needed figures learning the noise from
+        ``noise``). Evaluated as the protocol gate of this session would (its allowances, the sequential policy's
+        cap at the incumbent's runs)."""
         from sk_analytics.option_trial.api import evaluate_option_trial
         from sk_analytics.option_trial.gate import Allowances
 
@@ -285,7 +300,7 @@ class Executor:
                                         baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
                                         candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""},
                                         allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
-                                        sequential_cap=policy.incumbent_runs)
+                                        sequential_cap=policy.incumbent_runs, session_noise=noise)
         found = summary["candidates"][a.round]
         return {"protocol_verdict": _protocol_verdict_of(found, summary), "protocol_advice": found.get("advice")}
 
