@@ -256,26 +256,44 @@ def sequential_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float
 
 
 def executable_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float, nb: int = 5, nc: int = 3,
-                    candidate_model: NoiseModel | None = None, pool_runs: int = POOL_RUNS) -> dict[str, float]:
+                    candidate_model: NoiseModel | None = None, pool_runs: int = POOL_RUNS, entries: int = 9,
+                    session_model: NoiseModel | None = None) -> dict[str, float]:
     """Delivered power of the executable runs-needed figure (issue 43): ``trials`` situations of ``nb`` incumbent
     vs ``nc`` candidate runs of a true ``effect_pct`` (the candidate drawn from ``candidate_model``, default
     ``model``); the figure planned for the true effect; the candidate topped up to the stated count, the
     incumbent's runs kept as they are, and the 95 % Welch interval checked above 0.
 
+    Each situation is an entry of a sweep of ``entries``, at a position drawn evenly: the gates before it decided
+    that many other candidate trials of ``nc`` runs (drawn from ``session_model``, default the candidate's), which
+    the figure learns the run-to-run noise from (:class:`~sk_analytics.option_trial.executable.SessionNoise`).
+
     ``power`` is over the figures that ask for more runs than were made (a figure at the runs made only says
     they suffice, and delivers whatever those runs give), ``stated_power`` the mean power those figures state
     (each the power its count is computed to give, from the runs the user has); ``stated``: a count up to the
-    cap; ``more``: a count above the runs made; ``family``: pointed to the family policy."""
+    cap; ``more``: a count above the runs made; ``family``: pointed to the family policy; ``gap_first``/``gap_later``:
+    delivered minus stated for the figures of the first two entries (0-1 other trials) and of the later ones."""
     pool = run_pool(model, pool_runs)
     cpool = pool if candidate_model is None else run_pool(candidate_model, pool_runs)
+    spool = cpool if session_model is None else run_pool(session_model, pool_runs)
     rng = np.random.default_rng(seed)
     base = np.log(draw_runs(pool, rng, (trials, nb)).mean_ms)
     cand = np.log(draw_runs(cpool, rng, (trials, CANDIDATE_RUNS_CAP), effect_pct).mean_ms)
-    runs, power_stated = candidate_runs(base, cand[:, :nc], log_effect_of_pct(effect_pct))
+    earlier = rng.integers(0, entries, trials)
+    others = np.log(draw_runs(spool, rng, (trials, max(entries - 1, 1), nc)).mean_ms)
+    within = ((others - others.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+    counted = np.arange(within.shape[1]) < earlier[:, None]
+    session_ss, session_df = (within * counted).sum(axis=1), earlier * (nc - 1)
+    runs, power_stated = candidate_runs(base, cand[:, :nc], log_effect_of_pct(effect_pct), session_ss=session_ss, session_df=session_df)
     stated = np.isfinite(runs)
     more = stated & (runs > nc)
-    hits = [ci_excludes_zero(base[runs == k], cand[runs == k, :k]) for k in np.unique(runs[more]).astype(int)]
-    shown = np.concatenate(hits) if hits else np.zeros(0, dtype=bool)
+    shown = np.zeros(trials, dtype=bool)
+    for k in np.unique(runs[more]).astype(int):
+        at = more & (runs == k)
+        shown[at] = ci_excludes_zero(base[at], cand[at, :k])
+
+    def gap(where: np.ndarray) -> float:
+        return float(shown[where].mean() - power_stated[where].mean()) if where.any() else float("nan")
+
     # the per-side figure (issue 28) for the same effect, executed as sk-tune can: the incumbent kept, the candidate topped up
     sd, dof = pooled_sd(base, cand[:, :nc])
     per_side = runs_per_side(log_effect_of_pct(effect_pct), noise_upper(sd, dof))
@@ -283,7 +301,8 @@ def executable_cell(model: NoiseModel, seed: int, trials: int, effect_pct: float
     kept = [ci_excludes_zero(base[per_side == k], cand[per_side == k, :k]) for k in np.unique(per_side[ran]).astype(int)]
     per_side_shown = np.concatenate(kept) if kept else np.zeros(0, dtype=bool)
     return {"stated": float(stated.mean()), "more": float(more.mean()), "family": float((~stated).mean()),
-            "power": float(shown.mean()) if shown.size else float("nan"), "figures": int(shown.size),
+            "power": float(shown[more].mean()) if more.any() else float("nan"), "figures": int(more.sum()),
             "stated_power": float(power_stated[more].mean()) if more.any() else float("nan"),
+            "gap_first": gap(more & (earlier < 2)), "gap_later": gap(more & (earlier >= 2)),
             "per_side_power": float(per_side_shown.mean()) if per_side_shown.size else float("nan"),
             "median_runs": float(np.median(runs[more])) if more.any() else float("nan")}
