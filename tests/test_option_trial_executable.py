@@ -148,10 +148,10 @@ def test_a_quiet_session_plans_a_candidate_noisy_by_chance_at_the_session_noise(
     assert pooled["candidate_runs"] < alone["candidate_runs"]
     assert pooled["session_noise"] == session.to_json() and pooled["session_noise"]["df"] == 16
     assert alone["session_noise"] == {"trials": 0, "df": 0, "sd_pct": None}
-    assert "the session's 8 other candidate trials" in pooled["assumes"] and "8个候选试验" in pooled["assumes_zh"]
+    assert "the session's other candidate trials, 8 so far" in pooled["assumes"] and "其他候选试验（已有8个）" in pooled["assumes_zh"]
     assert "no other candidate trial of the session" in alone["assumes"]
     en, zh = settle_text(pooled, coded("executable.effect_planned", pct=3.0))
-    assert "the session's 8 other candidate trials" in en and "8个候选试验" in zh
+    assert "the session's other candidate trials, 8 so far" in en and "其他候选试验（已有8个）" in zh
     # the power stated is the predictive power with the session's noise in the prior
     vb, vc = float(BASE.var(ddof=1)), float(NOISY.var(ddof=1))
     n = pooled["candidate_runs"]
