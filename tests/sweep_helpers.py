@@ -118,12 +118,12 @@ def sweep_with_fault(root: Path, fault: Fault | None) -> EnvironmentBlocker | No
     return None
 
 
-def finished_sweep(factory: pytest.TempPathFactory, name: str, entries: list[str], policy: Policy) -> Path:
-    """One uninterrupted sweep of a small session (noise 1.0) that ends at a BASE: a module's tests that only
-    read it share it (one is the resume tests' reference)."""
+def finished_sweep(factory: pytest.TempPathFactory, name: str, entries: list[str], policy: Policy, seed: int = 7) -> Path:
+    """One uninterrupted sweep of a small session (noise 1.0, the simulator's ``seed``) that ends at a BASE: a module's
+    tests that only read it share it (one is the resume tests' reference)."""
     from sk_runner.sweep.driver import run_sweep
 
     root = factory.mktemp(name) / "s"
-    outcome = run_sweep(small_session(root, entries, noise=1.0, policy=policy), say=lambda _: None)
+    outcome = run_sweep(small_session(root, entries, noise=1.0, policy=policy, seed=seed), say=lambda _: None)
     assert outcome is not None and outcome.outcome == "base"
     return root

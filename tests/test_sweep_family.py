@@ -19,12 +19,15 @@ from sk_runner.sweep.phase import _policy
 INCUMBENT = family_incumbent_runs(2)  # the design of a two-entry matrix
 ENTRIES, POLICY = ["auto-op-parallel-1", "split-mode-3"], replace(FAST_POLICY, gate="family")
 """truth: auto-op-parallel-1 about -3.7 % step time (a gain), split-mode-3 neutral (+0.1 %)"""
+SEED = 6
+"""The shared sweep's simulator seed: its O1 is undecided for the sequential gate at three candidate runs and the
+family policy makes a fourth, on which the sequential gate accepts (its column said "undecided (3 runs)")."""
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One uninterrupted family-gate sweep: the tests only read it (the first checks it, the resume test's reference is it)."""
-    return finished_sweep(tmp_path_factory, "family", ENTRIES, POLICY)
+    return finished_sweep(tmp_path_factory, "family", ENTRIES, POLICY, seed=SEED)
 
 
 @pytest.mark.slow
@@ -103,9 +106,10 @@ def _assert_the_report_agrees_with_its_verdicts(root: Path, gates: dict[str, Any
         assert [run for run, used in rows if used == t["yes"]] == [f"run-{k}" for k in range(1, 6)]
 
 
-def _protocol_runs_evaluation(root: Path, gate: dict[str, Any]) -> dict[str, Any]:
+def _protocol_runs_evaluation(root: Path, gate: dict[str, Any], candidate_runs: int = 3) -> dict[str, Any]:
     """The option trial of a gate's rounds on the protocol's runs (the baseline's first five, the candidate's first
-    three), evaluated through the public API as the session's protocol gate would (its allowances, its sequential cap)."""
+    three; or its first ``candidate_runs``), evaluated through the public API as the session's protocol gate would (its
+    allowances, its sequential cap)."""
     import polars as pl
 
     from sk_analytics.ingest.timings import read_candidate
@@ -123,7 +127,8 @@ def _protocol_runs_evaluation(root: Path, gate: dict[str, Any]) -> dict[str, Any
         return frame.filter(pl.col("run").is_in(names))
 
     name = gate["round"]
-    summary = evaluate_option_trial(first(gate["baseline_round"], 5), {name: first(name, 3)}, warmup=control.warmup, expected_ranks=None,
+    summary = evaluate_option_trial(first(gate["baseline_round"], 5), {name: first(name, candidate_runs)}, warmup=control.warmup,
+                                    expected_ranks=None,
                                     allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
                                     sequential_cap=policy.incumbent_runs)
     found: dict[str, Any] = summary["candidates"][name]
@@ -132,11 +137,11 @@ def _protocol_runs_evaluation(root: Path, gate: dict[str, Any]) -> dict[str, Any
 
 @pytest.mark.slow
 def test_the_protocols_view_of_a_family_session_reads_the_protocols_runs(finished: Path) -> None:
-    """Under the family gate every figure of the protocol's view (the sequential and statistics policies' columns, the
-    advice and the statistics line beside the protocol's decision) is the one the first five / three runs give, as the
-    check table's: they were computed over all the family policy's runs (13 incumbent runs, up to 30 of the
-    candidate's) and shown unlabelled beside the checks on five and three. The family policy's own figures, the console
-    line and the settlement reasons say which runs they are on."""
+    """Under the family gate every figure of the protocol's view (the statistics policy's column, the advice and the
+    statistics line beside the protocol's decision) is the one the first five / three runs give, as the check table's:
+    they were computed over all the family policy's runs (13 incumbent runs, up to 30 of the candidate's) and shown
+    unlabelled beside the checks on five and three. The family policy's own figures, the console line and the
+    settlement reasons say which runs they are on. (The sequential policy's column: the next test.)"""
     import re
 
     from sk_analytics.explore import gate_decisions
@@ -152,10 +157,6 @@ def test_the_protocols_view_of_a_family_session_reads_the_protocols_runs(finishe
     for name, gate in gates.items():
         expected = _protocol_runs_evaluation(root, gate)
         verdict, stats = gate["protocol_verdict"], expected["statistics"]
-        seq = expected["sequential_policy_evaluation"]
-        assert {k: gate["sequential"][k] for k in ("state", "accepted", "reason", "runs_used", "candidate_runs_available", "cap")} == {
-            "state": seq["state"], "accepted": seq["accepted"], "reason": seq["reason"], "runs_used": seq["runs_used"],
-            "candidate_runs_available": 3, "cap": POLICY.incumbent_runs}
         assert gate["advice"] == expected["advice"] and gate["advice"]["protocol_accepted"] is verdict["accepted"]
         assert (verdict["verdict"], verdict["ci_pct"]) == (stats["verdict"], stats["ci_pct"])
         assert gate["stats_accepted"] is expected["stats_policy_evaluation"]["accepted"]
@@ -165,8 +166,7 @@ def test_the_protocols_view_of_a_family_session_reads_the_protocols_runs(finishe
         # the gate's own statistics stay on every run it compared (the family policy's runs, which decided)
         everything = json.loads((root / gate["summary_path"]).read_text(encoding="utf-8"))["candidates"][name]
         assert gate["ci_pct"] == everything["statistics"]["ci_pct"] and len(gate["baseline_run_metrics"]) == INCUMBENT
-        differs.append((everything["statistics"]["ci_pct"] != stats["ci_pct"],
-                        everything["sequential_policy_evaluation"]["state"] != seq["state"]))
+        differs.append(everything["statistics"]["ci_pct"] != stats["ci_pct"])
         nb, nc = len(gate["baseline_run_metrics"]), len(gate["candidate_run_metrics"])
         line = render(gate["summary"], "en")  # the console's line: each side names its runs
         assert f"passed on {nb} incumbent and {nc} candidate runs" in line or f"not passed on {nb} incumbent and {nc} candidate runs" in line
@@ -181,23 +181,89 @@ def test_the_protocols_view_of_a_family_session_reads_the_protocols_runs(finishe
             assert re.search(rf"^- {re.escape(t['advice'])}\W+{re.escape(tag)}\W+ {re.escape(advice)}$", section, re.M), section
             said = re.search(rf"^- {re.escape(t['stats'])}\W+{re.escape(tag)}\W+ .*$", section, re.M)
             assert said and ci_text(stats["ci_pct"]) in said.group(0), section
-            truth = text[text.index(f"## {t['truth']}"):]
-            assert t["truth_note_family"].format(base=5, cand=3) in truth
+            truth = text[text.index(f"## {t['truth']}"):]  # its note names the runs: the next test
             cells = next(line.split(" | ") for line in truth.splitlines() if line.startswith(f"| {name} |"))
-            state = t["undecided"] if seq["state"] == "undecided" else (t["accept"] if seq["accepted"] else t["reject"])
-            assert cells[4].startswith(state) and cells[4].endswith(t["seq_runs"].format(n=seq["runs_used"])), cells
             fam = gate["family"]
             runs = t["truth_family"].format(label="", mark="\0", base=fam["incumbent_runs"], cand=fam["runs_used"]).split("\0")[1]
             assert cells[5].endswith(runs) and fam["incumbent_runs"] == INCUMBENT, cells  # the family's decision on its runs
-    # the protocol's runs give other figures than all the runs, the case this test is about: every interval, and a
-    # sequential state (on all the family's runs the protocol's preconditions fail: baseline_min_runs wants five)
-    assert all(ci for ci, _ in differs) and any(state for _, state in differs)
+    # the protocol's runs give other figures than all the runs, the case this test is about: every interval
+    assert differs and all(differs)
     handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
     for entry in handoff["entries"]:  # the hand-off's reasons quote the family's mean with its runs
         gate = next(g for g in gates.values() if g["entry_id"] == entry["id"])
         assert entry["reason"]["code"] in ("reason.accepted_family_runs", "reason.family_rejected")
         nb, nc = len(gate["baseline_run_metrics"]), len(gate["candidate_run_metrics"])
         assert f"{nb} incumbent and {nc} candidate runs" in render(entry["reason"], "en")
+
+
+SEQUENTIAL_RECORD = ("accepted", "state", "reason", "runs_used", "candidate_runs_available", "cap", "runs_added_by_gate")
+"""A sequential session's ``gate_result.sequential`` (tests/test_sweep_sequential.py reads these)."""
+
+
+@pytest.mark.slow
+def test_a_family_sessions_sequential_column_replays_the_sequential_gate(finished: Path) -> None:
+    """Under the family gate the sequential policy's record (the gate's ``sequential``, ``protocol_verdict.sequential``,
+    the report's column) is what the sequential gate would have decided on the runs the family gate made in the same
+    order: the incumbent's first five, the candidate's 3rd, 4th, 5th run while undecided, at most the runs the family
+    policy made. It read exactly three candidate runs, so it said "undecided (3 runs)" where the sequential gate would
+    have added a run and decided (this sweep's O1: accepted on its fourth)."""
+    from sk_analytics.report.render import load_view, render_markdown
+    from sk_analytics.report.text import TEXT
+
+    root = finished
+    gates = {r.data["round"]: r.data for r in read_records(root) if r.kind == "gate_result"}
+    view = load_view(root)
+    texts = {lang: render_markdown(view, lang) for lang in ("zh", "en")}
+    changed = []
+    for name, gate in gates.items():
+        seq, made = gate["sequential"], gate["family"]["candidate_runs_available"]  # the candidate runs the family gate made
+        runs = min(POLICY.incumbent_runs, made)
+        expected = _protocol_runs_evaluation(root, gate, runs)["sequential_policy_evaluation"]
+        assert {k: seq[k] for k in ("state", "accepted", "reason", "runs_used", "cap")} == {
+            k: expected[k] for k in ("state", "accepted", "reason", "runs_used", "cap")}
+        # recorded as a sequential session records it: decided at a look, it had made the runs up to that look, the
+        # runs past the candidate's first three being the ones it would have added
+        assert set(seq) == set(SEQUENTIAL_RECORD) and seq["cap"] == POLICY.incumbent_runs == 5 and 3 <= seq["runs_used"] <= runs
+        assert seq["candidate_runs_available"] == (runs if seq["state"] == "undecided" else seq["runs_used"])
+        assert seq["runs_added_by_gate"] == seq["candidate_runs_available"] - 3
+        verdict = gate["protocol_verdict"]
+        assert verdict["sequential"] == seq and verdict["sequential_baseline_runs"] == 5
+        assert (verdict["baseline_runs"], verdict["candidate_runs"]) == (5, 3)  # the protocol's own runs are still five / three
+        candidate = json.loads((root / gate["summary_path"]).read_text(encoding="utf-8"))["candidates"][name]
+        replay = candidate["sequential_replay"]  # the evidence: the replay's looks, as a sequential gate writes them
+        assert replay["looks"] == expected["looks"] and {k: replay[k] for k in SEQUENTIAL_RECORD} == seq
+        three = _protocol_runs_evaluation(root, gate, 3)["sequential_policy_evaluation"]
+        changed.append((name, (three["state"], three["runs_used"]) != (seq["state"], seq["runs_used"]),
+                        candidate["sequential_policy_evaluation"]["state"] != seq["state"]))
+        for lang, text in texts.items():
+            t = TEXT[lang]
+            truth = text[text.index(f"## {t['truth']}"):]
+            assert t["truth_note_family_replay"].format(base=5, cand=3, seq_base=5, first=3, cap=5) in truth
+            cells = next(line.split(" | ") for line in truth.splitlines() if line.startswith(f"| {name} |"))
+            state = t["undecided"] if seq["state"] == "undecided" else (t["accept"] if seq["accepted"] else t["reject"])
+            assert cells[4].startswith(state) and cells[4].endswith(t["seq_runs"].format(n=seq["runs_used"])), cells
+    # the case this test is about: a round where three runs left the sequential gate undecided and the replay decided
+    # (and the record is not the evaluation over all the family's runs either: there the preconditions fail)
+    assert ("O1", True, True) in changed, changed
+    assert gates["O1"]["sequential"]["state"] == "accepted" and gates["O1"]["sequential"]["runs_used"] == 4
+
+
+@pytest.mark.slow
+def test_the_sequential_replay_stops_at_the_look_that_decided(finished: Path) -> None:
+    """Replayed on more candidate runs than the sequential gate would have read (O1 now has the new incumbent's ten), the
+    record is the gate's: the look that decided is the last run it reads and the runs it had, not the five it was shown."""
+    from sk_analytics.stage_o.actions import Gate
+    from sk_runner.sweep.executor import Executor
+    from sk_runner.sweep.session import load_session
+
+    root = finished
+    gate = next(r.data for r in read_records(root) if r.kind == "gate_result" and r.data["round"] == "O1")
+    assert len(runs_per_round(root)["O1"]) > 5 and gate["sequential"]["runs_used"] < 5
+    on_five = _protocol_runs_evaluation(root, gate, 5)["sequential_policy_evaluation"]
+    assert (on_five["runs_used"], on_five["candidate_runs_available"]) == (gate["sequential"]["runs_used"], 5)
+    session = load_session(root)
+    replay = Executor(session, session.backend.build())._sequential_replay(Gate("O1", gate["baseline_round"], gate["entry_id"]))
+    assert {k: replay[k] for k in SEQUENTIAL_RECORD} == gate["sequential"]
 
 
 def test_a_family_record_from_before_the_protocols_view_keeps_its_words() -> None:
@@ -285,7 +351,7 @@ def test_family_gate_interrupted_after_extending_the_incumbent_resumes_to_the_sa
     root = tmp_path / "s"
     monkeypatch.setattr(executor, "run_trial", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(small_session(root, entries, noise=1.0, policy=policy), say=lambda _: None)
+        run_sweep(small_session(root, entries, noise=1.0, policy=policy, seed=SEED), say=lambda _: None)
     assert len(runs_per_round(root)["O0-INCUMBENT"]) == INCUMBENT
     assert not any(r.kind == "gate_result" for r in read_records(root))
     monkeypatch.setattr(executor, "run_trial", real)

@@ -36,6 +36,7 @@ from sk_analytics.explore.stage_o import (
 )
 from sk_analytics.markdown import table
 from sk_analytics.option_trial.api import GATE_LABELS
+from sk_analytics.option_trial.sequential import FIRST_LOOK as SEQUENTIAL_FIRST_LOOK
 from sk_analytics.report.dcci import dcci_section
 from sk_analytics.report.devices import devices_section
 from sk_analytics.report.figures import RunColumn, svg_run_metrics, svg_sk_deltas
@@ -203,6 +204,7 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
     classes = dict(zip(_TRUTH_CLASSES, t["truth_class"].split("|"), strict=True))
     rows, right_protocol, right_stats, right_seq, right_family, band = [], 0, 0, 0, 0, 0.0
     protocol_runs: dict[str, Any] = {}  # under the family gate: the runs the protocol's view read
+    replayed: dict[str, Any] = {}  # and the sequential gate's replay: the incumbent runs it read, its first look and cap
     for info in view.rounds.values():
         gate, truth = info.gate, view.truth.get(info.name)
         if gate is None or truth is None:
@@ -230,6 +232,8 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
                                                cand=family.get("runs_used"))
             if "verdict" in verdict:
                 protocol_runs = {"base": verdict["baseline_runs"], "cand": verdict["candidate_runs"]}
+            if "sequential_baseline_runs" in verdict and seq:  # the sequential gate replayed on its own runs
+                replayed = {"seq_base": verdict["sequential_baseline_runs"], "first": SEQUENTIAL_FIRST_LOOK, "cap": seq.get("cap")}
         advice = word(t, "advice", (gate.get("advice") or {}).get("kind", "—"))
         sequential = "—" if not seq else (t["undecided"] if seq.get("state") == "undecided" else mark(bool(seq.get("accepted"))))
         sequential += "" if not seq else " " + t["seq_runs"].format(n=seq.get("runs_used"))
@@ -238,7 +242,8 @@ def _truth_section(view: SessionView, lang: str) -> list[str]:
     if not rows:
         return []
     space = "" if lang == "zh" else " "  # between two sentences
-    note = t["truth_note"].format(band=band) + (space + t["truth_note_family"].format(**protocol_runs) if protocol_runs else "")
+    family_note = t["truth_note_family_replay"] if replayed else t["truth_note_family"]
+    note = t["truth_note"].format(band=band) + (space + family_note.format(**protocol_runs, **replayed) if protocol_runs else "")
     agree = t["truth_agree"].format(p=right_protocol, s=right_stats, q=right_seq, n=len(rows))
     if any(info.gate and info.gate.get("family") for info in view.rounds.values()):
         agree += space + t["truth_agree_family"].format(f=right_family, n=len(rows))

@@ -29,7 +29,7 @@ from sk_analytics.files.atomic import write_json
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import fingerprint
 from sk_analytics.messages import coded, resolve_lang, text
-from sk_analytics.option_trial.executable import SessionNoise
+from sk_analytics.option_trial.executable import NO_SESSION_NOISE, SessionNoise
 from sk_analytics.option_trial.inference import VERDICTS
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o import machine as m
@@ -201,9 +201,7 @@ class Executor:
         else:
             design = self._family_design() if policy.gate == "family" else None
             noise = self._session_noise(a.round)
-            protocol_view = None
-            if design is not None:  # the protocol's view on the protocol's runs, before the policy adds any
-                protocol_view = self._protocol_view(a, noise)
+            if design is not None:
                 incumbent_added = self._extend_incumbent(a, design.incumbent_runs)
 
             def evaluate() -> dict[str, Any]:
@@ -222,7 +220,7 @@ class Executor:
             elif design is not None:
                 summary = self._extension_runs(a, summary, evaluate, "family_policy_evaluation", design.cap)
                 summary["candidates"][a.round]["family_policy_evaluation"]["incumbent_runs_added_by_gate"] = incumbent_added
-                summary["candidates"][a.round].update(protocol_view or {})
+                summary["candidates"][a.round].update(self._protocol_view(a, noise))  # read from the first runs, in run order
             write_json(path, summary)
         cand = summary["candidates"][a.round]
         ev = cand["option_trial_evaluation"]
@@ -238,7 +236,8 @@ class Executor:
             # the statistics policy's preconditions are the protocol's runs: its answer on them (older summaries: on the gate's)
             "stats_accepted": protocol["stats_accepted"] if "stats_accepted" in protocol
             else (cand.get("stats_policy_evaluation") or {}).get("accepted"),
-            # the sequential policy beside the protocol's verdict reads its runs (under the family gate the first five / three)
+            # the sequential policy beside the protocol's verdict (under the family gate: the sequential gate replayed on
+            # the incumbent's first five runs and the candidate's runs in order, up to five)
             "sequential": protocol["sequential"] if "sequential" in protocol else _sequential_record(cand.get("sequential_policy_evaluation")),
             **({"family": _family_record(cand["family_policy_evaluation"])} if cand.get("family_policy_evaluation") else {}),
             "allow_p90_regression_pct": ev.get("allow_p90_regression_pct", 0.0),
@@ -284,25 +283,53 @@ class Executor:
         return SessionNoise.of_trials(runs.values())
 
     def _protocol_view(self, a: m.Gate, noise: SessionNoise) -> dict[str, Any]:
-        """The Stage O protocol's view on the runs the protocol reads (the incumbent's first five runs and the
-        candidate's first three, whatever a non-protocol policy adds later), as the candidate keys of the summary:
-        ``protocol_verdict`` (with the statistics and sequential policies' answers on those runs) and
-        ``protocol_advice`` (the advice beside that verdict, its runs-needed figures learning the noise from
-        ``noise``). Evaluated as the protocol gate of this session would (its allowances, the sequential policy's
+        """The Stage O protocol's view of a family gate on the runs the protocol reads (the incumbent's first five runs
+        and the candidate's first three, whatever the family policy added), as the candidate keys of the summary:
+        ``protocol_verdict`` (with the statistics policy's answer on those runs) and ``protocol_advice`` (the advice
+        beside that verdict, its runs-needed figures learning the noise from ``noise``); and the sequential policy's
+        record as the sequential gate would have made it from the same runs (:meth:`_sequential_replay`), in
+        ``protocol_verdict`` (``sequential``; ``sequential_baseline_runs``: the incumbent runs it read) and in full as
+        ``sequential_replay``."""
+        found = self._first_runs_trial(a, self.session.policy.min_trial_runs, noise)
+        verdict = _protocol_verdict_of(found["candidates"][a.round], found)
+        replay = self._sequential_replay(a)
+        verdict.update(sequential=_sequential_record(replay), sequential_baseline_runs=self.session.policy.incumbent_runs)
+        return {"protocol_verdict": verdict, "protocol_advice": found["candidates"][a.round].get("advice"), "sequential_replay": replay}
+
+    def _sequential_replay(self, a: m.Gate) -> dict[str, Any]:
+        """The ``sequential_policy_evaluation`` the sequential gate (``"gate": "sequential"``) would have recorded on a
+        family gate's runs, which it would have made in the same order: its looks at the candidate's 3rd, 4th, ... run
+        against the incumbent's first five, stopping at the first that decides or at its cap (the incumbent's runs), on
+        at most the runs the family policy made. Evaluated on the runs up to the look that decided, as the sequential gate
+        stops there (``candidate_runs_available``), and ``runs_added_by_gate`` counts the runs it would have added to the
+        candidate's first three (the family gate made them)."""
+        policy = self.session.policy
+
+        def evaluate(runs: int) -> dict[str, Any]:
+            found: dict[str, Any] = self._first_runs_trial(a, runs)["candidates"][a.round]["sequential_policy_evaluation"]
+            return found
+
+        replay = evaluate(policy.incumbent_runs)
+        if replay["runs_used"] < replay["candidate_runs_available"]:  # an earlier look decided: the sequential gate stops there
+            replay = evaluate(replay["runs_used"])
+        replay["runs_added_by_gate"] = max(0, replay["candidate_runs_available"] - policy.min_trial_runs)
+        return replay
+
+    def _first_runs_trial(self, a: m.Gate, candidate_runs: int, noise: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:
+        """The option trial of a gate on the incumbent's first five runs (the policy's incumbent runs) and the candidate's
+        first ``candidate_runs``, evaluated as this session's protocol gate would (its allowances, the sequential policy's
         cap at the incumbent's runs)."""
         from sk_analytics.option_trial.api import evaluate_option_trial
         from sk_analytics.option_trial.gate import Allowances
 
         policy = self.session.policy
         base = _first_runs(self._frame(a.baseline_round), policy.incumbent_runs)
-        cand = _first_runs(self._frame(a.round), policy.min_trial_runs)
-        summary = evaluate_option_trial(base, {a.round: cand}, warmup=self.session.control.warmup, expected_ranks=None,
-                                        baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
-                                        candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""},
-                                        allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
-                                        sequential_cap=policy.incumbent_runs, session_noise=noise)
-        found = summary["candidates"][a.round]
-        return {"protocol_verdict": _protocol_verdict_of(found, summary), "protocol_advice": found.get("advice")}
+        cand = _first_runs(self._frame(a.round), candidate_runs)
+        return evaluate_option_trial(base, {a.round: cand}, warmup=self.session.control.warmup, expected_ranks=None,
+                                     baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
+                                     candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""},
+                                     allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
+                                     sequential_cap=policy.incumbent_runs, session_noise=noise)
 
     def _repeat_spec(self, round_name: str, top_up_to: int) -> TrialSpec:
         """The spec that adds clean runs to ``round_name`` (its recorded identity) up to ``top_up_to``."""
@@ -515,7 +542,8 @@ def _family_record(fam: dict[str, Any]) -> dict[str, Any]:
 def _protocol_verdict_of(cand: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """The protocol's verdict of one candidate of an option-trial summary, with the statistics beside it: its seven
     checks and their figures (the report's check table shows these), and on the same runs the statistics (verdict,
-    95 % CI, the advice's kind), the statistics policy's answer and the sequential policy's record."""
+    95 % CI, the advice's kind), the statistics policy's answer and the sequential policy's record (a family gate's
+    protocol view replaces this one by the sequential gate's replay, :meth:`Executor._sequential_replay`)."""
     ev, stats = cand["option_trial_evaluation"], cand.get("statistics") or {}
     return {
         "accepted": bool(ev["accepted"]), "failed_checks": list(ev["failed_checks"]), "checks": dict(ev["checks"]),
