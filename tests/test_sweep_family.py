@@ -246,6 +246,16 @@ def test_a_family_sessions_sequential_column_replays_the_sequential_gate(finishe
     # (and the record is not the evaluation over all the family's runs either: there the preconditions fail)
     assert ("O1", True, True) in changed, changed
     assert gates["O1"]["sequential"]["state"] == "accepted" and gates["O1"]["sequential"]["runs_used"] == 4
+    # a record from before the replay (no sequential_baseline_runs: its sequential on the first five / three) keeps
+    # the note that says so
+    for info in view.rounds.values():
+        if info.gate is not None:
+            verdict = {k: v for k, v in info.gate["protocol_verdict"].items() if k != "sequential_baseline_runs"}
+            info.gate = {**info.gate, "protocol_verdict": verdict}
+    for lang in ("zh", "en"):
+        t, text = TEXT[lang], render_markdown(view, lang)
+        assert t["truth_note_family"].format(base=5, cand=3) in text
+        assert t["truth_note_family_replay"].format(base=5, cand=3, seq_base=5, first=3, cap=5) not in text
 
 
 @pytest.mark.slow
