@@ -287,7 +287,7 @@ class Executor:
         and the candidate's first three, whatever the family policy added), as the candidate keys of the summary:
         ``protocol_verdict`` (with the statistics policy's answer on those runs) and ``protocol_advice`` (the advice
         beside that verdict, its runs-needed figures learning the noise from ``noise``); and the sequential policy's
-        record as the sequential gate would have made it from the same runs (:meth:`_sequential_replay`), in
+        record as the sequential gate would have made it from the runs the family gate made (:meth:`_sequential_replay`), in
         ``protocol_verdict`` (``sequential``; ``sequential_baseline_runs``: the incumbent runs it read) and in full as
         ``sequential_replay``."""
         found = self._first_runs_trial(a, self.session.policy.min_trial_runs, noise)
