@@ -201,13 +201,14 @@ def test_o0_failure_stops() -> None:
 
 def test_reject_keeps_incumbent_and_next_trial_uses_it() -> None:
     matrix = make_matrix(["auto-op-parallel-1", "preload-code-0", "split-mode-1"])
+    checks = {"baseline_stable": True, "mean_improvement": False, "p90_no_material_regression": False, "stddev_no_material_regression": True}
     script = Script(gate={("auto-op-parallel-1", "trial"): {"accepted": False, "mean_improvement_pct": -0.2, "verdict": "neutral",
-                                                             "failed_checks": ["mean", "P90"]}})
+                                                             "checks": checks}})  # as the sweep records them: name -> passed
     actions, records = drive(matrix, script)
     rejected = actions[4]
     assert render(rejected.reason, "en") == ("auto_op_parallel=1 did not pass the gate (mean improvement -0.200%; failed checks: mean, P90); "
                                              "incumbent restored")
-    assert zh(rejected) == "auto_op_parallel=1 未通过门禁（均值改善 -0.200%；未通过的检查：mean, P90），恢复原基线"
+    assert zh(rejected) == "auto_op_parallel=1 未通过门禁（均值改善 -0.200%；未通过的检查：均值、P90），恢复原基线"
     assert kinds(actions)[2:] == [
         "Run:O1:trial:3", "Gate:O1<O0-INCUMBENT", "Settle:auto-op-parallel-1:rejected",
         "Run:O2:trial:3", "Gate:O2<O0-INCUMBENT", "Run:O2:top_up:5", "CheckStability", "Settle:preload-code-0:accepted",
@@ -219,6 +220,14 @@ def test_reject_keeps_incumbent_and_next_trial_uses_it() -> None:
     base = [a for a in actions if isinstance(a, FreezeBase)][0]
     assert base.round == "O3" and base.accepted_entries == ("preload-code-0", "split-mode-1")
     assert set(base.option_changes) == {Change(f"{ROOT}/preload_code", 0), Change(f"{ROOT}/split_mode", 1)}
+
+
+def test_reject_by_a_non_protocol_policy_names_no_protocol_check() -> None:
+    checks = {"mean_improvement": True, "p90_no_material_regression": False}  # the stats policy decided, not these checks
+    script = Script(gate={("auto-op-parallel-1", "trial"): {"accepted": False, "mean_improvement_pct": 0.4, "verdict": "neutral",
+                                                             "checks": checks, "gate_is_protocol": False}})
+    actions, _ = drive(make_matrix(["auto-op-parallel-1"]), script)
+    assert render(actions[4].reason, "en") == "auto_op_parallel=1 did not pass the gate (mean improvement +0.400%); incumbent restored"
 
 
 def test_trial_failure_settles_failed_with_scene_and_continues() -> None:

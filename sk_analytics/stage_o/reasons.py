@@ -23,7 +23,7 @@ from typing import Any
 from sk_analytics.messages import render
 from sk_analytics.stage_o.probe_cause import probe_cause
 from sk_analytics.stage_o.state import SessionState
-from sk_analytics.stage_o.steps import failure_message
+from sk_analytics.stage_o.steps import check_names, failure_message
 
 FAILURE_EN: dict[str, str] = {
     "crash": "process crash or device error",
@@ -31,16 +31,6 @@ FAILURE_EN: dict[str, str] = {
     "wrong_output": "correctness check failed (wrong output)",
     "bad_logs": "logs missing or unparsable",
     "invalid_value": "the runtime reported the value invalid and fell back to the default",
-}
-
-_CHECK_EN: dict[str, str] = {
-    "mean_improvement": "mean",
-    "median_run_direction": "median run",
-    "p90_no_material_regression": "P90",
-    "stddev_no_material_regression": "stddev",
-    "baseline_stable": "baseline stability",
-    "baseline_min_runs": "baseline runs",
-    "candidate_min_runs": "candidate runs",
 }
 
 
@@ -86,7 +76,7 @@ def _gate_text(gate: Mapping[str, Any] | None) -> str:
     """``mean improvement +x%; failed: P90, stddev`` of a gate record."""
     if gate is None:
         return "mean improvement ?"
-    failed = [_CHECK_EN.get(name, name) for name, ok in (gate.get("checks") or {}).items() if not ok]
+    failed = check_names(gate.get("checks"), "en")
     return f"mean improvement {_pct(gate.get('mean_improvement_pct'))}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
 
 

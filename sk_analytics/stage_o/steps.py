@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sk_analytics.messages import coded, is_coded
+from sk_analytics.messages import LANGS, coded, ids, is_coded, text
 from sk_analytics.option_trial.modes import FAMILY_INCUMBENT_RUNS
 from sk_analytics.stage_o.actions import (
     Action,
@@ -107,6 +107,22 @@ def gate_runs(gate: Mapping[str, Any] | None) -> dict[str, int]:
     """The runs a gate's mean improvement is over (``base``: the incumbent's, ``cand``: the candidate's), for a reason
     that quotes it where the gate read more runs than the protocol's five and three (the family policy)."""
     return {"base": len((gate or {}).get("baseline_run_metrics") or ()), "cand": len((gate or {}).get("candidate_run_metrics") or ())}
+
+
+def check_names(checks: Mapping[str, Any] | None, lang: str) -> list[str]:
+    """The failed checks of a gate record's ``checks`` (name -> passed), each in ``lang`` (``check.<name>`` of the
+    catalogs; a check they do not name, as it is)."""
+    failed = [name for name, ok in (checks or {}).items() if not ok]
+    return [text(f"check.{name}", lang) if f"check.{name}" in ids(lang) else name for name in failed]
+
+
+def failed_checks(gate: Mapping[str, Any]) -> dict[str, str] | None:
+    """The protocol checks a gate record says failed, worded in both languages (a reason's ``checks`` fact); None
+    when none failed, or when a policy that is not the protocol decided (its own checks are not these)."""
+    if not gate.get("gate_is_protocol", True):
+        return None
+    words = {lang: text("format.list_sep", lang).join(check_names(gate.get("checks"), lang)) for lang in LANGS}
+    return words if words["en"] else None
 
 
 def family_top_up(gate: Mapping[str, Any] | None) -> int:
