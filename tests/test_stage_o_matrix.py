@@ -155,6 +155,28 @@ def test_schema_rejects_bad_entries() -> None:
         validate_matrix(bad)
 
 
+def test_a_reason_no_catalog_can_word_is_refused_with_where_it_is(tmp_path: Path) -> None:
+    """The schema checks a reason's shape only; an id no catalog holds, a missing fact or one of the wrong kind would
+    end in a traceback where the reason is worded (the plan, the report): the matrix is refused when read."""
+    matrix = build_matrix(SEED, _all_ready())
+    unknown = json.loads(json.dumps(matrix))
+    unknown["excluded"][1]["reason"] = {"code": "excluded.made_up", "params": {}}
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps(unknown), encoding="utf-8")
+    with pytest.raises(InputError, match=r"matrix.json.*/excluded/1/reason: message 'excluded.made_up' is in no zh catalog"):
+        load_matrix(path)
+    lacking = json.loads(json.dumps(matrix))
+    lacking["entries"][0]["status"] = "rejected"
+    lacking["entries"][0]["settlement"] = {"reason": {"code": "reason.gate_failed", "params": {"label": "x"}}, "evidence": {}}
+    with pytest.raises(InputError, match=r"/entries/0/settlement/reason: .* needs the fact 'mean_pct'"):
+        validate_matrix(lacking)
+    lacking["entries"][0]["settlement"]["reason"]["params"]["mean_pct"] = "big"
+    with pytest.raises(InputError, match="a fact of the wrong kind"):
+        validate_matrix(lacking)
+    lacking["entries"][0]["settlement"]["reason"]["params"]["mean_pct"] = -0.25
+    validate_matrix(lacking)  # worded in every language: accepted
+
+
 def test_settle_requires_every_entry() -> None:
     matrix = build_matrix(SEED, _all_ready())
     settlements = {e["id"]: {"status": "rejected", "reason_zh": "门禁未通过", "evidence": "x.json"} for e in matrix["entries"]}

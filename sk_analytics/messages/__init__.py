@@ -112,6 +112,27 @@ def render(message: Mapping[str, Any], lang: str) -> str:
     return text(str(message["code"]), lang, **dict(message.get("params") or {}))
 
 
+def render_problem(message: Any) -> str | None:
+    """Why a recorded message read from a file (a matrix's reason) cannot be worded in every language, in one phrase;
+    None when it can. :func:`render` itself trusts what sk-tune recorded: an id the catalogs lack, a fact its sentence
+    needs and the record lacks, or a fact of the wrong kind would end in a traceback there."""
+    if is_bilingual(message):
+        return None
+    if not is_coded(message):
+        return "not a recorded message ({code, params})"
+    code = str(message["code"])
+    for lang in LANGS:
+        if code not in ids(lang):
+            return f"message {code!r} is in no {lang} catalog of this sk-tune"
+        try:
+            render(message, lang)
+        except KeyError as exc:
+            return f"message {code!r} needs the fact {exc.args[0]!r}, which its params lack"
+        except (ValueError, TypeError, IndexError, AttributeError) as exc:
+            return f"message {code!r}: a fact of the wrong kind ({exc})"
+    return None
+
+
 def coded(msg_id: str, **params: Any) -> dict[str, Any]:
     """What a record holds instead of a sentence: the message id and its facts."""
     return {"code": msg_id, "params": params}

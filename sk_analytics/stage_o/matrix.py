@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json, fingerprint
-from sk_analytics.messages import coded, render
+from sk_analytics.messages import coded, render, render_problem
 from sk_analytics.stage_o import options
 from sk_analytics.stage_o.options import OptionSpec, current_value, option_pointer, options_root
 
@@ -173,7 +173,8 @@ def _schema(categories: tuple[str, ...]) -> dict[str, Any]:
 
 
 def validate_matrix(matrix: Any, source: str | PathLike[str] | None = None, *, categories: Sequence[str] | None = None) -> None:
-    """Raise :class:`InputError` naming the first schema violation."""
+    """Raise :class:`InputError` naming the first schema violation, or the first recorded reason (an excluded
+    value's, a settlement's) this sk-tune cannot word (:func:`~sk_analytics.messages.render_problem`)."""
     import jsonschema  # ~50 ms: only where a matrix is validated
 
     validator = jsonschema.Draft202012Validator(matrix_schema(categories))
@@ -185,6 +186,14 @@ def validate_matrix(matrix: Any, source: str | PathLike[str] | None = None, *, c
     ids = [e["id"] for e in matrix["entries"]]
     if len(set(ids)) != len(ids):
         raise InputError(source, "option matrix has duplicate entry ids", expected="unique ids")
+    reasons = [(f"/excluded/{i}/reason", item["reason"]) for i, item in enumerate(matrix["excluded"]) if "reason" in item]
+    reasons += [(f"/entries/{i}/settlement/reason", e["settlement"]["reason"]) for i, e in enumerate(matrix["entries"])
+                if "reason" in (e.get("settlement") or {})]
+    for where, reason in reasons:  # the schema checks their shape; each is worded in every language when read
+        problem = render_problem(reason)
+        if problem is not None:
+            raise InputError(source, f"option matrix invalid at {where}: {problem}",
+                             expected="a reason {code, params} whose code and facts this sk-tune's catalogs word")
 
 
 def excluded_reason(excluded: Mapping[str, Any], lang: str) -> str:
