@@ -295,6 +295,15 @@ def test_cli_verify_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert run_cli(cli, "sk-analyze", ["ledger", "show", str(path)]) == 2
 
 
+def test_show_a_summary_this_version_cannot_word(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A record whose summary code no catalog holds (written by a newer sk-tune) is shown as its data, not a traceback."""
+    Ledger(tmp_path).append("future_kind", {"summary": {"code": "summary.from_the_future", "params": {"n": 1}}})
+    Ledger(tmp_path).append("gate_result", {"summary": {"code": "summary.matrix_frozen", "params": {"n": 3}}})  # lacks fp
+    assert run_cli(cli, "sk-analyze", ["ledger", "show", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert '"code": "summary.from_the_future"' in out and '"code": "summary.matrix_frozen"' in out
+
+
 def _head(path: Path) -> dict:
     return json.loads(head_path(path).read_text(encoding="utf-8"))
 

@@ -11,7 +11,7 @@ import click
 from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_OK, IntegrityError
 from sk_analytics.ledger.chain import LEDGER_NAME, LedgerRecord, raw_records, resolve_ledger_path, verify as verify_ledger
-from sk_analytics.messages import is_coded, render, resolve_lang
+from sk_analytics.messages import is_coded, render, render_problem, resolve_lang
 
 
 @click.group("ledger")
@@ -132,8 +132,8 @@ def format_record(record: LedgerRecord) -> str:
         when = f"ts_ns={record.ts_ns}"
     data = record.data
     summary = data.get("summary_zh") or data.get("summary")  # summary_zh: records written before summaries were codes
-    if is_coded(summary):
-        summary = render(summary, resolve_lang())
+    if is_coded(summary):  # a message this sk-tune cannot word (a newer one's): the record as it is, below
+        summary = render(summary, resolve_lang()) if render_problem(summary) is None else None
     if not isinstance(summary, str):
         summary = json.dumps(data, ensure_ascii=False, sort_keys=True)
     if len(summary) > 160:
