@@ -189,3 +189,13 @@ def test_dcci_protocol_table_rows(tmp_path: Path) -> None:
     assert section.rstrip().endswith("> 相关不等于根因：只有完整修复相对 O0 的干净 A/B 对比才能决定是否接受。")
     en = render_markdown(view, "en")
     assert "| disable+before+after (O3) | 3 gate runs | 9.8000 | 9.8000 | 9.7500 | 9.9000 | 0.0400 | +2.04% | yes | new incumbent |" in en
+
+
+def test_english_report_words_the_advice_kinds() -> None:
+    """The truth table's Advice column says the advice's kind in words in English too (it printed the identifier)."""
+    from sk_analytics.report.text import TEXT, word
+
+    kinds = ("consistent", "could_be_noise", "gain_lost_to_variance_check", "no_interval")
+    assert [word(TEXT["en"], "advice", k) for k in kinds] == ["consistent", "could be noise", "gain lost to the variance check",
+                                                               "no interval"]
+    assert all(word(TEXT["zh"], "advice", k) != k for k in kinds)
