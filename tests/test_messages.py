@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import re
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,13 @@ def test_a_wrong_sk_lang_is_a_usage_error() -> None:
 
 def test_locale_names() -> None:
     assert [lang_of_locale(v) for v in ("en", "en-US", "zh_TW.Big5", "", None, "POSIX")] == ["en", "en", "zh", None, None, None]
+
+
+def test_no_module_words_a_message_at_import() -> None:
+    """Sentences are worded where a record or a page is made (:func:`sk_analytics.messages.rendered_fields`), never
+    kept rendered by a module: importing the gate, the policies, the DCCI analysis and the reports reads no catalog."""
+    code = ("import sk_analytics.option_trial.api, sk_analytics.dcci.analysis, sk_analytics.dcci.report, "
+            "sk_analytics.report.render, sk_analytics.stage_o.machine\n"
+            "from sk_analytics.messages import catalog\nprint(catalog.cache_info().currsize)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "0"

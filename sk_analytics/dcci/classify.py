@@ -24,14 +24,14 @@ false discoveries among the keys the gate flags.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
 import polars as pl
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import text
+from sk_analytics.messages import Messages
 
 special = lazy_module("scipy.special")
 """``ndtr`` for the Mann-Whitney tail: imported on first use, after the traces were read (0.16 s, ~30 MB)."""
@@ -50,8 +50,8 @@ SLOWER: Final = "significantly_slower"
 FASTER: Final = "significantly_faster"
 NEUTRAL: Final = "neutral"
 INSUFFICIENT: Final = "insufficient_evidence"
-CLASS_ZH: Final = {c: text(f"dcci.class.{c}", "zh") for c in (SLOWER, FASTER, NEUTRAL, INSUFFICIENT)}
-"""The Chinese name of each class (``dcci.class.*`` of the catalogs)."""
+CLASS_ZH: Final[Mapping[str, str]] = Messages("dcci.class.", "zh")
+"""The Chinese name of each class (``dcci.class.*`` of the catalogs, worded when read, not at import)."""
 
 
 def robust_stats(samples: pl.LazyFrame, keys: Sequence[str], value: str = "value_us") -> pl.LazyFrame:

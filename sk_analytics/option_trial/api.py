@@ -10,7 +10,7 @@ effective decision of the chosen gate mode).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +39,23 @@ from sk_analytics.option_trial.stats import Samples
 from sk_analytics.option_trial.stats_gate import evaluate_stats
 from sk_analytics.option_trial.summary import RunMetric, summarize, summarize_samples
 
-GATE_LABELS: dict[str, tuple[str, str]] = {mode: (text(f"gate_label.{mode}", "en"), text(f"gate_label.{mode}", "zh"))
-                                         for mode in ("protocol", "strict", "stats", "sequential", "family")}
+
+class _GateLabels(Mapping[str, tuple[str, str]]):
+    """(en, zh) name of what decides under each gate mode (``gate_label.<mode>`` of the catalogs), worded when read."""
+
+    def __getitem__(self, mode: str) -> tuple[str, str]:
+        if mode not in GATE_MODES:
+            raise KeyError(mode)
+        return text(f"gate_label.{mode}", "en"), text(f"gate_label.{mode}", "zh")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(GATE_MODES)
+
+    def __len__(self) -> int:
+        return len(GATE_MODES)
+
+
+GATE_LABELS: Mapping[str, tuple[str, str]] = _GateLabels()
 """(en, zh) name of what decides under each gate mode; ``stats`` says it is not the protocol."""
 
 

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import text
+from sk_analytics.messages import coded, rendered_fields
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, PROTOCOL_ALLOWANCES, Allowances
 from sk_analytics.option_trial.inference import log_effect_of_pct, log_improvement_pct, welch_terms
 from sk_analytics.option_trial.modes import FAMILY_CAP, FAMILY_MIN_EFFECT_PCT, family_incumbent_runs
@@ -72,8 +72,6 @@ itself must reach it). Early looks cannot tell a no-effect value from a real +2 
 75 % kept no-effect values looking to the cap (``benchmarks/bench_session_mc.py``)."""
 CALIBRATION_TRIALS = 200_000
 CALIBRATION_SEED = 20_261_206
-LABEL = text("gate_label.family", "en")
-LABEL_ZH = text("gate_label.family", "zh")
 
 
 @dataclass(frozen=True)
@@ -257,7 +255,7 @@ def evaluate_family(baseline: Mapping[str, Any], candidate: Mapping[str, Any], d
         for j, (z, c) in enumerate(zip(found.z, bounds_, strict=True)) if design.first + j <= used
     ]
     return {
-        "policy": POLICY, "is_protocol": False, "label": LABEL, "label_zh": LABEL_ZH,
+        "policy": POLICY, "is_protocol": False, **rendered_fields("label", coded("gate_label.family")),
         "accepted": state == "accepted", "state": state, "reason": reason,
         "runs_used": used, "candidate_runs_available": nc, "incumbent_runs": nb,
         # its own figures: the improvement and its 95 % interval over the runs it used, both sides

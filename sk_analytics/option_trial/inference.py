@@ -39,13 +39,13 @@ each run), so effects are ratios and runs of different scale mix cleanly:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import coded, rendered_fields, text
+from sk_analytics.messages import Messages, coded, rendered_fields
 from sk_analytics.option_trial.executable import NO_SESSION_NOISE, SessionNoise, settle_plan, settle_text
 from sk_analytics.option_trial.planning import ASSUMES_MESSAGE, CONFIDENCE, POWER, noise_upper, planning_effect, pooled_sd, runs_per_side
 
@@ -262,8 +262,8 @@ def _undefined(nb: int, nc: int) -> dict[str, Any]:
 
 VERDICTS = ("win", "loss", "neutral", "inconclusive")
 """The statistical verdicts of a comparison (each worded by ``verdict.<v>`` of the catalogs)."""
-VERDICT_ZH = {v: text(f"verdict.{v}", "zh") for v in VERDICTS}
-"""The Chinese word of each verdict (``verdict.*`` of the catalogs)."""
+VERDICT_ZH: Mapping[str, str] = Messages("verdict.", "zh")
+"""The Chinese word of each verdict (``verdict.*`` of the catalogs, worded when read, not at import)."""
 
 
 def trial_statistics(base_ms: Sequence[float], cand_ms: Sequence[float], session: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from sk_analytics.messages import text
+from sk_analytics.messages import coded, rendered_fields
 from sk_analytics.option_trial.gate import CANDIDATE_MIN_RUNS, Allowances
 from sk_analytics.option_trial.inference import welch_terms
 from sk_analytics.option_trial.modes import SEQUENTIAL_CAP
@@ -55,8 +55,6 @@ FIRST_LOOK = CANDIDATE_MIN_RUNS
 FUTILITY_T = 0.0
 CALIBRATION_TRIALS = 100_000
 CALIBRATION_SEED = 20_261_203
-LABEL = text("gate_label.sequential", "en")
-LABEL_ZH = text("gate_label.sequential", "zh")
 VARIANCE_CHECKS = ("p90_not_significantly_worse", "stddev_not_significantly_worse")
 
 
@@ -164,7 +162,7 @@ def evaluate_sequential(protocol_evaluation: Mapping[str, Any], baseline: Mappin
         for j, (t, c) in enumerate(zip(found.t, boundaries(nb, cap), strict=True)) if held and FIRST_LOOK + j <= int(found.runs_used)
     ]
     return {
-        "policy": POLICY, "is_protocol": False, "label": LABEL, "label_zh": LABEL_ZH,
+        "policy": POLICY, "is_protocol": False, **rendered_fields("label", coded("gate_label.sequential")),
         "accepted": state == "accepted", "state": state, "reason": reason,
         "runs_used": min(nc, cap) if found is None else int(found.runs_used),
         "candidate_runs_available": nc, "cap": cap, "first_look": FIRST_LOOK,

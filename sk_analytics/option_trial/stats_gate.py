@@ -34,15 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from sk_analytics.messages import text
+from sk_analytics.messages import coded, rendered_fields
 from sk_analytics.option_trial.gate import Allowances
 from sk_analytics.option_trial.inference import log_improvement_pct, welch_lower_bound
 
 POLICY = "stats"
 LEVEL = 0.05
 """One-sided level of every test of the policy (mean: a 95 % lower bound)."""
-LABEL = text("gate_label.stats", "en")
-LABEL_ZH = text("gate_label.stats", "zh")
 PRECONDITIONS = ("baseline_stable", "baseline_min_runs", "candidate_min_runs")
 """Protocol checks the policy keeps as they are."""
 METRIC_CHECKS = ("mean_improvement_significant", "p90_not_significantly_worse", "stddev_not_significantly_worse")
@@ -134,8 +132,7 @@ def evaluate_stats(
     return {
         "policy": POLICY,
         "is_protocol": False,
-        "label": LABEL,
-        "label_zh": LABEL_ZH,
+        **rendered_fields("label", coded("gate_label.stats")),  # worded here, not at import
         "accepted": all(checks.values()),
         "checks": checks,
         "failed_checks": [name for name in CHECK_NAMES if not checks[name]],
