@@ -14,11 +14,14 @@ protocol §5.1).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sk_analytics.errors import InputError
 from sk_analytics.files.atomic import write_json
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.messages import coded
 from sk_runner.devices.lease import LeaseRequest
 from sk_runner.devices.markers import LEASE_MODES, Need, format_ids, marker_need
@@ -44,11 +47,22 @@ def request_source(request: LeaseRequest, env: Mapping[str, str]) -> str:
     return "markers" if request.need is not None and request.need == marker_need(env) else "options"
 
 
-def request_need(data: Mapping[str, Any]) -> tuple[Need | None, bool]:
-    """(need, unleased) of a :func:`request_record`."""
-    ids = data.get("device_ids")
-    need = Need(str(data["root"]), tuple(int(i) for i in ids)) if data.get("root") and ids else None
-    return need, bool(data.get("unleased"))
+def request_need(data: Any, source: str | os.PathLike[str] | None = None) -> tuple[Need | None, bool]:
+    """(need, unleased) of a :func:`request_record`; :class:`InputError` naming ``source`` (the file it was read
+    from) when it is not one: a lease request read loosely would let a rerun take another lease, or none."""
+    expected = 'a lease request {"root": folder or null, "device_ids": [NPU ids] or null, "unleased": true|false}'
+    if not isinstance(data, Mapping):
+        raise InputError(source, "the lease request is not a JSON object", expected=expected)
+    root, ids, unleased = data.get("root"), data.get("device_ids"), data.get("unleased", False)
+    if root is not None and not (isinstance(root, str) and root):
+        raise InputError(source, f"lease request root {root!r} is not a folder", expected=expected)
+    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)):
+        raise InputError(source, f"lease request device_ids {ids!r} are not NPU ids", expected=expected)
+    if not isinstance(unleased, bool) or (unleased and (root or ids)) or (bool(root) != bool(ids)):
+        raise InputError(source, "the lease request names a root without devices, devices without a root, or a lease and "
+                         "--unleased at once", expected=expected)
+    need = Need(root, tuple(ids)) if root and ids else None
+    return need, unleased
 
 
 def record_round_request(round_dir: Path, request: object, env: Mapping[str, str]) -> None:
@@ -60,14 +74,13 @@ def record_round_request(round_dir: Path, request: object, env: Mapping[str, str
 
 
 def round_request(round_dir: Path) -> tuple[Need | None, bool]:
-    """(need, unleased) a rerun of a trial round takes: its :data:`ROUND_REQUEST`, else the lease its runs held."""
-    try:
-        data = json.loads((Path(round_dir) / ROUND_REQUEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
-    if isinstance(data, dict):
-        return request_need(data)
-    return folder_lease(round_dir), False
+    """(need, unleased) a rerun of a trial round takes: its :data:`ROUND_REQUEST`, else (a round made before that file
+    existed) the lease its runs held. A request file that cannot be read or is no request is refused, naming it:
+    ignoring it would run the round again under another lease, or none."""
+    path = Path(round_dir) / ROUND_REQUEST
+    if not os.path.lexists(path):
+        return folder_lease(round_dir), False
+    return request_need(load_json_file(path), path)
 
 META = "meta.json"
 
