@@ -70,7 +70,7 @@ def _unrecorded(root: Path, rel: str, what: str, running: bool) -> Disagreement 
 def _recorded(root: Path, rel: str, records: Sequence[LedgerRecord], kind: str, what: str, running: bool = False
               ) -> Disagreement | tuple[LedgerRecord, dict[str, Any]] | None:
     """The ledger's last ``kind`` record and the file ``rel`` it vouches for; a disagreement
-    when only one of them exists, None when neither does."""
+    when only one of them exists, None when neither does (or only the file, while a sweep is ``running``)."""
     record, path = _last(records, kind), root / rel
     if record is None:
         return _unrecorded(root, rel, what, running)

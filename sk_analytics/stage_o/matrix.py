@@ -250,7 +250,8 @@ def settle_matrix(matrix: Mapping[str, Any], settlements: Mapping[str, Mapping[s
                   ) -> dict[str, Any]:
     """The settled copy for hand-off: each entry gets its final status and settlement.
 
-    ``settlements`` maps entry id -> ``{status, reason_zh, evidence, ...}``.
+    ``settlements`` maps entry id -> ``{status, reason, evidence, ...}`` (``reason``: a message id and its facts; a
+    session recorded before reasons were codes: ``reason_zh``).
     Every entry must be settled; the result validates against the same schema (``validate=False``:
     a copy that is only compared with the written one, which was validated when it was written).
     """

@@ -59,7 +59,8 @@ def _is_repair(entry_id: str, round_: Any, state: SessionState) -> bool:
 
 
 def failure_text(failure: Mapping[str, Any] | None, lang: str) -> str:
-    """A trial failure: the Chinese record, or the failure kind plus the runner's English message."""
+    """A trial failure in ``lang``: one recorded as facts (its kind and the runner's words) worded from the catalogs;
+    an older record's Chinese ``reason_zh``, or in English its kind plus the runner's English message."""
     failure = failure or {}
     if "reason_zh" not in failure:  # recorded as facts: the kind and the runner's own words
         return render(failure_message(failure), lang)
