@@ -62,6 +62,11 @@ def test_failed_stability_after_top_up() -> None:
      "split_mode=3 needs an event-semantics review and the user's authorisation of this risk (event_breaker_bypass); not authorised"),
     ({"risk": "high", "max_risk": "medium"}, "risk level high of split_mode=3 is not authorised (highest allowed: medium)"),
     ({"budget_runs": 10, "runs_used": 8}, "budget explicitly exhausted: 8/10 clean runs used, not enough for a full trial"),
+    ({"prerequisite": "operator_adaptation", "declared": False},
+     "split_mode=3 needs operator-side adaptation (operator_adaptation), which the task does not declare; that the wrapper "
+     "accepts a value says nothing of its run-time semantics"),
+    ({"probe_evidence": {"probed": False, "ready": False}},
+     "the exact value split_mode=3 was never probed (option probe not run); it may not be tried"),
     ({"probe_evidence": {"probed": True, "ready": False}}, "split_mode=3 is not ready (probe ready=false): the probe evidence names no cause"),
     # each cause in its own words (issue 37: one sentence stood for all of them)
     ({"probe_evidence": {"probed": True, "ready": False, "evidence": {"task": "not_listed"}}},

@@ -20,8 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sk_analytics.messages import render
-from sk_analytics.stage_o.probe_cause import probe_cause
+from sk_analytics.messages import render, text
+from sk_analytics.stage_o.probe_cause import cause_message
 from sk_analytics.stage_o.state import SessionState
 from sk_analytics.stage_o.steps import check_names, failure_message
 
@@ -82,20 +82,20 @@ def _gate_text(gate: Mapping[str, Any] | None) -> str:
 
 
 def _blocked_en(entry: Mapping[str, Any], ev: Mapping[str, Any]) -> str | None:
+    """An older blocked settlement in English, from its evidence: the message a new one records (``reason.*``)."""
     label = _label(entry)
     probe = ev.get("probe_evidence")
     if isinstance(probe, Mapping):
         if not probe.get("probed"):
-            return f"the exact value {label} was never probed (option probe not run); it may not be tried"
-        return f"{label} is not ready (probe ready=false): {probe_cause(probe)['en']}"
+            return text("reason.not_probed", "en", label=label)
+        return text("reason.not_ready", "en", label=label, cause=cause_message(probe))
     if "prerequisite" in ev:
-        return (f"{label} needs operator-side adaptation ({ev['prerequisite']}), which the task does not declare; "
-                "wrapper acceptance is not run-time semantics")
+        return text("reason.operator_adaptation", "en", label=label)
     if "authorisation" in ev:
-        return f"{label} needs an event-semantics review and the user's authorisation of this risk ({ev['authorisation']}); not authorised"
+        return text("reason.not_authorised", "en", label=label, authorisation=ev["authorisation"])
     if "max_risk" in ev:
-        return f"risk level {ev.get('risk')} of {label} is not authorised (highest allowed: {ev['max_risk']})"
-    if "budget_runs" in ev:
+        return text("reason.risk_not_authorised", "en", label=label, risk=ev.get("risk"), max_risk=ev["max_risk"])
+    if "budget_runs" in ev:  # the record does not say how many runs a trial needed
         return f"budget explicitly exhausted: {ev.get('runs_used')}/{ev['budget_runs']} clean runs used, not enough for a full trial"
     return None
 
