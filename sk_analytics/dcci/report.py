@@ -52,6 +52,7 @@ def _sk_label(sk: dict[str, Any]) -> str:
 
 
 def _collections(result: dict[str, Any], t: Mapping[str, str]) -> list[str]:
+    """The two diagnostic collections: path, fingerprints, processes, truncation and buffer-full cores."""
     rows = []
     for role in ("baseline", "candidate"):
         side = result[role]
@@ -80,6 +81,7 @@ def _sk_rows(sks: Sequence[dict[str, Any]], lang: str) -> list[list[str]]:
 
 
 def _child_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
+    """Each significantly slower SK's child timings, or why its attribution is blocked."""
     lines = [f"## {t['children']}", ""]
     by_uid = {sk["uid"]: sk for sk in result["sks"]}
     if not result["children"]:
@@ -223,6 +225,7 @@ def _partial_first(result: dict[str, Any], lang: str) -> list[str]:
 
 
 def _compared(result: dict[str, Any], t: Mapping[str, str]) -> list[str]:
+    """The summary line of the candidate's SK time and SKs compared (absent in results written before coverage)."""
     summary = result["summary"]
     if "compared_time_share" not in summary:
         return []

@@ -46,6 +46,8 @@ class Round:
 
     def result(self, status: str, outcome: str, message: str, correctness: str, scene: Path | None = None,
                words: dict[str, Any] | None = None) -> TrialResult:
+        """The round's result as it stands now (its complete runs, lease, discarded runs); ``words``: a failure's
+        message as a recorded message, where the runner has one."""
         return TrialResult(self.spec.round, self.trial.dir, status, outcome, message, complete_runs(self.trial.dir), self.target,
                            self.new, correctness, self.config_path, self.config_sha, self.trial_fp, scene, self.trial.lease_record(),
                            [] if self.trial.proof is None else list(self.trial.proof.discarded), words)
