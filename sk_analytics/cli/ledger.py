@@ -125,7 +125,8 @@ def show(session_or_file: str, as_json: bool) -> int:
 
 
 def format_record(record: LedgerRecord) -> str:
-    """One human line: seq, UTC time, kind, the record's summary (Chinese when present)."""
+    """One human line: seq, UTC time, kind, the record's summary in the reader's language (``SK_LANG``, else the
+    locale; an older record's Chinese ``summary_zh`` as it is), else its data as JSON."""
     try:
         when = _dt.datetime.fromtimestamp(record.ts_ns / 1e9, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     except (OverflowError, OSError, ValueError):  # a forged or damaged ts_ns: show it, do not crash the display
