@@ -132,3 +132,10 @@ def test_no_module_words_a_message_at_import() -> None:
             "from sk_analytics.messages import catalog\nprint(catalog.cache_info().currsize)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "0"
+
+
+def test_a_spread_is_said_without_a_sign() -> None:
+    """A spread (max - min over the mean) is never negative: the stability summary said ``+1.250%`` like a change."""
+    stable = coded("summary.stability", round="O0-INCUMBENT", spread_pct=1.25, stable=coded("summary.stable"))
+    assert render(stable, "en") == "O0-INCUMBENT stability: spread 1.250%, stable"
+    assert render(stable, "zh").startswith("O0-INCUMBENT 稳定性：极差 1.250%，")
