@@ -196,3 +196,19 @@ def test_stats_policy_decides_and_is_labelled_not_protocol(tmp_path: Path) -> No
     found = first_disagreement(root)
     assert found is not None and found.file == "handoff.json"
 
+
+
+def test_a_gate_rejection_names_the_checks_the_gate_record_says_failed(tmp_path: Path) -> None:
+    """The settle reason reads the sweep's own gate_result record (its ``checks``): the machine's unit tests script that
+    record, and a key the sweep never wrote (``failed_checks``) once made every rejection read like a loss of the mean."""
+    root = tmp_path / "s"
+    run_sweep(small_session(root, ["aggressive-task0-value1", "aggressive-task0-value2"], noise=1.0), say=lambda _: None)
+    records = read_records(root)
+    rejected = [r.data for r in records if r.kind == "entry_settled" and r.data["status"] == "rejected"]
+    assert [r["entry_id"] for r in rejected] == ["aggressive-task0-value2"]  # seed 7: the median-run check fails
+    gate = next(r.data for r in records if r.kind == "gate_result" and r.data["entry_id"] == "aggressive-task0-value2")
+    failed = [name for name, ok in gate["checks"].items() if not ok]
+    assert failed == ["median_run_direction"] and rejected[0]["reason"]["code"] == "reason.gate_failed_checks"
+    assert render(rejected[0]["reason"], "en").endswith("(mean improvement +0.186%; failed checks: median run); incumbent restored")
+    zh = render(rejected[0]["reason"], "zh")
+    assert zh.endswith("（均值改善 +0.186%；未通过的检查：中位运行），恢复原基线") and stray_english(zh) == []
