@@ -16,7 +16,21 @@ from babel.messages.pofile import read_po
 from zh_words import stray_english
 
 from sk_analytics.errors import UsageError
-from sk_analytics.messages import DOMAIN, LANGS, LOCALE_DIR, Messages, coded, ids, lang_of_locale, render, rendered_fields, resolve_lang, template, text
+from sk_analytics.messages import (
+    DOMAIN,
+    LANGS,
+    LOCALE_DIR,
+    Messages,
+    coded,
+    ids,
+    lang_of_locale,
+    render,
+    render_problem,
+    rendered_fields,
+    resolve_lang,
+    template,
+    text,
+)
 
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 """Chinese characters and the full-width punctuation that goes with them."""
@@ -139,3 +153,10 @@ def test_a_spread_is_said_without_a_sign() -> None:
     stable = coded("summary.stability", round="O0-INCUMBENT", spread_pct=1.25, stable=coded("summary.stable"))
     assert render(stable, "en") == "O0-INCUMBENT stability: spread 1.250%, stable"
     assert render(stable, "zh").startswith("O0-INCUMBENT 稳定性：极差 1.250%，")
+
+
+def test_the_empty_id_is_no_message() -> None:
+    """gettext answers the empty id with the catalog's header (``Project-Id-Version: …``): it is no message."""
+    with pytest.raises(KeyError, match="no message ''"):
+        text("", "zh")
+    assert render_problem({"code": "", "params": {}}) is not None

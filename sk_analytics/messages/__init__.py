@@ -80,9 +80,10 @@ _FORMATTER: Final = _Formatter()
 
 
 def template(msg_id: str, lang: str) -> str:
-    """The raw message ``msg_id`` in ``lang`` (its ``{fields}`` unfilled); KeyError for an id no catalog holds."""
+    """The raw message ``msg_id`` in ``lang`` (its ``{fields}`` unfilled); KeyError for an id no catalog holds (the
+    empty id too: gettext answers it with the catalog's header)."""
     found: str = catalog(lang).gettext(msg_id)
-    if found == msg_id:
+    if found == msg_id or not msg_id:
         raise KeyError(f"no message {msg_id!r} in the {normal(lang)} catalog")
     return found
 
