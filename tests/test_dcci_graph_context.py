@@ -267,5 +267,5 @@ def test_report_lists_per_rank_deltas_and_the_deciding_rank() -> None:
     result = _two_ranks({(6, 0)}, {(6, 0)}, extra1=2_000)
     en, zh = render(result, "en"), render(result, "zh")
     assert "## Several ranks: per-rank deltas of each SK and the deciding rank" in en and "决定 rank" in zh
-    [row] = [line for line in en.splitlines() if "0: 3.000 (significantly_slower); 1: 5.000 (significantly_slower)" in line]
-    assert "| 1 | significantly_slower |" in row
+    [row] = [line for line in en.splitlines() if "0: 3.000 (significantly slower); 1: 5.000 (significantly slower)" in line]
+    assert "| 1 | significantly slower |" in row

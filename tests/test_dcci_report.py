@@ -35,7 +35,11 @@ def test_english_report_and_blocked_attribution() -> None:
     result = scenario.run(cand_kw={"markers": markers})
     en = render(result, "en")
     assert "Correlation is not a root cause" in en and "No repair is proposed." in en
-    assert "child attribution blocked: buffer_full:candidate" in en
+    # the blocker and the classes in words; the decision JSON keeps the codes
+    assert "child attribution blocked: super_kernel.log has a buffer is full line (child events missing) (candidate)" in en
+    assert "buffer_full:" not in en and "significantly_slower" not in en and "insufficient_evidence" not in en, en
+    assert "- class counts: significantly slower=1, significantly faster=0, neutral=2, insufficient evidence=0" in en
+    assert result["children"][0]["blockers"] == ["buffer_full:candidate"]
     assert ("- repair decision: child attribution of at least one significantly slower SK is blocked (buffer full / truncated / "
             "missing core); re-collect with a shorter window; no repair is proposed.") in en
     zh = render(result)
@@ -64,7 +68,7 @@ def test_structure_summary_groups_repeated_structures() -> None:
     occ = slower["occurrence_index"]
     assert rows[0] == f"| {short_name(slower)} | 显著变慢 | 1 ({occ}) | {pct} |"  # largest slowdown first
     en = render(result, "en")
-    assert f"| significantly_slower | 1 ({occ}) | {pct} |" in en
+    assert f"| significantly slower | 1 ({occ}) | {pct} |" in en
     assert "- repair decision: joint repair proposed: disable-all plus before/after with one narrow pattern list." in en
 
 

@@ -12,14 +12,13 @@ the formats.md §7 gate says "significantly slower" on wall **or** max-lane.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Final
 
 import polars as pl
 
 from sk_analytics.dcci.classify import SLOWER, classify, side_by_side
 from sk_analytics.dcci.occurrences import SK_KEYS
-from sk_analytics.messages import Messages
 
 METRICS: Final = {"wall_": "wall_us", "exec_": "max_lane_us"}
 """Prefix in the result -> child timing column (exec = longest single-core duration)."""
@@ -28,8 +27,6 @@ BLOCK_BUFFER_FULL: Final = "buffer_full"
 BLOCK_TRUNCATED: Final = "truncated_sk_prof"
 BLOCK_MISSING_LANES: Final = "missing_lanes"
 BLOCK_UNMAPPED_NODE: Final = "child_node_not_a_kernel_member"
-BLOCK_ZH: Final[Mapping[str, str]] = Messages("dcci.block.", "zh")
-"""The Chinese words of each blocker (``dcci.block.*`` of the catalogs, worded when read, not at import)."""
 
 
 def attribution_blockers(

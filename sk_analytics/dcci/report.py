@@ -15,13 +15,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from sk_analytics.dcci.children import BLOCK_ZH
-from sk_analytics.dcci.classify import CLASS_ZH
 from sk_analytics.dcci.coverage import percent as _pct
 from sk_analytics.dcci.groups import format_range, group_sks, occurrence_ranges
 from sk_analytics.dcci.repair import repair_reason
 from sk_analytics.markdown import table
-from sk_analytics.messages import Messages, tables, text
+from sk_analytics.messages import Messages, ids, tables, text
 
 TEXT: Final[dict[str, Messages]] = tables("dcci_report.")
 """The report's messages (``dcci_report.*`` of the catalogs) in each language."""
@@ -43,8 +41,21 @@ def _stats(s: dict[str, Any]) -> str:
     return f"n={s['count']} P50={_num(s['p50_us'])} P90={_num(s['p90_us'])} MAD={_num(s['mad_us'])} [{_num(s['min_us'])}, {_num(s['max_us'])}]"
 
 
+def _word(code: str, lang: str) -> str:
+    """A class code (``significantly_slower``) in words (``dcci.class.*`` of the catalogs); the JSON keeps the code."""
+    return text(f"dcci.class.{code}", lang)
+
+
 def _class(row: dict[str, Any], lang: str) -> str:
-    return CLASS_ZH[row["class"]] if lang == "zh" else row["class"]
+    return _word(row["class"], lang)
+
+
+def _blocker(blocker: str, lang: str) -> str:
+    """A recorded ``<reason>:<side>`` blocker in words (``dcci.block.*``), the side in parentheses; a reason the
+    catalogs do not know is shown as recorded."""
+    code, _, side = blocker.partition(":")
+    words = text(f"dcci.block.{code}", lang) if f"dcci.block.{code}" in ids(lang) else code
+    return words + (text("format.paren", lang, text=side) if side else "")
 
 
 def _sk_label(sk: dict[str, Any]) -> str:
@@ -89,9 +100,7 @@ def _child_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> l
     for entry in result["children"]:
         lines += [f"### {_sk_label(by_uid[entry['uid']])} {by_uid[entry['uid']]['scope_name']}", ""]
         if entry["attribution"] == "blocked":
-            reasons = [BLOCK_ZH.get(b.split(":")[0], b) + text("format.paren", "zh", text=b.split(":")[1]) if lang == "zh" else b
-                       for b in entry["blockers"]]
-            lines += [t["blocked"] + "; ".join(reasons), ""]
+            lines += [t["blocked"] + "; ".join(_blocker(b, lang) for b in entry["blockers"]), ""]
             continue
         rows = []
         for r in entry["rows"]:
@@ -112,7 +121,7 @@ def _child_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> l
 
 def _structure_summary(result: dict[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
     """One row per (SK structure, class): a decode graph repeats each structure once per layer."""
-    rows = [[g.short_name, CLASS_ZH[g.cls] if lang == "zh" else g.cls, f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
+    rows = [[g.short_name, _word(g.cls, lang), f"{len(g.occurrences)} ({occurrence_ranges(g.occurrences)})",
              format_range(g.delta_p50_pct)] for g in group_sks(result["sks"])]
     if not rows:
         return []
@@ -141,15 +150,15 @@ def _ranks_section(result: dict[str, Any], t: Mapping[str, str], lang: str) -> l
     for entry in ranks["sks"]:
         if all(r["class"] in ("neutral", "insufficient_evidence") for r in entry["per_rank"]):
             continue
-        per_rank = "; ".join(f"{r['rank']}: {_num(r['delta_p50_us'])} ({CLASS_ZH[r['class']] if lang == 'zh' else r['class']})"
+        per_rank = "; ".join(f"{r['rank']}: {_num(r['delta_p50_us'])} ({_word(r['class'], lang)})"
                              for r in entry["per_rank"])
         rows.append([f"{entry['structure_hash']}/{entry['occurrence_index']}", str(entry["deciding_rank"]),
-                     CLASS_ZH[entry["class"]] if lang == "zh" else entry["class"], per_rank])
+                     _word(entry["class"], lang), per_rank])
     lines = [f"## {t['ranks_title']}", "", t["ranks_rule"], "", f"- {t['reference']}: {ranks.get('reference_rank')}", ""]
     lines += table(["SK", t["deciding"], t["cls"], t["per_rank"]], rows) if rows else [t["none"], ""]
     odd = [[f"{e['structure_hash']}/{e['occurrence_index']}", e.get("correspondence", ""),
             ", ".join(map(str, e.get("ranks_present", []))), ", ".join(map(str, e.get("missing_ranks", []))) or "—",
-            ", ".join(map(str, e.get("ambiguous_ranks", []))) or "—", CLASS_ZH[e["class"]] if lang == "zh" else e["class"]]
+            ", ".join(map(str, e.get("ambiguous_ranks", []))) or "—", _word(e["class"], lang)]
            for e in ranks["sks"] if e.get("correspondence", "all_ranks") != "all_ranks"]
     if odd:
         lines += [f"### {t['not_all_ranks']}", ""]
@@ -260,7 +269,7 @@ def render(result: dict[str, Any], lang: str = "zh") -> str:
     lines += _collections(result, t)
     lines += [f"## {t['summary']}", ""]
     lines += _partial_first(result, lang) + _compared(result, t)
-    lines += [f"- {t['classes']}: " + ", ".join(f"{CLASS_ZH[k] if lang == 'zh' else k}={v}" for k, v in summary["classes"].items())]
+    lines += [f"- {t['classes']}: " + ", ".join(f"{_word(k, lang)}={v}" for k, v in summary["classes"].items())]
     lines += [f"- {t['efd']}: {_num(summary['expected_false_discoveries'])}"]
     lines += [f"- {t['decision']}: {repair['reason_zh'] if lang == 'zh' else repair_reason(repair, 'en')}"]
     lines += _explained(repair.get("explained"), t, lang) + [""]
