@@ -160,3 +160,23 @@ def test_the_empty_id_is_no_message() -> None:
     with pytest.raises(KeyError, match="no message ''"):
         text("", "zh")
     assert render_problem({"code": "", "params": {}}) is not None
+
+
+@pytest.mark.parametrize(("stage", "message", "en", "zh"), [
+    ("crash", "exit status 1", "process crash or device error (exit status 1)", "进程崩溃或设备错误（exit status 1）"),
+    ("crash", "", "process crash or device error", "进程崩溃或设备错误"),
+    ("timeout", None, "timeout/hang, process group terminated", "超时/挂起，进程组已被终止"),
+    ("wrong_output", "", "correctness check failed (wrong output)", "正确性校验失败（输出错误）"),
+    ("mystery", "", "mystery", "mystery"),
+    ("mystery", "odd", "mystery (odd)", "mystery（odd）"),
+])
+def test_a_failure_says_the_runners_message_in_parentheses_only_when_there_is_one(
+        stage: str, message: str | None, en: str, zh: str) -> None:
+    """An empty runner message said "process crash or device error ()"; the parenthesis now comes with the message
+    (``{message:paren}``), in each language's own parentheses, also for a record written before (the same facts)."""
+    from sk_analytics.stage_o.steps import failure_message
+
+    recorded = failure_message({"stage": stage, "message": message})
+    assert render(recorded, "en") == en and render(recorded, "zh") == zh
+    old = coded(f"failure.{stage}" if stage != "mystery" else "failure.other", stage=stage, message=message)
+    assert render(old, "en") == en and render(old, "zh") == zh

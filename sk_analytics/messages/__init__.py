@@ -69,14 +69,25 @@ def catalog(lang: str) -> gettext.GNUTranslations:
     return found
 
 
+PAREN: Final = "paren"
+"""The format spec of a fact said in parentheses only when there is one: ``{message:paren}`` is `` (exit 1)`` in
+English, ``（exit 1）`` in Chinese (``format.paren``), and nothing for an empty or missing fact."""
+
+
 class _Formatter(string.Formatter):
-    """``str.format`` that shows a missing fact (None) as ``?`` whatever its format spec."""
+    """``str.format`` in one language that shows a missing fact (None) as ``?`` whatever its format spec, and fills
+    ``{fact:paren}`` (:data:`PAREN`)."""
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
 
     def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == PAREN:
+            return "" if value is None or value == "" else text("format.paren", self.lang, text=value)
         return "?" if value is None else super().format_field(value, format_spec)
 
 
-_FORMATTER: Final = _Formatter()
+_FORMATTERS: Final = {lang: _Formatter(lang) for lang in LANGS}
 
 
 def template(msg_id: str, lang: str) -> str:
@@ -92,7 +103,7 @@ def text(msg_id: str, lang: str, /, **params: Any) -> str:
     """Message ``msg_id`` in ``lang`` with its named parameters filled in; a parameter that is itself a
     recorded message (:func:`coded`) is rendered first, in the same language."""
     filled = {name: render(value, lang) if is_coded(value) or is_bilingual(value) else value for name, value in params.items()}
-    return _FORMATTER.vformat(template(msg_id, lang), (), filled)
+    return _FORMATTERS[normal(lang)].vformat(template(msg_id, lang), (), filled)
 
 
 def is_bilingual(value: Any) -> TypeGuard[Mapping[str, Any]]:
