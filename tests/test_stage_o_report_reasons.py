@@ -1,4 +1,5 @@
-"""English renderings of recorded Chinese reasons: built from structured facts, else marked as the Chinese record."""
+"""English renderings of recorded Chinese reasons: the catalog's message built from the record's structured facts,
+else marked as the Chinese record."""
 
 from __future__ import annotations
 
@@ -35,8 +36,17 @@ def test_accepted_dcci_repair_is_the_combination() -> None:
     state = _state(("trial_result", {"entry_id": "d", "round": "O2", "phase": "repair", "ok": True}), ("gate_result", gate))
     settled = {"status": "accepted", "reason_zh": "…", "evidence": {"round": "O2", "stability": {"stable": True, "spread_pct": 0.9561}}}
     assert settled_reason(DCCI, settled, state, "en") == (
-        "DCCI disable+before+after (one indivisible combination): gate passed (mean improvement +2.391%), "
-        "topped up to five runs and stable (spread 0.956%); new incumbent")
+        "DCCI disable+before+after (one indivisible combination) passed the gate (mean improvement +2.391%), "
+        "topped up to 5 runs and stable; new incumbent")
+    # the runs its stability re-check read, where the record keeps them
+    settled["evidence"]["stability"]["run_metrics"] = [1.0] * 6
+    assert "topped up to 6 runs and stable" in settled_reason(DCCI, settled, state, "en")
+
+
+def test_an_old_acceptance_without_its_gate_record_is_the_marked_chinese_record() -> None:
+    """The sentence needs the gate's improvement; a record without the gate says its own words, marked, never "?%"."""
+    settled = {"status": "accepted", "reason_zh": "接受", "evidence": {"round": "O2", "stability": {"stable": True}}}
+    assert settled_reason(ENTRY, settled, _state(), "en") == "(recorded reason, in Chinese) 接受"
 
 
 def test_failed_trial_uses_failure_kind_and_english_message() -> None:
@@ -47,13 +57,27 @@ def test_failed_trial_uses_failure_kind_and_english_message() -> None:
         "split_mode=3 trial failed, incumbent restored: timeout/hang, process group terminated (no exit within 15.0 s)")
     assert failure_text(failure, "zh") == "超时/挂起"
     assert failure_text({"stage": "mystery", "reason_zh": "怪"}, "en") == "(recorded reason, in Chinese) 怪"
+    # an empty runner message: no empty parentheses
+    assert failure_text({**failure, "message": ""}, "en") == "timeout/hang, process group terminated"
+
+
+@pytest.mark.parametrize(("phase", "expected"), [
+    ("top_up", "split_mode=3 passed the gate but failed while topping up to 5 runs; acceptance withdrawn: "
+               "process crash or device error (exit status 1)"),
+    ("repair", "DCCI joint repair trial failed; O0 restored, DCCI family rejected: process crash or device error (exit status 1)"),
+])
+def test_failed_top_up_and_repair(phase: str, expected: str) -> None:
+    failure = {"stage": "crash", "reason_zh": "崩溃", "message": "exit status 1"}
+    state = _state(("trial_result", {"entry_id": "e", "round": "O3", "phase": phase, "ok": False, "failure": failure}))
+    settled = {"status": "failed", "reason_zh": "…", "evidence": {"round": "O3"}}
+    assert settled_reason(ENTRY, settled, state, "en") == expected
 
 
 def test_failed_stability_after_top_up() -> None:
     settled = {"status": "failed", "reason_zh": "…",
                "evidence": {"round": "O4", "stability": {"stable": False, "spread_pct": 6.25, "max_spread_pct": 5.0}}}
     assert settled_reason(ENTRY, settled, _state(), "en") == (
-        "split_mode=3: stability re-check after the top-up to five runs failed (spread 6.250% > 5.0%); "
+        "split_mode=3: stability re-check after the top-up to 5 runs failed (spread 6.250% > 5.0%); "
         "acceptance withdrawn, incumbent restored")
 
 
@@ -61,7 +85,8 @@ def test_failed_stability_after_top_up() -> None:
     ({"authorisation": "event_breaker_bypass", "authorised": []},
      "split_mode=3 needs an event-semantics review and the user's authorisation of this risk (event_breaker_bypass); not authorised"),
     ({"risk": "high", "max_risk": "medium"}, "risk level high of split_mode=3 is not authorised (highest allowed: medium)"),
-    ({"budget_runs": 10, "runs_used": 8}, "budget explicitly exhausted: 8/10 clean runs used, not enough for a full trial"),
+    # the record does not say how many runs a full trial needed: the protocol's five
+    ({"budget_runs": 10, "runs_used": 8}, "budget explicitly exhausted: 8/10 clean runs used, fewer than the 5 a full trial needs"),
     ({"prerequisite": "operator_adaptation", "declared": False},
      "split_mode=3 needs operator-side adaptation (operator_adaptation), which the task does not declare; that the wrapper "
      "accepts a value says nothing of its run-time semantics"),
@@ -98,8 +123,10 @@ def test_dcci_family_rejections() -> None:
         "O0 kept, no before/after trials")
     rgate = {"entry_id": "d", "round": "O2", "accepted": False, "mean_improvement_pct": -0.5, "checks": {"mean_improvement": False}}
     repair = {"status": "rejected", "family_rejected": True, "reason_zh": "…", "evidence": {"round": "O1", "repair_round": "O2"}}
-    assert settled_reason(DCCI, repair, _state(("gate_result", rgate)), "en").startswith(
-        "DCCI joint repair did not beat O0 under the full gate (mean improvement -0.500%; failed checks: mean)")
+    assert settled_reason(DCCI, repair, _state(("gate_result", rgate)), "en") == (
+        "DCCI joint repair did not beat O0 under the full gate (mean improvement -0.500%); recovering relative to "
+        "disable-all is not acceptance; DCCI family rejected, O0 restored, child list not grown")
+    assert settled_reason(DCCI, repair, _state(), "en") == "(recorded reason, in Chinese) …"  # no gate record of the repair
     profile = {"status": "rejected", "family_rejected": True, "reason_zh": "…",
                "evidence": {"profile": {"side": "o0", "attempt": 2, "reason": "manifest missing"}}}
     assert "o0 diagnostic collection failed the artifact contract in 2 attempt(s) (manifest missing)" in settled_reason(
@@ -115,6 +142,9 @@ def test_stop_reasons() -> None:
     state = _state(("trial_result", {"entry_id": None, "round": O0, "phase": "o0", "ok": False, "failure": crash}))
     assert stop_reason({"reason_zh": "…", "evidence": {"round": O0}}, state, "en") == (
         "O0-INCUMBENT failed, Stage O cannot start: process crash or device error (exit status 1)")
+    state = _state(("trial_result", {"entry_id": None, "round": O0, "phase": "o0", "ok": False, "failure": {**crash, "message": ""}}))
+    assert stop_reason({"reason_zh": "…", "evidence": {"round": O0}}, state, "en") == (
+        "O0-INCUMBENT failed, Stage O cannot start: process crash or device error")
 
 
 def test_a_recorded_message_is_worded_in_the_readers_language() -> None:

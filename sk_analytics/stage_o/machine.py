@@ -89,9 +89,8 @@ from sk_analytics.stage_o.state import (
 )
 from sk_analytics.stage_o.steps import (
     accept_path,
-    failed_checks,
     failure_reason,
-    gate_runs,
+    gate_rejection,
     run_action,
     short_value,
 )
@@ -126,11 +125,7 @@ def entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Ses
         return accept_path(entry, state, policy, run, (change,), coded("label.option", name=label), family_rejected=is_dcci)
     evidence = {"round": trial["round"], "gate": gate.get("summary_path"), "verdict": gate.get("verdict")}
     if not is_dcci:
-        failed = failed_checks(gate)  # the record's checks (name -> passed), the ones the gate's summary read
-        reason = (coded("reason.family_rejected", label=label, mean_pct=gate["mean_improvement_pct"], **gate_runs(gate)) if gate.get("family")
-                  else coded("reason.gate_failed_checks", label=label, mean_pct=gate["mean_improvement_pct"], checks=failed) if failed
-                  else coded("reason.gate_failed", label=label, mean_pct=gate["mean_improvement_pct"]))
-        return Settle(eid, "rejected", reason, evidence, state.incumbent)
+        return Settle(eid, "rejected", gate_rejection(label, gate), evidence, state.incumbent)
     if classify_disable_all(gate) == "noise":
         return Settle(
             eid, "rejected",

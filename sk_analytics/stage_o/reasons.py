@@ -5,10 +5,12 @@ A settlement or stop records its reason as a message id and its facts
 reader's language from the catalogs. Sessions recorded before that keep one
 Chinese reason (``reason_zh``) per settlement and stop; that text stays their
 record. An English report must not print it as is, so for those records
-:func:`settled_reason` and :func:`stop_reason` rebuild an English sentence
-from the structured facts the same records hold (status, evidence keys, the
-round's gate improvement and failed checks, the failure kind and its English
-runner message). Where an old reason carries no structured facts (a
+:func:`settled_reason` and :func:`stop_reason` build the message a new record
+holds (``reason.*`` of the catalogs) from the structured facts the same records
+hold (status, evidence keys, the round's gate record, the stability record, the
+failure kind and its runner message). A fact an old record lacks comes from the
+protocol's policy where the protocol fixed it (the five incumbent runs); where
+the facts a sentence needs are missing altogether (no gate record, a
 Chinese-only diagnosis text), the Chinese text is shown and marked as such,
 never silently mixed into English prose. Presentation only: nothing here
 decides anything.
@@ -20,18 +22,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sk_analytics.messages import render, text
+from sk_analytics.messages import coded, render
 from sk_analytics.stage_o.probe_cause import cause_message
-from sk_analytics.stage_o.state import SessionState
-from sk_analytics.stage_o.steps import check_names, failure_message
+from sk_analytics.stage_o.state import Policy, SessionState
+from sk_analytics.stage_o.steps import FAILURE_KINDS, failure_message, gate_rejection
 
-FAILURE_EN: dict[str, str] = {
-    "crash": "process crash or device error",
-    "timeout": "timeout/hang, process group terminated",
-    "wrong_output": "correctness check failed (wrong output)",
-    "bad_logs": "logs missing or unparsable",
-    "invalid_value": "the runtime reported the value invalid and fell back to the default",
-}
+_PROTOCOL = Policy()
+"""The protocol's policy: the runs an old record does not state (a full trial's, the top-up's) are its runs."""
 
 
 def recorded_zh(text: str | None) -> str:
@@ -39,18 +36,9 @@ def recorded_zh(text: str | None) -> str:
     return f"(recorded reason, in Chinese) {text or '—'}"
 
 
-def _pct(value: Any, *, sign: bool = True) -> str:
-    if value is None:
-        return "?"
-    return f"{float(value):+.3f}%" if sign else f"{float(value):.3f}%"
-
-
 def _label(entry: Mapping[str, Any]) -> str:
     value = json.dumps(entry["value"], ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return f"{entry['option']}={value}"
-
-
-_COMBINATION = "DCCI disable+before+after (one indivisible combination)"
 
 
 def _is_repair(entry_id: str, round_: Any, state: SessionState) -> bool:
@@ -58,92 +46,105 @@ def _is_repair(entry_id: str, round_: Any, state: SessionState) -> bool:
     return round_ is not None and state.last(entry_id, "trial_result", round=round_, phase="repair") is not None
 
 
+def _subject(entry: Mapping[str, Any], round_: Any, state: SessionState) -> dict[str, Any]:
+    """What an old record's round tried, as a message: the DCCI combination of a repair round, else the option."""
+    if _is_repair(entry["id"], round_, state):
+        return coded("label.dcci_combination", partial="")  # old records predate the partial diagnosis
+    return coded("label.option", name=_label(entry))
+
+
+def _top_up_runs(stab: Mapping[str, Any] | None) -> int:
+    """The runs a stability re-check read (its record's ``run_metrics``), else the protocol's incumbent runs."""
+    runs = (stab or {}).get("run_metrics")
+    return len(runs) if isinstance(runs, list) and runs else _PROTOCOL.incumbent_runs
+
+
 def failure_text(failure: Mapping[str, Any] | None, lang: str) -> str:
-    """A trial failure in ``lang``: one recorded as facts (its kind and the runner's words) worded from the catalogs;
-    an older record's Chinese ``reason_zh``, or in English its kind plus the runner's English message."""
+    """A trial failure in ``lang``, worded from the catalogs (its kind and the runner's words); an older record's
+    Chinese ``reason_zh`` for a Chinese reader, and for an English one where the catalogs do not know its kind."""
     failure = failure or {}
-    if "reason_zh" not in failure:  # recorded as facts: the kind and the runner's own words
-        return render(failure_message(failure), lang)
-    if lang != "en":
-        return str(failure.get("reason_zh"))
-    kind = failure.get("stage")
-    if kind not in FAILURE_EN:
-        return recorded_zh(failure.get("reason_zh"))
-    message = failure.get("message")
-    return FAILURE_EN[kind] + (f" ({message})" if message else "")
+    if "reason_zh" in failure and (lang != "en" or failure.get("stage") not in FAILURE_KINDS):
+        return str(failure.get("reason_zh")) if lang != "en" else recorded_zh(failure.get("reason_zh"))
+    return render(failure_message(failure), lang)
 
 
-def _gate_text(gate: Mapping[str, Any] | None) -> str:
-    """``mean improvement +x%; failed: P90, stddev`` of a gate record."""
-    if gate is None:
-        return "mean improvement ?"
-    failed = check_names(gate.get("checks"), "en")
-    return f"mean improvement {_pct(gate.get('mean_improvement_pct'))}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
+def _failed_trial(entry_id: str | None, round_: Any, state: SessionState) -> Mapping[str, Any] | None:
+    """The last failed trial record of ``round_``."""
+    return next((t for t in reversed(state.records(entry_id, "trial_result", round=round_)) if t.get("failure")), None)
 
 
-def _blocked_en(entry: Mapping[str, Any], ev: Mapping[str, Any]) -> str | None:
-    """An older blocked settlement in English, from its evidence: the message a new one records (``reason.*``)."""
+def _blocked(entry: Mapping[str, Any], ev: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An older blocked settlement's message, from its evidence."""
     label = _label(entry)
     probe = ev.get("probe_evidence")
     if isinstance(probe, Mapping):
         if not probe.get("probed"):
-            return text("reason.not_probed", "en", label=label)
-        return text("reason.not_ready", "en", label=label, cause=cause_message(probe))
+            return coded("reason.not_probed", label=label)
+        return coded("reason.not_ready", label=label, cause=cause_message(probe))
     if "prerequisite" in ev:
-        return text("reason.operator_adaptation", "en", label=label)
+        return coded("reason.operator_adaptation", label=label)
     if "authorisation" in ev:
-        return text("reason.not_authorised", "en", label=label, authorisation=ev["authorisation"])
+        return coded("reason.not_authorised", label=label, authorisation=ev["authorisation"])
     if "max_risk" in ev:
-        return text("reason.risk_not_authorised", "en", label=label, risk=ev.get("risk"), max_risk=ev["max_risk"])
-    if "budget_runs" in ev:  # the record does not say how many runs a trial needed
-        return f"budget explicitly exhausted: {ev.get('runs_used')}/{ev['budget_runs']} clean runs used, not enough for a full trial"
+        return coded("reason.risk_not_authorised", label=label, risk=ev.get("risk"), max_risk=ev["max_risk"])
+    if "budget_runs" in ev:
+        return coded("reason.budget_exhausted", used=ev.get("runs_used"), budget=ev["budget_runs"], needed=_PROTOCOL.incumbent_runs)
     return None
 
 
-def _failed_en(entry: Mapping[str, Any], settled: Mapping[str, Any], state: SessionState) -> str | None:
+def _failed(entry: Mapping[str, Any], settled: Mapping[str, Any], state: SessionState) -> dict[str, Any] | None:
+    """An older failed settlement's message: a stability re-check after the top-up, or the failed trial of its round."""
     ev = settled.get("evidence") or {}
-    label = _COMBINATION if _is_repair(entry["id"], ev.get("round"), state) else _label(entry)
+    subject = _subject(entry, ev.get("round"), state)
     stab = ev.get("stability")
     if isinstance(stab, Mapping) and not stab.get("stable", True):
-        return (f"{label}: stability re-check after the top-up to five runs failed (spread {_pct(stab.get('spread_pct'), sign=False)}"
-                f" > {stab.get('max_spread_pct', 5.0)}%); acceptance withdrawn, incumbent restored")
-    trial = next((t for t in reversed(state.records(entry["id"], "trial_result", round=ev.get("round"))) if t.get("failure")), None)
+        return coded("reason.unstable_after_top_up", subject=subject, runs=_top_up_runs(stab), spread_pct=stab.get("spread_pct"),
+                     max_spread_pct=stab.get("max_spread_pct", 5.0))
+    trial = _failed_trial(entry["id"], ev.get("round"), state)
     if trial is None:
         return None
-    what = failure_text(trial["failure"], "en")
+    failure = failure_text(trial["failure"], "en")  # an old record's reason is built for the English reader only
     if trial.get("phase") == "top_up":
-        return f"{label} passed the gate but failed while topping up to five runs; acceptance withdrawn: {what}"
+        return coded("reason.top_up_failed", subject=subject, runs=_PROTOCOL.incumbent_runs, failure=failure)
     if trial.get("phase") == "repair":
-        return f"DCCI joint repair trial failed; O0 restored, DCCI family rejected: {what}"
-    family = "; whole DCCI family rejected" if settled.get("family_rejected") else ""
-    return f"{label} trial failed, incumbent restored{family}: {what}"
+        return coded("reason.dcci_repair_failed", failure=failure)
+    code = "reason.dcci_trial_failed" if settled.get("family_rejected") else "reason.trial_failed"
+    return coded(code, label=_label(entry), failure=failure)
 
 
-def _rejected_en(entry: Mapping[str, Any], settled: Mapping[str, Any], state: SessionState) -> str | None:
+def _rejected(entry: Mapping[str, Any], settled: Mapping[str, Any], state: SessionState) -> dict[str, Any] | None:
+    """An older rejected settlement's message, from its evidence and the gate records of its rounds."""
     ev = settled.get("evidence") or {}
     eid = entry["id"]
     gate = state.last(eid, "gate_result", round=ev.get("round")) if ev.get("round") else None
     if "repair_round" in ev:
         rgate = state.last(eid, "gate_result", round=ev["repair_round"])
-        return (f"DCCI joint repair did not beat O0 under the full gate ({_gate_text(rgate)}); recovering relative to disable-all "
-                "is not acceptance; DCCI family rejected, O0 restored, child list not grown")
+        return None if rgate is None else coded("reason.dcci_repair_rejected", mean_pct=rgate.get("mean_improvement_pct"), partial="")
     if "probe" in ev:
-        return "the exact regex lists of the joint repair failed the same-environment probe (ready=false); no repair run, DCCI family rejected"
+        return coded("reason.dcci_probe_failed", partial="")
     if isinstance(ev.get("profile"), Mapping):
         prof = ev["profile"]
         why = prof.get("reason") or recorded_zh(prof.get("reason_zh"))
-        return (f"disable-all regresses repeatably, but the {prof.get('side')} diagnostic collection failed the artifact contract in "
-                f"{prof.get('attempt')} attempt(s) ({why}); attribution stopped, no child regex, no repair, DCCI family rejected")
+        return coded("reason.dcci_profile_failed", side=prof.get("side"), attempts=prof.get("attempt"), why=why)
     if "dcci_diff" in ev:
         diff = state.last(eid, "dcci_diff_result")
-        why = recorded_zh(diff.get("reason_zh")) if diff and diff.get("reason_zh") else "no significantly slower child"
-        return f"disable-all regresses repeatably, but dcci-diff proposed no repair ({why}); DCCI family rejected, O0 kept"
-    if settled.get("family_rejected"):
-        return (f"DCCI disable-all shows no gain within the noise band ({_gate_text(gate)}); whole DCCI family rejected, "
-                "O0 kept, no before/after trials")
+        why = recorded_zh(diff.get("reason_zh")) if diff and diff.get("reason_zh") else coded("reason.no_significant_child")
+        return coded("reason.dcci_no_repair", why=why)
     if gate is None:
         return None
-    return f"{_label(entry)} did not pass the gate ({_gate_text(gate)}); incumbent restored"
+    if settled.get("family_rejected"):
+        return coded("reason.dcci_noise", mean_pct=gate.get("mean_improvement_pct"))
+    return gate_rejection(_label(entry), gate)
+
+
+def _accepted(entry: Mapping[str, Any], settled: Mapping[str, Any], state: SessionState) -> dict[str, Any] | None:
+    """An older acceptance's message, from the gate record of its round and its stability re-check."""
+    ev = settled.get("evidence") or {}
+    gate = state.last(entry["id"], "gate_result", round=ev.get("round"))
+    if gate is None:
+        return None
+    return coded("reason.accepted", subject=_subject(entry, ev.get("round"), state), mean_pct=gate.get("mean_improvement_pct"),
+                 runs=_top_up_runs(ev.get("stability")))
 
 
 def settled_reason(entry: Mapping[str, Any], settled: Mapping[str, Any], state: SessionState, lang: str) -> str:
@@ -153,23 +154,18 @@ def settled_reason(entry: Mapping[str, Any], settled: Mapping[str, Any], state: 
     if lang != "en":
         return str(settled.get("reason_zh") or "")
     status = settled.get("status")
-    ev = settled.get("evidence") or {}
-    text: str | None = None
+    message: dict[str, Any] | None = None
     if status == "accepted":
-        gate = state.last(entry["id"], "gate_result", round=ev.get("round"))
-        stab = ev.get("stability") or {}
-        label = _COMBINATION if _is_repair(entry["id"], ev.get("round"), state) else _label(entry)
-        text = (f"{label}: gate passed ({_gate_text(gate)}), topped up to five runs and stable "
-                f"(spread {_pct(stab.get('spread_pct'), sign=False)}); new incumbent")
+        message = _accepted(entry, settled, state)
     elif status == "blocked":
-        text = _blocked_en(entry, ev)
+        message = _blocked(entry, settled.get("evidence") or {})
     elif status == "failed":
-        text = _failed_en(entry, settled, state)
+        message = _failed(entry, settled, state)
     elif status == "rejected":
-        text = _rejected_en(entry, settled, state)
-    elif status == "skipped" and "session_stopped" in ev:
-        text = "the session stopped at O0; this entry was not run"
-    return text if text is not None else recorded_zh(settled.get("reason_zh"))
+        message = _rejected(entry, settled, state)
+    elif status == "skipped" and "session_stopped" in (settled.get("evidence") or {}):
+        message = coded("reason.skipped_stopped")
+    return render(message, lang) if message is not None else recorded_zh(settled.get("reason_zh"))
 
 
 def stop_reason(stopped: Mapping[str, Any], state: SessionState, lang: str) -> str:
@@ -181,9 +177,8 @@ def stop_reason(stopped: Mapping[str, Any], state: SessionState, lang: str) -> s
     ev = stopped.get("evidence") or {}
     stab = ev.get("stability")
     if isinstance(stab, Mapping):
-        return (f"the five clean O0-INCUMBENT runs are unstable (spread {_pct(stab.get('spread_pct'), sign=False)} > "
-                f"{stab.get('max_spread_pct', 5.0)}%); investigate environment noise before starting Stage O")
-    trial = next((t for t in reversed(state.records(None, "trial_result", round=ev.get("round"))) if t.get("failure")), None)
+        return render(coded("reason.o0_unstable", spread_pct=stab.get("spread_pct"), max_spread_pct=stab.get("max_spread_pct", 5.0)), lang)
+    trial = _failed_trial(None, ev.get("round"), state)
     if trial is not None:
-        return f"O0-INCUMBENT failed, Stage O cannot start: {failure_text(trial['failure'], 'en')}"
+        return render(coded("reason.o0_failed", failure=failure_text(trial["failure"], lang)), lang)
     return recorded_zh(stopped.get("reason_zh"))

@@ -116,6 +116,18 @@ def check_names(checks: Mapping[str, Any] | None, lang: str) -> list[str]:
     return [text(f"check.{name}", lang) if f"check.{name}" in ids(lang) else name for name in failed]
 
 
+def gate_rejection(label: str, gate: Mapping[str, Any]) -> dict[str, Any]:
+    """The reason of an option the gate ``gate`` did not accept: the family policy's answer, or the protocol's with
+    the checks that failed."""
+    mean = gate.get("mean_improvement_pct")
+    if gate.get("family"):
+        return coded("reason.family_rejected", label=label, mean_pct=mean, **gate_runs(gate))
+    failed = failed_checks(gate)  # the record's checks (name -> passed), the ones the gate's summary read
+    if failed:
+        return coded("reason.gate_failed_checks", label=label, mean_pct=mean, checks=failed)
+    return coded("reason.gate_failed", label=label, mean_pct=mean)
+
+
 def failed_checks(gate: Mapping[str, Any]) -> dict[str, str] | None:
     """The protocol checks a gate record says failed, worded in both languages (a reason's ``checks`` fact); None
     when none failed, or when a policy that is not the protocol decided (its own checks are not these)."""
