@@ -124,3 +124,19 @@ def test_noise_free_runs_give_strict_json(tmp_path: Path) -> None:
         json.dumps(seq, allow_nan=False)
         assert seq["state"] == state and len(seq["looks"]) == 1
     assert seq["looks"][0]["welch_t"] is None and seq["reason"] == "not_faster"
+
+
+def test_a_sequential_state_this_version_does_not_know_is_shown_as_recorded(tmp_path: Path) -> None:
+    """A summary from another sk-tune version with a state this one has no words for: the report shows the state as
+    recorded (it raised KeyError), in both languages; a known state keeps its words."""
+    from sk_analytics.option_trial.report import render_option_trial
+
+    base = read_candidate(_write(tmp_path, "base", BASE_MEANS), expected_ranks=2, warmup=2)
+    small = read_candidate(_write(tmp_path, "small", [99.5, 99.9, 99.2]), expected_ranks=2, warmup=2)
+    result = evaluate_option_trial(base, {"O1": small}, warmup=2, gate="sequential", expected_ranks=2)
+    assert "undecided after 3 candidate runs" in render_option_trial(result, "en")
+    seq = result["candidates"]["O1"]["sequential_policy_evaluation"]
+    seq.update(state="paused", reason="operator_hold")
+    for lang in ("en", "zh"):
+        [line] = [line for line in render_option_trial(result, lang).splitlines() if line.startswith("[O1]") and "paused" in line]
+        assert line.endswith(": paused"), line

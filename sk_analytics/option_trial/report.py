@@ -88,7 +88,9 @@ def _sequential_line(name: str, s: Mapping[str, Any], t: Mapping[str, str]) -> l
     sq = s.get("sequential_policy_evaluation")
     if sq is None:
         return []
-    state = t["seq_state." + sq["state"]].format(runs=sq["runs_used"], reason=t.get("seq_reason." + str(sq["reason"]), sq["reason"]))
+    words = t.get("seq_state." + str(sq["state"]))  # a state this version does not know (a newer record's): as recorded
+    reason = t.get("seq_reason." + str(sq["reason"]), sq["reason"])
+    state = str(sq["state"]) if words is None else words.format(runs=sq["runs_used"], reason=reason)
     head = t["sequential"].format(first=sq["first_look"], cap=sq["cap"], level=sq["level_one_sided"] * 100)
     return [f"[{name}] {head}: {state}"]
 
