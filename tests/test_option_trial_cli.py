@@ -71,7 +71,26 @@ def test_rejected_exit_1_english(capsys, folders) -> None:
     base, _, tie = folders
     code, out, _ = run_cli(capsys, *trial_args(base, f"O1={tie}"), "--lang", "en")
     assert code == 1
-    assert "rejected" in out and "recommended: baseline" in out and "mean_improvement=✗" in out
+    assert "rejected" in out and "recommended: baseline" in out
+    # the checks in English words, listed with commas (names of several words); the JSON keeps the keys
+    [checks] = [line for line in out.splitlines() if line.startswith("[O1] checks: ")]
+    assert checks.startswith("[O1] checks: baseline stable=✓, baseline exactly 5 runs=✓, candidate at least 3 runs=✓, "
+                             "mean strictly better=✗, median run better="), checks
+    assert "_" not in checks, checks
+
+
+def test_a_check_the_catalogs_do_not_name_is_shown_as_recorded(folders) -> None:
+    """A summary from another version with a check this one has no words for: its key, not a KeyError."""
+    from sk_analytics.ingest.timings import read_candidate
+    from sk_analytics.option_trial import evaluate_option_trial
+    from sk_analytics.option_trial.report import render_option_trial
+
+    base, _, tie = folders
+    result = evaluate_option_trial(read_candidate(base, expected_ranks=2, warmup=2),
+                                   {"O1": read_candidate(tie, expected_ranks=2, warmup=2)}, warmup=2, expected_ranks=2)
+    result["candidates"]["O1"]["option_trial_evaluation"]["checks"]["p99_steady"] = True
+    assert "median run better=✓" not in render_option_trial(result, "zh")
+    assert "、p99_steady=✓" in render_option_trial(result, "zh") and ", p99_steady=✓" in render_option_trial(result, "en")
 
 
 def test_two_candidates_fastest_accepted_recommended(capsys, folders) -> None:

@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from sk_analytics.messages import LANGS, Messages, tables
+from sk_analytics.messages import LANGS, Messages, tables, text
 
 __all__ = ["LANGS", "render_option_trial", "render_stability"]
 
@@ -57,8 +57,10 @@ def _stability_lines(stability: Mapping[str, Any], t: Mapping[str, str]) -> list
     return [f"{t['stable']}: {stable}  {t['spread']}: {_num(stability['spread_pct'], 3)}", f"{t['runs']}: [{runs}]"]
 
 
-def _marks(checks: Mapping[str, bool], t: Mapping[str, str]) -> str:
-    return " ".join(f"{t['check_names.' + k]}={'✓' if v else '✗'}" for k, v in checks.items())
+def _marks(checks: Mapping[str, bool], t: Mapping[str, str], lang: str) -> str:
+    """Each check's name in words and its mark, in a list (a name of several words stays readable); a check the
+    catalogs do not name is shown as recorded."""
+    return text("format.list_sep", lang).join(f"{t.get('check_names.' + k, k)}={'✓' if v else '✗'}" for k, v in checks.items())
 
 
 def _gate_label(result: Mapping[str, Any], lang: str) -> str:
@@ -67,13 +69,13 @@ def _gate_label(result: Mapping[str, Any], lang: str) -> str:
     return str(policy.get("label_zh" if lang == "zh" else "label") or _TEXT[lang]["gate_default"])
 
 
-def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
+def _stats_line(name: str, s: Mapping[str, Any], t: Mapping[str, str], lang: str) -> list[str]:
     """The statistics policy's answer beside the protocol's (absent in summaries written before it existed)."""
     sp = s.get("stats_policy_evaluation")
     if sp is None:
         return []
     verdict = t["accepted"] if sp["accepted"] else t["rejected"]
-    return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t)} → {t['would']}{verdict}"]
+    return [f"[{name}] {t['stats_policy'].format(level=sp['level_one_sided'] * 100)}: {_marks(sp['checks'], t, lang)} → {t['would']}{verdict}"]
 
 
 def _decision(gate: Mapping[str, Any], t: Mapping[str, str]) -> str:
@@ -143,7 +145,7 @@ def render_option_trial(result: Mapping[str, Any], lang: str = "zh") -> str:
     lines = [t["title"].format(label=_gate_label(result, lang)), *_table(rows), *_stability_lines(result["baseline_stability"], t)]
     for name, s in result["candidates"].items():
         ev, st, gate = s["option_trial_evaluation"], s["statistics"], s["gate"]
-        lines += [f"[{name}] {t['checks']}: {_marks(ev['checks'], t)}  ({_allow_text(ev, t)})", *_stats_line(name, s, t),
+        lines += [f"[{name}] {t['checks']}: {_marks(ev['checks'], t, lang)}  ({_allow_text(ev, t)})", *_stats_line(name, s, t, lang),
                   *_sequential_line(name, s, t), f"[{name}] {t['beside']}:"]
         verdict = st["verdict_zh"] if lang == "zh" else st["verdict"]
         lines += [
