@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -27,6 +28,7 @@ from sk_analytics.fingerprint import canonical_json
 from sk_analytics.ledger.chain import HEAD_PURPOSE, RECORD_PURPOSE, head_body, head_path, read_records
 from sk_analytics.ledger.signing import KEY_ENV, TRUSTED_ENV, signer
 from sk_analytics.ledger.witness import WITNESS_ENV
+from sk_analytics.stage_o.session_notes import is_sk_run
 from sk_runner.sweep.driver import run_sweep
 from sk_runner.sweep.handoff import write_reports
 
@@ -443,11 +445,14 @@ def test_crash_between_handoff_and_its_record_says_interrupted(session: Path, tm
     assert code == 0, text
 
 
-def test_a_session_a_sweep_is_writing_verifies_what_is_bound_and_says_so(session: Path, capsys: pytest.CaptureFixture[str],
-                                                                       own_witness: Path) -> None:
-    """``ledger verify`` while a sweep runs on the session (it holds ``.sweep.lock``): the files it wrote since its last
-    record are not bound yet, which is no finding and no interruption (exit 0, a note saying a sweep is running); it
-    said FAIL [rule interrupted] and told the user to resume, which the running sweep's lock refuses."""
+HOLD = "import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n" \
+       "print('held', flush=True)\nsys.stdin.read()\n"
+"""A process that holds a file's ``flock`` (as ``sk-run sweep`` holds ``.sweep.lock``), says ``held``, and lets go when
+its stdin closes."""
+
+
+def _mid_append(session: Path) -> None:
+    """``session`` as a sweep leaves it between writing its hand-off and recording it, with its next append under way."""
     ledger = session / "ledger.jsonl"
     lines = ledger.read_text(encoding="utf-8").splitlines(keepends=True)
     ledger.write_text("".join(lines[:-1]), encoding="utf-8")  # the hand-off written, its record not yet
@@ -456,23 +461,70 @@ def test_a_session_a_sweep_is_writing_verifies_what_is_bound_and_says_so(session
     head_path(ledger).write_text(json.dumps({**anchor, "sig": signer().sign(HEAD_PURPOSE, canonical_json(anchor))}),
                                  encoding="utf-8")
     (session / ".ledger.jsonl.head.append.tmp").write_text("{", encoding="utf-8")  # its next append, under way
-    hold = "import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n" \
-           "print('held', flush=True)\nsys.stdin.read()\n"
-    sweep = subprocess.Popen([sys.executable, "-c", hold, str(session / ".sweep.lock")], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+
+
+@contextmanager
+def _holding(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
+    """The process ``argv`` (running :data:`HOLD`) while it holds the lock: waited for by its ``held`` line, never a sleep."""
+    holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert sweep.stdout is not None and sweep.stdout.readline().strip() == "held"
-        code, text = _verify(capsys, str(session), "--witness", str(own_witness))
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
     finally:
-        assert sweep.stdin is not None
-        sweep.stdin.close()
-        sweep.wait(timeout=30)
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_a_session_a_sweep_is_writing_verifies_what_is_bound_and_says_so(session: Path, capsys: pytest.CaptureFixture[str],
+                                                                       own_witness: Path, tmp_path: Path) -> None:
+    """``ledger verify`` while a sweep runs on the session (an sk-run process holds ``.sweep.lock``): the files it wrote
+    since its last record are not bound yet, which is no finding and no interruption (exit 0, a note saying a sweep is
+    running); it said FAIL [rule interrupted] and told the user to resume, which the running sweep's lock refuses."""
+    _mid_append(session)
+    script = tmp_path / "bin" / "sk-run"  # a holder whose command line is sk-run's: the program the sweep runs as
+    script.parent.mkdir()
+    script.write_text(HOLD, encoding="utf-8")
+    with _holding([sys.executable, str(script), str(session / ".sweep.lock")]):
+        code, text = _verify(capsys, str(session), "--witness", str(own_witness))
     assert code == 0, text
-    assert "FAIL" not in text and "--resume" not in text, text
+    assert "FAIL" not in text and "--resume" not in text and "not sk-run" not in text, text
     assert "a sweep is running on this session" in text and "not bound yet" in text, text
     assert "machinery to clean" not in text, text  # the running sweep's own write, not a leftover
     # the lock released with nothing recorded after it: the same files are an interrupted step again
     _refused(capsys, session, "interrupted", "handoff.json", "sk-run sweep --resume", args=("--witness", str(own_witness)))
+
+
+def test_a_lock_holder_that_is_not_sk_run_is_named_and_is_no_running_sweep(session: Path, capsys: pytest.CaptureFixture[str],
+                                                                           own_witness: Path) -> None:
+    """Any process holding ``.sweep.lock`` made verify take the session's unbound files for a running sweep's work in
+    progress (exit 0). A holder whose command line is not sk-run's is named, and the files are what they are: an
+    interrupted step (exit 2), with the reason a resume is refused for now."""
+    _mid_append(session)
+    with _holding([sys.executable, "-c", HOLD, str(session / ".sweep.lock")]) as holder:
+        text = _refused(capsys, session, "interrupted", "handoff.json", "sk-run sweep --resume", args=("--witness", str(own_witness)))
+        assert f".sweep.lock is held by pid {holder.pid} ({sys.executable} -c import fcntl" in text, text
+        assert "which is not sk-run: no sweep is taken to be writing this session" in text, text
+        assert "a sweep is running on this session" not in text, text
+        code, text = _verify(capsys, str(session), "--witness", str(own_witness), "--json")
+    assert code == 2 and any(f"pid {holder.pid} (" in note for note in json.loads(text.split("\nsk-analyze")[0])["notes"]), text
+
+
+@pytest.mark.parametrize(("argv", "sk_run"), [
+    (["/venv/bin/sk-run", "sweep", "--resume", "s"], True),
+    (["/usr/bin/python3", "/venv/bin/sk-run", "campaign", "run"], True),
+    (["python3", "-X", "dev", "-u", "/venv/bin/sk-run", "sweep"], True),
+    (["python3", "-m", "sk_runner.cli", "sweep"], True),
+    (["python3", "-m", "sk_runner"], True),
+    (["python3", "-c", "import sk_runner", "sk-run"], False),
+    (["python3", "/tmp/hold.py", "/s/.sweep.lock"], False),
+    (["flock", "/s/.sweep.lock", "sk-run"], False),
+    (["vim", "/s/.sweep.lock"], False),
+    (["python3", "-m", "sk_runner_fake"], False),
+    ([], False),
+])
+def test_what_counts_as_an_sk_run_command_line(argv: list[str], sk_run: bool) -> None:
+    assert is_sk_run(argv) is sk_run
 
 
 # --------------------------------------------------------------------------- bad input

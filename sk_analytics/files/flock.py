@@ -7,7 +7,8 @@ other processes and they exclude it. Re-entrant within a thread; other threads o
 process wait. Where ``fcntl`` is missing (not POSIX) it falls back to ``FileLock``.
 
 Who holds a lock of a file is read here too: the kernel's lock table (``/proc/locks``) and, for an OFD lock that
-table lists with pid -1, the holders' ``/proc/<pid>/fdinfo`` (:func:`lock_holders`).
+table lists with pid -1, the holders' ``/proc/<pid>/fdinfo`` (:func:`lock_holders`); and what a holder is, by its
+command line (:func:`command_args`, :func:`command_line`), for ``sk-analyze`` and ``sk-run`` alike.
 """
 
 from __future__ import annotations
@@ -193,3 +194,32 @@ def _holds_ofd(fdinfo: Path, where: tuple[int, int, int]) -> bool:
 def flock_holders(path: Path, *, table: str | None = None) -> list[int] | None:
     """The pids the kernel names as holding a ``flock`` on the file at ``path`` (:func:`lock_holders` of that kind)."""
     return lock_holders(path, table=table, kinds=("FLOCK",))
+
+
+def command_args(pid: int) -> list[str] | None:
+    """The arguments process ``pid`` was started with, where this process can read them; None when it is gone, not
+    ours to read, or has none (a kernel thread)."""
+    import psutil  # only where a holder is named: the ledger takes its lock without it
+
+    try:
+        return psutil.Process(pid).cmdline() or None
+    except psutil.Error:  # gone, or not ours to read
+        return None
+
+
+_CONTROLS = str.maketrans({**{chr(c): f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}, "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def one_line(command: str) -> str:
+    """A command line as one line of text: control characters escaped (a ``python -c`` script's line breaks as
+    ``\\n``), so a progress or error line that names a process stays one line."""
+    return command.translate(_CONTROLS)
+
+
+def command_line(pid: int) -> str | None:
+    """The full command line of process ``pid`` (its arguments joined by spaces, on one line: :func:`one_line`) where
+    this process can read it; None when it is gone, not ours to read, or has none (a kernel thread). Names a process
+    to a person: who holds a device's lock (:mod:`sk_runner.devices.holders`), who runs on an NPU
+    (:mod:`sk_runner.devices.occupancy`), who holds a session's sweep lock (:mod:`sk_analytics.stage_o.session_notes`)."""
+    args = command_args(pid)
+    return None if args is None else one_line(" ".join(args)) or None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sk_analytics.handoff.crosscheck import RULE as AGREEMENT, SESSION_FILE, first_disagreement
@@ -28,7 +28,7 @@ from sk_analytics.ledger.evidence import BOUND_KEY, FileState
 from sk_analytics.ledger.evidence_verify import QUICK_LIMIT, verify_evidence
 from sk_analytics.ledger.witness import WITNESS_RULE, rollback
 from sk_analytics.stage_o.leases import unleased_note
-from sk_analytics.stage_o.session_notes import sweep_running
+from sk_analytics.stage_o.session_notes import foreign_note, sweep_lock
 
 IDENTITY = "identity"
 
@@ -123,10 +123,23 @@ def collection_finding(root: Path, records: Sequence[LedgerRecord], vouched: Map
 
 
 def prove(root: Path, records: Sequence[LedgerRecord], *, quick: bool = False) -> Proof:
-    """Evidence, collections and output files of the session folder ``root`` (its ledger already verified)."""
-    proof = Proof()
+    """Evidence, collections and output files of the session folder ``root`` (its ledger already verified). A session
+    whose sweep lock an sk-run process holds is being written (its unbound files are that sweep's work in progress);
+    a holder that is not sk-run is named, beside the verdict and inside a finding (a resume it refuses cannot follow)."""
     finished = any(r.kind == "handoff_written" for r in records)
-    proof.running = not finished and sweep_running(root)
+    lock = None if finished else sweep_lock(root)  # a finished session is written no more: who holds the lock is moot
+    proof = _prove(root, records, finished=finished, running=lock is not None and lock.running, quick=quick)
+    held = None if lock is None else foreign_note(lock, root)
+    if held is not None:
+        proof.notes.insert(0, held)
+        if proof.finding is not None:
+            proof.finding = replace(proof.finding, message=f"{proof.finding.message}; {held}")
+    return proof
+
+
+def _prove(root: Path, records: Sequence[LedgerRecord], *, finished: bool, running: bool, quick: bool) -> Proof:
+    proof = Proof()
+    proof.running = running
     if any(isinstance(r.data.get(BOUND_KEY), dict) for r in records):
         report = verify_evidence(root, records, finished=finished, quick=quick, running=proof.running)
         more = "" if report.problem is None or not report.problem.more else f" ({report.problem.more} more file finding(s))"

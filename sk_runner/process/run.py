@@ -27,6 +27,10 @@ from typing import IO, Any
 import psutil
 
 from sk_analytics.errors import EnvironmentBlocker
+from sk_analytics.files.flock import (
+    command_line as command_line,  # read where sk_analytics names a lock's holder too
+    one_line as one_line,
+)
 from sk_runner.process import keeper, lifetime
 from sk_runner.process.faults import EnvironmentFault, process_fault
 
@@ -255,26 +259,6 @@ def process_alive(pid: int) -> bool:
         return False
     except psutil.AccessDenied:  # it exists; whose it is does not matter here
         return True
-
-
-_CONTROLS = str.maketrans({**{chr(c): f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}, "\n": "\\n", "\r": "\\r", "\t": "\\t"})
-
-
-def one_line(command: str) -> str:
-    """A command line as one line of text: control characters escaped (a ``python -c`` script's line breaks as
-    ``\\n``), so a progress or error line that names a process stays one line."""
-    return command.translate(_CONTROLS)
-
-
-def command_line(pid: int) -> str | None:
-    """The full command line of process ``pid`` (its arguments joined by spaces, on one line: :func:`one_line`) where
-    this process can read it; None when it is gone, not ours to read, or has none (a kernel thread). Names a process
-    to a person: who holds a device's lock (:mod:`sk_runner.devices.holders`), who runs on an NPU
-    (:mod:`sk_runner.devices.occupancy`)."""
-    try:
-        return one_line(" ".join(psutil.Process(pid).cmdline())) or None
-    except psutil.Error:  # gone, or not ours to read
-        return None
 
 
 def _kill_group(proc: subprocess.Popen[bytes] | keeper.Kept, grace_s: float) -> int:
