@@ -180,3 +180,15 @@ def test_a_failure_says_the_runners_message_in_parentheses_only_when_there_is_on
     assert render(recorded, "en") == en and render(recorded, "zh") == zh
     old = coded(f"failure.{stage}" if stage != "mystery" else "failure.other", stage=stage, message=message)
     assert render(old, "en") == en and render(old, "zh") == zh
+
+
+def test_a_list_fact_is_said_as_its_items_in_the_readers_language() -> None:
+    """A record holds a list of codes (the failed checks); each is worded where it is read, joined by the language's
+    list separator, and a word the catalogs do not know stays as recorded."""
+    from sk_analytics.messages import coded, render
+
+    reason = coded("reason.gate_failed_checks", label="x=1", mean_pct=-0.3,
+                   checks=[coded("check.mean_improvement"), coded("check.median_run_direction"), "new_check"])
+    en, zh = render(reason, "en"), render(reason, "zh")
+    assert "failed checks: mean, median run, new_check" in en
+    assert text("check.mean_improvement", "zh") + "、" + text("check.median_run_direction", "zh") + "、new_check" in zh

@@ -209,6 +209,7 @@ def test_a_gate_rejection_names_the_checks_the_gate_record_says_failed(tmp_path:
     gate = next(r.data for r in records if r.kind == "gate_result" and r.data["entry_id"] == "aggressive-task0-value2")
     failed = [name for name, ok in gate["checks"].items() if not ok]
     assert failed == ["median_run_direction"] and rejected[0]["reason"]["code"] == "reason.gate_failed_checks"
+    assert rejected[0]["reason"]["params"]["checks"] == [{"code": "check.median_run_direction", "params": {}}]  # codes, not words
     assert render(rejected[0]["reason"], "en").endswith("(mean improvement +0.186%; failed checks: median run); incumbent restored")
     zh = render(rejected[0]["reason"], "zh")
     assert zh.endswith("（均值改善 +0.186%；未通过的检查：中位运行），恢复原基线") and stray_english(zh) == []

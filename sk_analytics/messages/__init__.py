@@ -101,9 +101,18 @@ def template(msg_id: str, lang: str) -> str:
 
 def text(msg_id: str, lang: str, /, **params: Any) -> str:
     """Message ``msg_id`` in ``lang`` with its named parameters filled in; a parameter that is itself a
-    recorded message (:func:`coded`) is rendered first, in the same language."""
-    filled = {name: render(value, lang) if is_coded(value) or is_bilingual(value) else value for name, value in params.items()}
+    recorded message (:func:`coded`) is rendered first, in the same language, and a list of them (or of plain
+    words) is said as its items joined by the language's list separator (``format.list_sep``)."""
+    filled = {name: _fill(value, lang) for name, value in params.items()}
     return _FORMATTERS[normal(lang)].vformat(template(msg_id, lang), (), filled)
+
+
+def _fill(value: Any, lang: str) -> Any:
+    if is_coded(value) or is_bilingual(value):
+        return render(value, lang)
+    if isinstance(value, (list, tuple)):
+        return text("format.list_sep", lang).join(str(_fill(item, lang)) for item in value)
+    return value
 
 
 def is_bilingual(value: Any) -> TypeGuard[Mapping[str, Any]]:

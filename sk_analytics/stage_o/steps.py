@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sk_analytics.messages import LANGS, coded, ids, is_coded, text
+from sk_analytics.messages import coded, ids, is_coded
 from sk_analytics.option_trial.modes import FAMILY_INCUMBENT_RUNS
 from sk_analytics.stage_o.actions import (
     Action,
@@ -109,13 +109,6 @@ def gate_runs(gate: Mapping[str, Any] | None) -> dict[str, int]:
     return {"base": len((gate or {}).get("baseline_run_metrics") or ()), "cand": len((gate or {}).get("candidate_run_metrics") or ())}
 
 
-def check_names(checks: Mapping[str, Any] | None, lang: str) -> list[str]:
-    """The failed checks of a gate record's ``checks`` (name -> passed), each in ``lang`` (``check.<name>`` of the
-    catalogs; a check they do not name, as it is)."""
-    failed = [name for name, ok in (checks or {}).items() if not ok]
-    return [text(f"check.{name}", lang) if f"check.{name}" in ids(lang) else name for name in failed]
-
-
 def gate_rejection(label: str, gate: Mapping[str, Any]) -> dict[str, Any]:
     """The reason of an option the gate ``gate`` did not accept: the family policy's answer, or the protocol's with
     the checks that failed."""
@@ -128,13 +121,14 @@ def gate_rejection(label: str, gate: Mapping[str, Any]) -> dict[str, Any]:
     return coded("reason.gate_failed", label=label, mean_pct=mean)
 
 
-def failed_checks(gate: Mapping[str, Any]) -> dict[str, str] | None:
-    """The protocol checks a gate record says failed, worded in both languages (a reason's ``checks`` fact); None
-    when none failed, or when a policy that is not the protocol decided (its own checks are not these)."""
+def failed_checks(gate: Mapping[str, Any]) -> list[dict[str, Any] | str] | None:
+    """The protocol checks a gate record says failed, as codes (a reason's ``checks`` fact, worded where it is
+    read: ``check.<name>``; a check the catalogs do not name, as it is); None when none failed, or when a policy
+    that is not the protocol decided (its own checks are not these)."""
     if not gate.get("gate_is_protocol", True):
         return None
-    words = {lang: text("format.list_sep", lang).join(check_names(gate.get("checks"), lang)) for lang in LANGS}
-    return words if words["en"] else None
+    failed = [name for name, ok in (gate.get("checks") or {}).items() if not ok]
+    return [coded(f"check.{name}") if f"check.{name}" in ids("en") else name for name in failed] or None
 
 
 def family_top_up(gate: Mapping[str, Any] | None) -> int:
