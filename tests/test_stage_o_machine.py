@@ -196,6 +196,32 @@ def test_o0_failure_stops() -> None:
     assert "正确性校验失败" in zh(actions[1])
 
 
+def test_a_failed_incumbent_extension_stops_before_the_gate_decides() -> None:
+    """The family gate records a failed run of the incumbent's extension as a failed ``incumbent_extension`` trial of
+    the incumbent (its gate's entry): the session stops on it, naming the runs planned and made and the failure,
+    and the entry is never gated on fewer incumbent runs."""
+    matrix = make_matrix(["auto-op-parallel-1", "split-mode-1"])
+    family = Policy(gate="family")
+    script = Script()
+    records: list[Any] = frozen(matrix)
+    while not isinstance(action := next_action(matrix, records, family), Gate):
+        records.append(script(action))
+    records.append(("trial_result", {
+        "round": O0, "entry_id": "auto-op-parallel-1", "phase": "incumbent_extension", "ok": False, "gate_round": "O1",
+        "runs_planned": 10, "runs_before": 5, "runs_added": 3, "runs_total": 8,
+        "failure": {"stage": "crash", "message": "run-9: ended early", "scene": "experiments/Sbest/O0-INCUMBENT/FAILURE_SCENES/attempt-1"}}))
+    stop = next_action(matrix, records, family)
+    assert isinstance(stop, Stop) and stop.reason["code"] == "reason.incumbent_extension_failed"
+    assert stop.evidence == {"round": O0, "scene": "experiments/Sbest/O0-INCUMBENT/FAILURE_SCENES/attempt-1", "stage": "crash",
+                             "gate_round": "O1", "runs_planned": 10, "runs_made": 8}
+    en = render(stop.reason, "en")
+    assert en.startswith(f"the incumbent {O0} failed a clean run while the family policy extended it for the gate of O1 "
+                         "(8 of 10 planned incumbent runs made): process crash or device error (run-9: ended early).")
+    assert "计划 10 次基线运行，完成 8 次" in zh(stop)
+    ok = dict(records[-1][1], ok=True, failure=None)  # an extension that worked is no stop: the gate goes on
+    assert next_action(matrix, [*records[:-1], ("trial_result", ok)], family) == Gate("O1", O0, "auto-op-parallel-1")
+
+
 # --------------------------------------------------------------------------- ordinary entries
 
 

@@ -440,3 +440,98 @@ def test_runs_the_gate_discards_for_a_foreign_process_reach_the_hand_off(tmp_pat
     handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
     assert handoff["devices"]["discarded_runs"] == [dict(seen, round="O0-INCUMBENT")]
     assert "intruder" in (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_failed_run_of_the_incumbents_extension_stops_the_session_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The family gate extends the incumbent to the runs its boundaries assume; a run of that extension that fails
+    (here a rank of the last of the ten planned ends early: a crash) stops the session with a reason naming the round, the runs planned and
+    made and the failure (an incumbent failing a clean run is no baseline, as a failed O0 is not). Before, the gate
+    went on and decided on the nine runs there were, exit 0, saying nothing."""
+    from sk_analytics.ledger.chain import verify
+    from sk_analytics.messages import render
+    from sk_runner.trial import round_dir_of
+    from sk_runner.trial.state import TrialState
+
+    planned, made = INCUMBENT, INCUMBENT - 1
+    classify = TrialState.classify
+
+    def failing(self, result, run_dir, *, need_correctness):  # type: ignore[no-untyped-def]
+        if self.spec.round == "O0-INCUMBENT" and run_dir.name == f"run-{planned}":  # a rank of the last run ends early
+            (run_dir / "log_1.log").write_text("", encoding="utf-8")
+        return classify(self, result, run_dir, need_correctness=need_correctness)
+
+    root, lines = tmp_path / "s", []
+    monkeypatch.setattr(TrialState, "classify", failing)
+    outcome = run_sweep(small_session(root, ENTRIES, policy=POLICY), say=lines.append, lang="en")
+    assert outcome is not None and outcome.outcome == "stopped"
+    records = read_records(root)
+    assert not any(r.kind == "gate_result" for r in records)  # nothing was decided on fewer incumbent runs
+    ext = next(r.data for r in records if r.kind == "trial_result" and r.data["phase"] == "incumbent_extension")
+    assert (ext["round"], ext["entry_id"], ext["gate_round"], ext["ok"]) == ("O0-INCUMBENT", "auto-op-parallel-1", "O1", False)
+    assert (ext["runs_planned"], ext["runs_before"], ext["runs_total"], ext["runs_added"]) == (planned, 5, made, made - 5)
+    assert ext["failure"]["stage"] == "crash" and ext["failure"]["scene"]
+    assert len(runs_per_round(root)["O0-INCUMBENT"]) == made and not (round_dir_of(root, "O1") / "option-trial-summary.json").exists()
+    stopped = next(r.data for r in records if r.kind == "session_stopped")
+    assert stopped["reason"]["code"] == "reason.incumbent_extension_failed"
+    assert stopped["evidence"]["runs_planned"] == planned and stopped["evidence"]["runs_made"] == made
+    assert stopped["evidence"]["scene"] == ext["failure"]["scene"]
+    reason = render(stopped["reason"], "en")
+    assert f"{made} of {planned} planned incumbent runs" in reason and "O0-INCUMBENT" in reason and "O1" in reason
+    said = "\n".join(lines)
+    assert "→ O0-INCUMBENT (incumbent extension) failed: 9 clean runs; process crash" in said
+    assert f"[stop] {reason}" in said
+    assert reason in (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
+    assert handoff["outcome"] == "stopped"
+    assert verify(root).ok
+
+
+@pytest.mark.slow
+def test_a_gate_resumed_from_its_summary_records_the_runs_its_extension_discarded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after the family gate wrote option-trial-summary.json and before its gate_result record: the resumed
+    gate reads that summary, and its record carries the runs the lease's proof discarded while the gate extended the
+    incumbent, as the uninterrupted gate's record does (it said none: they stayed only in foreign-processes.jsonl)."""
+    import os
+
+    import sk_runner.sweep.executor as executor
+    from sk_analytics.files import io_seam
+    from sk_runner.sweep.session import load_session
+
+    real = executor.run_trial
+    seen = {"kind": "foreign_process_on_device", "action": "discarded", "run": f"run-{INCUMBENT}", "attempt": 1,
+            "phase": "after", "devices": [0, 1], "processes": [{"device": 1, "pid": 4343, "command": "intruder",
+                                                               "source": "sim-registry", "memory_mb": None}]}
+
+    def discarding(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = real(spec, progress)
+        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:  # what the proof reports of a discarded run
+            result.foreign.append(dict(seen))
+        return result
+
+    def gate_of(root: Path) -> dict[str, Any]:
+        return next(r.data for r in read_records(root) if r.kind == "gate_result")
+
+    monkeypatch.setattr(executor, "run_trial", discarding)  # a resumed gate runs nothing: what it records it read back
+    entries = ["auto-op-parallel-1"]
+    reference = tmp_path / "reference"
+    run_sweep(small_session(reference, entries, policy=POLICY), say=lambda _: None)
+    due, written = io_seam._due, []
+
+    def killed(site: str, path: Any) -> Any:
+        if site == "atomic" and os.path.basename(path) == "option-trial-summary.json":
+            written.append(path)
+        elif written and site == "ledger":  # the gate's record, right after its summary
+            raise KeyboardInterrupt
+        return due(site, path)
+
+    root = tmp_path / "s"
+    monkeypatch.setattr(io_seam, "_due", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, entries, policy=POLICY), say=lambda _: None)
+    monkeypatch.setattr(io_seam, "_due", due)
+    assert len(written) == 1 and not any(r.kind == "gate_result" for r in read_records(root))
+    run_sweep(load_session(root), say=lambda _: None)
+    assert gate_of(root)["foreign_processes"] == gate_of(reference)["foreign_processes"] == [dict(seen, round="O0-INCUMBENT")]
+    handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
+    assert handoff["devices"]["discarded_runs"] == [dict(seen, round="O0-INCUMBENT")]

@@ -91,6 +91,7 @@ from sk_analytics.stage_o.steps import (
     accept_path,
     failure_reason,
     gate_rejection,
+    incumbent_extension_stop,
     run_action,
     short_value,
 )
@@ -107,6 +108,9 @@ def entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Ses
     eid = entry["id"]
     change = Change(entry["pointer"], entry["value"])
     label = f"{entry['option']}={short_value(entry['value'])}"
+    stop = incumbent_extension_stop(state, eid)  # its gate found the incumbent failing a clean run
+    if stop is not None:
+        return stop
     trial = state.last(eid, "trial_result", phase="trial")
     if trial is None:
         blocked = pre_run_blocker(entry, state, policy)

@@ -23,6 +23,7 @@ from sk_analytics.stage_o.actions import (
     Phase,
     RunTrial,
     Settle,
+    Stop,
 )
 from sk_analytics.stage_o.state import Policy, SessionState
 
@@ -30,6 +31,10 @@ from sk_analytics.stage_o.state import Policy, SessionState
 def short_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
+
+INCUMBENT_EXTENSION = "incumbent_extension"
+"""Phase of the ``trial_result`` a family gate records when a run of its incumbent's extension failed (the gate's
+entry, the incumbent's round): the session stops on it (:func:`incumbent_extension_stop`)."""
 
 FAILURE_KINDS = ("crash", "timeout", "wrong_output", "bad_logs", "invalid_value")
 """The kinds of a trial failure (``failure.stage``) the catalogs word; any other is said as it is."""
@@ -51,6 +56,20 @@ def failure_reason(trial: Mapping[str, Any], code: str, **params: Any) -> tuple[
     """The reason ``code`` of a failed trial (its failure as the ``failure`` parameter) and the evidence pointing at it."""
     failure = trial.get("failure") or {}
     return coded(code, **params, failure=failure_message(failure)), {"round": trial["round"], "scene": failure.get("scene"), "stage": failure.get("stage")}
+
+
+def incumbent_extension_stop(state: SessionState, entry_id: str) -> Stop | None:
+    """The stop of a session whose family gate (of ``entry_id``) could not extend the incumbent: a run of the
+    extension failed (crash, timeout, wrong output). An incumbent that fails a clean run is no baseline, as a
+    failed O0 (protocol §4) is not, and the family policy's boundaries assume the runs it planned: the session
+    stops naming the round, the runs planned and made and the failure, never deciding on fewer runs."""
+    found = state.last(entry_id, "trial_result", phase=INCUMBENT_EXTENSION)
+    if found is None or found["ok"]:
+        return None
+    reason, evidence = failure_reason(found, "reason.incumbent_extension_failed", round=found["round"], gate_round=found.get("gate_round"),
+                                      planned=found.get("runs_planned"), made=found.get("runs_total"))
+    return Stop(reason, {**evidence, "gate_round": found.get("gate_round"), "runs_planned": found.get("runs_planned"),
+                         "runs_made": found.get("runs_total")})
 
 
 def accept_path(

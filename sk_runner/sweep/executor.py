@@ -8,7 +8,8 @@ Each action is delegated to the engine that owns it: trials to
 translates between the action, the engine and the ledger record, and makes
 one decision of its own: under ``--gate sequential`` / ``family`` it adds clean runs to a
 candidate round while the policy is undecided (``_extension_runs``; the family policy also extends
-the incumbent first, ``_extend_incumbent``).
+the incumbent first, ``_extend_incumbent``, and records a failed run of that extension as a failed
+``incumbent_extension`` trial of the incumbent, on which the state machine stops the session).
 Paths in records are relative to the session folder.
 
 Derived files (summaries, stability, BASE identity) are written once: an
@@ -33,7 +34,7 @@ from sk_analytics.option_trial.executable import NO_SESSION_NOISE, SessionNoise
 from sk_analytics.option_trial.inference import VERDICTS
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o import machine as m
-from sk_analytics.stage_o.steps import failure_message
+from sk_analytics.stage_o.steps import INCUMBENT_EXTENSION, failure_message
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
 from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ
@@ -42,11 +43,13 @@ from sk_runner.sweep.base import freeze_base
 from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.redecide import adopt_round
 from sk_runner.sweep.session import SweepSession, fresh_session_argv, session_relative
-from sk_runner.trial import Progress, TrialResult, TrialSpec, round_dir_of, run_trial
+from sk_runner.trial import Progress, TrialResult, TrialSpec, complete_runs, round_dir_of, run_trial
 
 Record = tuple[str, dict[str, Any]]
 Say = Callable[[str], None]
 DCCI_DIR = "DCCI"
+GATE_DISCARDS_KEY = "gate_foreign_processes"
+"""Key of an option-trial summary the sweep writes: the clean runs its gate added and the lease's proof discarded."""
 
 
 @dataclass
@@ -142,10 +145,7 @@ class Executor:
         if adopted:
             self.say("    " + text("progress.adopted", self.words, round=a.round, n=adopted))
         result = run_trial(spec, progress)
-        failure = None
-        if result.status != "ok":
-            failure = {"stage": result.outcome, "message": result.message, "scene": self.rel(result.scene_dir),
-                       **({"words": result.words} if result.words is not None else {})}
+        failure = None if result.status == "ok" else self._failure_of(result)
         return "trial_result", {
             "round": a.round, "entry_id": a.entry_id, "phase": a.phase, "ok": result.status == "ok",
             "runs_added": len(result.new_runs), "runs_total": len(result.runs_completed),
@@ -159,6 +159,11 @@ class Executor:
             if failure is None else coded("summary.trial_failed", round=a.round, phase=coded(f"summary.phase_{a.phase}"),
                                           runs=len(result.runs_completed), failure=failure_message(failure)),
         }
+
+    def _failure_of(self, result: TrialResult) -> dict[str, Any]:
+        """The ``failure`` of a failed trial's record: its kind, the runner's words and the sealed scene."""
+        return {"stage": result.outcome, "message": result.message, "scene": self.rel(result.scene_dir),
+                **({"words": result.words} if result.words is not None else {})}
 
     def _frame(self, round_name: str) -> Any:
         """The round's complete clean runs: a half-made run folder (a SIGKILL inside a run the gate added) is
@@ -198,11 +203,16 @@ class Executor:
         self.gate_discards = []
         if path.is_file():
             summary = load_json_file(path)
+            self.gate_discards = list(summary.get(GATE_DISCARDS_KEY) or [])  # a resumed gate: the runs its first life discarded
         else:
             design = self._family_design() if policy.gate == "family" else None
             noise = self._session_noise(a.round)
             if design is not None:
-                incumbent_added = self._extend_incumbent(a, design.incumbent_runs)
+                have = len(complete_runs(self.round_dir(a.baseline_round)))
+                extension = self._extend_incumbent(a, design.incumbent_runs)
+                if extension is not None and extension.status != "ok":
+                    return self._incumbent_extension_failed(a, extension, have, design.incumbent_runs)
+                incumbent_added = 0 if extension is None else len(extension.new_runs)
 
             def evaluate() -> dict[str, Any]:
                 return evaluate_option_trial(
@@ -221,6 +231,7 @@ class Executor:
                 summary = self._extension_runs(a, summary, evaluate, "family_policy_evaluation", design.cap)
                 summary["candidates"][a.round]["family_policy_evaluation"]["incumbent_runs_added_by_gate"] = incumbent_added
                 summary["candidates"][a.round].update(self._protocol_view(a, noise))  # read from the first runs, in run order
+            summary[GATE_DISCARDS_KEY] = self.gate_discards  # a gate resumed from this file records them too
             write_json(path, summary)
         cand = summary["candidates"][a.round]
         ev = cand["option_trial_evaluation"]
@@ -348,17 +359,32 @@ class Executor:
                                 incumbent=False, runs=policy.min_trial_runs, top_up_to=top_up_to,
                                 timeout_s=float(trial.get("timeout_s") or policy.timeout_s))
 
-    def _extend_incumbent(self, a: m.Gate, runs: int) -> int:
+    def _extend_incumbent(self, a: m.Gate, runs: int) -> TrialResult | None:
         """``"gate": "family"``: the incumbent's clean runs extended to ``runs`` before the first look (each of its
-        runs serves every later entry); the runs added (0 when it has them). A failed run ends the extension."""
-        from sk_runner.trial import complete_runs
-
+        runs serves every later entry); the trial that added them (None when it has them). A failed run ends the
+        extension: the caller records it (:meth:`_incumbent_extension_failed`), never decides on fewer runs."""
         have = len(complete_runs(self.round_dir(a.baseline_round)))
         if have >= runs:
-            return 0
+            return None
         self.say("    " + text("progress.family_extends", self.words, round=a.baseline_round, have=have, runs=runs))
-        result = self._gate_trial(self._repeat_spec(a.baseline_round, runs))
-        return len(result.new_runs)
+        return self._gate_trial(self._repeat_spec(a.baseline_round, runs))
+
+    def _incumbent_extension_failed(self, a: m.Gate, result: TrialResult, had: int, planned: int) -> Record:
+        """The record of an incumbent extension whose run failed (crash, timeout, wrong output): a ``trial_result``
+        of the incumbent's round, phase ``incumbent_extension``, naming the runs planned and made and the failure.
+        The gate decides nothing: an incumbent that fails a clean run is no baseline (protocol §4: a failed O0
+        stops the session), and the state machine stops the session on this record with that reason."""
+        made, failure = len(result.runs_completed), self._failure_of(result)
+        return "trial_result", {
+            "round": a.baseline_round, "entry_id": a.entry_id, "phase": INCUMBENT_EXTENSION, "ok": False,
+            "gate_round": a.round, "runs_planned": planned, "runs_before": had,
+            "runs_added": made - had, "runs_total": made,
+            "clean_dir": self.rel(self.clean_dir(a.baseline_round)), "config_path": self.rel(result.config_path),
+            "config_sha256": result.config_sha256, "trial_fingerprint": result.trial_fingerprint,
+            "failure": failure, "lease": result.lease, "foreign_processes": self.gate_discards,
+            "summary": coded("summary.trial_failed", round=a.baseline_round, phase=coded(f"summary.phase_{INCUMBENT_EXTENSION}"),
+                             runs=made, failure=failure_message(failure)),
+        }
 
     def _gate_trial(self, spec: TrialSpec) -> TrialResult:
         """Clean runs the gate adds to ``spec.round``; the ones the lease's proof discarded go into the gate's record."""
