@@ -7,6 +7,7 @@ pooled decode samples are every run value 4 times (2 ranks x 2 samples).
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -78,7 +79,28 @@ def test_tie_in_mean_is_rejected(tmp_path: Path) -> None:
     assert ev["mean_improvement_pct"] == 0.0 and ev["median_run_improvement_pct"] == 0.0
     assert ev["checks"]["mean_improvement"] is False and ev["checks"]["median_run_direction"] is False
     assert ev["accepted"] is False
-    assert result["selection"]["recommended"] == "baseline" and result["selection"]["retained_incumbent"] == "baseline"
+
+
+def test_exact_tie_in_mean_is_rejected_where_float_means_differ(tmp_path: Path) -> None:
+    """Both sides average exactly 19.981 ms, but the mean of the runs' binary floats puts the candidate one ulp
+    below the baseline: the means come from the exact decimal run metrics, so the tie is a tie (not > 0)."""
+    base, cand = ["19.972", "19.931", "19.916", "20.023", "20.063"], ["20.011", "19.961", "19.971"]
+    # the legacy mean of the runs' floats would call it a 1.8e-14 % gain
+    assert statistics.mean(float(v) for v in cand) < statistics.mean(float(v) for v in base)
+    result = trial(tmp_path, uniform_runs(base), uniform_runs(cand))
+    summary = result["candidates"]["O1"]
+    ev = summary["option_trial_evaluation"]
+    assert result["baseline"]["worst_rank_mean_ms"] == summary["worst_rank_mean_ms"] == 19.981
+    assert ev["mean_improvement_pct"] == 0.0 and summary["improvement_pct"] == 0.0
+    assert ev["checks"]["mean_improvement"] is False and ev["accepted"] is False
+    assert result["selection"]["option_trial_accepted"] is False
+
+
+def test_median_of_an_even_run_count_is_the_exact_midpoint(tmp_path: Path) -> None:
+    """The median of four runs is the exact midpoint of the two middle run metrics, rounded once."""
+    assert (0.1 + 0.2) / 2 == 0.15000000000000002  # the float midpoint is not the decimal one
+    summary = trial(tmp_path, uniform_runs(STABLE_BASE), uniform_runs(["0.1", "0.1", "0.2", "0.2"]))["candidates"]["O1"]
+    assert summary["median_run_worst_rank_mean_ms"] == 0.15 and summary["worst_rank_mean_ms"] == 0.15
 
 
 def test_median_tie_rejects_despite_better_mean(tmp_path: Path) -> None:

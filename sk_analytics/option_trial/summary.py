@@ -4,16 +4,19 @@ statistics and the run metrics, in the legacy JSON shape (formats.md §1).
 Run metric: the **worst rank's** post-warm-up mean decode time of a run
 (largest ``mean_ms``; on a tie the lowest rank, as the legacy ``max``).
 Its exact decimal text comes from the rank's exact sum (see
-:mod:`sk_analytics.option_trial.stats`). Mean and median over runs use
-``statistics.mean``/``statistics.median`` of the run metrics: exact rational
-arithmetic on a handful of numbers, bit-identical to the legacy tool and
-independent of run order.
+:mod:`sk_analytics.option_trial.stats`). Mean and median over runs are taken
+of the runs' exact rational metrics (the rank's integer sum over its count) and
+rounded to a float once, so two sides whose decimal samples average the same
+get bit-equal means (a tie, never a gain of one binary digit), independent of
+run order. The legacy tool averages the runs' binary floats, which can differ
+in the last binary digit.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import polars as pl
@@ -139,6 +142,7 @@ def summarize_samples(samples: Samples, *, warmup: int, path: str) -> tuple[dict
         for m in metrics
     ]
     values = [m.mean_ms for m in metrics]
+    exact = [Fraction(int(row["sum_units"]), row["count"] * 10**scale) for row in worst.iter_rows(named=True)]
     summary = {
         "path": path,
         "run_count": len(metrics),
@@ -147,8 +151,8 @@ def summarize_samples(samples: Samples, *, warmup: int, path: str) -> tuple[dict
         "prefill": stat_record(pooled_prefill.row(0, named=True)) if pooled_prefill.height else None,
         "run_worst_rank_means_ms": values,
         "run_worst_rank_means_exact_ms": [m.mean_exact_ms for m in metrics],
-        "median_run_worst_rank_mean_ms": statistics.median(values),
-        "worst_rank_mean_ms": statistics.mean(values),
+        "median_run_worst_rank_mean_ms": float(statistics.median(exact)),
+        "worst_rank_mean_ms": float(sum(exact) / len(exact)),
         "warmup": warmup,
     }
     return summary, metrics
