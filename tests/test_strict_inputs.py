@@ -155,6 +155,10 @@ def test_a_number_no_parser_holds_is_refused_by_line(tmp_path: Path, capsys: pyt
     ({"workload": {"ranks": 1024, "iterations": 10_000}}, (f"expected at most {MAX_SAMPLES} decode samples per process",)),
     ({"workload": {"seed": 10**40}}, ("/workload/seed is",)),
     ({"policy": {"min_trial_runs": 10**40}}, ("/policy/min_trial_runs is",)),
+    # an integral float is no integer: the workload would get SK_RUN_RANKS=2.0, and int("2.0") fails in it
+    ({"workload": {"ranks": 2.0}}, ("/workload/ranks is 2.0 (expected an integer from 1 to 1024)",)),
+    ({"workload": {"warmup": 2e0}}, ("/workload/warmup is 2.0 (expected an integer from 0 to",)),
+    ({"policy": {"incumbent_runs": 5.0}}, ("/policy/incumbent_runs is 5.0 (expected an integer from",)),
 ])
 def test_a_value_out_of_bounds_is_refused_in_the_plan_as_in_the_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                       changes: dict[str, Any], needles: tuple[str, ...]) -> None:

@@ -274,9 +274,7 @@ def check_against_schema(schema: Mapping[str, Any], data: Any, source: str | Pat
 
     One check for every input that has a schema (a dispatched task, a campaign spec); jsonschema is imported on
     the first check, so a CLI's ``--help`` does not pay for it."""
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(dict(schema))
+    validator = _integral_validator()(dict(schema))
     # the deepest problem first; 'unevaluated' only when nothing more precise is known
     errors = sorted(validator.iter_errors(data), key=lambda e: (e.validator == "unevaluatedProperties", -len(e.absolute_path)))
     if not errors:
@@ -298,6 +296,17 @@ def check_against_schema(schema: Mapping[str, Any], data: Any, source: str | Pat
         raise InputError(source, f"{what}: {where} is {shown[:60]}{'…' if len(shown) > 60 else ''}", record=where,
                          expected=describe_schema(err.schema))
     raise InputError(source, f"{what} invalid at {where}: {err.message}", record=where)
+
+
+@cache
+def _integral_validator() -> Any:
+    """Draft 2020-12 whose ``integer`` is a JSON integer only: ``2.0`` is a number with a fraction part written, and
+    a workload given ``SK_RUN_RANKS=2.0`` fails on it (JSON Schema's own ``integer`` accepts it)."""
+    from jsonschema import Draft202012Validator, validators
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+    return validators.extend(Draft202012Validator, type_checker=checker)  # type: ignore[no-untyped-call]  # untyped in jsonschema
 
 
 _DESCRIBED = frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const", "minLength"})
