@@ -48,6 +48,27 @@ def test_demo_refuses_a_folder_it_did_not_write(tmp_path: Path, capsys: pytest.C
     assert (tmp_path / "evidence.txt").read_text() == "keep me"
 
 
+@pytest.mark.parametrize("samples", [["--samples"], []])
+def test_a_demo_never_replaces_the_folder_of_a_demo_still_running(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   samples: list[str]) -> None:
+    """A second ``sk-run demo`` (another terminal, the same folder) while the first one's sweep holds its session: it
+    is refused and the running session is left whole (it used to be deleted under the running sweep, which then died
+    on a missing file)."""
+    from filelock import FileLock
+
+    from sk_analytics.stage_o.session_notes import SWEEP_LOCK
+
+    session = tmp_path / "demo-session"
+    assert run_cli(cli, "sk-run", ["demo", "--samples", "--session", str(session)]) == 0
+    capsys.readouterr()
+    with FileLock(str(session / SWEEP_LOCK)).acquire(timeout=0):  # the running demo's sweep
+        before = sorted(p.relative_to(session).as_posix() for p in session.rglob("*"))
+        assert run_cli(cli, "sk-run", ["demo", *samples, "--session", str(session)]) == 2
+    err = capsys.readouterr().err
+    assert f"{session}: a demo is running in this folder" in err and err.count("\n") == 1
+    assert sorted(p.relative_to(session).as_posix() for p in session.rglob("*")) == before
+
+
 @pytest.mark.parametrize("full_profile", [False, True])
 def test_a_stopped_demos_fresh_command_makes_a_session_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                             full_profile: bool) -> None:

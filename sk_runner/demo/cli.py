@@ -41,11 +41,25 @@ def decode_texts(seed: int, ranks: int, samples: int) -> list[list[str]]:
 
 
 def prepare(session: Path) -> None:
-    """Empty ``session`` for a new demo; refuse a folder the demo did not write."""
+    """Empty ``session`` for a new demo; refuse a folder the demo did not write, or one whose sweep is running (a
+    demo started in the same folder from another terminal): its session is never deleted under it."""
     if session.exists() and any(session.iterdir()):
         if not (session / MARKER).is_file():
             raise UsageError(f"{session} exists and is not a demo session: choose another --session")
-        shutil.rmtree(session)
+        from filelock import FileLock, Timeout
+
+        from sk_analytics.stage_o.session_notes import SWEEP_LOCK
+
+        lock = FileLock(str(session / SWEEP_LOCK))
+        try:
+            lock.acquire(timeout=0)  # held while the folder goes: a resume of it cannot start meanwhile
+        except Timeout:
+            raise UsageError(f"{session}: a demo is running in this folder (its sweep holds {session / SWEEP_LOCK}); "
+                             "wait for it to end or choose another --session") from None
+        try:
+            shutil.rmtree(session)
+        finally:
+            lock.release()
     session.mkdir(parents=True, exist_ok=True)
     write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
 
