@@ -55,6 +55,8 @@ def test_parse_rank_log_keeps_exact_text_line_numbers_and_ignores_other_lines(tm
     (b"Inference time (decode): 12.5 ms.\n", 1, "text after the unit: '.'"),
     (b"Inference time (prefill): 12.5 ms \xc2\xa0\n", 1, "text after the unit"),  # a no-break space is not a space here
     (b"Inference time (decode): 1 ms\nInference time (decode): 1e3 ms\n", 2, "timing value '1e3' cannot be a decode time"),
+    # zero is refused too (below), so the expected value is a positive one, as docs/runner.md says
+    (b"Inference time (decode): -0 ms\n", 1, r"'-0' cannot be a decode time \(expected a plain positive decimal number of milliseconds"),
     (b"Inference time (decode): 1 ms\n\xff\xfe Inference time (decode): 2 ms\n", 2, "byte 0xff is not UTF-8 text"),
     (b"Inference time (decode): 1 ms\nInference time (decode): 1\xe9 ms\n", 2, "byte 0xe9 is not UTF-8 text"),
     (b"Inference time (decode): 1 ms\n\n\nabc\x00def\n", 4, "NUL byte: binary content"),

@@ -165,7 +165,7 @@ def _bad_line(marked: pl.DataFrame) -> _Bad | None:
     impossible = re.search(IMPOSSIBLE_PATTERN, row["text"])
     if impossible is not None:
         return _Bad(row["file_id"], row["line"], f"timing value {impossible.group(1)[:40]!r} cannot be a decode time",
-                    "a plain non-negative decimal number of milliseconds (no sign, exponent, inf or nan)")
+                    "a plain positive decimal number of milliseconds (no sign, exponent, inf or nan)")
     return _Bad(row["file_id"], row["line"], f"malformed timing line {_shown(row['text'])!r}{_why_malformed(row['text'])}",
                 _TIMING_EXPECTED)
 
