@@ -93,3 +93,21 @@ def test_a_stopped_demos_fresh_command_makes_a_session_of_the_same_settings(tmp_
 def test_full_profile_goes_with_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(cli, "sk-run", ["sweep", "--resume", str(tmp_path), "--full-profile"]) == 2
     assert "--full-profile goes with --demo" in capsys.readouterr().err
+
+
+def test_a_moved_demo_session_leases_under_its_new_folder(tmp_path: Path) -> None:
+    """The demo's own lease lives under its session (``<session>/.device-leases``): a demo session moved to another
+    folder and resumed leases there, never re-creating its old folder to hold a lease in it."""
+    from sk_analytics.ledger.evidence import LEASE_DIR
+    from sk_runner.backends.base import Control
+    from sk_runner.sweep.demo import demo_session
+    from sk_runner.sweep.leasing import recorded_request, session_request
+
+    demo_session(tmp_path / "first", seed=7, control=Control(2, 30, 8))
+    moved = tmp_path / "elsewhere" / "copy"
+    moved.parent.mkdir()
+    (tmp_path / "first").rename(moved)
+    need, unleased, recorded = recorded_request(moved)
+    assert recorded and not unleased and need is not None
+    assert (need.root, need.device_ids) == (str(moved / LEASE_DIR), (0, 1))
+    assert session_request(moved, None, (), 5.0, env={}).need == need

@@ -14,7 +14,7 @@ from sk_analytics.stage_o.machine import Policy
 from sk_runner.backends.base import Control
 from sk_runner.devices.lease import LeaseRequest
 from sk_runner.devices.markers import Need, lease_root_text
-from sk_runner.sweep.leasing import request_record, request_source
+from sk_runner.sweep.leasing import DEMO_SOURCE, request_record, request_source
 from sk_runner.sweep.session import BackendSpec, SweepSession, create_session
 
 DEMO_SEED_CONFIG: dict[str, Any] = {
@@ -53,7 +53,7 @@ def demo_session(
         policy = replace(policy, profile_iterations=None)
     root = demo_root(folder)
     request = lease or LeaseRequest(demo_need(root, control.ranks))
-    source = "demo" if lease is None or request.need == demo_need(root, control.ranks) else request_source(request, os.environ)
+    source = DEMO_SOURCE if lease is None or request.need == demo_need(root, control.ranks) else request_source(request, os.environ)
     return create_session(
         root, dict(DEMO_SEED_CONFIG), seed=seed, backend=BackendSpec("sim", network, noise), control=control, policy=policy,
         lease=request_record(request, source),

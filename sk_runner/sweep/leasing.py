@@ -18,20 +18,28 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.ledger.chain import read_records
+from sk_analytics.ledger.evidence import LEASE_DIR
 from sk_analytics.stage_o.leases import REQUESTED, recorded_lease, requested_lease
 from sk_runner.devices.lease import LeaseRequest
-from sk_runner.devices.markers import Need
+from sk_runner.devices.markers import Need, lease_root_text
 from sk_runner.devices.options import resume_request
 from sk_runner.devices.recorded import SESSION_RUNS, folder_lease, request_need, request_record, request_source
 
+DEMO_SOURCE = "demo"
+"""The ``source`` of a demo's own lease (``<session>/.device-leases``): it moves with the session folder."""
+
 
 def recorded_request(root: Path) -> tuple[Need | None, bool, bool]:
-    """(need, unleased, recorded) of a session: its ``lease_requested`` record, else the lease its runs held
-    (the ledger's trial records, else any run's meta.json: a session killed inside its first trial)."""
+    """(need, unleased, recorded) of a session: its ``lease_requested`` record (a demo's own lease under the
+    session's folder as it is now, so a moved demo session leases under its new folder), else the lease its runs
+    held (the ledger's trial records, else any run's meta.json: a session killed inside its first trial)."""
     records = read_records(root)
     data = requested_lease(records)
     if data is not None:
-        return (*request_need(data), True)
+        need, unleased = request_need(data)
+        if need is not None and data.get("source") == DEMO_SOURCE:  # the demo's own lease: under the session, wherever it is now
+            need = Need(lease_root_text(Path(root) / LEASE_DIR), need.device_ids)
+        return need, unleased, True
     found = recorded_lease(records)
     return (Need(*found) if found is not None else folder_lease(root, SESSION_RUNS)), False, False
 
@@ -53,4 +61,4 @@ def ensure_recorded(session: Any, request: LeaseRequest | None, env: Mapping[str
         session.append(REQUESTED, request_record(request, request_source(request, env)))
 
 
-__all__ = ["ensure_recorded", "recorded_request", "request_record", "request_source", "session_request"]
+__all__ = ["DEMO_SOURCE", "ensure_recorded", "recorded_request", "request_record", "request_source", "session_request"]
