@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -191,6 +192,31 @@ def test_wrong_rank_count_names_run(tmp_path: Path) -> None:
         read_candidate(folder, expected_ranks=2, warmup=1)
 
 
+def test_a_run_must_hold_exactly_the_ranks_0_to_expected(tmp_path: Path) -> None:
+    """Two logs where two are expected is not enough: ranks 0 and 2 leave rank 1 out (formats.md §1: log_0 … log_<R-1>)."""
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2"], 1: ["1", "2"]}, {0: ["1", "2"], 2: ["1", "2"]}])
+    with pytest.raises(InputError, match=r"run-2: no log of rank 1 \(found log_0.log, log_2.log\) \(expected log_0.log … log_1.log, one per"):
+        read_candidate(folder, expected_ranks=2, warmup=1)
+
+
+def test_a_rank_log_name_with_a_leading_zero_is_refused(tmp_path: Path) -> None:
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2"], 1: ["1", "2"]}])
+    (folder / "run-1" / "log_0.log").rename(folder / "run-1" / "log_00.log")
+    with pytest.raises(InputError, match=r"run-1: no log of rank 0 \(found log_00.log, log_1.log\)"):
+        read_candidate(folder, expected_ranks=2, warmup=1)
+
+
+@pytest.mark.parametrize(("other", "message"), [
+    ("run-2-old", r"run-2-old: not a run folder name \(expected run-<k>"),  # a set-aside copy would be counted as a run
+    ("run-01", r"run-01: not a run folder name \(expected run-<k>"),  # a second run 1
+])
+def test_every_run_folder_is_named_run_k(tmp_path: Path, other: str, message: str) -> None:
+    folder = write_candidate(tmp_path / "c", [{0: ["1", "2"]}] * 3)
+    shutil.copytree(folder / "run-1", folder / other)
+    with pytest.raises(InputError, match=message):
+        read_candidate(folder, expected_ranks=1, warmup=1)
+
+
 def test_rank_without_decode_after_warmup(tmp_path: Path) -> None:
     folder = write_candidate(tmp_path / "c", [{0: ["1", "2", "3"], 1: ["1", "2"]}])
     with pytest.raises(InputError, match=r"log_1.log: no decode samples remain after warmup=2 \(2 decode"):
@@ -226,6 +252,10 @@ def test_check_candidate_on_frames(tmp_path: Path) -> None:
         check_candidate(frame, label="c", expected_ranks=2, warmup=3)
     with pytest.raises(InputError, match="no timing samples"):
         check_candidate(frame.clear(), label="c", expected_ranks=2, warmup=2)
+    # two ranks, but 0 and 2: rank 1 is missing (a Parquet selection gets the folder reader's rank check)
+    with pytest.raises(InputError, match=r"c/run-2: ranks 0, 2 \(expected ranks 0 … 1, one log each\)"):
+        check_candidate(frame.with_columns(pl.when(pl.col("run") == "run-2", pl.col("rank") == 1).then(2).otherwise(pl.col("rank"))
+                                           .cast(frame.schema["rank"]).alias("rank")), label="c", expected_ranks=2, warmup=2)
     with pytest.raises(InputError, match="negative"):
         check_candidate(frame, label="c", expected_ranks=2, warmup=-1)
 

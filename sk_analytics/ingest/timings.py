@@ -450,12 +450,14 @@ def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path |
         raise InputError(folder, f"warm-up {warmup} is negative", expected="--warmup >= 0")
     if not folder.is_dir():
         raise InputError(folder, "not a folder", expected="a candidate folder holding run-*/log_<rank>.log")
-    runs = sorted(
-        (p for p in folder.glob("run-*") if p.is_dir()),
-        key=lambda p: (run_index_of(p) is None, run_index_of(p) or 0, p.name),
-    )
+    runs = sorted((p for p in folder.glob("run-*") if p.is_dir()), key=lambda p: (run_index_of(p) or 0, p.name))
     if not runs:
         raise InputError(folder, "no run-* folders found", expected="run-1/log_0.log ...")
+    odd = next((run for run in runs if run.name != f"run-{run_index_of(run)}"), None)
+    if odd is not None:  # run-2-old, run-3.bak, run-01: counted, it would be one run too many (or run 1 twice)
+        raise InputError(odd, "not a run folder name",
+                         expected="run-<k> (k without leading zeros) for every run-* folder: move other folders out of "
+                                  f"{folder}")
     logs: list[RankLog] = []
     for run in runs:
         paths = sorted((p for p in run.glob("log_*.log") if RANK_LOG.match(p.name)), key=rank_of)
@@ -465,6 +467,12 @@ def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path |
         if len(set(ranks)) != len(ranks):
             duplicate = next(p for p, r in zip(paths, ranks, strict=True) if ranks.count(r) > 1)
             raise InputError(duplicate, f"rank {rank_of(duplicate)} has more than one log", expected="one log_<rank>.log per rank")
+        names = [p.name for p in paths]
+        present = set(names)
+        missing = next((rank for rank in range(expected_ranks) if f"log_{rank}.log" not in present), None)
+        if missing is not None:  # log_0 and log_2 of two ranks: rank 1 left out, a rank beyond the run's counted
+            raise InputError(run, f"no log of rank {missing} (found {', '.join(names)})",
+                                 expected=f"log_0.log … log_{expected_ranks - 1}.log, one per rank")
         logs += [_rank_log(p, root) for p in paths]
     return logs
 

@@ -96,11 +96,20 @@ def check_candidate(frame: pl.DataFrame, *, label: str, expected_ranks: int, war
         raise InputError(label, f"warm-up {warmup} is negative", expected="--warmup >= 0")
     if frame.is_empty():
         raise InputError(label, "no timing samples", expected="run-*/log_<rank>.log with timing lines")
-    per_run = frame.group_by("run").agg(pl.col("rank").n_unique().alias("ranks")).sort("run")
+    per_run = (frame.group_by("run")
+               .agg(pl.col("rank").n_unique().alias("ranks"), pl.col("rank").min().alias("low"), pl.col("rank").max().alias("high"))
+               .sort("run"))
     wrong = per_run.filter(pl.col("ranks") != expected_ranks)
     if wrong.height:
         row = wrong.row(0, named=True)
         raise RankCountError(f"{label}/{row['run']}", f"found {row['ranks']} ranks", expected=str(expected_ranks))
+    # as many ranks as expected, yet not 0 … R-1 (0 and 2 of two): one left out, one beyond the run's
+    elsewhere = per_run.filter((pl.col("low") != 0) | (pl.col("high") != expected_ranks - 1))
+    if elsewhere.height:
+        run = elsewhere.row(0, named=True)["run"]
+        ranks = frame.filter(pl.col("run") == run).get_column("rank").unique().sort().to_list()
+        raise InputError(f"{label}/{run}", f"ranks {', '.join(map(str, ranks))}",
+                         expected=f"ranks 0 … {expected_ranks - 1}, one log each")
     weight = pl.col("weight") if "weight" in frame.columns else pl.lit(1)  # a counted frame (read_candidate_counts)
     starved = (
         frame.group_by("run", "rank")
