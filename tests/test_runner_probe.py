@@ -61,6 +61,38 @@ def test_struct_fields_name_their_option_and_an_invalid_field_is_defaulted(tmp_p
     assert not bad.ready and bad.values[0].runtime.status == "invalid_default"  # type: ignore[union-attr]
 
 
+def _logging(line: str) -> CommandBackend:
+    """A probe workload whose super_kernel.log holds ``line``."""
+    script = f"import os, pathlib; pathlib.Path(os.environ['SK_RUN_DIR'], 'super_kernel.log').write_text({line!r} + '\\n')"
+    return CommandBackend([sys.executable, "-c", script])
+
+
+@pytest.mark.parametrize(("option", "value", "line"), [
+    ("split_mode", 2, "OptionName: split_mode, set value: 3"),
+    ("aggressive_opt_strategies", {"task_breaker_bypass": 1}, "OptionName: aggressive_opt_strategies.task_breaker_bypass, set value: 0"),
+])
+def test_a_runtime_that_logs_another_value_than_the_probed_one_is_not_ready(tmp_path: Path, option: str, value: object,
+                                                                              line: str) -> None:
+    """formats.md §5: the probe must check that the exact value took effect; a set-value line with another integer
+    (the runtime took 3 where 2 was asked) is no confirmation of the value, whatever the exit status."""
+    res = probe_value(option, value, _logging(line), out_dir=tmp_path)
+    runtime = res.values[0].runtime
+    assert runtime is not None and not res.ready and runtime.status == "value_differs"
+    assert runtime.reason == f"the runtime logged another value than the probed one: {line}"
+    assert runtime.to_json()["differing_lines"] == [line]
+    cause = probe_cause({"probed": True, "ready": False, "evidence": res.to_json()["records"][0]["evidence"]})
+    assert cause["kind"] == "value_differs" and cause["en"] == f"the runtime logged another value than the probed one: {line}"
+
+
+@pytest.mark.parametrize(("option", "value", "line"), [
+    ("split_mode", 2, "OptionName: split_mode, set value: 2"),
+    ("dcci_disable_on_kernel", [".*"], "OptionName: dcci_disable_on_kernel, set value: .*"),  # a text: not compared
+])
+def test_a_set_value_line_of_the_probed_value_or_of_a_text_is_ready(tmp_path: Path, option: str, value: object, line: str) -> None:
+    res = probe_value(option, value, _logging(line), out_dir=tmp_path)
+    assert res.ready and res.values[0].runtime is not None and res.values[0].runtime.option_lines == [line]
+
+
 def test_failing_probe_process_is_not_ready_with_its_stderr(tmp_path: Path) -> None:
     res = probe_value("auto_op_parallel", 1, CommandBackend([sys.executable, "-c", "raise SystemExit(4)"]), out_dir=tmp_path)
     runtime = res.values[0].runtime

@@ -70,6 +70,8 @@ def cause_message(probe_evidence: Mapping[str, Any] | None) -> dict[str, Any]:
                      tail=coded("probe_cause.stderr_tail", lines=" | ".join(tail)) if tail else coded("probe_cause.stderr_empty"))
     if status == "invalid_default":
         return coded("probe_cause.invalid_default", line=(runtime.get("invalid_lines") or [""])[0])
+    if status == "value_differs":
+        return coded("probe_cause.value_differs", line=(runtime.get("differing_lines") or [""])[0])
     if status in ("no_evidence", "not_named"):
         return coded("probe_cause.no_evidence")
     return coded("probe_cause.unknown")

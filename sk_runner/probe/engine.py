@@ -7,7 +7,8 @@ Two checks, both required for ``ready`` (protocol §3, formats.md §4–5):
 2. one short workload process with the SK metadata dump switched on, whose
    ``super_kernel.log`` must not report the option as
    ``set value is invalid … the process will use default value`` (the runtime
-   silently falling back to the default is a probe failure).
+   silently falling back to the default is a probe failure), nor log another
+   integer than the probed one (``set value: 3`` for a probed 2).
 
 A value the wrapper rejects never starts a process. Each runtime probe gets its
 own never-reused folder ``<out>/<option>/value-<sha8>/attempt-<n>/``.
@@ -56,7 +57,7 @@ MINIMAL_CONFIG: dict[str, Any] = {"static_kernel_compile": True, "super_kernel_o
 class RuntimeCheck:
     """What the probe process showed about the value."""
 
-    status: str  # accepted | invalid_default | process_failed | no_evidence | not_named (sk_runner.probe.evidence)
+    status: str  # accepted | invalid_default | value_differs | process_failed | no_evidence | not_named (sk_runner.probe.evidence)
     reason: str
     attempt_dir: Path
     argv: list[str]
@@ -68,6 +69,7 @@ class RuntimeCheck:
     logs: list[str] = field(default_factory=list)
     option_lines: list[str] = field(default_factory=list)
     invalid_lines: list[str] = field(default_factory=list)
+    differing_lines: list[str] = field(default_factory=list)
     cwd: Path | None = None
     stderr_tail: list[str] = field(default_factory=list)
 
@@ -85,6 +87,7 @@ class RuntimeCheck:
             "super_kernel_logs": self.logs,
             "option_lines": self.option_lines,
             "invalid_lines": self.invalid_lines,
+            "differing_lines": self.differing_lines,
         }
 
 
@@ -172,8 +175,31 @@ def _attempt_dir(out_dir: Path, options: Mapping[str, Any]) -> Path:
     return new_attempt_dir(out_dir / "+".join(sorted(options)) / f"value-{fingerprint(dict(options))[:8]}")[1]
 
 
-def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tuple[list[str], list[str], list[str]]:
-    """(set lines, invalid-and-defaulted lines, options no line names) for ``options`` in the super_kernel.log files.
+@dataclass(frozen=True)
+class OptionLines:
+    """What the super_kernel.log files say of the probed options (:func:`option_lines`)."""
+
+    set_lines: list[str]
+    invalid: list[str]
+    differing: list[str]
+    """Set-value lines whose integer is not the probed one (``split_mode, set value: 3`` for a probed 2)."""
+    unnamed: list[str]
+
+
+def _expected_integers(options: Mapping[str, Any]) -> pl.DataFrame:
+    """(option_name, expected) of every integer a set-value line can be checked against: a uint option's value
+    under either of its names, a struct's integer fields as ``<option>.<field>``. Lists and maps are not compared
+    (their logged text has no one form)."""
+    rows = [(name if field is None else f"{name}.{field}", number)
+            for option, value in options.items() for name in both_names(option)
+            for field, number in ([(None, value)] if not isinstance(value, Mapping) else list(value.items()))
+            if isinstance(number, int) and not isinstance(number, bool)]
+    return pl.DataFrame(rows, schema={"option_name": pl.String, "expected": pl.Int64}, orient="row")
+
+
+def option_lines(logs: Sequence[Path], options: Mapping[str, Any], root: Path) -> OptionLines:
+    """The set lines, invalid-and-defaulted lines, set lines of another integer than the probed value, and the
+    options no line names, for ``options`` (name -> probed value) in the super_kernel.log files.
 
     A struct option is logged field by field (``aggressive_opt_strategies.task_breaker_bypass``): such a
     line belongs to the option before the first dot."""
@@ -181,11 +207,13 @@ def option_lines(logs: Sequence[Path], options: Sequence[str], root: Path) -> tu
     names = sorted({n for option in options for n in both_names(option)})  # the runtime may log either
     markers = pl.concat(frames).with_columns(pl.col("option_name").str.split(".").list.first().alias("option")) \
         .filter(pl.col("option").is_in(names))
-    set_lines = markers.filter(pl.col("kind") == "option_set")["text"].to_list()
-    invalid = markers.filter(pl.col("kind") == "option_invalid")["text"].to_list()
+    set_rows = markers.filter(pl.col("kind") == "option_set")
+    differing = (set_rows.join(_expected_integers(options), on="option_name", how="inner", maintain_order="left")
+                 .filter(pl.col("value_text").str.contains(r"^[0-9]{1,18}$"))
+                 .filter(pl.col("value_text").cast(pl.Int64) != pl.col("expected")))
     seen = set(markers["option"].to_list())
-    unnamed = [option for option in options if not seen & set(both_names(option))]
-    return set_lines, invalid, unnamed
+    return OptionLines(set_rows["text"].to_list(), markers.filter(pl.col("kind") == "option_invalid")["text"].to_list(),
+                       differing["text"].to_list(), [option for option in options if not seen & set(both_names(option))])
 
 
 def probe_env(run_dir: Path) -> dict[str, str]:
@@ -238,9 +266,12 @@ def runtime_check(
         failed = "timed out" if result.timed_out else f"exit {result.exit_code}" if result.signal is None else str(result.signal_name)
         check.stderr_tail = last_lines(stderr_path)
     elif logs:
-        check.option_lines, check.invalid_lines, unnamed = option_lines(logs, list(options), attempt)
+        found = option_lines(logs, options, attempt)
+        check.option_lines, check.invalid_lines, check.differing_lines, unnamed = \
+            found.set_lines, found.invalid, found.differing, found.unnamed
     verdict = judge(options, failed=failed, stderr=stderr_note(stderr_path) if failed else "", logs=check.logs,
-                    unnamed=unnamed, invalid_lines=check.invalid_lines, set_lines=check.option_lines)
+                    unnamed=unnamed, invalid_lines=check.invalid_lines, set_lines=check.option_lines,
+                    differing_lines=check.differing_lines)
     check.status, check.reason = verdict.status, verdict.reason
     write_json(attempt / "probe.json", {"options": dict(options), "runtime": check.to_json(), "config_sha256": sha256_file(config_path)})
     if check.status in MISSING:

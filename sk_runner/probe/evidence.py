@@ -35,7 +35,7 @@ MISSING = ("no_evidence", "not_named")
 class Verdict:
     """How one probe process came out: ``status`` and the reason in one sentence."""
 
-    status: str  # accepted | invalid_default | process_failed | no_evidence | not_named
+    status: str  # accepted | invalid_default | value_differs | process_failed | no_evidence | not_named
     reason: str
 
 
@@ -48,16 +48,20 @@ def judge(
     unnamed: Sequence[str],
     invalid_lines: Sequence[str],
     set_lines: Sequence[str],
+    differing_lines: Sequence[str] = (),
 ) -> Verdict:
     """The verdict of a probe process. ``failed``: how it failed (``exit 2``, ``timed out``) or None when it
     exited 0; ``stderr``: the note of its last stderr lines; ``logs``: the super_kernel.log files found;
-    ``unnamed``: the probed options no option line names."""
+    ``unnamed``: the probed options no option line names; ``differing_lines``: set-value lines of another integer
+    than the probed value (the exact value did not take effect, formats.md §5)."""
     if failed is not None:
         return Verdict("process_failed", f"probe process failed ({failed}){stderr}")
     if not logs:
         return Verdict("no_evidence", "no super_kernel.log written: the runtime use of the value cannot be confirmed")
     if invalid_lines:
         return Verdict("invalid_default", f"runtime reports the value as invalid and uses the default: {invalid_lines[0]}")
+    if differing_lines:
+        return Verdict("value_differs", f"the runtime logged another value than the probed one: {differing_lines[0]}")
     if unnamed:
         return Verdict("not_named", f"super_kernel.log names no option {', '.join(unnamed)}: the runtime use of the value cannot be confirmed")
     seen = "set-value line found" if set_lines else "no invalid-value line"

@@ -97,7 +97,7 @@ class Round:
             raise trial.blocker("probe", exc) from None
         if check.status != "accepted":
             proc = check.process
-            outcome = "invalid_value" if check.status == "invalid_default" else (
+            outcome = "invalid_value" if check.status in ("invalid_default", "value_differs") else (
                 "timeout" if proc is not None and proc.timed_out else "crash")
             scene = self.seal("probe", "PROBE", outcome, check.reason, check.argv, check.contract_env, proc,
                               check.attempt_dir, check.config_path, "not_run", "none")
