@@ -418,3 +418,25 @@ def test_machine_fault_mid_trial_is_a_recorded_blocker(tmp_path: Path, site: str
     assert not (rd / "FAILURE_SCENES").exists()  # nothing decided: no scene, no failed run
     again = run_trial(spec)
     assert again.status == "ok"
+
+
+def test_a_runtime_that_logs_another_value_is_an_invalid_value_scene_that_says_so(tmp_path: Path,
+                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The probe's set-value line logs 3 for the probed 2: the trial stops at its probe with an invalid_value scene
+    whose words fit this case too (the runtime did not take the exact value), not only a defaulted value."""
+    from sk_analytics.cli._base import run_cli
+    from sk_runner.cli import cli
+
+    write_fake(tmp_path)
+    script = tmp_path / "other_value.py"
+    script.write_text("import os, pathlib\n"
+                      "pathlib.Path(os.environ['SK_RUN_DIR'], 'super_kernel.log').write_text('OptionName: split_mode, set value: 3\\n')\n")
+    code = run_cli(cli, "sk-run", ["trial", "--session", str(tmp_path / "session"), "--round", "O1", "--base-config",
+                                   str(tmp_path / "base.json"), "--set", "/super_kernel_optimize_options/split_mode=2", "--backend",
+                                   "command", "--ranks", "1", "--warmup", "2", "--lang", "en", "--", sys.executable, str(script)])
+    out = capsys.readouterr().out
+    assert code == 1 and out.splitlines()[0] == (
+        "O1: failed (invalid_value) — the runtime did not take the exact value "
+        "(the runtime logged another value than the probed one: OptionName: split_mode, set value: 3)")
+    scene = (tmp_path / "session/experiments/Sbest/O1/FAILURE_SCENES/attempt-1/scene.md").read_text()
+    assert "did not take this exact option value" in scene and "fell back to the default (super_kernel.log): it never" not in scene
