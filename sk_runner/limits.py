@@ -57,6 +57,10 @@ TIMEOUT = FiniteFloat(min=0, min_open=True, max=MAX_TIMEOUT_S)
 """Seconds a process or a wait may last: ``--timeout`` of trial, profile and task init, ``sk-run sim --duration``."""
 LEASE_TIMEOUT = FiniteFloat(min=0, max=MAX_TIMEOUT_S)
 """Seconds to wait for a held NPU lease: ``--lease-timeout`` of every device command (0: do not wait)."""
+RANKS = click.IntRange(1, MAX_RANKS)
+"""Ranks of one process: ``--ranks`` of trial, probe, profile, task init and sweep (``--demo``)."""
+ITERATIONS = click.IntRange(1, MAX_ITERATIONS)
+"""Decode iterations per rank: ``--iterations`` of trial, profile and task init."""
 RUNS = click.IntRange(1, MAX_RUNS)
 """A number of clean runs: ``sk-run trial --runs`` and ``--top-up-to``."""
 ATTEMPTS = click.IntRange(1, MAX_COLLECT_ATTEMPTS)

@@ -89,3 +89,24 @@ def test_a_new_lazy_sub_command_and_hidden_ones() -> None:
     assert "\n## tool shown\n\n```text\nUsage: tool shown [OPTIONS]\n\n  Do a visible thing.\n\nOptions:\n  --n INTEGER  How many.  [default: 3]\n" in text
     assert "secret" not in text and "ghost" not in text
     assert "* [`tool`](#tool)\n  * [`tool shown`](#tool-shown)\n" in text
+
+
+@pytest.mark.parametrize(("command", "option", "bounds"), [
+    ("sk-run trial", "--ranks", "1<=x<=1024"), ("sk-run trial", "--iterations", "1<=x<=100000"),
+    ("sk-run probe", "--ranks", "1<=x<=1024"), ("sk-run profile", "--ranks", "1<=x<=1024"),
+    ("sk-run profile", "--iterations", "1<=x<=100000"), ("sk-run task init", "--ranks", "1<=x<=1024"),
+    ("sk-run task init", "--iterations", "1<=x<=100000"), ("sk-run sweep", "--ranks", "1<=x<=1024"),
+    ("sk-run sweep", "--iterations", "10<=x<=100000"),
+])
+def test_the_help_of_a_run_size_shows_both_its_bounds(command: str, option: str, bounds: str) -> None:
+    """sk_runner.limits bounds every run size; the help shows both ends, not only ``x>=1`` (a larger value is refused)."""
+    block = _rendered().split(f"\n## {command}\n\n```text\n", 1)[1].split("\n```", 1)[0]
+    entry = block.split(f"  {option} ", 1)[1].split("\n  -", 1)[0]
+    assert bounds in " ".join(entry.split()), entry
+
+
+def test_trial_iterations_help_says_what_it_sets_on_every_backend() -> None:
+    """``sk-run trial --iterations`` sets SK_RUN_ITERATIONS for a command workload too (docs/runner.md), not only the simulator."""
+    block = _rendered().split("\n## sk-run trial\n\n```text\n", 1)[1].split("\n```", 1)[0]
+    entry = " ".join(block.split("  --iterations ", 1)[1].split("\n  --", 1)[0].split())
+    assert "(sim)" not in entry and "SK_RUN_ITERATIONS" in entry, entry

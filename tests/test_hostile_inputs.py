@@ -101,5 +101,5 @@ def test_trial_sizes_have_the_same_bounds(tmp_path: Path, capsys: pytest.Capture
     code = run_cli(run_cli_group, "sk-run", ["trial", "--session", str(tmp_path / "session"), "--round", "O1",
                                              "--base-config", str(tmp_path / "base.json"), "--incumbent", "--backend", "command",
                                              "--ranks", "100000000", "--", *argv])
-    _one_line_exit_2(capsys, code, f"expected at most {MAX_RANKS}")
+    _one_line_exit_2(capsys, code, f"'--ranks': 100000000 is not in the range 1<=x<={MAX_RANKS}")
     assert _files(tmp_path / "session") == []

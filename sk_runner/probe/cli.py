@@ -11,6 +11,7 @@ from sk_analytics.cli._base import ExistingPath, PathArg
 from sk_analytics.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.devices.options import lease_options, lease_request
+from sk_runner.limits import RANKS
 
 
 def _parse_value(text: str) -> object:
@@ -30,7 +31,7 @@ def _parse_value(text: str) -> object:
 @click.option("--session", type=PathArg(path_type=Path, file_okay=False), default=None, help="session folder (probes go to <session>/probes)")
 @click.option("--out", type=PathArg(path_type=Path, file_okay=False), default=None, help="probe folder (default <session>/probes or ./sk-probes)")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
-@click.option("--ranks", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--ranks", type=RANKS, default=1, show_default=True,
               help="SK_RUN_RANKS of the probe process (a sweep's probes get the task's rank count)")
 @click.option("--cwd", type=ExistingPath(file_okay=False, path_type=Path), default=None,
               help="working directory of the probe process, as of the workload's trials (default: the current one)")

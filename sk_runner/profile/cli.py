@@ -15,7 +15,7 @@ from sk_analytics.messages import resolve_lang, text
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, lease_request
-from sk_runner.limits import ATTEMPTS, SEED, TIMEOUT
+from sk_runner.limits import ATTEMPTS, ITERATIONS, RANKS, SEED, TIMEOUT
 from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITERATIONS, DEFAULT_SK_PROF_KB, MAX_SK_PROF_KB
 
 
@@ -25,10 +25,10 @@ from sk_runner.profile.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_PROFILE_ITE
 @click.option("--role", required=True, type=click.Choice(CAPTURE_ROLES), help="capture role of this collection")
 @click.option("--config", "config", required=True, type=ExistingPath(dir_okay=False, path_type=Path),
               help="exact execution config (JSON/YAML)")
-@click.option("--iterations", default=DEFAULT_PROFILE_ITERATIONS, show_default=True, type=click.IntRange(min=1),
+@click.option("--iterations", default=DEFAULT_PROFILE_ITERATIONS, show_default=True, type=ITERATIONS,
               help="iterations of the first window (halved after a full sk_prof buffer)")
 @click.option("--warmup", default=8, show_default=True, type=click.IntRange(min=0), help="warm-up iterations")
-@click.option("--ranks", default=8, show_default=True, type=click.IntRange(min=1), help="ranks (TP)")
+@click.option("--ranks", default=8, show_default=True, type=RANKS, help="ranks (TP)")
 @click.option("--timeout", "timeout_s", default=None, type=TIMEOUT,
               help="seconds before the producer's process group is killed")
 @click.option("--backend", default="sim", show_default=True, type=click.Choice(BACKENDS),

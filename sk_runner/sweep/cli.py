@@ -17,7 +17,7 @@ from sk_analytics.option_trial.modes import GATE_MODES
 from sk_runner.devices.options import lease_options, lease_request, require_lease
 from sk_runner.hosts.options import hosts_options, hosts_request
 from sk_runner.hosts.topology import HostsSpec, check_hosts
-from sk_runner.limits import SEED
+from sk_runner.limits import MAX_ITERATIONS, RANKS, SEED
 
 if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help stays fast
     from sk_runner.devices.lease import LeaseRequest
@@ -89,8 +89,8 @@ def full_profile_option(prefix: str = "") -> Callable[[Callable[..., Any]], Call
                    "with the resolved command of every mode; run nothing.")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="With --demo: simulator network (default moe-decode).")
 @click.option("--seed", default=2026, show_default=True, type=SEED, help="With --demo: session seed.")
-@click.option("--ranks", default=None, type=click.IntRange(min=1), help="With --demo: ranks per process.")
-@click.option("--iterations", default=None, type=click.IntRange(min=10), help="With --demo: decode samples per rank.")
+@click.option("--ranks", default=None, type=RANKS, help="With --demo: ranks per process.")
+@click.option("--iterations", default=None, type=click.IntRange(10, MAX_ITERATIONS), help="With --demo: decode samples per rank.")
 @click.option("--gate", type=click.Choice(GATE_MODES), default=None,
               help="With --demo: gate mode of every option trial (default protocol; stats, sequential and family are NOT the "
                    "protocol; a task sets it as policy.gate). With --redecide: the successor's gate (default family).")

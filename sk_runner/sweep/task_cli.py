@@ -11,7 +11,7 @@ from sk_analytics.cli._base import PathArg
 from sk_analytics.errors import EXIT_OK, UsageError
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_runner.devices.options import lease_options, lease_request
-from sk_runner.limits import SEED, TIMEOUT
+from sk_runner.limits import ITERATIONS, RANKS, SEED, TIMEOUT
 
 
 @click.command("options")
@@ -60,8 +60,8 @@ def _accepted(items: tuple[str, ...]) -> list[dict[str, object]] | None:
               help="The frozen Sbest-SEED execution config (JSON/YAML); copied into the task folder with its fingerprint.")
 @click.option("--out", "folder", type=PathArg(file_okay=False, path_type=Path), default=Path("stage-o-task"), show_default=True,
               help="Folder of the task (task.json, phase.json, seed-config.json, S0/); must not hold a task yet.")
-@click.option("--ranks", type=click.IntRange(min=1), default=8, show_default=True, help="Rank logs each process writes.")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Decode iterations per rank (SK_RUN_ITERATIONS).")
+@click.option("--ranks", type=RANKS, default=8, show_default=True, help="Rank logs each process writes.")
+@click.option("--iterations", type=ITERATIONS, default=None, help="Decode iterations per rank (SK_RUN_ITERATIONS).")
 @click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="Decode warm-up samples per rank.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Workload seed of the session.")
 @click.option("--timeout", type=TIMEOUT, default=None,

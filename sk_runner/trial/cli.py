@@ -13,7 +13,7 @@ from sk_analytics.cli._base import PathArg, lang_option
 from sk_runner.backends import BACKENDS, make_backend
 from sk_runner.backends.base import Control
 from sk_runner.devices.options import lease_options, require_lease, rerun_options, resume_request
-from sk_runner.limits import RUNS, SEED, TIMEOUT
+from sk_runner.limits import ITERATIONS, RANKS, RUNS, SEED, TIMEOUT
 
 if TYPE_CHECKING:  # the trial machinery (Polars, Arrow) is imported when a trial runs: --help stays fast
     from sk_runner.trial import Progress, TrialResult
@@ -78,8 +78,10 @@ def rerun_argv(params: dict[str, Any], workload: tuple[str, ...], lease: list[st
 @click.option("--timeout", type=TIMEOUT, default=None, help="seconds per process before its group is killed")
 @click.option("--backend", type=click.Choice(BACKENDS), default="sim", show_default=True,
               help="where the workload runs: the simulator, a torch_npu script, or any command after '--'")
-@click.option("--ranks", type=click.IntRange(min=1), default=8, show_default=True, help="rank logs each process must write")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, help="decode iterations (sim)")
+@click.option("--ranks", type=RANKS, default=8, show_default=True, help="rank logs each process must write")
+@click.option("--iterations", type=ITERATIONS, default=None,
+              help="decode samples each rank log must hold, warm-up included (SK_RUN_ITERATIONS) [default: unset: the "
+                   "simulator's own count, else the same count on every rank]")
 @click.option("--warmup", type=click.IntRange(min=0), default=8, show_default=True, help="decode warm-up samples per rank")
 @click.option("--network", default=None, type=PathArg(path_type=str), metavar="NAME|FILE", help="simulated network (sim)")
 @click.option("--seed", type=SEED, default=None, help="session seed (default: session.json, else 0)")
