@@ -149,6 +149,14 @@ def test_a_number_no_parser_holds_is_refused_by_line(tmp_path: Path, capsys: pyt
     _sweep_both_ways(_edit(task, text_of(task.read_text(encoding="utf-8"))), capsys, *needles)
 
 
+def test_a_value_the_task_lists_twice_is_refused_by_its_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One value, two records: refused with both pointers (the matrix probes each value once; the list is the user's word)."""
+    task = write_task(tmp_path, seed=3)
+    values = json.loads(task.read_text(encoding="utf-8"))["accepted_option_values"]
+    _sweep_both_ways(_edit(task, accepted_option_values=[*values, dict(values[0])]), capsys,
+                     f"(record /accepted_option_values/{len(values)})", "is listed twice (also /accepted_option_values/0)")
+
+
 @pytest.mark.parametrize(("changes", "needles"), [
     ({"policy": {"timeout_s": 1e308}}, (f"/policy/timeout_s is 1e+308 (expected a number > 0 and <= {MAX_TIMEOUT_S})",)),
     ({"workload": {"ranks": 10**30}}, ("/workload/ranks is 1000000000000000000000000000000 (expected an integer from 1 to 1024)",)),
@@ -363,6 +371,10 @@ def test_task_init_writes_a_task_the_plan_accepts(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err
     assert ("--accept auto_op_paralel=1: unknown option 'auto_op_paralel': not a registered option "
             "(did you mean 'auto_op_parallel'?)") in err and err.count("\n") == 1, err
+    assert not (tmp_path / "task").exists()
+    assert run_cli(cli, "sk-run", [*init, "--accept", "split_mode=1", "--accept", "split_mode=1", "--", sys.executable, "infer.py"]) == 2
+    err = capsys.readouterr().err  # a task listing a value twice would say "accepted option values: 2" of one value
+    assert "--accept split_mode=1: given twice" in err and err.count("\n") == 1, err
     assert not (tmp_path / "task").exists()
     lease = ["--lease-root", str(tmp_path / "locks"), "--device-id", "0"]
     assert run_cli(cli, "sk-run", [*init, *lease, "--", sys.executable, "infer.py"]) == 2

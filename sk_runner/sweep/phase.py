@@ -16,7 +16,7 @@ from typing import Any
 
 from sk_analytics.errors import InputError, IntegrityError
 from sk_analytics.files.strict_json import check_against_schema, load_json_file
-from sk_analytics.fingerprint import fingerprint
+from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger.chain import read_records
 from sk_analytics.messages import coded
 from sk_analytics.option_trial.modes import FAMILY_MIN_EFFECT_PCT
@@ -153,11 +153,16 @@ def validate_task(path: Path) -> StageOTask:
     if (actual := fingerprint(seed_config)) != seed["config_fingerprint"]:  # both named: a hand-written task can be checked
         raise IntegrityError(f"{config_path}: SEED config does not match seed.config_fingerprint of {path} (the SEED is not frozen): "
                              f"its canonical fingerprint is {actual}, the task says {seed['config_fingerprint'][:80]}")
+    listed: dict[tuple[str, str], int] = {}
     for i, item in enumerate(data["accepted_option_values"]):
         spec = spec_of(item["option"])
         problem = name_problem(item["option"]) if spec is None else value_problem(spec, item["value"])
         if problem is None and is_debug_option(item["option"]):
             problem = f"debug option {item['option']} never enters Stage O"
+        if problem is None and spec is not None:  # one value, two records (or its torch_npu name and the runtime's)
+            key = (spec.name, canonical_json(item["value"]))
+            if (first := listed.setdefault(key, i)) != i:
+                problem = f"{spec.name}={key[1]} is listed twice (also /accepted_option_values/{first})"
         if problem is not None:
             raise InputError(path, problem, record=f"/accepted_option_values/{i}")
     clean = data["clean_artifacts"]

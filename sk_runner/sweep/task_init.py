@@ -59,6 +59,7 @@ def accepted_values(chosen: Sequence[dict[str, Any]] | None) -> list[dict[str, A
     if chosen is None:
         return candidates
     known = {(c["option"], canonical_json(c["value"])) for c in candidates}
+    given: set[tuple[str, str]] = set()
     for item in chosen:
         if (unknown := name_problem(item["option"])) is not None:  # a typo names the closest options, as in a task
             raise InputError(None, f"--accept {item['option']}={canonical_json(item['value'])}: {unknown}")
@@ -66,6 +67,9 @@ def accepted_values(chosen: Sequence[dict[str, Any]] | None) -> list[dict[str, A
             offered = [canonical_json(c["value"]) for c in candidates if c["option"] == item["option"]]
             raise InputError(None, f"--accept {item['option']}={canonical_json(item['value'])}: not a value the option matrix tries",
                              expected=f"one of {', '.join(offered)}" if offered else "an option with candidates (sk-run options)")
+        if (key := (item["option"], canonical_json(item["value"]))) in given:
+            raise InputError(None, f"--accept {key[0]}={key[1]}: given twice", expected="each value once")
+        given.add(key)
     return list(chosen)
 
 
