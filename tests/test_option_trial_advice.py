@@ -92,6 +92,22 @@ def test_reject_by_variance_check_alone_is_likely_a_lost_gain(tmp_path: Path) ->
     assert "统计策略（非协议）会接受" in advice["text_zh"]
 
 
+def test_a_variance_check_against_a_zero_baseline_says_why_it_failed(tmp_path: Path) -> None:
+    """Timings at a timer's resolution (every decode step 100 ms) give a baseline stddev of 0: the relative change is
+    undefined and the check fails closed (formats.md §1). The advice says so, instead of a regression of '?' that
+    'is within the run-to-run spread'."""
+    cand = _trial(tmp_path, uniform_runs(["100"] * 5), uniform_runs(["99"] * 3))
+    ev = cand["option_trial_evaluation"]
+    assert ev["failed_checks"] == ["stddev_no_material_regression"] and ev["stddev_regression_pct"] is None
+    advice = cand["advice"]
+    assert advice["kind"] == "gain_lost_to_variance_check"
+    assert advice["settle"] == [{"for": "stddev_no_material_regression", "candidate_runs": None}]
+    assert "?" not in advice["text"] and "?" not in advice["text_zh"]
+    assert ("the baseline's pooled stddev is 0, so its relative change is undefined and the check fails whatever the "
+            "candidate's runs") in advice["text"]
+    assert "基线的汇总标准差为 0" in advice["text_zh"]
+
+
 def test_consistent_decisions(tmp_path: Path) -> None:
     win = _trial(tmp_path / "w", uniform_runs(STABLE_BASE), uniform_runs(["90", "90.5", "89.5"]))
     assert win["option_trial_evaluation"]["accepted"] is True and win["advice"]["kind"] == "consistent"

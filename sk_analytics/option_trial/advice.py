@@ -88,10 +88,12 @@ def _could_be_noise(base: RunFigures, cand: RunFigures, st: Mapping[str, Any], s
 def _variance_settle(check: str, base: RunFigures, cand: RunFigures, regression_pct: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """What settles one failed variance check: the record, and the sentence as a message."""
     field = VARIANCE_CHECKS[check]
+    name = coded(f"advice.check.{check}")
+    if regression_pct is None:  # a baseline value of 0: no relative change, the check fails closed whatever the runs
+        return {"for": check, "candidate_runs": None}, coded("advice.variance_undefined", name=name)
     b, c = getattr(base, field), getattr(cand, field)
     runs = candidate_runs_to_resolve(b, c, float(c.mean() - b.mean()), LEVEL)
-    reg = "?" if regression_pct is None else f"{regression_pct:+.2f}%"
-    name = coded(f"advice.check.{check}")
+    reg = f"{regression_pct:+.2f}%"
     if runs is None:
         return {"for": check, "candidate_runs": None}, coded("advice.variance_unresolvable", name=name, reg=reg, max_runs=MAX_CANDIDATE_RUNS)
     return ({"for": check, "candidate_runs": runs},
