@@ -111,3 +111,29 @@ def test_a_moved_demo_session_leases_under_its_new_folder(tmp_path: Path) -> Non
     assert recorded and not unleased and need is not None
     assert (need.root, need.device_ids) == (str(moved / LEASE_DIR), (0, 1))
     assert session_request(moved, None, (), 5.0, env={}).need == need
+
+
+def test_a_demo_marks_its_folder_only_once_its_sweep_holds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The marker that lets a later demo replace the folder is written once the sweep holds the session's lock: a second
+    demo started before that sees a folder that is not (yet) a demo's and is refused, never replacing it."""
+    import sk_runner.sweep.driver as driver
+    from sk_runner.demo.cli import MARKER
+    from sk_runner.sweep.driver import SweepOutcome
+
+    session = tmp_path / "demo-session"
+    seen: list[bool] = []
+
+    def fake_run_sweep(sweep, *, started=None, **_kw):  # the real one calls started() once it holds .sweep.lock
+        seen.append((session / MARKER).exists())
+        assert run_cli(cli, "sk-run", ["demo", "--samples", "--session", str(session)]) == 2  # a second demo, right now
+        assert started is not None
+        started()
+        seen.append((session / MARKER).exists())
+        return SweepOutcome("base", session, 0, session / "handoff.json", session / "EXPERIMENT_REPORT.md", session / "report.html")
+
+    monkeypatch.setattr(driver, "run_sweep", fake_run_sweep)
+    assert run_cli(cli, "sk-run", ["demo", "--session", str(session)]) == 0
+    assert seen == [False, True]
+    assert "is not a demo session" in capsys.readouterr().err
+    assert (session / "session.json").is_file()  # the first demo's session is whole

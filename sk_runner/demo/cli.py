@@ -124,8 +124,11 @@ def demo(session: Path, seed: int, samples: bool, lang: str, full_profile: bool)
         # the lease lives under the session (docs/runner.md "Devices and leases"); a parent's lease markers win
         lease = lease_request(None, (), DEFAULT_LEASE_TIMEOUT_S, default=demo_need(session, DEMO_CONTROL.ranks))
         sweep_session = demo_session(session, seed=seed, full_profile=full_profile, lease=lease)
-        write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
-        return run_and_print(sweep_session, lang, lease=lease)
+
+        def mark() -> None:  # once the sweep holds the session: until then a second demo finds no demo's folder, refused
+            write_text(session / MARKER, "written by sk-run demo; rerunning the demo replaces this folder\n")
+
+        return run_and_print(sweep_session, lang, lease=lease, started=mark)
     from sk_analytics.ingest import ingest_path, ingest_run_dir
 
     prepare(session)

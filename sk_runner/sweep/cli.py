@@ -26,11 +26,12 @@ if TYPE_CHECKING:  # the sweep (Polars, Arrow) is imported when it runs: --help 
 
 
 def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, lease: LeaseRequest | None = None,
-                  hosts: Hosts | None = None) -> int:
+                  hosts: Hosts | None = None, started: Callable[[], None] | None = None) -> int:
     """Run a session to its hand-off with progress; print where the report is (exit 0 BASE, 1 stopped).
 
     ``lease``: the devices the sweep holds from its first device command to its hand-off; ``hosts``: the hosts
-    of a session that spans hosts (each holding its own lease), held by the caller."""
+    of a session that spans hosts (each holding its own lease), held by the caller; ``started``: called once the
+    sweep holds the session (after the session line)."""
     from sk_analytics.cli._base import OUTPUT_LABELS
     from sk_runner.sweep.driver import run_sweep
 
@@ -39,8 +40,12 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
     for notice in session.notices:
         click.echo(f"sk-run: warning: {notice}", err=True)
     try:  # the session line once the sweep holds the session: a refused one prints nothing on stdout
-        outcome = run_sweep(session, say=say, lang=lang, lease=lease, hosts=hosts,
-                            started=lambda: click.echo(f"{labels['session']}{session.root}"))
+        def holding() -> None:
+            click.echo(f"{labels['session']}{session.root}")
+            if started is not None:
+                started()
+
+        outcome = run_sweep(session, say=say, lang=lang, lease=lease, hosts=hosts, started=holding)
     except BaseException as exc:  # Ctrl-C / SIGTERM (also one Python wrapped): every started process is already killed
         if interrupt_of(exc) is not None:
             click.echo(f"continue with: sk-run sweep --resume {shlex.quote(str(session.root.resolve()))}", err=True)
