@@ -137,3 +137,21 @@ def test_a_demo_marks_its_folder_only_once_its_sweep_holds_it(tmp_path: Path, mo
     assert seen == [False, True]
     assert "is not a demo session" in capsys.readouterr().err
     assert (session / "session.json").is_file()  # the first demo's session is whole
+
+
+def test_two_demos_without_a_session_folder_in_the_same_second_get_two_folders(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sk-run sweep --demo` without --session makes its folder under the temp dir; two started in the same second
+    (two terminals, a script) each get their own, instead of the second stopping on 'already holds a session'."""
+    import tempfile
+    import time
+
+    from sk_runner.backends.base import Control
+    from sk_runner.sweep.demo import demo_session
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(time, "strftime", lambda *_args: "20261207-001859")  # the same second for both
+    first = demo_session(None, seed=7, control=Control(2, 30, 8))
+    second = demo_session(None, seed=7, control=Control(2, 30, 8))
+    assert first.root != second.root and first.root.parent == second.root.parent == tmp_path
+    assert first.root.name.startswith("sk-tune-demo-20261207-001859") and (second.root / "session.json").is_file()

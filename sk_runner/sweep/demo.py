@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,11 @@ def demo_session(
 
 
 def demo_root(folder: Path | None) -> Path:
-    """The folder of a new demo session: ``folder``, else a new one under the temp dir."""
-    return Path(folder) if folder is not None else Path(tempfile.gettempdir()) / f"sk-tune-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    """The folder of a new demo session: ``folder``, else a new one under the temp dir, named by the time and a random
+    suffix (two demos started in the same second get two folders)."""
+    if folder is not None:
+        return Path(folder)
+    return Path(tempfile.gettempdir()) / f"sk-tune-demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
 
 def demo_need(root: Path, ranks: int) -> Need:
