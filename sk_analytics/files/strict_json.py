@@ -210,8 +210,36 @@ def _yaml_loader() -> type:
             result[key] = loader.construct_object(value_node, deep=deep)
         return result
 
+    def _construct_int(loader: _StrictYamlLoader, node: yaml.ScalarNode) -> Any:
+        value = yaml.SafeLoader.construct_yaml_int(loader, node)
+        if not _YAML_JSON_INT.fullmatch(node.value):
+            raise InputError(loader.name, f"integer {node.value!r} is YAML 1.1 notation (octal, hex, binary, sexagesimal or with '_') "
+                             f"that would be read as {value}", line=node.start_mark.line + 1, expected="a decimal integer as JSON writes it")
+        return value
+
+    def _construct_float(loader: _StrictYamlLoader, node: yaml.ScalarNode) -> Any:
+        value = yaml.SafeLoader.construct_yaml_float(loader, node)
+        if ":" in node.value or "_" in node.value:
+            raise InputError(loader.name, f"number {node.value!r} is YAML 1.1 notation (sexagesimal or with '_') that would be read "
+                             f"as {value}", line=node.start_mark.line + 1, expected="a decimal number as JSON writes it")
+        return value
+
+    def _construct_bool(loader: _StrictYamlLoader, node: yaml.ScalarNode) -> Any:
+        value = yaml.SafeLoader.construct_yaml_bool(loader, node)
+        if node.value.lower() not in ("true", "false"):
+            raise InputError(loader.name, f"{node.value!r} is a YAML 1.1 boolean that would be read as {str(value).lower()}",
+                             line=node.start_mark.line + 1, expected="true or false (or quote it for the text)")
+        return value
+
     _StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    _StrictYamlLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    _StrictYamlLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+    _StrictYamlLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
     return _StrictYamlLoader
+
+
+_YAML_JSON_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+"""An integer as JSON (and YAML 1.2) writes it; PyYAML's YAML 1.1 also reads 010 as 8, 0x10, 0b11, 1_000 and 1:30 as 90."""
 
 
 def load_config_file(path: str | PathLike[str]) -> Any:
