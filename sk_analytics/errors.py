@@ -27,6 +27,8 @@ EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 EXIT_INTERNAL = 70
 """``EX_SOFTWARE`` of sysexits.h: a bug of ours; never 1, so a bug can never read as a negative decision."""
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, what a shell reports for a program a closed pipe ended: the reader of stdout went away."""
 
 OUTCOMES: dict[int, str] = {
     EXIT_OK: "ok: done; the gate accepted, the baseline is stable, the values are ready, the repair is proposed, the sweep sealed a BASE",
@@ -152,7 +154,9 @@ def exit_codes() -> list[tuple[int, str]]:
     from sk_analytics.interrupts import Interrupted
 
     rows = [*OUTCOMES.items(), *((cls.exit_code, cls.meaning) for cls in (SkTuneError, EnvironmentBlocker, InternalError)),
-            *Interrupted.MEANINGS.items()]
+            *Interrupted.MEANINGS.items(),
+            (EXIT_BROKEN_PIPE, "the reader of the output went away (a closed pipe, e.g. output piped into `head`): the output is cut short; "
+                               "never 1, so a cut output can never read as a negative decision")]
     return sorted(rows)
 
 

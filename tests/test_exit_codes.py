@@ -34,7 +34,7 @@ CODE_HOMES = {Path("sk_analytics/errors.py"), Path("sk_analytics/interrupts.py")
 def test_every_code_once_with_its_meaning() -> None:
     rows = exit_codes()
     codes = [code for code, _ in rows]
-    assert codes == sorted(set(codes)) == [0, 1, 2, 3, 70, 128 + signal.SIGINT, 128 + signal.SIGTERM] == [0, 1, 2, 3, 70, 130, 143]
+    assert codes == sorted(set(codes)) == [0, 1, 2, 3, 70, 128 + signal.SIGINT, 141, 128 + signal.SIGTERM] == [0, 1, 2, 3, 70, 130, 141, 143]
     assert all(meaning and "\n" not in meaning for _, meaning in rows)
     for cls in (SkTuneError, InputError, UsageError, IntegrityError, EnvironmentBlocker, ReadFault, InternalError):
         assert (cls.exit_code, cls.meaning) in rows, cls
@@ -113,3 +113,26 @@ def test_the_checker_finds_planted_numbers() -> None:
     assert _cli_returns(tree) == [(6, "return 0 if ok else 1")]
     assert _magic_exits(ast.parse("sys.exit(EXIT_OK)\nraise SystemExit(main())\n")) == []
     assert errors.EXIT_INTERNAL == InternalError.exit_code
+
+
+@pytest.mark.parametrize("tool", ["sk-analyze", "sk-run"])
+def test_a_closed_output_pipe_is_141_not_a_negative_decision(tool: str) -> None:
+    """``… | head`` closing the pipe: click answers EPIPE with sys.exit(1), which would read as "decision
+    negative"; the tools end with 141 (what a shell reports for a program SIGPIPE ended) and no traceback.
+    The reading end is closed before the command starts, so its first write fails: no timing decides it."""
+    import os
+    import subprocess
+    import sys
+
+    module = "sk_analytics.cli" if tool == "sk-analyze" else "sk_runner.cli"
+    args = ["schema"] if tool == "sk-analyze" else ["--help"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-c", f"from {module} import main; main()", *args], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert done.returncode == errors.EXIT_BROKEN_PIPE == 141, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
+    assert "closed pipe" in dict(exit_codes())[errors.EXIT_BROKEN_PIPE] and errors.EXIT_BROKEN_PIPE == 128 + signal.SIGPIPE

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from sk_analytics import interrupts
-from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK, InternalError, SkTuneError
+from sk_analytics.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_NEGATIVE, EXIT_OK, InternalError, SkTuneError
 from sk_analytics.files.atomic import write_text
 from sk_analytics.files.io_seam import error_exit_code, open_regular, reading
 from sk_analytics.files.link_loop import loop_behind, loop_in, loop_message
@@ -102,6 +102,10 @@ def run_cli(group: click.Command, prog_name: str, argv: list[str] | None = None)
         return EXIT_BAD_INPUT if exc.exit_code == click.ClickException.exit_code else exc.exit_code  # click's 1 is not ours
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except SystemExit as exc:  # click's answer to a closed stdout (EPIPE) is sys.exit(1), our "decision negative"
+        if exc.code == 1 and _output_closed():
+            return EXIT_BROKEN_PIPE
+        raise
     except KeyboardInterrupt as exc:
         return _interrupted(prog_name, exc, "interrupted")
     except OSError as exc:  # a file the command could not open/read/write that no parser anticipated
@@ -141,6 +145,12 @@ def _unexpected(prog_name: str, argv: Sequence[str], exc: Exception) -> int:
     if interrupt is not None:
         return _interrupted(prog_name, interrupt, "interrupted")
     return _internal_error(prog_name, argv, exc)
+
+
+def _output_closed() -> bool:
+    """Whether click found stdout or stderr closed under it (EPIPE): it then swaps them for wrappers that swallow
+    the flush of what could not be written."""
+    return any(type(stream).__name__ == "_PacifyFlushWrapper" for stream in (sys.stdout, sys.stderr))
 
 
 def run_main(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
