@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -127,3 +128,60 @@ def finished_sweep(factory: pytest.TempPathFactory, name: str, entries: list[str
     outcome = run_sweep(small_session(root, entries, noise=1.0, policy=policy, seed=seed), say=lambda _: None)
     assert outcome is not None and outcome.outcome == "base"
     return root
+
+
+def failing_run(monkeypatch: pytest.MonkeyPatch, round_name: str, run: int) -> None:
+    """A rank log of clean run ``run`` of ``round_name`` ends early (a crash), whatever life of the sweep makes it."""
+    from sk_runner.trial.state import TrialState
+
+    classify = TrialState.classify
+
+    def failing(self, result, run_dir, *, need_correctness):  # type: ignore[no-untyped-def]
+        if self.spec.round == round_name and run_dir.name == f"run-{run}":
+            (run_dir / "log_1.log").write_text("", encoding="utf-8")
+        return classify(self, result, run_dir, need_correctness=need_correctness)
+
+    monkeypatch.setattr(TrialState, "classify", failing)
+
+
+def assert_settled_failed_on_the_added_run(root: Path, lines: list[str], gate: str) -> None:
+    """A sweep of ``auto-op-parallel-1`` then ``split-mode-3`` whose O1, undecided at three runs under ``gate``
+    (``sequential`` or ``family``), crashed in the fourth run the gate added: the entry settled failed on it, the
+    incumbent stayed, BASE, report and hand-off say so, and the ledger verifies."""
+    from sk_analytics.ledger.chain import verify
+    from sk_analytics.messages import render
+    from sk_runner.trial import round_dir_of
+
+    records = read_records(root)
+    assert not any(r.kind == "gate_result" and r.data["round"] == "O1" for r in records)  # never decided on three runs
+    ext = next(r.data for r in records if r.kind == "trial_result" and r.data["phase"] == "gate_extension")
+    assert (ext["round"], ext["entry_id"], ext["ok"], ext["gate_mode"], ext["base_round"]) == ("O1", "auto-op-parallel-1", False, gate, "O0-INCUMBENT")
+    assert (ext["runs_before"], ext["runs_added"], ext["runs_total"], ext["failed_run"]) == (3, 0, 3, 4)
+    assert ext["failure"]["stage"] == "crash" and ext["failure"]["scene"] and ext["runs_cap"] >= 4
+    assert not (round_dir_of(root, "O1") / "option-trial-summary.json").exists()
+    settled = next(r.data for r in records if r.kind == "entry_settled" and r.data["entry_id"] == "auto-op-parallel-1")
+    assert settled["status"] == "failed" and settled["reason"]["code"] == "reason.gate_extension_failed"
+    assert settled["incumbent_round"] == "O0-INCUMBENT"
+    assert (settled["evidence"]["scene"], settled["evidence"]["failed_run"], settled["evidence"]["runs_made"]) == (ext["failure"]["scene"], 4, 3)
+    reason = render(settled["reason"], "en")
+    policy = "family policy" if gate == "family" else "sequential statistics policy"
+    assert reason.startswith(f"auto_op_parallel=1 failed clean run 4, which the {policy} (not the protocol) added while undecided "
+                             "(3 clean runs before it, 3 made, at most ") and "process crash or device error" in reason
+    statuses = settled_statuses(root)
+    assert statuses == {"auto-op-parallel-1": "failed", "split-mode-3": statuses["split-mode-3"]} and statuses["split-mode-3"] != "failed"
+    o2 = next(r.data for r in records if r.kind == "trial_result" and r.data["round"] == "O2")
+    assert o2["entry_id"] == "split-mode-3" and o2["base_round"] == "O0-INCUMBENT"  # the incumbent stayed
+    base = json.loads((root / "BASE" / "sbest-base.json").read_text(encoding="utf-8"))
+    assert "auto-op-parallel-1" not in json.dumps(base) and base["round"] in ("O0-INCUMBENT", "O2")
+    assert not any(c["pointer"].endswith("/auto_op_parallel") for c in base["option_changes"])
+    said = "\n".join(lines)
+    assert "→ O1 (gate extension) failed: 3 clean runs; process crash" in said
+    report = (root / "EXPERIMENT_REPORT.md").read_text(encoding="utf-8")
+    assert reason in report and ext["failure"]["scene"] in report
+    handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
+    assert handoff["outcome"] == "base"
+    said_entry = next(e for e in handoff["entries"] if e["id"] == "auto-op-parallel-1")
+    assert (said_entry["status"], said_entry["reason"], said_entry["evidence"]["scene"]) == ("failed", settled["reason"], ext["failure"]["scene"])
+    assert ext["failure"]["scene"] in handoff["failure_scenes"]
+    assert verify(root).ok
+

@@ -222,6 +222,41 @@ def test_a_failed_incumbent_extension_stops_before_the_gate_decides() -> None:
     assert next_action(matrix, [*records[:-1], ("trial_result", ok)], family) == Gate("O1", O0, "auto-op-parallel-1")
 
 
+def test_a_failed_run_the_gate_added_to_the_candidate_settles_the_entry_failed() -> None:
+    """A sequential or family gate records a clean run it added to the candidate (its policy undecided) that failed
+    as a failed ``gate_extension`` trial of the candidate's round: the entry settles ``failed`` on it, naming the run,
+    the runs made and the failure with its scene, never gated on the runs before the failure; the incumbent stays
+    and the next entry runs against it. A DCCI entry's failure rejects the DCCI family, as its failed trial does."""
+    scene = "experiments/Sbest/O1/FAILURE_SCENES/attempt-1"
+    for gate, ids, dcci in (("sequential", ["auto-op-parallel-1", "split-mode-1"], False), ("family", DCCI_IDS, True)):
+        matrix, policy, script = make_matrix(ids), Policy(gate=gate), Script()
+        records: list[Any] = frozen(matrix)
+        while not isinstance(action := next_action(matrix, records, policy), Gate):
+            records.append(script(action))
+        assert action.round == "O1"
+        records.append(("trial_result", {
+            "round": "O1", "entry_id": ids[0], "phase": "gate_extension", "ok": False, "gate_mode": gate, "runs_cap": 7,
+            "failed_run": 5, "runs_before": 3, "runs_added": 1, "runs_total": 4, "base_round": O0, "changes": [],
+            "failure": {"stage": "crash", "message": "run-5: ended early", "scene": scene}}))
+        settle = next_action(matrix, records, policy)
+        assert isinstance(settle, Settle) and (settle.entry_id, settle.status, settle.incumbent_round) == (ids[0], "failed", O0)
+        assert settle.family_rejected is dcci
+        assert settle.reason["code"] == ("reason.dcci_gate_extension_failed" if dcci else "reason.gate_extension_failed")
+        assert settle.evidence == {"round": "O1", "scene": scene, "stage": "crash", "phase": "gate_extension", "failed_run": 5, "runs_made": 4}
+        en = render(settle.reason, "en")
+        policy_words = "sequential statistics policy" if gate == "sequential" else "family policy"
+        assert en.startswith("dcci_disable_on_kernel=" if dcci else "auto_op_parallel=1 failed clean run 5")
+        assert f"failed clean run 5, which the {policy_words} (not the protocol) added while undecided (3 clean runs before it, 4 made, at most 7)" in en
+        assert en.endswith("process crash or device error (run-5: ended early)")
+        assert ("whole DCCI family rejected" in en) is dcci
+        assert "第 5 次干净运行失败（追加前 3 次，完成 4 次，上限 7 次）" in zh(settle)
+        records.append(script(settle))
+        after = next_action(matrix, records, policy)  # the incumbent is unchanged: the next entry runs against O0
+        assert isinstance(after, RunTrial) and (after.round, after.base_round) == ("O2", O0)
+        ok = dict(records[-2][1], ok=True, failure=None)  # a run that was added cleanly settles nothing: the gate goes on
+        assert next_action(matrix, [*records[:-2], ("trial_result", ok)], policy) == Gate("O1", O0, ids[0])
+
+
 # --------------------------------------------------------------------------- ordinary entries
 
 

@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_helpers import FAST_POLICY, finished_sweep, runs_per_round, settled_statuses, small_session
+from sweep_helpers import (
+    FAST_POLICY,
+    assert_settled_failed_on_the_added_run,
+    failing_run,
+    finished_sweep,
+    runs_per_round,
+    settled_statuses,
+    small_session,
+)
 
 from sk_analytics.errors import InputError
 from sk_analytics.ledger.chain import read_records
@@ -535,3 +543,48 @@ def test_a_gate_resumed_from_its_summary_records_the_runs_its_extension_discarde
     assert gate_of(root)["foreign_processes"] == gate_of(reference)["foreign_processes"] == [dict(seen, round="O0-INCUMBENT")]
     handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
     assert handoff["devices"]["discarded_runs"] == [dict(seen, round="O0-INCUMBENT")]
+
+
+@pytest.mark.slow
+def test_a_failed_run_the_gate_added_to_the_candidate_settles_the_entry_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The family policy, undecided at three runs of O1 (the shared sweep's seed), adds a fourth, which crashes: the
+    candidate failed a clean run, a failed trial (protocol §5.6), so the entry settles failed naming the run, the runs
+    made and the failure with its scene, and the next entry runs against the unchanged incumbent. Before, the gate
+    stopped adding and decided on the three runs there were, exit 0, saying nothing of the crash."""
+    root, lines = tmp_path / "s", []
+    failing_run(monkeypatch, "O1", 4)
+    outcome = run_sweep(small_session(root, ENTRIES, noise=1.0, policy=POLICY, seed=SEED), say=lines.append, lang="en")
+    assert outcome is not None and outcome.outcome == "base"
+    assert_settled_failed_on_the_added_run(root, lines, "family")
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_after_the_failed_added_run_is_recorded_resumes_to_the_same_settlement(tmp_path: Path,
+                                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after the failed ``gate_extension`` record and before the entry settled: the resumed sweep settles the
+    entry failed on that record (no gate decides the round) and goes on as the uninterrupted one."""
+    from sk_analytics.files import io_seam
+    from sk_runner.sweep.session import load_session
+
+    failing_run(monkeypatch, "O1", 4)
+    due, killed_at = io_seam._due, []
+
+    def killed(site: str, path: Any) -> Any:
+        if site == "ledger" and not killed_at and any(
+                r.kind == "trial_result" and r.data["phase"] == "gate_extension" for r in read_records(root)):
+            killed_at.append(path)  # the next record, the entry's settlement, is never written
+            raise KeyboardInterrupt
+        return due(site, path)
+
+    root = tmp_path / "s"
+    monkeypatch.setattr(io_seam, "_due", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, ENTRIES, noise=1.0, policy=POLICY, seed=SEED), say=lambda _: None)
+    monkeypatch.setattr(io_seam, "_due", due)
+    assert killed_at and not any(r.kind == "entry_settled" for r in read_records(root))
+    lines: list[str] = []
+    outcome = run_sweep(load_session(root), say=lines.append, lang="en")
+    assert outcome is not None and outcome.outcome == "base"
+    assert sum(r.kind == "trial_result" and r.data["phase"] == "gate_extension" for r in read_records(root)) == 1
+    lines.append("→ O1 (gate extension) failed: 3 clean runs; process crash")  # said by the first life, before the kill
+    assert_settled_failed_on_the_added_run(root, lines, "family")

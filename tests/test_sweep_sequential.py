@@ -7,7 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sweep_helpers import FAST_POLICY, finished_sweep, runs_per_round, settled_statuses, small_session
+from sweep_helpers import (
+    FAST_POLICY,
+    assert_settled_failed_on_the_added_run,
+    failing_run,
+    finished_sweep,
+    runs_per_round,
+    settled_statuses,
+    small_session,
+)
 
 from sk_analytics.errors import InputError
 from sk_analytics.handoff.crosscheck import first_disagreement
@@ -110,3 +118,14 @@ def test_gate_option_goes_with_the_demo_only(tmp_path: Path, capsys: pytest.Capt
 
     assert run_cli(cli, "sk-run", ["sweep", "--resume", str(tmp_path), "--gate", "sequential"]) == 2
     assert "--gate goes with --demo" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_failed_run_the_gate_added_to_the_candidate_settles_the_entry_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sequential gate, undecided at three runs of O1 (the simulator's seed 6), adds a fourth, which crashes: a
+    failed trial (protocol §5.6), the entry settles failed naming it, never decided on the three runs before it."""
+    root, lines = tmp_path / "s", []
+    failing_run(monkeypatch, "O1", 4)
+    outcome = run_sweep(small_session(root, ENTRIES, noise=1.0, policy=POLICY, seed=6), say=lines.append, lang="en")
+    assert outcome is not None and outcome.outcome == "base"
+    assert_settled_failed_on_the_added_run(root, lines, "sequential")

@@ -31,7 +31,7 @@ from sk_analytics.stage_o.actions import (
 )
 from sk_analytics.stage_o.options import option_pointer
 from sk_analytics.stage_o.state import Policy, SessionState
-from sk_analytics.stage_o.steps import accept_path, failure_reason, run_action
+from sk_analytics.stage_o.steps import accept_path, failure_reason, gate_extension_failure, run_action
 
 DcciOutcome = Literal["gain", "noise", "regression"]
 
@@ -119,6 +119,9 @@ def dcci_diagnosis(
     if not rep["ok"]:
         reason, ev = failure_reason(rep, "reason.dcci_repair_failed")
         return Settle(eid, "failed", reason, {**ev, **{"dcci_diff": diff.get("path")}}, state.incumbent, family_rejected=True)
+    extension = gate_extension_failure(state, eid, rep["round"], "reason.dcci_gate_extension_failed", coded("label.dcci_combination", partial=partial))
+    if extension is not None:  # its gate added a clean run that failed: a failed repair trial
+        return Settle(eid, "failed", extension[0], {**extension[1], "dcci_diff": diff.get("path")}, state.incumbent, family_rejected=True)
     rgate = state.last(eid, "gate_result", round=rep["round"])
     if rgate is None:
         return Gate(rep["round"], o0_round, eid)

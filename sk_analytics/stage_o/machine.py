@@ -90,6 +90,7 @@ from sk_analytics.stage_o.state import (
 from sk_analytics.stage_o.steps import (
     accept_path,
     failure_reason,
+    gate_extension_failure,
     gate_rejection,
     incumbent_extension_stop,
     run_action,
@@ -121,6 +122,10 @@ def entry_action(entry: Mapping[str, Any], matrix: Mapping[str, Any], state: Ses
     if not trial["ok"]:
         reason, ev = failure_reason(trial, "reason.dcci_trial_failed" if is_dcci else "reason.trial_failed", label=label)
         return Settle(eid, "failed", reason, ev, state.incumbent, family_rejected=is_dcci)
+    extension = gate_extension_failure(state, eid, trial["round"], "reason.dcci_gate_extension_failed" if is_dcci else "reason.gate_extension_failed",
+                                       coded("label.option", name=label))
+    if extension is not None:  # its gate added a clean run that failed: a failed trial, never decided on fewer runs
+        return Settle(eid, "failed", *extension, state.incumbent, family_rejected=is_dcci)
     gate = state.last(eid, "gate_result", round=trial["round"])
     if gate is None:
         return Gate(trial["round"], state.incumbent, eid)

@@ -36,6 +36,10 @@ INCUMBENT_EXTENSION = "incumbent_extension"
 """Phase of the ``trial_result`` a family gate records when a run of its incumbent's extension failed (the gate's
 entry, the incumbent's round): the session stops on it (:func:`incumbent_extension_stop`)."""
 
+GATE_EXTENSION = "gate_extension"
+"""Phase of the ``trial_result`` a sequential or family gate records when a clean run it added to the candidate's
+round (the policy undecided) failed: the entry settles ``failed`` on it (:func:`gate_extension_failure`)."""
+
 FAILURE_KINDS = ("crash", "timeout", "wrong_output", "bad_logs", "invalid_value")
 """The kinds of a trial failure (``failure.stage``) the catalogs word; any other is said as it is."""
 
@@ -70,6 +74,19 @@ def incumbent_extension_stop(state: SessionState, entry_id: str) -> Stop | None:
                                       planned=found.get("runs_planned"), made=found.get("runs_total"))
     return Stop(reason, {**evidence, "gate_round": found.get("gate_round"), "runs_planned": found.get("runs_planned"),
                          "runs_made": found.get("runs_total")})
+
+
+def gate_extension_failure(state: SessionState, entry_id: str, round_: str, code: str, subject: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The reason ``code`` and evidence of a candidate round (``round_``) whose gate failed a clean run it added while
+    its policy was undecided (crash, timeout, wrong output); None when no such run failed. A candidate that fails a
+    clean run is a failed trial (protocol §5.6): never decided on the runs before the failure, the entry settles
+    ``failed`` naming the run, the runs made and the failure with its scene, and the incumbent stays."""
+    found = state.last(entry_id, "trial_result", round=round_, phase=GATE_EXTENSION)
+    if found is None or found["ok"]:
+        return None
+    reason, evidence = failure_reason(found, code, subject=subject, policy=coded(f"decider.{found.get('gate_mode')}"), run=found.get("failed_run"),
+                                      before=found.get("runs_before"), made=found.get("runs_total"), cap=found.get("runs_cap"))
+    return reason, {**evidence, "phase": GATE_EXTENSION, "failed_run": found.get("failed_run"), "runs_made": found.get("runs_total")}
 
 
 def accept_path(

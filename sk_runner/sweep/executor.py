@@ -9,7 +9,8 @@ translates between the action, the engine and the ledger record, and makes
 one decision of its own: under ``--gate sequential`` / ``family`` it adds clean runs to a
 candidate round while the policy is undecided (``_extension_runs``; the family policy also extends
 the incumbent first, ``_extend_incumbent``, and records a failed run of that extension as a failed
-``incumbent_extension`` trial of the incumbent, on which the state machine stops the session).
+``incumbent_extension`` trial of the incumbent, on which the state machine stops the session; a failed run added
+to the candidate is a failed ``gate_extension`` trial of its round, on which the entry settles ``failed``).
 Paths in records are relative to the session folder.
 
 Derived files (summaries, stability, BASE identity) are written once: an
@@ -34,7 +35,7 @@ from sk_analytics.option_trial.executable import NO_SESSION_NOISE, SessionNoise
 from sk_analytics.option_trial.inference import VERDICTS
 from sk_analytics.option_trial.modes import GATE_MODES
 from sk_analytics.stage_o import machine as m
-from sk_analytics.stage_o.steps import INCUMBENT_EXTENSION, failure_message
+from sk_analytics.stage_o.steps import GATE_EXTENSION, INCUMBENT_EXTENSION, failure_message
 from sk_runner.backends.base import Backend, Control
 from sk_runner.config import PointerChange, derive_config
 from sk_runner.devices.lease import HeldLease, LazyLease, lease_environ
@@ -211,7 +212,8 @@ class Executor:
                 have = len(complete_runs(self.round_dir(a.baseline_round)))
                 extension = self._extend_incumbent(a, design.incumbent_runs)
                 if extension is not None and extension.status != "ok":
-                    return self._incumbent_extension_failed(a, extension, have, design.incumbent_runs)
+                    return self._extension_failed(a, a.baseline_round, INCUMBENT_EXTENSION, extension, have, gate_round=a.round,
+                                                  runs_planned=design.incumbent_runs)
                 incumbent_added = 0 if extension is None else len(extension.new_runs)
 
             def evaluate() -> dict[str, Any]:
@@ -225,10 +227,17 @@ class Executor:
                 )
 
             summary = evaluate()
-            if policy.gate == "sequential":
-                summary = self._extension_runs(a, summary, evaluate, "sequential_policy_evaluation", policy.incumbent_runs)
-            elif design is not None:
-                summary = self._extension_runs(a, summary, evaluate, "family_policy_evaluation", design.cap)
+            cap = policy.incumbent_runs if design is None else design.cap
+            if policy.gate == "sequential" or design is not None:
+                had = len(complete_runs(self.round_dir(a.round)))
+                key = "sequential_policy_evaluation" if design is None else "family_policy_evaluation"
+                summary, failed = self._extension_runs(a, summary, evaluate, key, cap)
+                if failed is not None:
+                    made = self._round_trial(a.round)
+                    return self._extension_failed(a, a.round, GATE_EXTENSION, failed, had, base_round=made.get("base_round"),
+                                                  changes=made.get("changes"), gate_mode=policy.gate, runs_cap=cap,
+                                                  failed_run=len(failed.runs_completed) + 1)
+            if design is not None:
                 summary["candidates"][a.round]["family_policy_evaluation"]["incumbent_runs_added_by_gate"] = incumbent_added
                 summary["candidates"][a.round].update(self._protocol_view(a, noise))  # read from the first runs, in run order
             summary[GATE_DISCARDS_KEY] = self.gate_discards  # a gate resumed from this file records them too
@@ -342,18 +351,23 @@ class Executor:
                                      allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
                                      sequential_cap=policy.incumbent_runs, session_noise=noise)
 
-    def _repeat_spec(self, round_name: str, top_up_to: int) -> TrialSpec:
-        """The spec that adds clean runs to ``round_name`` (its recorded identity) up to ``top_up_to``."""
+    def _round_trial(self, round_name: str) -> dict[str, Any]:
+        """The last ``trial_result`` record that made ``round_name`` (its identity: base round, changes, controls)."""
         from sk_analytics.ledger.chain import read_records
 
+        trial = next((r.data for r in reversed(read_records(self.root))
+                      if r.kind == "trial_result" and r.data.get("round") == round_name and r.data.get("phase") in ("trial", "repair")), None)
+        if trial is None:
+            raise IntegrityError(f"{round_name}: the gate found no trial_result record of the round to repeat")
+        return trial
+
+    def _repeat_spec(self, round_name: str, top_up_to: int) -> TrialSpec:
+        """The spec that adds clean runs to ``round_name`` (its recorded identity) up to ``top_up_to``."""
         policy = self.session.policy
         if round_name == m.O0:
             return self._trial_spec(m.O0, None, (), joint_dcci=False, incumbent=True, runs=policy.min_trial_runs,
                                     top_up_to=top_up_to, timeout_s=policy.timeout_s)
-        trial = next((r.data for r in reversed(read_records(self.root))
-                      if r.kind == "trial_result" and r.data.get("round") == round_name and r.data.get("phase") != "top_up"), None)
-        if trial is None:
-            raise IntegrityError(f"{round_name}: the gate found no trial_result record of the round to repeat")
+        trial = self._round_trial(round_name)
         changes = tuple(PointerChange(c["pointer"], c["value"]) for c in trial.get("changes") or [])
         return self._trial_spec(round_name, trial.get("base_round"), changes, joint_dcci=bool(trial.get("joint_dcci")),
                                 incumbent=False, runs=policy.min_trial_runs, top_up_to=top_up_to,
@@ -362,27 +376,29 @@ class Executor:
     def _extend_incumbent(self, a: m.Gate, runs: int) -> TrialResult | None:
         """``"gate": "family"``: the incumbent's clean runs extended to ``runs`` before the first look (each of its
         runs serves every later entry); the trial that added them (None when it has them). A failed run ends the
-        extension: the caller records it (:meth:`_incumbent_extension_failed`), never decides on fewer runs."""
+        extension: the caller records it (:meth:`_extension_failed`), never decides on fewer runs."""
         have = len(complete_runs(self.round_dir(a.baseline_round)))
         if have >= runs:
             return None
         self.say("    " + text("progress.family_extends", self.words, round=a.baseline_round, have=have, runs=runs))
         return self._gate_trial(self._repeat_spec(a.baseline_round, runs))
 
-    def _incumbent_extension_failed(self, a: m.Gate, result: TrialResult, had: int, planned: int) -> Record:
-        """The record of an incumbent extension whose run failed (crash, timeout, wrong output): a ``trial_result``
-        of the incumbent's round, phase ``incumbent_extension``, naming the runs planned and made and the failure.
-        The gate decides nothing: an incumbent that fails a clean run is no baseline (protocol §4: a failed O0
-        stops the session), and the state machine stops the session on this record with that reason."""
+    def _extension_failed(self, a: m.Gate, round_name: str, phase: str, result: TrialResult, had: int, **facts: Any) -> Record:
+        """The record of a gate's extension whose run failed (crash, timeout, wrong output): a failed ``trial_result``
+        of ``round_name`` in ``phase``, with the runs it had before (``had``) and made, the failure with its sealed scene
+        and ``facts``. The gate decides nothing on fewer runs. ``incumbent_extension`` (the family policy extending the
+        incumbent, ``gate_round``, ``runs_planned``): an incumbent that fails a clean run is no baseline (protocol §4: a
+        failed O0 stops the session), and the state machine stops the session on it. ``gate_extension`` (a run added to
+        the candidate while the policy was undecided, ``gate_mode``, ``runs_cap``, ``failed_run``): a candidate that
+        fails a clean run is a failed trial (protocol §5.6), and the state machine settles the entry ``failed`` on it."""
         made, failure = len(result.runs_completed), self._failure_of(result)
         return "trial_result", {
-            "round": a.baseline_round, "entry_id": a.entry_id, "phase": INCUMBENT_EXTENSION, "ok": False,
-            "gate_round": a.round, "runs_planned": planned, "runs_before": had,
-            "runs_added": made - had, "runs_total": made,
-            "clean_dir": self.rel(self.clean_dir(a.baseline_round)), "config_path": self.rel(result.config_path),
+            "round": round_name, "entry_id": a.entry_id, "phase": phase, "ok": False, **facts,
+            "runs_before": had, "runs_added": made - had, "runs_total": made,
+            "clean_dir": self.rel(self.clean_dir(round_name)), "config_path": self.rel(result.config_path),
             "config_sha256": result.config_sha256, "trial_fingerprint": result.trial_fingerprint,
             "failure": failure, "lease": result.lease, "foreign_processes": self.gate_discards,
-            "summary": coded("summary.trial_failed", round=a.baseline_round, phase=coded(f"summary.phase_{INCUMBENT_EXTENSION}"),
+            "summary": coded("summary.trial_failed", round=round_name, phase=coded(f"summary.phase_{phase}"),
                              runs=made, failure=failure_message(failure)),
         }
 
@@ -393,11 +409,12 @@ class Executor:
         return result
 
     def _extension_runs(self, a: m.Gate, summary: dict[str, Any], evaluate: Callable[[], dict[str, Any]], key: str,
-                        cap: int) -> dict[str, Any]:
+                        cap: int) -> tuple[dict[str, Any], TrialResult | None]:
         """``--gate sequential`` / ``family`` in the sweep: while the policy (``key`` of the candidate) is undecided,
         add one clean run to the candidate round and decide again, up to ``cap`` candidate runs. The looks are
-        replayed from the runs on disk, so a resumed gate continues where it stopped. A failed run ends the
-        top-ups: the gate then decides on the runs there are."""
+        replayed from the runs on disk, so a resumed gate continues where it stopped. The summary and, when an added
+        run failed (crash, timeout, wrong output), its trial: that ends the extension and the gate decides nothing
+        (the caller records a failed ``gate_extension`` trial, :meth:`_extension_failed`)."""
         added = 0
         while True:
             found = summary["candidates"][a.round][key]
@@ -408,11 +425,11 @@ class Executor:
                                  next=runs + 1))
             result = self._gate_trial(self._repeat_spec(a.round, runs + 1))
             if result.status != "ok":
-                break
+                return summary, result
             added += len(result.new_runs)
             summary = evaluate()
         summary["candidates"][a.round][key]["runs_added_by_gate"] = added
-        return summary
+        return summary, None
 
     def do_CheckStability(self, a: m.CheckStability) -> Record:
         from sk_analytics.option_trial.api import stability
