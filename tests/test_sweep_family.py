@@ -427,21 +427,8 @@ def test_runs_the_gate_discards_for_a_foreign_process_reach_the_hand_off(tmp_pat
     """A clean run the family gate adds (the incumbent's extension) and the lease's proof discards has no trial_result
     of its own: the gate record carries it, so the hand-off's `devices.discarded_runs` and the report name it (they
     said none while the run lay in INCOMPLETE/ and foreign-processes.jsonl)."""
-    import sk_runner.sweep.executor as executor
-
-    real = executor.run_trial
-    seen = {"kind": "foreign_process_on_device", "action": "discarded", "run": f"run-{INCUMBENT}", "attempt": 1,
-            "phase": "after", "devices": [0, 1], "processes": [{"device": 1, "pid": 4343, "command": "intruder",
-                                                               "source": "sim-registry", "memory_mb": None}]}
-
-    def discarding(spec, progress=None):  # type: ignore[no-untyped-def]
-        result = real(spec, progress)
-        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:  # what the proof reports of a discarded run
-            result.foreign.append(dict(seen))
-        return result
-
+    seen = _discard_the_incumbents_last_extension_run(monkeypatch)
     root = tmp_path / "s"
-    monkeypatch.setattr(executor, "run_trial", discarding)
     run_sweep(small_session(root, ["auto-op-parallel-1"], policy=replace(FAST_POLICY, gate="family")), say=lambda _: None)
     gate = next(r.data for r in read_records(root) if r.kind == "gate_result")
     assert gate["foreign_processes"] == [dict(seen, round="O0-INCUMBENT")]
@@ -502,25 +489,14 @@ def test_a_gate_resumed_from_its_summary_records_the_runs_its_extension_discarde
     incumbent, as the uninterrupted gate's record does (it said none: they stayed only in foreign-processes.jsonl)."""
     import os
 
-    import sk_runner.sweep.executor as executor
     from sk_analytics.files import io_seam
     from sk_runner.sweep.session import load_session
 
-    real = executor.run_trial
-    seen = {"kind": "foreign_process_on_device", "action": "discarded", "run": f"run-{INCUMBENT}", "attempt": 1,
-            "phase": "after", "devices": [0, 1], "processes": [{"device": 1, "pid": 4343, "command": "intruder",
-                                                               "source": "sim-registry", "memory_mb": None}]}
-
-    def discarding(spec, progress=None):  # type: ignore[no-untyped-def]
-        result = real(spec, progress)
-        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:  # what the proof reports of a discarded run
-            result.foreign.append(dict(seen))
-        return result
+    seen = _discard_the_incumbents_last_extension_run(monkeypatch)
 
     def gate_of(root: Path) -> dict[str, Any]:
         return next(r.data for r in read_records(root) if r.kind == "gate_result")
 
-    monkeypatch.setattr(executor, "run_trial", discarding)  # a resumed gate runs nothing: what it records it read back
     entries = ["auto-op-parallel-1"]
     reference = tmp_path / "reference"
     run_sweep(small_session(reference, entries, policy=POLICY), say=lambda _: None)
@@ -588,3 +564,23 @@ def test_a_sweep_killed_after_the_failed_added_run_is_recorded_resumes_to_the_sa
     assert sum(r.kind == "trial_result" and r.data["phase"] == "gate_extension" for r in read_records(root)) == 1
     lines.append("→ O1 (gate extension) failed: 3 clean runs; process crash")  # said by the first life, before the kill
     assert_settled_failed_on_the_added_run(root, lines, "family")
+
+
+def _discard_the_incumbents_last_extension_run(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Make the lease's proof report the incumbent's extension run ``run-INCUMBENT`` discarded (a foreign process on
+    NPU 1, as the simulated registry names one); the sighting it reports."""
+    import sk_runner.sweep.executor as executor
+
+    real = executor.run_trial
+    seen = {"kind": "foreign_process_on_device", "action": "discarded", "run": f"run-{INCUMBENT}", "attempt": 1,
+            "phase": "after", "devices": [0, 1], "processes": [{"device": 1, "pid": 4343, "command": "intruder",
+                                                               "source": "sim-registry", "memory_mb": None}]}
+
+    def discarding(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = real(spec, progress)
+        if spec.round == "O0-INCUMBENT" and spec.top_up_to == INCUMBENT:  # what the proof reports of a discarded run
+            result.foreign.append(dict(seen))
+        return result
+
+    monkeypatch.setattr(executor, "run_trial", discarding)
+    return seen
