@@ -120,7 +120,7 @@ def test_unknown_options_are_refused_not_passed_to_the_workload(tmp_path: Path, 
     assert run_cli(cli, "sk-run", [*trial, "--iteration", "30"]) == 2
     assert "No such option '--iteration'" in capsys.readouterr().err
     assert run_cli(cli, "sk-run", [*trial, "--ranks", "0"]) == 2
-    assert "'--ranks': 0 is not in the range x>=1" in capsys.readouterr().err
+    assert "'--ranks': 0 is not in the range 1<=x<=1024" in capsys.readouterr().err
     assert run_cli(cli, "sk-run", ["probe", "--option", " ", "--value", "1", "--out", str(tmp_path / "probes")]) == 2
     assert "--option needs an SK option name" in capsys.readouterr().err
     assert not (tmp_path / "probes").exists() and not (tmp_path / "session/experiments").exists()
