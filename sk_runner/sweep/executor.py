@@ -310,23 +310,26 @@ class Executor:
         record as the sequential gate would have made it from the runs the family gate made (:meth:`_sequential_replay`), in
         ``protocol_verdict`` (``sequential``; ``sequential_baseline_runs``: the incumbent runs it read) and in full as
         ``sequential_replay``."""
-        found = self._first_runs_trial(a, self.session.policy.min_trial_runs, noise)
+        frames = self._gate_frames(a)  # read once: every evaluation below selects its first runs from them
+        found = self._first_runs_trial(a, frames, self.session.policy.min_trial_runs, noise)
         verdict = _protocol_verdict_of(found["candidates"][a.round], found)
-        replay = self._sequential_replay(a)
+        replay = self._sequential_replay(a, frames)
         verdict.update(sequential=_sequential_record(replay), sequential_baseline_runs=self.session.policy.incumbent_runs)
         return {"protocol_verdict": verdict, "protocol_advice": found["candidates"][a.round].get("advice"), "sequential_replay": replay}
 
-    def _sequential_replay(self, a: m.Gate) -> dict[str, Any]:
+    def _sequential_replay(self, a: m.Gate, frames: tuple[Any, Any] | None = None) -> dict[str, Any]:
         """The ``sequential_policy_evaluation`` the sequential gate (``"gate": "sequential"``) would have recorded on a
         family gate's runs, which it would have made in the same order: its looks at the candidate's 3rd, 4th, ... run
         against the incumbent's first five, stopping at the first that decides or at its cap (the incumbent's runs), on
         at most the runs the family policy made. Evaluated on the runs up to the look that decided, as the sequential gate
         stops there (``candidate_runs_available``), and ``runs_added_by_gate`` counts the runs it would have added to the
-        candidate's first three (the family gate made them)."""
+        candidate's first three (the family gate made them). ``frames``: the gate's timings (:meth:`_gate_frames`)
+        when the caller has read them."""
         policy = self.session.policy
+        read = frames or self._gate_frames(a)
 
         def evaluate(runs: int) -> dict[str, Any]:
-            found: dict[str, Any] = self._first_runs_trial(a, runs)["candidates"][a.round]["sequential_policy_evaluation"]
+            found: dict[str, Any] = self._first_runs_trial(a, read, runs)["candidates"][a.round]["sequential_policy_evaluation"]
             return found
 
         replay = evaluate(policy.incumbent_runs)
@@ -335,16 +338,20 @@ class Executor:
         replay["runs_added_by_gate"] = max(0, replay["candidate_runs_available"] - policy.min_trial_runs)
         return replay
 
-    def _first_runs_trial(self, a: m.Gate, candidate_runs: int, noise: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:
-        """The option trial of a gate on the incumbent's first five runs (the policy's incumbent runs) and the candidate's
-        first ``candidate_runs``, evaluated as this session's protocol gate would (its allowances, the sequential policy's
-        cap at the incumbent's runs)."""
+    def _gate_frames(self, a: m.Gate) -> tuple[Any, Any]:
+        """The timings of a gate's incumbent and candidate rounds (their complete clean runs)."""
+        return self._frame(a.baseline_round), self._frame(a.round)
+
+    def _first_runs_trial(self, a: m.Gate, frames: tuple[Any, Any], candidate_runs: int, noise: SessionNoise = NO_SESSION_NOISE) -> dict[str, Any]:
+        """The option trial of a gate (``frames``: :meth:`_gate_frames`) on the incumbent's first five runs (the policy's
+        incumbent runs) and the candidate's first ``candidate_runs``, evaluated as this session's protocol gate would (its
+        allowances, the sequential policy's cap at the incumbent's runs)."""
         from sk_analytics.option_trial.api import evaluate_option_trial
         from sk_analytics.option_trial.gate import Allowances
 
         policy = self.session.policy
-        base = _first_runs(self._frame(a.baseline_round), policy.incumbent_runs)
-        cand = _first_runs(self._frame(a.round), candidate_runs)
+        base = _first_runs(frames[0], policy.incumbent_runs)
+        cand = _first_runs(frames[1], candidate_runs)
         return evaluate_option_trial(base, {a.round: cand}, warmup=self.session.control.warmup, expected_ranks=None,
                                      baseline_path=self.rel(self.clean_dir(a.baseline_round)) or "",
                                      candidate_paths={a.round: self.rel(self.clean_dir(a.round)) or ""},
