@@ -44,9 +44,13 @@ def test_success_captures_output_and_uses_only_given_env(tmp_path: Path) -> None
 def test_command_line_names_a_live_process_and_none_once_it_is_gone() -> None:
     """The one public reader of a pid's command line (the lock holder's and the NPU tenant's name both come from it)."""
     tail = "x" * 300
-    child = subprocess.Popen([PY, "-c", "import sys; sys.stdin.read()", tail], stdin=subprocess.PIPE)
+    code = "import sys; print('up', flush=True); sys.stdin.read()"
+    child = subprocess.Popen([PY, "-c", code, tail], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    # Read only once the child speaks: between fork and exec its command line is empty (CI caught that race).
+    assert child.stdout.readline() == b"up\n"
     try:
-        assert command_line(child.pid) == f"{PY} -c import sys; sys.stdin.read() {tail}"
+        assert command_line(child.pid) == f"{PY} -c {code} {tail}"
         assert command_of(child.pid) == (command_line(child.pid) or "")[:200]  # the holder's name: at most 200 characters
     finally:
         child.communicate(b"")
