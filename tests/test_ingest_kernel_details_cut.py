@@ -97,14 +97,23 @@ def test_a_negative_wait_time_is_still_read() -> None:
     assert parse_kernel_details(LEVEL0).frame["wait_us"].min() == 0.0
 
 
-def test_header_only_export_is_a_warning_naming_the_file(tmp_path: Path) -> None:
+def test_header_only_export_is_refused_by_ingest_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The parser says it (a warning), ``ingest`` refuses it: a kernels table of no row is a hollow output (exit 2, nothing written)."""
     header = LEVEL0.read_bytes().split(b"\n", 1)[0] + b"\n"
     path = variant(tmp_path, LEVEL0, header)
-    report = ingest_path(path.parent, tmp_path / "data")
-    assert [(f.kind, f.rows) for f in report.files] == [("kernel_details", 0)]
-    assert report.warnings == [f"{path}: no data rows (header only): the kernels table gets nothing from it"]
+    assert parse_kernel_details(path).warnings == [f"{path}: no data rows (header only): the kernels table gets nothing from it"]
+    out = tmp_path / "data"
+    with pytest.raises(InputError) as refused:
+        ingest_path(path.parent, out)
+    assert refused.value.path == str(path) and refused.value.message.startswith("no data rows (header only)")
+    assert run_cli(cli, "sk-analyze", ["ingest", str(path.parent), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"sk-analyze: error: {path}: no data rows (header only): the profiler exported no kernel; "
+                                       "nothing was written (expected one row per kernel launch under the header, formats.md §2)\n")
+    assert not out.exists()
     cut_to_nothing = variant(tmp_path / "b", LEVEL0, header + LEVEL0.read_bytes().split(b"\n")[1][:40])
     assert parse_kernel_details(cut_to_nothing).warnings == [
         cut_warning(cut_to_nothing, 2, "it has 5 of the header's 8 fields"),
         f"{cut_to_nothing}: no data rows (header only): the kernels table gets nothing from it"]
-    assert pl.read_parquet(report.written[0]).height == 0
+    with pytest.raises(InputError, match="no data rows"):
+        ingest_path(cut_to_nothing.parent, out)
+    assert not out.exists()

@@ -39,11 +39,11 @@ def _write_log(path: Path, samples: int, seed: int) -> None:
 
 
 def _run(root: Path) -> Path:
-    """run-1 with two logs of several batches each and one log without samples."""
+    """run-1 with two logs of several batches each and one log of a single (prefill) sample."""
     run = root / "O1" / "run-1"
     _write_log(run / "log_0.log", 3000, 1)
     _write_log(run / "log_1.log", 1700, 2)
-    (run / "log_2.log").write_text("no samples here\n", encoding="utf-8")
+    (run / "log_2.log").write_text("no samples here\nInference time (prefill): 3.5 ms\n", encoding="utf-8")
     return run
 
 
@@ -62,10 +62,11 @@ def _files(folder: Path) -> list[Path]:
 
 def test_stream_rank_log_gives_parse_rank_log_rows(tmp_path: Path, small: None) -> None:
     run = _run(tmp_path)
-    for name in ("log_0.log", "log_2.log"):
+    (run / "log_3.log").write_text("no samples here\n", encoding="utf-8")
+    for name in ("log_0.log", "log_2.log", "log_3.log"):
         whole = parse_rank_logs([run / name], root=run)[0]
         parts = list(stream_rank_log(run / name, root=run))
-        assert len(parts) > 1 or whole.rows == 0
+        assert len(parts) > 1 or whole.rows <= 1
         assert pl.concat([p.frame for p in parts]).equals(whole.frame)
         assert [w for p in parts for w in p.warnings] == whole.warnings
 
@@ -80,11 +81,11 @@ def test_streamed_ingest_writes_the_in_memory_table(tmp_path: Path, small: None,
     old, new = held.written[0], streamed.written[0]
     assert pq.ParquetFile(old).metadata.num_row_groups == 1  # write_table's one row group
     groups = pq.ParquetFile(new).metadata
-    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [1000] * 4 + [4700 - 4000]
-    assert pl.read_parquet(new).equals(pl.read_parquet(old)) and pl.read_parquet(new).height == 4700
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [1000] * 4 + [4701 - 4000]
+    assert pl.read_parquet(new).equals(pl.read_parquet(old)) and pl.read_parquet(new).height == 4701
     assert pq.read_schema(new) == pq.read_schema(old) and pq.read_schema(new).metadata == pq.read_schema(old).metadata
     assert [(f.path, f.rows, f.warnings) for f in streamed.files] == [(f.path, f.rows, f.warnings) for f in held.files]
-    assert streamed.files[2].warnings and streamed.files[2].rows == 0
+    assert not streamed.files[2].warnings and streamed.files[2].rows == 1
     assert _files(tmp_path / "streamed") == [new]  # no temp file left beside it
     # streamed into one row group, the file is byte for byte write_table's
     monkeypatch.setattr(tables, "ROW_GROUP_ROWS", 10_000)
@@ -109,6 +110,22 @@ def test_bad_later_log_leaves_no_output_and_no_temp(tmp_path: Path, small: None)
         ingest_path(tmp_path / "src", out)
     assert _files(out) == [keep] and keep.read_text() == "mine"
     assert sorted(p.name for p in out.rglob("*")) == ["note.txt", "round=O1", "timings"]
+
+
+def test_a_log_without_timing_lines_after_streamed_ones_is_refused_and_leaves_nothing(tmp_path: Path, small: None,
+                                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A rank log without a timing line (log_3) beside logs whose rows were already streamed into a temp
+    file: no run short of one rank is written; the refusal names the log and the format (exit 2)."""
+    run = _run(tmp_path / "src")
+    (run / "log_3.log").write_text("[default3]:loading weights\r\n[default3]:warm-up done\r\n", encoding="utf-8")  # torchrun, CRLF
+    out = tmp_path / "out"
+    assert run_cli(cli, "sk-analyze", ["ingest", str(tmp_path / "src"), "--out", str(out)]) == 2
+    said = capsys.readouterr()
+    [line] = said.err.splitlines()
+    assert line.startswith(f"sk-analyze: error: {run / 'log_3.log'}: no timing line: the log holds no sample of its rank; "
+                           "nothing was written (expected at least one 'Inference time (decode|prefill): <value> ms' line, "
+                           "formats.md §1"), line
+    assert said.out == "" and not out.exists()  # the spilled temp file and the folders made for it are gone
 
 
 def test_bad_log_after_two_streamed_runs_removes_every_folder(tmp_path: Path, small: None) -> None:
@@ -153,7 +170,7 @@ def test_reingest_replaces_a_streamed_partition_whole(tmp_path: Path, small: Non
     target = ingest_run_dir(run, tmp_path / "d", **PARTITION).written[0]
     (run / "log_0.log").write_text("Inference time (decode): 1.5 ms\n", encoding="utf-8")
     assert ingest_run_dir(run, tmp_path / "d", **PARTITION).written[0] == target
-    assert pl.read_parquet(target).height == 1 + 1700
+    assert pl.read_parquet(target).height == 1 + 1700 + 1
     assert _files(tmp_path / "d") == [target]
 
 

@@ -48,6 +48,11 @@ class ArtifactKind:
     parser: str
     """``module:function`` with signature ``(path, *, root) -> ParseResult``."""
     matches: Callable[[Path], bool]
+    hollow: str
+    """What a file of this kind that gives no row lacks: ``ingest`` refuses it by name (exit 2)
+    instead of writing a table that holds nothing (:func:`~sk_analytics.ingest.collect.ingest_path`)."""
+    holds: str
+    """What a file of this kind must hold to give rows (the ``expected`` of that refusal)."""
     stream: str | None = None
     """``module:function`` with signature ``(path, *, root) -> Iterator[ParseResult]``: the parse
     as consecutive rows, for files whose rows should not all be held at once (rank logs)."""
@@ -64,13 +69,28 @@ def _pattern(regex: str, *, in_run_dir: bool = False) -> Callable[[Path], bool]:
 
 KINDS: tuple[ArtifactKind, ...] = (
     ArtifactKind("rank_log", "timings", "sk_analytics.ingest.timings:parse_rank_log", _pattern(r"^log_[0-9]+\.log$", in_run_dir=True),
+                 "no timing line: the log holds no sample of its rank",
+                 "at least one 'Inference time (decode|prefill): <value> ms' line, formats.md §1: a rank that logged none ran no step",
                  "sk_analytics.ingest.timings:stream_rank_log"),
-    ArtifactKind("kernel_details", "kernels", "sk_analytics.ingest.kernel_details:parse_kernel_details", _named("kernel_details.csv")),
-    ArtifactKind("profiler_db", "kernels", "sk_analytics.ingest.profiler_db:parse_profiler_db", _pattern(PROFILER_DB_NAME)),
-    ArtifactKind("sk_prof", "sk_events", "sk_analytics.ingest.sk_prof:parse_sk_prof", _pattern(r"^(?:sk_prof_device|sk_event_dev_device)_[0-9]+\.json$")),
-    ArtifactKind("fused_nodes", "sk_structure", "sk_analytics.ingest.fused_nodes:parse_fused_nodes", _named("sk_fused_nodes.log")),
-    ArtifactKind("super_kernel_log", "sk_markers", "sk_analytics.ingest.super_kernel_log:parse_super_kernel_log", _named("super_kernel.log")),
-    ArtifactKind("graph_dump", "symbols", "sk_analytics.ingest.graph_dump:parse_graph_dump", _named("sk_graph_origin.json", "sk_graph_updated.json")),
+    ArtifactKind("kernel_details", "kernels", "sk_analytics.ingest.kernel_details:parse_kernel_details", _named("kernel_details.csv"),
+                 "no data rows (header only): the profiler exported no kernel",
+                 "one row per kernel launch under the header, formats.md §2"),
+    ArtifactKind("profiler_db", "kernels", "sk_analytics.ingest.profiler_db:parse_profiler_db", _pattern(PROFILER_DB_NAME),
+                 "no compute tasks or communication ops: the export holds no kernel",
+                 "TASK rows of kernels (COMPUTE_TASK_INFO) or COMMUNICATION_OP rows"),
+    ArtifactKind("sk_prof", "sk_events", "sk_analytics.ingest.sk_prof:parse_sk_prof", _pattern(r"^(?:sk_prof_device|sk_event_dev_device)_[0-9]+\.json$"),
+                 "no SK event, the empty trace [{}] or one cut before its first record: SK time profiling recorded no launch",
+                 "'X' events of SK launches before the closing {}, formats.md §3: a workload that launches SKs, "
+                 "profiled with ASCEND_PROF_SK_ON=<KB per core>"),
+    ArtifactKind("fused_nodes", "sk_structure", "sk_analytics.ingest.fused_nodes:parse_fused_nodes", _named("sk_fused_nodes.log"),
+                 "no fused SK: no 'SK Function:' header with members",
+                 "'SK Function: <name>, scope id: <id>, Node Count: <n>' headers, each with its '[i] [nodeId:…]' member lines, formats.md §4"),
+    ArtifactKind("super_kernel_log", "sk_markers", "sk_analytics.ingest.super_kernel_log:parse_super_kernel_log", _named("super_kernel.log"),
+                 "no SK marker: no phase, option or [sk time profiling] line",
+                 "'Begin <Phase>'/'End <Phase>', 'OptionName: …' or '[sk time profiling] …' lines, formats.md §4"),
+    ArtifactKind("graph_dump", "symbols", "sk_analytics.ingest.graph_dump:parse_graph_dump", _named("sk_graph_origin.json", "sk_graph_updated.json"),
+                 "no kernel symbol: no task of any node has kernelParams.funcName",
+                 "streams[].nodes[].taskInfo[].kernelParams.funcName of the build's kernels, formats.md §4"),
 )  # fmt: skip
 """Every artifact kind that ``ingest`` reads (formats.md §1-§4)."""
 _RANK_LOG = next(kind for kind in KINDS if kind.name == "rank_log")
