@@ -35,7 +35,7 @@ from sk_runner.backends.base import Control
 from sk_runner.cli import cli
 from sk_runner.process import ProcessResult
 from sk_runner.sweep.phase import validate_task
-from sk_runner.trial.outcome import classify, sample_count_problem
+from sk_runner.trial.outcome import Repeats, classify, repeated_steps, sample_count_problem
 from sk_runner.trial.sources import MAX_SOURCE_FILES, source_files, source_hashes
 
 BASE = {"static_kernel_compile": True, "super_kernel_optimize": True, "super_kernel_optimize_options": {"auto_op_parallel": 0}}
@@ -45,12 +45,14 @@ DECODE_RANK = '''
 import json, os, sys
 rank, run = int(sys.argv[1]), os.environ["SK_RUN_DIR"]
 die_at = int(os.environ.get("DIE_AT", "-1"))
+twice_at = int(os.environ.get("TWICE_AT", "-1"))  # rank 0 logs this step twice
 with open(os.path.join(run, f"log_{rank}.log"), "w") as log:
-    for step in range(int(os.environ["SK_RUN_ITERATIONS"])):
+    for step in range(int(os.environ.get("SK_RUN_ITERATIONS", "64"))):
         if rank == 1 and step == die_at:
             print(f"rank 1: device lost at decode step {step}", file=sys.stderr)
             sys.exit(1)
-        log.write(f"Inference time (decode): {os.environ.get('VALUE', '10.000')} ms\\n")
+        value = os.environ.get("VALUE") or (f"{10 + step / 1000:.3f}" if "TWICE_AT" in os.environ else "10.000")
+        log.write(f"Inference time (decode): {value} ms\\n" * (2 if rank == 0 and step == twice_at else 1))
 if rank == 0:
     json.dump({"passed": True}, open(os.path.join(run, "correctness.json"), "w"))
 '''
@@ -68,9 +70,11 @@ def _launcher(folder: Path) -> list[str]:
     return ["sh", "run.sh"]
 
 
-def _trial(folder: Path, *extra: str, iterations: int = 64) -> list[str]:
+def _trial(folder: Path, *extra: str, iterations: int | None = 64) -> list[str]:
+    """``sk-run trial`` of the incumbent on two ranks; ``iterations=None``: no ``--iterations`` (SK_RUN_ITERATIONS unset)."""
+    steps = [] if iterations is None else ["--iterations", str(iterations)]
     return ["trial", "--session", str(folder / "session"), "--round", "O0-INCUMBENT", "--base-config", str(folder / "base.json"),
-            "--incumbent", "--backend", "command", "--ranks", "2", "--iterations", str(iterations), "--warmup", "4",
+            "--incumbent", "--backend", "command", "--ranks", "2", *steps, "--warmup", "4",
             "--cwd", str(folder), "--json", *extra, "--", *_launcher(folder)]
 
 
@@ -116,6 +120,53 @@ def test_sk_run_trial_speaks_its_lang(tmp_path: Path, monkeypatch: pytest.Monkey
         assert stray_english(said.err) == [] and "失败现场" in out and "现场" in scene_md
     else:
         assert not re.search("[\u4e00-\u9fff]", out + said.err + scene_md)
+
+
+@pytest.mark.parametrize("iterations", [None, 64])
+def test_a_duplicated_step_names_the_rank_whose_log_holds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str], iterations: int | None) -> None:
+    """Rank 0 logs step 10 twice (65 decode lines, rank 1 64): without SK_RUN_ITERATIONS the most samples were taken
+    as expected and rank 1 was named as ended early (crash). The log that holds the duplicate is named, with its line."""
+    monkeypatch.setenv("TWICE_AT", "10")
+    assert run_cli(cli, "sk-run", _trial(tmp_path, iterations=iterations)) == 1
+    result = _result(capsys)
+    why = "as many as the other ranks" if iterations is None else "SK_RUN_ITERATIONS=64"
+    assert result["outcome"] == "bad_logs", result
+    assert (f"rank 0 logged a step twice: log_0.log:12 repeats line 11 ('Inference time (decode): 10.010 ms'); "
+            f"log_0.log has 65 decode samples, expected 64 ({why})") in str(result["message"]), result["message"]
+    assert "rank 1" not in str(result["message"]) and "ended early" not in str(result["message"])
+
+
+@pytest.mark.parametrize(("counts", "repeats", "iterations", "status", "needle"), [
+    ([65, 64], [(1, 12)], None, "bad_logs", "rank 0 logged a step twice: log_0.log:12 repeats line 11"),
+    ([64, 65], [None, (1, 40)], None, "bad_logs", "rank 1 logged a step twice: log_1.log:40 repeats line 39"),
+    ([64, 64, 66], [None, None, (2, 3)], None, "bad_logs", "rank 2 logged a step twice: log_2.log:3 repeats line 2"),
+    ([65, 64], [(1, 12)], 64, "bad_logs", "rank 0 logged a step twice: log_0.log:12 repeats line 11"),
+    # repeats that are not the samples too many: equal values, not a proven duplicate; the counts decide as before
+    ([64, 20], [(63, 2)], None, "crash", "ended early: rank 1 (log_1.log: 20 decode samples), expected 64"),
+    ([66, 64], [(1, 12)], None, "crash", "ended early: rank 1 (log_1.log: 64 decode samples), expected 66"),
+    ([66, 64], [(1, 12)], 64, "bad_logs", "log_0.log has 66 decode samples, expected exactly 64"),
+])
+def test_duplicated_step_counts(counts: list[int], repeats: list[tuple[int, int] | None], iterations: int | None,
+                                status: str, needle: str) -> None:
+    logs = {Path(f"log_{rank}.log"): n for rank, n in enumerate(counts)}
+    found = {path: None if r is None else Repeats(r[0], r[1], "10.010") for path, r in zip(logs, repeats + [None] * len(counts))}
+    problem = sample_count_problem(logs, Control(ranks=len(counts), iterations=iterations, warmup=4), found)
+    assert problem is not None and problem[0] == status and needle in render(problem[1], "en"), problem
+    said = render(problem[1], "zh")
+    assert stray_english(said) == [], said
+
+
+def test_repeated_steps_reads_adjacent_decode_lines_of_equal_value(tmp_path: Path) -> None:
+    log = tmp_path / "run-1" / "log_0.log"
+    log.parent.mkdir()
+    log.write_text("Inference time (prefill): 9.000 ms\nInference time (decode): 9.000 ms\n"  # prefill then decode: not a repeat
+                   "Inference time (decode): 10.001 ms\nstep done\nInference time (decode): 10.001 ms\n"  # not adjacent
+                   "Inference time (decode): 10.002 ms\nInference time (decode): 10.002 ms\n"  # line 7 repeats line 6
+                   "Inference time (decode): 10.020 ms\nInference time (decode): 10.02 ms\n", encoding="utf-8")  # other text
+    assert repeated_steps(parse_rank_log(log).frame) == Repeats(1, 7, "10.002")
+    log.write_text("Inference time (decode): 10.001 ms\nInference time (decode): 10.002 ms\n", encoding="utf-8")
+    assert repeated_steps(parse_rank_log(log).frame) is None
 
 
 @pytest.mark.parametrize(("counts", "iterations", "status", "needle", "zh"), [

@@ -105,7 +105,7 @@ def read_rank_logs(run_dir: Path, control: Control) -> RankLogs:
     except InputError as exc:
         return RankLogs(("bad_logs", coded("logs.unparsable", detail=exc.one_line())))
     counts = {path: timings.frame.filter(pl.col("phase") == "decode").height for path, timings in parsed.items()}
-    problem = sample_count_problem(counts, control)
+    problem = sample_count_problem(counts, control, {path: repeated_steps(timings.frame) for path, timings in parsed.items()})
     if problem is not None:
         return RankLogs(problem)
     if missing is not None:
@@ -115,7 +115,28 @@ def read_rank_logs(run_dir: Path, control: Control) -> RankLogs:
     return RankLogs(None, records, parsed)
 
 
-def sample_count_problem(counts: dict[Path, int], control: Control) -> tuple[str, dict[str, Any]] | None:
+@dataclass(frozen=True)
+class Repeats:
+    """Decode timing lines of one rank log that repeat the line right above them (same value): ``count`` of them,
+    the first one's ``line``, and its ``value`` text. A duplicated step (a workload that logged one step twice)
+    shows as such a line; so may, rarely, two steps that took the same time."""
+
+    count: int
+    line: int
+    value: str
+
+
+def repeated_steps(frame: pl.DataFrame) -> Repeats | None:
+    """The :class:`Repeats` of a rank log's ``timings`` rows (file order), None when no decode line repeats the one above it."""
+    decode = frame.filter(pl.col("phase") == "decode")
+    repeats = decode.filter((pl.col("line") == pl.col("line").shift(1) + 1) & (pl.col("value_text") == pl.col("value_text").shift(1)))
+    if not repeats.height:
+        return None
+    return Repeats(repeats.height, int(repeats["line"][0]), str(repeats["value_text"][0]))
+
+
+def sample_count_problem(counts: dict[Path, int], control: Control,
+                         repeats: dict[Path, Repeats | None] | None = None) -> tuple[str, dict[str, Any]] | None:
     """(status, words) when the decode samples of the rank logs are not what sk-tune asked for, else None.
 
     Every rank must log exactly ``control.iterations`` decode samples when the controls set them
@@ -123,15 +144,32 @@ def sample_count_problem(counts: dict[Path, int], control: Control) -> tuple[str
     the launcher's exit status (a launcher that ends with a plain ``wait`` exits 0 when one rank died):
     ``crash``, naming the rank, its count and the expected one. More than ``SK_RUN_ITERATIONS``, or
     no more than the warm-up, is a workload that does not log as the contract says: ``bad_logs``.
+
+    A duplicated step (``repeats``, :func:`repeated_steps`) is ``bad_logs`` naming the rank, its log and the
+    line that repeats the one above it, where the repeated lines are exactly the samples too many: of a log over
+    ``SK_RUN_ITERATIONS``, and without ``SK_RUN_ITERATIONS`` of every log with more samples than the fewest
+    (taking the most as expected, a duplicate in rank 0 named rank 1 as ended early). A log whose repeats do not
+    match its excess (a workload that logs the same value every step) keeps the counts' verdict: the equal
+    values cannot tell a duplicate from a step.
     ``words`` is a recorded message (``logs.*``), worded in the reader's language.
     """
     if not counts:
         return None
+    found = repeats or {}
+    if control.iterations is None:
+        low = min(counts.values())
+        above = {path: n for path, n in counts.items() if n > low}
+        if above and all((r := found.get(path)) is not None and r.count == n - low for path, n in above.items()):
+            path, n = next(iter(above.items()))
+            return "bad_logs", _duplicated(path, n, low, coded("logs.why_others"), found[path])
     expected = control.iterations if control.iterations is not None else max(counts.values())
     why = coded("logs.why_iterations", n=control.iterations) if control.iterations is not None else coded("logs.why_others")
     over = [(path, n) for path, n in counts.items() if n > expected]
     if over:
         path, n = over[0]
+        repeated = found.get(path)
+        if repeated is not None and repeated.count == n - expected:
+            return "bad_logs", _duplicated(path, n, expected, why, repeated)
         return "bad_logs", coded("logs.over", file=path.name, n=n, expected=expected, why=why)
     short = [coded("logs.short_rank", rank=rank_of(path), file=path.name, n=n) for path, n in counts.items() if n < expected]
     if short:
@@ -141,3 +179,9 @@ def sample_count_problem(counts: dict[Path, int], control: Control) -> tuple[str
         path = next(iter(counts))
         return "bad_logs", coded("logs.few", file=path.name, n=expected, warmup=control.warmup)
     return None
+
+
+def _duplicated(path: Path, n: int, expected: int, why: dict[str, Any], repeated: Repeats) -> dict[str, Any]:
+    """``logs.duplicated``: the rank log, its line that repeats the one above it, its count and the expected one."""
+    return coded("logs.duplicated", rank=rank_of(path), file=path.name, line=repeated.line, previous=repeated.line - 1,
+                 value=repeated.value, n=n, expected=expected, why=why)
