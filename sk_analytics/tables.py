@@ -66,6 +66,20 @@ def write_table(
     return target
 
 
+def remove_table_file(table: Table, data_dir: str | Path, partition: Mapping[str, str]) -> bool:
+    """Remove the file of ``table`` in ``partition`` if there is one (True when one was removed).
+
+    What a partition that has no rows gets instead of a file of no rows: a failed run's timings
+    (rows an interrupted earlier attempt of the same run left must not stay, and an empty file
+    would claim timings the run does not have)."""
+    target = _partition_dir(Path(data_dir), table, partition) / PART_FILE
+    try:
+        target.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _file_arrow(frame: pl.DataFrame | pl.LazyFrame, table: Table, metadata: Mapping[str, str] | None) -> pa.Table:
     """``frame`` conformed to ``table`` as the Arrow table a file stores: required fields, key/value metadata."""
     arrow = required_fields(table.conform(frame).to_arrow(), table)

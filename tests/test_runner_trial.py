@@ -15,7 +15,9 @@ import pytest
 from runner_fake import write_fake
 
 from sk_analytics.errors import EnvironmentBlocker, InputError, UsageError
-from sk_analytics.tables import scan_table
+from sk_analytics.ingest.timings import parse_rank_log
+from sk_analytics.schema import TIMINGS
+from sk_analytics.tables import scan_table, write_table
 from sk_runner.backends.base import Control
 from sk_runner.backends.command import CommandBackend
 from sk_runner.config import parse_set
@@ -148,6 +150,11 @@ def test_english_trial_seals_an_english_scene_and_never_rewords_it(tmp_path: Pat
 
 def test_failure_in_a_clean_run_then_resume(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1")
+    stale_log = tmp_path / "stale" / "run-2" / "log_0.log"  # timings an interrupted earlier attempt of run-2 left
+    stale_log.parent.mkdir(parents=True)
+    stale_log.write_text("Inference time (decode): 9.5 ms\n", encoding="utf-8")
+    stale = write_table(parse_rank_log(stale_log).frame, TIMINGS, tmp_path / "session/data",
+                        {"round": "O1", "role": spec.role_name, "run": "run-2"})
     res = run_trial(_spec(tmp_path, "/super_kernel_optimize_options/auto_op_parallel=1", env={**(spec.env or {}), "FAKE_FAIL_RUN": "run-2"}))
     assert (res.status, res.outcome, res.message, res.runs_completed) == ("failed", "crash", "run-2: exit status 3; last stderr: injected failure", [1])
     rd = tmp_path / "session/experiments/Sbest/O1"
@@ -159,6 +166,7 @@ def test_failure_in_a_clean_run_then_resume(tmp_path: Path) -> None:
     runs = scan_table(data, "runs").collect().sort("run_index")
     assert runs.select("run_index", "status", "exit_code").rows() == [(1, "ok", 0), (2, "crash", 3)]
     assert scan_table(data, "timings").collect()["run"].unique().to_list() == ["run-1"]
+    assert not stale.exists()  # removed, not replaced by a file of no rows: the failed run has no timings
     scene_before = _tree_hashes(rd / "FAILURE_SCENES/attempt-1")
     again = run_trial(spec)
     assert again.status == "ok" and again.new_runs == [2, 3]

@@ -21,7 +21,7 @@ from sk_analytics.messages import text as message
 from sk_analytics.schema import RUNS, TIMINGS
 from sk_analytics.stage_o.identity import changed_files, identity_differences
 from sk_analytics.stage_o.option_values import name_problem
-from sk_analytics.tables import write_table
+from sk_analytics.tables import remove_table_file, write_table
 from sk_runner.backends.base import RunRequest
 from sk_runner.config import (
     DerivedConfig,
@@ -344,15 +344,16 @@ class TrialState:
         """Timings (through the product's run-folder ingest, reusing the rank logs
         :meth:`classify` parsed) and the RUNS row into ``<session>/data``.
 
-        A failed run gets an empty timings partition, replacing any left by an
-        interrupted earlier attempt of the same run.
+        A failed run gets no timings file: one left by an interrupted earlier attempt
+        of the same run is removed (a file of no rows would claim timings it does not have;
+        its RUNS row says why there are none).
         """
         data = self.spec.session / "data"
         part = {"round": self.spec.round, "role": self.spec.role_name, "run": run_name}
         if outcome.status == "ok":
             ingest_run_dir(run_dir, data, self.spec.round, self.spec.role_name, run_name, parsed=outcome.parsed)
         else:
-            write_table(pl.DataFrame(schema=TIMINGS.schema), TIMINGS, data, part)
+            remove_table_file(TIMINGS, data, part)
         write_table(self.runs_row(run_index, meta), RUNS, data, part)
 
     @staticmethod
