@@ -132,3 +132,21 @@ def test_the_docs_task_recipe_writes_a_task_that_validates(tmp_path: Path, monke
 
     with pytest.raises(IntegrityError, match="does not match seed.config_fingerprint"):
         validate_task(tmp_path / "tasks" / "sim" / "task.json")
+
+
+def test_a_campaign_report_of_no_session_is_refused_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A campaign root whose sessions folder holds no session: the report would be an empty table, so exit 2 names
+    the folder and nothing is written; a session that has not finished is still reported (a fact, not a hollow report)."""
+    from sk_analytics.cli import cli
+    from sk_analytics.cli._base import run_cli
+
+    (tmp_path / "root" / "sessions" / "not-a-session").mkdir(parents=True)
+    out = tmp_path / "out"
+    assert run_cli(cli, "sk-analyze", ["campaign", str(tmp_path / "root"), "--lang", "en", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"sk-analyze: error: {tmp_path / 'root' / 'sessions'}: no session folder: the campaign "
+                                       "holds no session to report on (expected sessions/session=<name>/ folders written by "
+                                       "sk-run campaign)\n")
+    assert not out.exists()
+    (tmp_path / "root" / "sessions" / "session=a-1").mkdir()
+    assert run_cli(cli, "sk-analyze", ["campaign", str(tmp_path / "root"), "--lang", "en", "--out", str(out)]) == 0
+    assert "| a-1 | — | unfinished | — |" in (out / "CAMPAIGN_REPORT.md").read_text(encoding="utf-8")

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import polars as pl
 
+from sk_analytics.campaign.layout import SESSION_KEY, SESSIONS_DIR
 from sk_analytics.campaign.options import STATUSES, option_summary, settled_entries
 from sk_analytics.campaign.tables import session_folders
+from sk_analytics.errors import InputError
 from sk_analytics.files.atomic import write_text
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.markdown import table
@@ -108,6 +110,9 @@ def write_campaign_report(root: str | Path, lang: str = "zh", out: str | Path | 
     """Write ``CAMPAIGN_REPORT.md`` and ``campaign-report.html`` (into ``out``, default the campaign root)."""
     root = Path(root)
     lang = "en" if lang == "en" else "zh"
+    if not session_folders(root):  # a report of no session would say nothing: refused, not written
+        raise InputError(root / SESSIONS_DIR, "no session folder: the campaign holds no session to report on",
+                         expected=f"{SESSIONS_DIR}/{SESSION_KEY}=<name>/ folders written by sk-run campaign")
     entries = settled_entries(root)
     summary = option_summary(entries)
     markdown = render_markdown(root, summary, lang)
