@@ -192,6 +192,29 @@ def test_truncated_sk_prof_blocks_children_and_is_reported(tmp_path: Path) -> No
     assert result["repair"]["proposed"] is False
 
 
+def test_a_side_whose_trace_recorded_no_event_is_refused_and_nothing_written(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The candidate's sk_prof is the empty trace [{}]: every SK was 'insufficient evidence', no repair (exit 1) and
+    the candidate's tables of no rows and an empty track were written. Refused by name instead (exit 2), nothing written."""
+    base = collect(tmp_path, BASELINE_PROFILE, O0, network="dcci-neutral", seed=1)
+    cand = collect(tmp_path, CANDIDATE_PROFILE, DISABLE_ALL, network="dcci-neutral", seed=2, finalize_root=False)
+    prof = next(cand.glob("sk_meta/*/sk_*_device_*.json"))
+    prof.write_text("[{}]\n", encoding="utf-8")
+    now = time.time_ns()
+    finalize(tmp_path / CANDIDATE_PROFILE / "session.json", source_revision="rev-1", config=DISABLE_ALL,
+             control={"sk_prof_kb": 1024}, workload=WORKLOAD,
+             producer=ProducerInfo(os.getpid(), now - 1000, now, command_fingerprint(["sim"])), require_sk_prof=True)
+    out = tmp_path / "out"
+    code = run_cli(cli, "sk-analyze", ["dcci-diff", "--baseline", str(base), "--candidate", str(cand), "--json-out", str(out / "d.json"),
+                                       "--report-md", str(out / "d.md"), "--tables-out", str(out / "t"), "--trace-out", str(out / "t.json")])
+    [line] = capsys.readouterr().err.splitlines()
+    assert code == 2 and line == (f"sk-analyze: error: {prof}: no SK event, the empty trace [{{}}] or one cut before its first record: "
+                                  "SK time profiling recorded no launch; nothing was written (expected 'X' events of SK launches "
+                                  "before the closing {}, formats.md §3: a workload that launches SKs, profiled with "
+                                  "ASCEND_PROF_SK_ON=<KB per core>)"), line
+    assert not out.exists()
+
+
 def test_given_disable_all_config_must_be_the_candidates(tmp_path: Path) -> None:
     base = collect(tmp_path, BASELINE_PROFILE, O0, network="dcci-neutral", seed=1)
     cand = collect(tmp_path, CANDIDATE_PROFILE, DISABLE_ALL, network="dcci-neutral", seed=2)

@@ -138,19 +138,19 @@ def test_a_duplicated_step_names_the_rank_whose_log_holds_it(tmp_path: Path, mon
 
 
 @pytest.mark.parametrize(("counts", "repeats", "iterations", "status", "needle"), [
-    ([65, 64], [(1, 12)], None, "bad_logs", "rank 0 logged a step twice: log_0.log:12 repeats line 11"),
+    ([65, 64], [(1, 12), None], None, "bad_logs", "rank 0 logged a step twice: log_0.log:12 repeats line 11"),
     ([64, 65], [None, (1, 40)], None, "bad_logs", "rank 1 logged a step twice: log_1.log:40 repeats line 39"),
     ([64, 64, 66], [None, None, (2, 3)], None, "bad_logs", "rank 2 logged a step twice: log_2.log:3 repeats line 2"),
-    ([65, 64], [(1, 12)], 64, "bad_logs", "rank 0 logged a step twice: log_0.log:12 repeats line 11"),
+    ([65, 64], [(1, 12), None], 64, "bad_logs", "rank 0 logged a step twice: log_0.log:12 repeats line 11"),
     # repeats that are not the samples too many: equal values, not a proven duplicate; the counts decide as before
-    ([64, 20], [(63, 2)], None, "crash", "ended early: rank 1 (log_1.log: 20 decode samples), expected 64"),
-    ([66, 64], [(1, 12)], None, "crash", "ended early: rank 1 (log_1.log: 64 decode samples), expected 66"),
-    ([66, 64], [(1, 12)], 64, "bad_logs", "log_0.log has 66 decode samples, expected exactly 64"),
+    ([64, 20], [(63, 2), (19, 2)], None, "crash", "ended early: rank 1 (log_1.log: 20 decode samples), expected 64"),
+    ([66, 64], [(1, 12), None], None, "crash", "ended early: rank 1 (log_1.log: 64 decode samples), expected 66"),
+    ([66, 64], [(1, 12), None], 64, "bad_logs", "log_0.log has 66 decode samples, expected exactly 64"),
 ])
 def test_duplicated_step_counts(counts: list[int], repeats: list[tuple[int, int] | None], iterations: int | None,
                                 status: str, needle: str) -> None:
     logs = {Path(f"log_{rank}.log"): n for rank, n in enumerate(counts)}
-    found = {path: None if r is None else Repeats(r[0], r[1], "10.010") for path, r in zip(logs, repeats + [None] * len(counts))}
+    found = {path: None if r is None else Repeats(r[0], r[1], "10.010") for path, r in zip(logs, repeats, strict=True)}
     problem = sample_count_problem(logs, Control(ranks=len(counts), iterations=iterations, warmup=4), found)
     assert problem is not None and problem[0] == status and needle in render(problem[1], "en"), problem
     said = render(problem[1], "zh")

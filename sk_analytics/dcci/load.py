@@ -35,6 +35,7 @@ from sk_analytics.dcci.ingested import ingested_events
 from sk_analytics.dcci.occurrences import EVENT_COLUMNS
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.discover import hollow_refusal
 from sk_analytics.ingest.fused_nodes import parse_fused_nodes
 from sk_analytics.ingest.graph_dump import parse_graph_dump
 from sk_analytics.ingest.sk_prof import FILE_NAME as SK_PROF_NAME, sk_prof_events
@@ -66,13 +67,15 @@ def _parse_all(
     return frames
 
 
-def _spill_events(files: Iterable[Path], process: str, root: Path, warnings: list[str], spill: Path) -> list[Path]:
+def _spill_events(files: Iterable[Path], process: str, root: Path, warnings: list[str], spill: Path, empty: list[Path]) -> list[Path]:
     """Parse each sk_prof file's :data:`EVENT_COLUMNS` and write them, process-tagged, to ``spill``
-    (Arrow IPC, uncompressed); returns the file paths."""
+    (Arrow IPC, uncompressed); returns the file paths. A file without an event goes to ``empty``."""
     paths = []
     for path in files:
         frame, parsed_warnings = sk_prof_events(path, root=root, columns=[c for c in EVENT_COLUMNS if c != "process"])
         warnings.extend(parsed_warnings)
+        if not frame.height:
+            empty.append(path)
         target = spill / f"events-{process}-{path.stem}.arrow"
         frame.with_columns(pl.lit(process, dtype=pl.Utf8).alias("process")).select(EVENT_COLUMNS).write_ipc(target)
         paths.append(target)
@@ -106,12 +109,13 @@ def load_side(
     markers: list[pl.DataFrame] = []
     symbols: list[pl.DataFrame] = []
     truncated: set[str] = set()
+    empty: list[Path] = []
     for folder in folders:
         process = folder.name
         prof_files = prof[process]
         before = len(warnings)
         if spill is not None:  # nothing reused
-            events[process] = _spill_events(prof_files, process, root, warnings, Path(spill.name))
+            events[process] = _spill_events(prof_files, process, root, warnings, Path(spill.name), empty)
         elif reused is not None:
             warnings += [w for path in prof_files for w in reused.warnings[relative_source(path, root)]]
         if any(TRUNCATION_WORD in w for w in warnings[before:]):
@@ -129,6 +133,8 @@ def load_side(
     if not files:
         raise InputError(root, f"no sk_prof_device_<id>.json under {SK_META}/<pid>/",
                          expected="a profile collected with ASCEND_PROF_SK_ON=<KB>")
+    if empty:  # a rank whose trace recorded nothing has no SK to compare: its empty side is no diff, no table, no track
+        raise hollow_refusal(empty)
     return SideInput(
         root=root,
         events=reused.events if reused is not None else pl.scan_ipc([p for paths in events.values() for p in paths]),

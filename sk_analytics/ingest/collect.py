@@ -26,7 +26,7 @@ import polars as pl
 
 from sk_analytics.errors import InputError, UsageError
 from sk_analytics.ingest.base import ParseResult, relative_source
-from sk_analytics.ingest.discover import KINDS, Artifact, default_partition, discover
+from sk_analytics.ingest.discover import KINDS, Artifact, default_partition, discover, hollow_refusal
 from sk_analytics.ingest.sources import SOURCED_TABLES, SourceRecord, encode_sources, source_record
 from sk_analytics.schema import TABLES
 from sk_analytics.tables import TableStream, write_table
@@ -235,7 +235,7 @@ def _ingest(
             if table in SOURCED_TABLES:
                 sources.setdefault((table, tuple(partition.items())), {})[rel] = source_record(artifact.path, warnings, (hashes or {}).get(rel))
         if hollow:
-            raise _refusal(hollow)
+            raise hollow_refusal([a.path for a in hollow])
         for key, rows_of in sorted(groups.items()):
             metadata = encode_sources(sources[key]) if key in sources else None
             report.written.append(rows_of.write(metadata))
@@ -247,19 +247,6 @@ def _ingest(
             rows_of.discard()
         raise
     return report
-
-
-def _refusal(hollow: list[Artifact]) -> InputError:
-    """Bad input naming every artifact that gave no row: a table file of no rows would claim what its
-    sources do not hold, and a run partition short of one rank's log would read as if the run had one
-    rank less, so nothing is written. Several: each on a line of its own, then one line that counts them."""
-    lines = [InputError(a.path, f"{a.kind.hollow}; nothing was written", expected=a.kind.holds) for a in hollow]
-    if len(lines) == 1:
-        return lines[0]
-    error = InputError(hollow[0].path, f"this and {len(hollow) - 1} more file(s) hold no row (each listed above); nothing was written",
-                       expected="every file that ingest reads to hold rows of its table")
-    error.details = tuple(line.one_line() for line in lines)
-    return error
 
 
 __all__ = ["KINDS", "FileRead", "IngestReport", "ingest_path", "ingest_run_dir", "parse_artifact", "stream_artifact"]

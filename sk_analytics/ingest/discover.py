@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sk_analytics.contract.scan import MANIFEST_NAME, MARKER_NAME
+from sk_analytics.errors import InputError
 
 COLLECTION_FILES = (MANIFEST_NAME, MARKER_NAME)
 """Files that mark the root of one profile collection."""
@@ -111,6 +112,26 @@ class Artifact:
 def kind_of(path: Path) -> ArtifactKind | None:
     """The artifact kind of ``path`` (by name and, for rank logs, its folder)."""
     return next((kind for kind in KINDS if kind.matches(path)), None)
+
+
+def hollow_refusal(paths: list[Path]) -> InputError:
+    """Bad input naming every artifact in ``paths`` that gave no row, with what its kind lacks and must hold
+    (:attr:`ArtifactKind.hollow`, :attr:`ArtifactKind.holds`). A table or a diff of no rows would claim what
+    its sources do not hold, and a run short of one rank's log would read as a run of one rank less, so the
+    command writes nothing. Several: each on a line of its own, then one line that counts them."""
+    def line(path: Path) -> InputError:
+        kind = kind_of(path)
+        if kind is None:
+            raise ValueError(f"{path} is no artifact")
+        return InputError(path, f"{kind.hollow}; nothing was written", expected=kind.holds)
+
+    lines = [line(path) for path in paths]
+    if len(lines) == 1:
+        return lines[0]
+    error = InputError(paths[0], f"this and {len(paths) - 1} more file(s) hold no row (each listed above); nothing was written",
+                       expected="every file that is read to hold rows of its table")
+    error.details = tuple(each.one_line() for each in lines)
+    return error
 
 
 def discover(root: Path, *, skip: tuple[Path, ...] = ()) -> list[Artifact]:

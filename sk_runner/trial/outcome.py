@@ -158,18 +158,19 @@ def sample_count_problem(counts: dict[Path, int], control: Control,
     found = repeats or {}
     if control.iterations is None:
         low = min(counts.values())
-        above = {path: n for path, n in counts.items() if n > low}
-        if above and all((r := found.get(path)) is not None and r.count == n - low for path, n in above.items()):
-            path, n = next(iter(above.items()))
-            return "bad_logs", _duplicated(path, n, low, coded("logs.why_others"), found[path])
+        above = [(path, n, found.get(path)) for path, n in counts.items() if n > low]
+        explained = [(path, n, r) for path, n, r in above if r is not None and r.count == n - low]
+        if above and len(explained) == len(above):
+            path, n, repeated = explained[0]
+            return "bad_logs", _duplicated(path, n, low, coded("logs.why_others"), repeated)
     expected = control.iterations if control.iterations is not None else max(counts.values())
     why = coded("logs.why_iterations", n=control.iterations) if control.iterations is not None else coded("logs.why_others")
     over = [(path, n) for path, n in counts.items() if n > expected]
     if over:
         path, n = over[0]
-        repeated = found.get(path)
-        if repeated is not None and repeated.count == n - expected:
-            return "bad_logs", _duplicated(path, n, expected, why, repeated)
+        over_repeats = found.get(path)
+        if over_repeats is not None and over_repeats.count == n - expected:
+            return "bad_logs", _duplicated(path, n, expected, why, over_repeats)
         return "bad_logs", coded("logs.over", file=path.name, n=n, expected=expected, why=why)
     short = [coded("logs.short_rank", rank=rank_of(path), file=path.name, n=n) for path, n in counts.items() if n < expected]
     if short:
