@@ -191,6 +191,19 @@ def test_an_append_never_follows_a_link(tmp_path: Path) -> None:
     assert info.value.errno == errno.ELOOP and target.read_text() == ""
 
 
+def test_ledger_show_of_an_empty_ledger_is_refused_as_verify_refuses_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An emptied ledger printed nothing and exited 0 (a history of no event); `verify` names it, `show` now alike."""
+    from sk_analytics.cli import cli
+
+    empty = tmp_path / "ledger.jsonl"
+    empty.write_bytes(b"")
+    for argv in (["ledger", "show", str(empty)], ["ledger", "show", "--json", str(tmp_path)]):
+        assert run_cli(cli, "sk-analyze", argv) == 2
+        said = capsys.readouterr()
+        assert said.out == "" and said.err == (f"sk-analyze: error: {empty}: rule identity: the ledger holds no records: "
+                                               "nothing to show (emptied, or not a session)\n")
+
+
 def test_ledger_show_names_the_file_that_fails_verification(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from sk_analytics.cli import cli
     from sk_analytics.ledger.chain import Ledger

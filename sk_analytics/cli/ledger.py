@@ -109,8 +109,12 @@ def hand_over_cmd(session_or_file: str, next_key: str) -> int:
 def show(session_or_file: str, as_json: bool) -> int:
     """Print the session's history, one record a line (verification problems are flagged)."""
     path = resolve_ledger_path(session_or_file)
+    records = raw_records(path)
+    if not records and path.is_file() and not path.read_bytes().strip():  # no line at all: printing nothing with exit 0 would read as a
+        # history of no event (`verify` refuses it alike); lines that are no record are flagged by the verification below
+        raise IntegrityError(f"{path}: rule identity: the ledger holds no records: nothing to show (emptied, or not a session)")
     report = verify_ledger(path)
-    for record in raw_records(path):
+    for record in records:
         if as_json:
             click.echo(json.dumps({**record.body(), "hash": record.hash}, ensure_ascii=False, sort_keys=True))
         else:
