@@ -315,3 +315,58 @@ def test_a_line_of_exactly_1_mib_is_read_by_every_command(tmp_path: Path, capsys
     capsys.readouterr()
     timings = pl.read_parquet(tmp_path / "d" / "timings" / "**" / "*.parquet")
     assert timings.height == 5 * 2 * 3 + 1 and timings.filter(pl.col("value_text") == "2", pl.col("rank") == 1).height == 5 + 1
+
+
+EMPTY_GRAPH = json.dumps({"version": "1", "modelId": 1, "deviceId": 0, "totalStreams": 1, "totalNodes": 0,
+                          "streams": [{"streamIdxInGraph": 0, "nodeCount": 0, "nodes": []}]})
+
+
+@pytest.mark.parametrize(("relative", "text", "says"), [
+    ("O1/run-1/log_1.log", "", "no timing line: the log holds no sample of its rank"),  # a 0-byte log
+    ("O1/run-1/log_1.log", "[default1]:loading\r\n[default1]:step done\r\n", "no timing line"),  # torchrun prefix, CRLF
+    ("prof/kernel_details.csv", "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim\n",
+     "no data rows (header only): the profiler exported no kernel"),
+    ("prof/sk_meta/7/sk_prof_device_0.json", "[{}]\n", "no SK event, the empty trace [{}]"),
+    ("prof/sk_meta/7/model_1_1/sk_fused_nodes.log", "[INFO] nothing fused\n", "no fused SK"),
+    ("prof/sk_meta/7/model_1_1/super_kernel.log", "", "no SK marker"),
+    ("prof/sk_meta/7/model_1_1/sk_graph_origin.json", EMPTY_GRAPH, "no kernel symbol"),
+])
+def test_a_file_that_gives_no_row_is_refused_by_name_and_nothing_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], relative: str, text: str, says: str) -> None:
+    """One such file beside files with rows (rank 0's log): exit 2, one line naming it, what it lacks and what it
+    must hold; no table of the others is written either (a run short of a rank would read as one rank less)."""
+    src = tmp_path / "src"
+    write_rank_logs(src / "O1" / "run-1", 1, [["10.5", "10.25"]])
+    path = src / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+    out = tmp_path / "out"
+    assert run_cli(cli, "sk-analyze", ["ingest", str(src), "--out", str(out)]) == 2
+    said = capsys.readouterr()
+    [line] = said.err.splitlines()
+    kind = kind_of(path)
+    assert kind is not None and line == f"sk-analyze: error: {path}: {kind.hollow}; nothing was written (expected {kind.holds})"
+    assert says in line and said.out == "" and not out.exists()
+
+
+def test_every_empty_rank_log_of_a_run_is_named_then_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A whole run without a timing line: each log named on its own line, then one line counting them (exit 2)."""
+    run = tmp_path / "src" / "O1" / "run-1"
+    run.mkdir(parents=True)
+    for rank in range(3):
+        (run / f"log_{rank}.log").write_text(f"rank {rank} started\n", encoding="utf-8")
+    assert run_cli(cli, "sk-analyze", ["ingest", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": no timing line")[0] for line in lines[:3]] == [f"sk-analyze: error: {run / f'log_{r}.log'}" for r in range(3)]
+    assert lines[3] == (f"sk-analyze: error: {run / 'log_0.log'}: this and 2 more file(s) hold no row (each listed above); nothing "
+                        "was written (expected every file that is read to hold rows of its table)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_log_of_a_prefill_line_only_holds_a_sample_and_is_ingested(tmp_path: Path) -> None:
+    """Its row is what it claims; option-trial refuses the run later for having no decode sample after warm-up."""
+    run = tmp_path / "src" / "O1" / "run-1"
+    run.mkdir(parents=True)
+    (run / "log_0.log").write_text("Inference time (prefill): 120.5 ms\n", encoding="utf-8")
+    report = ingest_path(tmp_path / "src", tmp_path / "out")
+    assert report.rows_by_table() == {"timings": 1} and pl.read_parquet(report.written[0])["phase"].to_list() == ["prefill"]

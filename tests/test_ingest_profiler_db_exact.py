@@ -14,6 +14,7 @@ import pytest
 from real_samples import REAL_DB, needs_real
 
 from sk_analytics.contract.roles import classify
+from sk_analytics.errors import InputError
 from sk_analytics.ingest import ingest_path
 from sk_analytics.ingest.kernel_details import parse_kernel_details
 from sk_analytics.ingest.profiler_db import exact_us, parse_profiler_db
@@ -128,7 +129,11 @@ def test_other_db_names_are_not_profiler_exports() -> None:
 
 
 @needs_real
-def test_db_without_tasks_is_a_warning_naming_the_file(tmp_path: Path) -> None:
+def test_db_without_tasks_is_a_parser_warning_and_refused_by_ingest(tmp_path: Path) -> None:
     path = msprof_copy(tmp_path, "DELETE FROM COMPUTE_TASK_INFO", "DELETE FROM COMMUNICATION_OP")
     result = parse_profiler_db(path)
     assert result.rows == 0 and result.warnings == [f"{path}: no compute tasks or communication ops: the kernels table gets nothing from it"]
+    with pytest.raises(InputError) as refused:  # a kernels table of no row would claim a profile without kernels
+        ingest_path(path, tmp_path / "out")
+    assert refused.value.path == str(path) and refused.value.message.startswith("no compute tasks or communication ops")
+    assert not (tmp_path / "out").exists()
