@@ -3,7 +3,11 @@
 
 All files are parsed before any table file is put in place, so bad input (an
 :class:`~sk_analytics.errors.InputError` naming the file and line) leaves the
-output folder untouched. Several files of one table in one partition (the 8
+output folder untouched. A file that gives no row (a rank log without a timing
+line, a header-only kernel_details.csv, the empty trace ``[{}]`` …) is bad input
+too, every such file named (:func:`~sk_analytics.ingest.discover.hollow_refusal`):
+a table of no rows, or a run short of one rank's log, would claim what the
+sources do not hold. Several files of one table in one partition (the 8
 rank logs of a run, the sk_prof traces of several devices) go into one file.
 
 Memory follows a row group, not the logs: a rank log is parsed a batch at a
