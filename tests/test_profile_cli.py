@@ -28,6 +28,7 @@ def test_complete_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert run_cli(cli, "sk-run", [*_args(tmp_path, "ok")[:-4], "--json", *_args(tmp_path, "ok")[-4:]]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["status"] == "complete" and result["iterations"] == 12
+    assert result["ingest"] is None  # --no-ingest: nothing ingested, said as null (never {}, an ingest that found nothing)
     assert result["root"].endswith("experiments/Sbest/DCCI/diag/candidate_profile/attempt-1")
 
 

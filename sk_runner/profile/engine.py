@@ -186,8 +186,9 @@ class ProfileResult:
     reason: str
     reason_zh: str
     attempts: tuple[AttemptRecord, ...]
-    ingest: dict[str, Any] = field(default_factory=dict)
-    """Rows per Parquet table and files written by the ingest of the complete collection."""
+    ingest: dict[str, Any] | None = None
+    """Rows per Parquet table and files written by the ingest of the complete collection; None when nothing was
+    ingested (``--no-ingest``, a blocked collection): ``{}`` would read as an ingest that found nothing."""
 
     @property
     def ok(self) -> bool:
@@ -370,7 +371,7 @@ def _collect(spec: ProfileSpec, progress: ProgressFn | None, lease: HeldLease | 
     def done(status: str, reason: str, reason_zh: str, ingested: dict[str, Any] | None = None) -> ProfileResult:
         last = attempts[-1]
         return ProfileResult(status, spec.role, spec.round, last.root, last.manifest_fingerprint, last.iterations,
-                             reason, reason_zh, tuple(attempts), ingested or {})
+                             reason, reason_zh, tuple(attempts), ingested)
 
     while iterations is not None and len(attempts) < spec.max_attempts:
         attempt = collector.attempt(iterations)
@@ -380,7 +381,7 @@ def _collect(spec: ProfileSpec, progress: ProgressFn | None, lease: HeldLease | 
             return done("blocked", attempt.reason, attempt.reason_zh)
         if attempt.status == "complete":
             try:
-                ingested = _ingest(spec, Path(attempt.root)) if spec.ingest else {}
+                ingested = _ingest(spec, Path(attempt.root)) if spec.ingest else None
             except InputError as exc:
                 return done("blocked", *_both("profile.not_ingested", detail=exc.one_line()))
             return done("complete", attempt.reason, attempt.reason_zh, ingested)
