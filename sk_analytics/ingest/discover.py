@@ -50,8 +50,8 @@ class ArtifactKind:
     """``module:function`` with signature ``(path, *, root) -> ParseResult``."""
     matches: Callable[[Path], bool]
     hollow: str
-    """What a file of this kind that gives no row lacks: ``ingest`` refuses it by name (exit 2)
-    instead of writing a table that holds nothing (:func:`~sk_analytics.ingest.collect.ingest_path`)."""
+    """What a file of this kind that gives no row lacks: ``ingest`` (and ``dcci-diff``, of a trace) refuses it
+    by name (exit 2, :func:`hollow_refusal`) instead of writing a table that holds nothing."""
     holds: str
     """What a file of this kind must hold to give rows (the ``expected`` of that refusal)."""
     stream: str | None = None
