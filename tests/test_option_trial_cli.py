@@ -121,6 +121,10 @@ def test_stability_exit_codes(capsys, folders, tmp_path: Path) -> None:
     [
         (lambda t: write_candidate(t / "c", [{0: ["1", "2", "3"]}]), "run-1: found 1 rank logs (expected 2"),
         (lambda t: write_candidate(t / "c", [{0: ["1", "2", "3"], 1: ["1", "2"]}]), "log_1.log: no decode samples remain after warmup=2"),
+        # a log without any timing line is named as ingest names it, not as a rank short of decode samples
+        (lambda t: write_candidate(t / "c", [{0: ["1", "2", "3"], 1: []}]),
+         "c/run-1/log_1.log: no timing line: the log holds no sample of its rank; nothing was written (expected at least one "
+         "'Inference time (decode|prefill): <value> ms' line"),
         (lambda t: (t / "c").mkdir() or t / "c", "no run-* folders found"),
         (lambda t: write_candidate(t / "c", [{0: ["1", "2", "3"], 1: ["1", "2", "3..4"]}]), "log_1.log:6: timing value '3..4' is not a decimal number"),
     ],

@@ -230,3 +230,19 @@ def test_a_ten_million_line_rank_log_is_read_within_300_mb(tmp_path: Path) -> No
     result = json.loads(out.read_text())
     assert result["baseline"]["runs"][0]["decode"]["count"] == 10_000_000 - 8
     assert result["baseline"]["runs"][1]["decode"]["count"] == 10_000 - 8
+
+
+@pytest.mark.parametrize("count_rows", [50, 1_000_000])
+def test_logs_without_a_timing_line_are_each_named_by_both_readers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   count_rows: int) -> None:
+    """Counted (COUNT_ROWS 50) or not, every log without a timing line is named, as ingest names it."""
+    monkeypatch.setattr(timings, "COUNT_ROWS", count_rows)
+    folder = write_candidate(tmp_path / "c", [{0: ["10.5"] * 40, 1: []}, {0: ["10.5"] * 40, 1: ["10.5"] * 40}, {0: [], 1: ["10.5"] * 40}])
+    for read in (timings.read_candidate, timings.read_candidate_counts):
+        with pytest.raises(InputError) as refused:
+            read(folder, expected_ranks=2, warmup=8)
+        assert refused.value.path == str(folder / "run-1" / "log_1.log")
+        assert refused.value.message.startswith("this and 1 more file(s) hold no row")
+        assert [line.split(": ")[0] for line in refused.value.details] == [str(folder / "run-1" / "log_1.log"),
+                                                                           str(folder / "run-3" / "log_0.log")]
+        assert all(": no timing line: the log holds no sample of its rank;" in line for line in refused.value.details)

@@ -35,6 +35,7 @@ import polars as pl
 
 from sk_analytics.errors import InputError, display_path
 from sk_analytics.ingest.base import ParseResult, relative_source
+from sk_analytics.ingest.discover import hollow_refusal
 from sk_analytics.ingest.rank_log_defaults import DEFAULT_EXPECTED_RANKS, DEFAULT_WARMUP
 from sk_analytics.ingest.text_stream import Piece, pieces
 from sk_analytics.schema import IN_WARMUP, TIMINGS, WEIGHT
@@ -374,8 +375,8 @@ def read_candidate(
     """
     logs = _candidate_logs(Path(folder), expected_ranks, warmup, root)
     frame = _parse_logs(logs)
-    decode = frame.lazy().filter(pl.col("phase") == "decode").group_by("file_id").len().collect()
-    _refuse_starved(logs, dict(decode.iter_rows()), warmup)
+    counts = frame.lazy().group_by("file_id").agg(pl.len().alias("all"), (pl.col("phase") == "decode").sum().alias("decode")).collect()
+    _refuse_starved(logs, dict(zip(counts["file_id"], counts["decode"], strict=True)), warmup, set(counts["file_id"]))
     frame.drop_in_place("file_id")  # in place: `drop` would copy every (chunked) column
     return frame
 
@@ -415,7 +416,8 @@ def read_candidate_counts(
         rows += frames[-1].height
         if rows >= COUNT_ROWS:
             counted, frames, rows = _count(counted, frames, warmup), [], 0
-    _refuse_starved(logs, {file_id: n for (file_id, is_decode), n in counter.seen.items() if is_decode}, warmup)
+    _refuse_starved(logs, {file_id: n for (file_id, is_decode), n in counter.seen.items() if is_decode}, warmup,
+                    {file_id for file_id, _ in counter.seen})
     if counted is None:
         frame = pl.concat(frames or [_parse_batch(logs, [], counter)], rechunk=False)
         frame.drop_in_place("file_id")
@@ -477,8 +479,13 @@ def _candidate_logs(folder: Path, expected_ranks: int, warmup: int, root: Path |
     return logs
 
 
-def _refuse_starved(logs: list[RankLog], decode_counts: dict[int, int], warmup: int) -> None:
-    """The first log (by ``file_id``) with no decode sample after ``warmup`` is bad input."""
+def _refuse_starved(logs: list[RankLog], decode_counts: dict[int, int], warmup: int, sampled: set[int]) -> None:
+    """Logs without any timing line (``file_id`` not in ``sampled``) are bad input, each named as ``ingest``
+    names them (:func:`~sk_analytics.ingest.discover.hollow_refusal`); then the first log (by ``file_id``) with
+    no decode sample after ``warmup``."""
+    hollow = [log.path for file_id, log in enumerate(logs) if file_id not in sampled]
+    if hollow:
+        raise hollow_refusal(hollow)
     for file_id, log in enumerate(logs):
         n = decode_counts.get(file_id, 0)
         if n <= warmup:
