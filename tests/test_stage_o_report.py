@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sk_analytics.report.render import (
     RoundInfo,
     SessionView,
@@ -130,6 +132,26 @@ def test_slower_sks_grouped_by_structure(tmp_path: Path) -> None:
     assert md.count("| moe · A→") == 2  # one row per slower structure, none for the neutral one
     html = render_reports(_view(tmp_path, dcci_diff={"sks": sks, "repair": {}}), "zh")[1]
     assert html.count("<svg") == 2 and html.count("<details>") == 2
+
+
+def test_the_sk_figure_words_the_classes_from_the_catalog_in_both_languages(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figure's legend, tooltips and table word each DCCI class from the catalogs (``dcci.class.*``), in zh and en:
+    a catalog wording is what the reader sees, never the code (the English figure made it from the code,
+    ``significantly_slower`` -> "significantly slower", beside the catalog)."""
+    import sk_analytics.messages as messages
+
+    real = messages.template
+
+    def template(msg_id: str, lang: str) -> str:  # a catalog whose English wording is not the code with spaces
+        return f"«{lang}-{msg_id.removeprefix('dcci.class.').replace('_', '+')}»" if msg_id.startswith("dcci.class.") else real(msg_id, lang)
+
+    monkeypatch.setattr(messages, "template", template)
+    sks = [_sk(0, "G", 0, "significantly_slower", 50.0), _sk(1, "N", 0, "neutral", -1.0)]
+    for lang in ("zh", "en"):
+        html = render_reports(_view(tmp_path, dcci_diff={"sks": sks, "repair": {}}), lang)[1]
+        assert f"«{lang}-significantly+slower»" in html and f"«{lang}-neutral»" in html
+        assert "significantly slower" not in html and "significantly_slower" not in html
 
 
 def test_english_report_has_no_chinese_text(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from sk_analytics.lazy_module import lazy_module
-from sk_analytics.messages import Messages
+from sk_analytics.messages import Messages, tables
 
 special = lazy_module("scipy.special")
 """``ndtr`` for the Mann-Whitney tail: imported on first use, after the traces were read (0.16 s, ~30 MB)."""
@@ -50,8 +50,11 @@ SLOWER: Final = "significantly_slower"
 FASTER: Final = "significantly_faster"
 NEUTRAL: Final = "neutral"
 INSUFFICIENT: Final = "insufficient_evidence"
-CLASS_ZH: Final[Mapping[str, str]] = Messages("dcci.class.", "zh")
-"""The Chinese name of each class (``dcci.class.*`` of the catalogs, worded when read, not at import)."""
+CLASS_WORDS: Final[Mapping[str, Messages]] = tables("dcci.class.")
+"""Each class in words, per language (``dcci.class.*`` of the catalogs, worded when read, not at import): what a
+reader sees of a class code wherever it is rendered (the JSON and the one-line summary keep the code)."""
+CLASS_ZH: Final[Mapping[str, str]] = CLASS_WORDS["zh"]
+"""The Chinese name of each class (a diff's ``class_zh``)."""
 
 
 def robust_stats(samples: pl.LazyFrame, keys: Sequence[str], value: str = "value_us") -> pl.LazyFrame:

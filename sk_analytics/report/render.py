@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sk_analytics.dcci.classify import CLASS_ZH
+from sk_analytics.dcci.classify import CLASS_WORDS
 from sk_analytics.dcci.groups import group_sks
 from sk_analytics.explore.runsets import ALL_CLEAN, GATE, gate_decisions, gate_sides, round_metric
 from sk_analytics.explore.stage_o import (
@@ -345,9 +345,9 @@ def report_figures(view: SessionView, lang: str) -> dict[str, str]:
     """The HTML figures keyed by their Markdown marker name."""
     t = TEXT[lang]
     reference = (round_metric(view, O0, ALL_CLEAN) or {}).get("mean_ms")  # O0's five-run mean, the dashed line
-    classes = CLASS_ZH if lang == "zh" else {k: k.replace("_", " ") for k in CLASS_ZH}
     groups = group_sks((view.dcci_diff or {}).get("sks") or [])
-    return {"run-metrics": svg_run_metrics(run_columns(view, lang), t, reference), "sk-deltas": svg_sk_deltas(groups, t, classes)}
+    return {"run-metrics": svg_run_metrics(run_columns(view, lang), t, reference),
+            "sk-deltas": svg_sk_deltas(groups, t, CLASS_WORDS[lang])}
 
 
 
