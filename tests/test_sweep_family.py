@@ -566,6 +566,109 @@ def test_a_sweep_killed_after_the_failed_added_run_is_recorded_resumes_to_the_sa
     assert_settled_failed_on_the_added_run(root, lines, "family")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("gate", "kill"), [("sequential", "after_the_result"), ("family", "after_the_seal")])
+def test_a_sweep_killed_between_the_failed_added_run_and_its_record_settles_it_without_retrying(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gate: str, kill: str) -> None:
+    """Killed after the gate's added run 4 of O1 failed and its scene was sealed, before its ``gate_extension`` record
+    (``after_the_result``: the trial returned the failure, its run folder set aside; ``after_the_seal``: right after the
+    scene, the folder still in CLEAN/): the resumed gate finds the sealed scene and records the failure the first life
+    would have recorded (kind, words, scene; the message names the set-aside folder), and the entry settles ``failed``.
+    Before, it made run 4 again: here that run succeeds (the crash was the first life's), so the gate decided a round
+    that had failed a clean run."""
+    import sk_runner.sweep.executor as executor
+    import sk_runner.trial.round as trial_round
+    from sk_analytics.messages import coded, render
+    from sk_runner.sweep.session import load_session
+    from sk_runner.trial import round_dir_of
+    from sk_runner.trial.state import TrialState
+
+    classify, run_trial, seal_scene = TrialState.classify, executor.run_trial, trial_round.seal_scene
+    returned: list[Any] = []
+
+    def result_then_killed(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = run_trial(spec, progress)
+        if spec.round == "O1" and result.status != "ok":
+            returned.append(result)
+            raise KeyboardInterrupt  # stands for the SIGKILL: nothing of sk-run records or tidies up after it
+        return result
+
+    def sealed_then_killed(round_dir, record):  # type: ignore[no-untyped-def]
+        folder = seal_scene(round_dir, record)
+        if (record.round, record.run) == ("O1", "run-4"):
+            raise KeyboardInterrupt
+        return folder
+
+    failing_run(monkeypatch, "O1", 4)
+    if kill == "after_the_result":
+        monkeypatch.setattr(executor, "run_trial", result_then_killed)
+    else:
+        monkeypatch.setattr(trial_round, "seal_scene", sealed_then_killed)
+    root, policy = tmp_path / "s", replace(FAST_POLICY, gate=gate)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, ENTRIES, noise=1.0, policy=policy, seed=SEED), say=lambda _: None)
+    assert not any(r.kind == "trial_result" and r.data["phase"] == "gate_extension" for r in read_records(root))
+    o1 = round_dir_of(root, "O1")
+    assert (o1 / "CLEAN" / "run-4").is_dir() == (kill == "after_the_seal")  # the failed run, not yet set aside
+    monkeypatch.setattr(TrialState, "classify", classify)  # run 4 made again would succeed now
+    monkeypatch.setattr(executor, "run_trial", run_trial)
+    monkeypatch.setattr(trial_round, "seal_scene", seal_scene)
+    lines: list[str] = []
+    outcome = run_sweep(load_session(root), say=lines.append, lang="en")
+    assert outcome is not None and outcome.outcome == "base"
+    assert_settled_failed_on_the_added_run(root, lines, gate)
+    records = read_records(root)
+    failure = next(r.data for r in records if r.kind == "trial_result" and r.data["phase"] == "gate_extension")["failure"]
+    [scene] = list((o1 / "FAILURE_SCENES").iterdir())  # run 4 was not made again: no second scene, no run-4 meta.json
+    assert failure["scene"] == scene.relative_to(root).as_posix() and not (o1 / "CLEAN" / "run-4").exists()
+    [aside] = list((o1 / "INCOMPLETE").iterdir())
+    if returned:  # what the uninterrupted gate records of the trial the first life returned
+        first = returned[0]
+        assert failure == {"stage": first.outcome, "message": first.message, "words": first.words,
+                           "scene": first.scene_dir.relative_to(root.resolve()).as_posix()}
+    words = json.loads((scene / "scene.json").read_text(encoding="utf-8"))["observable_failure"]["words"]
+    assert failure["words"] == coded("runner.in_run", run="run-4", message=words)
+    assert failure["message"] == f"run-4: {render(words, 'en')}" and failure["stage"] == "crash" and aside.name.startswith("run-4-")
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_between_a_failed_incumbent_extension_run_and_its_record_stops_as_it_would_have(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The family gate's extension of the incumbent fails at run 8 (runs 6 and 7 made) and the sweep is killed before
+    its ``incumbent_extension`` record: the resumed gate records the sealed failure with the runs the uninterrupted gate
+    counts (5 before it, 7 made: it counted the runs on disk, 7, as the runs before), and the session stops on it."""
+    import sk_runner.sweep.executor as executor
+    from sk_runner.sweep.session import load_session
+    from sk_runner.trial.state import TrialState
+
+    classify, run_trial, returned = TrialState.classify, executor.run_trial, []
+
+    def result_then_killed(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = run_trial(spec, progress)
+        if result.status != "ok":
+            returned.append(result)
+            raise KeyboardInterrupt  # stands for the SIGKILL after the scene was sealed, before the record
+        return result
+
+    failing_run(monkeypatch, "O0-INCUMBENT", 8)
+    monkeypatch.setattr(executor, "run_trial", result_then_killed)
+    root = tmp_path / "s"
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(small_session(root, ENTRIES, policy=POLICY), say=lambda _: None)
+    monkeypatch.setattr(TrialState, "classify", classify)  # run 8 made again would succeed now
+    monkeypatch.setattr(executor, "run_trial", run_trial)
+    outcome = run_sweep(load_session(root), say=lambda _: None)
+    assert outcome is not None and outcome.outcome == "stopped"
+    records = read_records(root)
+    ext = next(r.data for r in records if r.kind == "trial_result" and r.data["phase"] == "incumbent_extension")
+    assert (ext["runs_planned"], ext["runs_before"], ext["runs_total"], ext["runs_added"]) == (INCUMBENT, 5, 7, 2)
+    first = returned[0]
+    assert ext["failure"] == {"stage": first.outcome, "message": first.message, "words": first.words,
+                              "scene": first.scene_dir.relative_to(root.resolve()).as_posix()}
+    assert len(runs_per_round(root)["O0-INCUMBENT"]) == 7 and not any(r.kind == "gate_result" for r in records)
+    assert next(r.data for r in records if r.kind == "session_stopped")["reason"]["code"] == "reason.incumbent_extension_failed"
+
+
 def _discard_the_incumbents_last_extension_run(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Make the lease's proof report the incumbent's extension run ``run-INCUMBENT`` discarded (a foreign process on
     NPU 1, as the simulated registry names one); the sighting it reports."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -209,10 +209,10 @@ class Executor:
             design = self._family_design() if policy.gate == "family" else None
             noise = self._session_noise(a.round)
             if design is not None:
-                have = len(complete_runs(self.round_dir(a.baseline_round)))
                 extension = self._extend_incumbent(a, design.incumbent_runs)
                 if extension is not None and extension.status != "ok":
-                    return self._extension_failed(a, a.baseline_round, INCUMBENT_EXTENSION, extension, have, gate_round=a.round,
+                    return self._extension_failed(a, a.baseline_round, INCUMBENT_EXTENSION, extension,
+                                                  self._runs_before_gate(a.baseline_round), gate_round=a.round,
                                                   runs_planned=design.incumbent_runs)
                 incumbent_added = 0 if extension is None else len(extension.new_runs)
 
@@ -229,12 +229,12 @@ class Executor:
             summary = evaluate()
             cap = policy.incumbent_runs if design is None else design.cap
             if policy.gate == "sequential" or design is not None:
-                had = len(complete_runs(self.round_dir(a.round)))
                 key = "sequential_policy_evaluation" if design is None else "family_policy_evaluation"
                 summary, failed = self._extension_runs(a, summary, evaluate, key, cap)
                 if failed is not None:
                     made = self._round_trial(a.round)
-                    return self._extension_failed(a, a.round, GATE_EXTENSION, failed, had, base_round=made.get("base_round"),
+                    return self._extension_failed(a, a.round, GATE_EXTENSION, failed, self._runs_before_gate(a.round),
+                                                  base_round=made.get("base_round"),
                                                   changes=made.get("changes"), gate_mode=policy.gate, runs_cap=cap,
                                                   failed_run=len(failed.runs_completed) + 1)
             if design is not None:
@@ -358,15 +358,23 @@ class Executor:
                                      allowances=Allowances(policy.allow_p90_regression_pct, policy.allow_stddev_regression_pct),
                                      sequential_cap=policy.incumbent_runs, session_noise=noise)
 
-    def _round_trial(self, round_name: str) -> dict[str, Any]:
-        """The last ``trial_result`` record that made ``round_name`` (its identity: base round, changes, controls)."""
+    def _round_trial(self, round_name: str, phases: tuple[str, ...] | None = ("trial", "repair")) -> dict[str, Any]:
+        """The last ``trial_result`` record of ``round_name`` in one of ``phases`` (None: any): by default the one that
+        made the round (its identity: base round, changes, controls)."""
         from sk_analytics.ledger.chain import read_records
 
-        trial = next((r.data for r in reversed(read_records(self.root))
-                      if r.kind == "trial_result" and r.data.get("round") == round_name and r.data.get("phase") in ("trial", "repair")), None)
+        trial = next((r.data for r in reversed(read_records(self.root)) if r.kind == "trial_result" and r.data.get("round") == round_name
+                      and (phases is None or r.data.get("phase") in phases)), None)
         if trial is None:
             raise IntegrityError(f"{round_name}: the gate found no trial_result record of the round to repeat")
         return trial
+
+    def _runs_before_gate(self, round_name: str) -> int:
+        """The clean runs ``round_name`` had before a gate extended it: those its newest ``trial_result`` made (a gate's
+        extension is recorded only when it failed, and then no gate extends the round again). Read from the ledger,
+        not the round folder, so that a gate resumed after a kill in the middle of its extension counts as the
+        uninterrupted one does."""
+        return int(self._round_trial(round_name, None)["runs_total"])
 
     def _repeat_spec(self, round_name: str, top_up_to: int) -> TrialSpec:
         """The spec that adds clean runs to ``round_name`` (its recorded identity) up to ``top_up_to``."""
@@ -410,8 +418,10 @@ class Executor:
         }
 
     def _gate_trial(self, spec: TrialSpec) -> TrialResult:
-        """Clean runs the gate adds to ``spec.round``; the ones the lease's proof discarded go into the gate's record."""
-        result = run_trial(spec)
+        """Clean runs the gate adds to ``spec.round``; the ones the lease's proof discarded go into the gate's record. A
+        failed run whose scene an earlier life sealed before it was killed, its record unwritten, is the result again,
+        never retried (``settle_sealed_run``): the gate records the failure the uninterrupted session records."""
+        result = run_trial(replace(spec, settle_sealed_run=True))
         self.gate_discards += [dict(entry, round=spec.round) for entry in result.foreign]
         return result
 

@@ -11,13 +11,13 @@ from typing import Any
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import sha256_file
-from sk_analytics.messages import coded, resolve_lang
+from sk_analytics.messages import coded, is_coded, render, resolve_lang
 from sk_runner.config import DerivedConfig, options_pointer_of, resolve
 from sk_runner.devices.lease import lease_environ
 from sk_runner.fingerprint import env_hash
 from sk_runner.probe import ProbeEvidenceMissing, runtime_check
 from sk_runner.process import ProcessResult
-from sk_runner.trial.scene import SceneRecord, seal_scene
+from sk_runner.trial.scene import SceneRecord, seal_scene, sealed_scene
 from sk_runner.trial.spec import TrialResult, complete_runs, derive_seed
 from sk_runner.trial.state import TrialState
 
@@ -58,7 +58,8 @@ class Round:
                 "clean_runs_target": self.target, "probe": probe, "last_gate_passed": last}
 
     def seal(self, stage: str, run_name: str, outcome: str, message: str, argv: list[str], contract_env: Mapping[str, str],
-             proc: ProcessResult | None, raw: Path, config: Path, correctness: str, last: str) -> Path:
+             proc: ProcessResult | None, raw: Path, config: Path, correctness: str, last: str,
+             words: dict[str, Any] | None = None) -> Path:
         """Seal the failure scene of a started command (before any rollback)."""
         spec = self.spec
         rec = SceneRecord(
@@ -69,7 +70,7 @@ class Round:
             backend=spec.backend.name, process=proc, raw_dir=raw, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
             fingerprints=self.record["fingerprints"], gate_progress=self.gate_progress(correctness, last),
             incumbent_config=spec.base_config.resolve(), incumbent_sha256=sha256_file(spec.base_config),
-            rerun_command=list(spec.rerun_command), lang=resolve_lang(spec.lang),
+            rerun_command=list(spec.rerun_command), words=words, lang=resolve_lang(spec.lang),
         )
         return seal_scene(self.trial.dir, rec)
 
@@ -128,6 +129,28 @@ class Round:
         write_json(corr_dir / "meta.json", meta)
         return None
 
+    def failed_run(self, run_name: str, outcome: str, message: str, words: dict[str, Any] | None, scene: Path,
+                   moved: Path | None) -> TrialResult:
+        """The result of clean run ``run_name`` that failed (``outcome``, the runner's ``message`` and ``words``) with its
+        sealed ``scene``, its folder ``moved`` aside: the message names the files where they are now."""
+        relocated_message = relocated(message, self.trial.dir / "CLEAN" / run_name, moved)
+        in_run = coded("runner.in_run", run=run_name, message=words) if words and relocated_message == message else None
+        return self.result("failed", outcome, f"{run_name}: {relocated_message}", "passed", scene, in_run)
+
+    def sealed_failure(self, run_name: str) -> TrialResult | None:
+        """The failure of clean run ``run_name`` as an earlier invocation of this trial sealed it and would have returned
+        it, had it not been killed before its caller recorded it (``settle_sealed_run``); None when no scene of the run
+        was sealed. Its folder was set aside by then (the failed invocation, or this one's ``move_aside``)."""
+        found = sealed_scene(self.trial.dir, "clean", run_name, self.trial_fp)
+        if found is None:
+            return None
+        scene, doc = found
+        failure = doc["observable_failure"]
+        words = dict(failure["words"]) if is_coded(failure.get("words")) else None  # a scene sealed before scenes kept them: none
+        message = str(failure["message"]) if words is None else render(words, "en")  # the runner's message is their English
+        aside = sorted(self.trial.dir.glob(f"INCOMPLETE/{run_name}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+        return self.failed_run(run_name, str(failure["outcome"]), message, words, scene, aside[-1] if aside else None)
+
     def clean_runs(self) -> TrialResult:
         """Clean runs 1..target, one fresh process each; complete ones are kept."""
         trial, target = self.trial, self.target
@@ -136,6 +159,9 @@ class Round:
             run_name = f"run-{k}"
             run_dir = trial.dir / "CLEAN" / run_name
             trial.move_aside(run_dir)
+            sealed = self.sealed_failure(run_name) if self.spec.settle_sealed_run else None
+            if sealed is not None:
+                return sealed
             run_dir.mkdir(parents=True)
             trial.tell("clean", k, target, f"clean run {k} of {target}")
             started = time.monotonic()
@@ -146,10 +172,8 @@ class Round:
             if outcome.status != "ok":
                 trial.ingest(run_dir, run_name, k, meta, outcome)
                 scene = self.seal("clean", run_name, outcome.status, outcome.message, argv, request.contract_env(), proc,
-                                  run_dir, self.config_path, "passed", "correctness")
-                message = relocated(outcome.message, run_dir, trial.move_aside(run_dir))
-                words = coded("runner.in_run", run=run_name, message=outcome.words) if outcome.words and message == outcome.message else None
-                return self.result("failed", outcome.status, f"{run_name}: {message}", "passed", scene, words)
+                                  run_dir, self.config_path, "passed", "correctness", outcome.words)
+                return self.failed_run(run_name, outcome.status, outcome.message, outcome.words, scene, trial.move_aside(run_dir))
             trial.ingest(run_dir, run_name, k, meta, outcome)
             write_json(run_dir / "meta.json", meta)  # last: the run is complete
             trial.durations.append(time.monotonic() - started)

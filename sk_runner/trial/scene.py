@@ -27,11 +27,12 @@ from typing import Any
 
 from sk_analytics.files.atomic import write_json, write_text
 from sk_analytics.files.io_seam import append_bytes, copy_file, copy_tree, environment_errno
+from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import sha256_file
 from sk_analytics.messages import DEFAULT_LANG, ids, normal, text
 from sk_analytics.stage_o.layout import ENVIRONMENT_BLOCKERS_FILE
 from sk_runner.process import ProcessResult
-from sk_runner.process.attempts import new_attempt_dir
+from sk_runner.process.attempts import ATTEMPT, new_attempt_dir
 from sk_runner.process.faults import tail_text
 
 SCENE_SCHEMA = "sk-tune-failure-scene-v1"
@@ -78,6 +79,9 @@ class SceneRecord:
     incumbent_config: Path
     incumbent_sha256: str
     rerun_command: list[str] = field(default_factory=list)
+    words: dict[str, Any] | None = None
+    """The failure's ``message`` as a recorded message (:func:`sk_runner.trial.outcome.worded`), kept in the scene so
+    that the failed run is settled from it where its caller was killed before recording it (:func:`sealed_scene`)."""
     lang: str = DEFAULT_LANG
     """The language of the scene's sentences (``zh``: the keys ``judgement_zh``, ``note_zh``, ``next_step_zh``; ``en``: ``_en``)."""
 
@@ -135,6 +139,7 @@ def scene_document(record: SceneRecord, attempt: int, folder: Path, files: list[
             "message": record.message.replace(f"{record.raw_dir}{os.sep}", f"{folder / 'artifacts' / 'run'}{os.sep}"),
             **({} if proc is None else proc.to_json()),
             "stderr_tail": tail_text(record.stderr_path, STDERR_TAIL_CHARS),
+            **({} if record.words is None else {"words": record.words}),
         },
         "artifacts": {"files": files, "fingerprints": record.fingerprints},
         "gate_progress": record.gate_progress,
@@ -232,6 +237,21 @@ def seal_scene(round_dir: Path, record: SceneRecord) -> Path:
     write_json(folder / "scene.json", doc)  # last: its presence means "sealed"
     _make_read_only(folder)
     return folder
+
+
+def sealed_scene(round_dir: Path, stage: str, run: str, trial_fingerprint: str) -> tuple[Path, dict[str, Any]] | None:
+    """The newest sealed scene (folder, ``scene.json``) of ``run`` at ``stage`` of the trial ``trial_fingerprint`` in
+    ``round_dir``; None when there is none (a half-written scene has no ``scene.json`` and is no scene)."""
+    found = []
+    for folder in scenes_root(round_dir).glob("attempt-*"):
+        number = ATTEMPT.match(folder.name)
+        if number is None or number.group(2) or not (folder / "scene.json").is_file():
+            continue
+        doc = load_json_file(folder / "scene.json")
+        ident = doc.get("identity") or {}
+        if (ident.get("stage"), ident.get("run"), ident.get("trial_fingerprint")) == (stage, run, trial_fingerprint):
+            found.append((int(number.group(1)), folder, doc))
+    return max(found, key=lambda item: item[0])[1:] if found else None
 
 
 def _make_read_only(folder: Path) -> None:
