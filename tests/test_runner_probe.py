@@ -70,6 +70,12 @@ def _logging(line: str) -> CommandBackend:
 @pytest.mark.parametrize(("option", "value", "line"), [
     ("split_mode", 2, "OptionName: split_mode, set value: 3"),
     ("aggressive_opt_strategies", {"task_breaker_bypass": 1}, "OptionName: aggressive_opt_strategies.task_breaker_bypass, set value: 0"),
+    ("aggressive_opt_strategies", {"task_breaker_bypass": 1}, 'OptionName: aggressive_opt_strategies, set value: {"task_breaker_bypass": 0}'),
+    ("dcci_disable_on_kernel", [".*"], 'OptionName: dcci_disable_on_kernel, set value: ["MatMul.*"]'),
+    ("dcci_disable_on_kernel", [".*"], "OptionName: dcci_disable_on_kernel, set value: []"),
+    ("dcci_after_kernel_end", ["A.*", "B.*"], "OptionName: dcci_after_kernel_end, set value: B.*,A.*"),  # in another order
+    ("opt_extend_option", "a=1,2:b=3", "OptionName: opt_extend, set value: a=1,2:b=4"),
+    ("opt_extend_option", {"a": ["1", "2"]}, 'OptionName: opt_extend_option, set value: "a=1"'),
 ])
 def test_a_runtime_that_logs_another_value_than_the_probed_one_is_not_ready(tmp_path: Path, option: str, value: object,
                                                                               line: str) -> None:
@@ -86,11 +92,38 @@ def test_a_runtime_that_logs_another_value_than_the_probed_one_is_not_ready(tmp_
 
 @pytest.mark.parametrize(("option", "value", "line"), [
     ("split_mode", 2, "OptionName: split_mode, set value: 2"),
-    ("dcci_disable_on_kernel", [".*"], "OptionName: dcci_disable_on_kernel, set value: .*"),  # a text: not compared
+    ("dcci_disable_on_kernel", [".*"], "OptionName: dcci_disable_on_kernel, set value: .*"),  # the patterns as they are
+    ("dcci_disable_on_kernel", [".*"], 'OptionName: dcci_disable_on_kernel, set value: [".*"]'),  # as JSON (docs/runner.md's stand-in)
+    ("dcci_after_kernel_end", ["A.*", "B.*"], "OptionName: dcci_after_kernel_end, set value: [A.*, B.*]"),
+    ("opt_extend_option", "a=1,2:b=3", "OptionName: opt_extend, set value: a=1,2:b=3"),  # torch_npu's name, the map's text
+    ("opt_extend_option", {"a": ["1", "2"]}, 'OptionName: opt_extend_option, set value: "a=1,2"'),  # a mapping, logged as JSON text
+    ("aggressive_opt_strategies", {"task_breaker_bypass": 1},  # the whole struct, the fields not probed at their defaults
+     'OptionName: aggressive_opt_strategies, set value: {"event_breaker_bypass": 0, "task_breaker_bypass": 1, "value_breaker_bypass": 0}'),
 ])
 def test_a_set_value_line_of_the_probed_value_or_of_a_text_is_ready(tmp_path: Path, option: str, value: object, line: str) -> None:
     res = probe_value(option, value, _logging(line), out_dir=tmp_path)
     assert res.ready and res.values[0].runtime is not None and res.values[0].runtime.option_lines == [line]
+
+
+@pytest.mark.parametrize(("option", "value", "line"), [
+    ("split_mode", 1, "OptionName: split_mode, set value: true"),  # a boolean is no integer
+    ("split_mode", 2, "OptionName: split_mode, set value: 0x2"),
+    ("dcci_disable_on_kernel", [".*"], "OptionName: dcci_disable_on_kernel, set value: {.*}"),
+    ("aggressive_opt_strategies", {"task_breaker_bypass": 1}, "OptionName: aggressive_opt_strategies.other_bypass, set value: 0"),
+])
+def test_a_set_value_line_that_cannot_be_compared_stops_the_probe_naming_it(tmp_path: Path, option: str, value: object,
+                                                                            line: str) -> None:
+    """A value logged in a form the option's kind is not compared in is no confirmation of the value, nor a verdict on
+    it: the workload logs every value of that kind so. The probe stops with exit 3, naming the line and the forms
+    (it took any list, map or text for the value, and compared integers only)."""
+    with pytest.raises(ProbeEvidenceMissing) as stop:
+        probe_value(option, value, _logging(line), out_dir=tmp_path)
+    said = stop.value.one_line()
+    assert stop.value.exit_code == 3 and stop.value.status == "not_comparable"
+    assert f"logs a value that cannot be compared with the probed one ({line}); the value is compared as " in said
+    assert said.endswith("(see docs/runner.md#probe-mode)")
+    [record] = [json.loads(p.read_text()) for p in tmp_path.rglob("probe.json")]
+    assert record["runtime"]["status"] == "not_comparable" and record["runtime"]["uncomparable_lines"] == [line]
 
 
 def test_failing_probe_process_is_not_ready_with_its_stderr(tmp_path: Path) -> None:

@@ -428,10 +428,10 @@ def test_machine_fault_mid_trial_is_a_recorded_blocker(tmp_path: Path, site: str
     assert again.status == "ok"
 
 
-def test_a_runtime_that_logs_another_value_is_an_invalid_value_scene_that_says_so(tmp_path: Path,
-                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """The probe's set-value line logs 3 for the probed 2: the trial stops at its probe with an invalid_value scene
-    whose words fit this case too (the runtime did not take the exact value), not only a defaulted value."""
+def test_a_runtime_that_logs_another_value_is_a_value_differs_scene_that_says_so(tmp_path: Path,
+                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The probe's set-value line logs 3 for the probed 2: the trial stops at its probe with a failure of its own
+    kind, ``value_differs`` (it shared ``invalid_value`` with a value the runtime defaulted), whose scene says so."""
     from sk_analytics.cli._base import run_cli
     from sk_runner.cli import cli
 
@@ -444,7 +444,10 @@ def test_a_runtime_that_logs_another_value_is_an_invalid_value_scene_that_says_s
                                    "command", "--ranks", "1", "--warmup", "2", "--lang", "en", "--", sys.executable, str(script)])
     out = capsys.readouterr().out
     assert code == 1 and out.splitlines()[0] == (
-        "O1: failed (invalid_value) — the runtime did not take the exact value "
+        "O1: failed (value_differs) — another value than the one set took effect "
         "(the runtime logged another value than the probed one: OptionName: split_mode, set value: 3)")
     scene = (tmp_path / "session/experiments/Sbest/O1/FAILURE_SCENES/attempt-1/scene.md").read_text()
-    assert "did not take this exact option value" in scene and "fell back to the default (super_kernel.log): it never" not in scene
+    assert "logged another value of the option than the one set" in scene and "fell back to the default" not in scene
+    doc = json.loads((tmp_path / "session/experiments/Sbest/O1/FAILURE_SCENES/attempt-1/scene.json").read_text())
+    assert doc["observable_failure"]["outcome"] == doc["preliminary_judgement"]["outcome"] == "value_differs"
+    assert doc["preliminary_judgement"]["category"] == "option_value"

@@ -40,7 +40,7 @@ GATE_EXTENSION = "gate_extension"
 """Phase of the ``trial_result`` a sequential or family gate records when a clean run it added to the candidate's
 round (the policy undecided) failed: the entry settles ``failed`` on it (:func:`gate_extension_failure`)."""
 
-FAILURE_KINDS = ("crash", "timeout", "wrong_output", "bad_logs", "invalid_value")
+FAILURE_KINDS = ("crash", "timeout", "wrong_output", "bad_logs", "invalid_value", "value_differs")
 """The kinds of a trial failure (``failure.stage``) the catalogs word; any other is said as it is."""
 
 

@@ -8,7 +8,8 @@ Two checks, both required for ``ready`` (protocol §3, formats.md §4–5):
    ``super_kernel.log`` must not report the option as
    ``set value is invalid … the process will use default value`` (the runtime
    silently falling back to the default is a probe failure), nor log another
-   integer than the probed one (``set value: 3`` for a probed 2).
+   value than the probed one (``set value: 3`` for a probed 2), compared for every
+   kind of the registry (:mod:`sk_analytics.stage_o.logged_values`).
 
 A value the wrapper rejects never starts a process. Each runtime probe gets its
 own never-reused folder ``<out>/<option>/value-<sha8>/attempt-<n>/``.
@@ -36,6 +37,7 @@ from sk_analytics.errors import InputError
 from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
+from sk_analytics.stage_o.logged_values import same_value
 from sk_analytics.stage_o.options import both_names, options_root, runtime_name
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
@@ -57,7 +59,7 @@ MINIMAL_CONFIG: dict[str, Any] = {"static_kernel_compile": True, "super_kernel_o
 class RuntimeCheck:
     """What the probe process showed about the value."""
 
-    status: str  # accepted | invalid_default | value_differs | process_failed | no_evidence | not_named (sk_runner.probe.evidence)
+    status: str  # accepted | invalid_default | value_differs | process_failed | no_evidence | not_named | not_comparable (.evidence)
     reason: str
     attempt_dir: Path
     argv: list[str]
@@ -70,6 +72,7 @@ class RuntimeCheck:
     option_lines: list[str] = field(default_factory=list)
     invalid_lines: list[str] = field(default_factory=list)
     differing_lines: list[str] = field(default_factory=list)
+    uncomparable_lines: list[str] = field(default_factory=list)
     cwd: Path | None = None
     stderr_tail: list[str] = field(default_factory=list)
 
@@ -88,6 +91,7 @@ class RuntimeCheck:
             "option_lines": self.option_lines,
             "invalid_lines": self.invalid_lines,
             "differing_lines": self.differing_lines,
+            "uncomparable_lines": self.uncomparable_lines,
         }
 
 
@@ -182,38 +186,31 @@ class OptionLines:
     set_lines: list[str]
     invalid: list[str]
     differing: list[str]
-    """Set-value lines whose integer is not the probed one (``split_mode, set value: 3`` for a probed 2)."""
+    """Set-value lines of another value than the probed one (``split_mode, set value: 3`` for a probed 2)."""
     unnamed: list[str]
-
-
-def _expected_integers(options: Mapping[str, Any]) -> pl.DataFrame:
-    """(option_name, expected) of every integer a set-value line can be checked against: a uint option's value
-    under either of its names, a struct's integer fields as ``<option>.<field>``. Lists and maps are not compared
-    (their logged text has no one form)."""
-    rows = [(name if field is None else f"{name}.{field}", number)
-            for option, value in options.items() for name in both_names(option)
-            for field, number in ([(None, value)] if not isinstance(value, Mapping) else list(value.items()))
-            if isinstance(number, int) and not isinstance(number, bool)]
-    return pl.DataFrame(rows, schema={"option_name": pl.String, "expected": pl.Int64}, orient="row")
+    uncomparable: list[str] = field(default_factory=list)
+    """Set-value lines whose value cannot be compared with the probed one (:func:`~sk_analytics.stage_o.logged_values.same_value`)."""
 
 
 def option_lines(logs: Sequence[Path], options: Mapping[str, Any], root: Path) -> OptionLines:
-    """The set lines, invalid-and-defaulted lines, set lines of another integer than the probed value, and the
-    options no line names, for ``options`` (name -> probed value) in the super_kernel.log files.
+    """The set lines, invalid-and-defaulted lines, set lines of another value than the probed one, set lines whose
+    value cannot be compared, and the options no line names, for ``options`` (name -> probed value) in the
+    super_kernel.log files. Every kind of the registry is compared, in its normal form
+    (:mod:`sk_analytics.stage_o.logged_values`): a handful of lines, each read as JSON or text.
 
     A struct option is logged field by field (``aggressive_opt_strategies.task_breaker_bypass``): such a
     line belongs to the option before the first dot."""
     frames = [parse_super_kernel_log(path, root=root).frame for path in logs]
-    names = sorted({n for option in options for n in both_names(option)})  # the runtime may log either
+    probed = {name: option for option in options for name in both_names(option)}  # the runtime may log either name
     markers = pl.concat(frames).with_columns(pl.col("option_name").str.split(".").list.first().alias("option")) \
-        .filter(pl.col("option").is_in(names))
+        .filter(pl.col("option").is_in(list(probed)))
     set_rows = markers.filter(pl.col("kind") == "option_set")
-    differing = (set_rows.join(_expected_integers(options), on="option_name", how="inner", maintain_order="left")
-                 .filter(pl.col("value_text").str.contains(r"^[0-9]{1,18}$"))
-                 .filter(pl.col("value_text").cast(pl.Int64) != pl.col("expected")))
+    compared = [(row["text"], same_value(probed[row["option"]], options[probed[row["option"]]], row["option_name"], row["value_text"]))
+                for row in set_rows.select("text", "option", "option_name", "value_text").iter_rows(named=True)]
     seen = set(markers["option"].to_list())
     return OptionLines(set_rows["text"].to_list(), markers.filter(pl.col("kind") == "option_invalid")["text"].to_list(),
-                       differing["text"].to_list(), [option for option in options if not seen & set(both_names(option))])
+                       [line for line, same in compared if same is False], [option for option in options if not seen & set(both_names(option))],
+                       [line for line, same in compared if same is None])
 
 
 def probe_env(run_dir: Path) -> dict[str, str]:
@@ -267,15 +264,15 @@ def runtime_check(
         check.stderr_tail = last_lines(stderr_path)
     elif logs:
         found = option_lines(logs, options, attempt)
-        check.option_lines, check.invalid_lines, check.differing_lines, unnamed = \
-            found.set_lines, found.invalid, found.differing, found.unnamed
+        check.option_lines, check.invalid_lines, check.differing_lines, check.uncomparable_lines, unnamed = \
+            found.set_lines, found.invalid, found.differing, found.uncomparable, found.unnamed
     verdict = judge(options, failed=failed, stderr=stderr_note(stderr_path) if failed else "", logs=check.logs,
                     unnamed=unnamed, invalid_lines=check.invalid_lines, set_lines=check.option_lines,
-                    differing_lines=check.differing_lines)
+                    differing_lines=check.differing_lines, uncomparable_lines=check.uncomparable_lines)
     check.status, check.reason = verdict.status, verdict.reason
     write_json(attempt / "probe.json", {"options": dict(options), "runtime": check.to_json(), "config_sha256": sha256_file(config_path)})
     if check.status in MISSING:
-        raise ProbeEvidenceMissing(check.status, options, request.run_dir, check.logs)
+        raise ProbeEvidenceMissing(check.status, options, request.run_dir, check.logs, check.uncomparable_lines)
     return check
 
 

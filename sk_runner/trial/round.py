@@ -21,6 +21,10 @@ from sk_runner.trial.scene import SceneRecord, seal_scene, sealed_scene
 from sk_runner.trial.spec import TrialResult, complete_runs, derive_seed
 from sk_runner.trial.state import TrialState
 
+PROBE_OUTCOMES = {"invalid_default": "invalid_value", "value_differs": "value_differs"}
+"""The trial failure kind of a probe verdict on the value (a probe process that failed: ``crash`` or ``timeout``):
+the runtime judged the value invalid and used its default, or it logged another value than the one set."""
+
 
 def relocated(message: str, old: Path, new: Path | None) -> str:
     """``message`` naming the files of folder ``old`` where they are now, in ``new`` (the folder was moved aside)."""
@@ -98,8 +102,7 @@ class Round:
             raise trial.blocker("probe", exc) from None
         if check.status != "accepted":
             proc = check.process
-            outcome = "invalid_value" if check.status in ("invalid_default", "value_differs") else (
-                "timeout" if proc is not None and proc.timed_out else "crash")
+            outcome = PROBE_OUTCOMES.get(check.status) or ("timeout" if proc is not None and proc.timed_out else "crash")
             scene = self.seal("probe", "PROBE", outcome, check.reason, check.argv, check.contract_env, proc,
                               check.attempt_dir, check.config_path, "not_run", "none")
             return self.result("failed", outcome, check.reason, "not_run", scene)

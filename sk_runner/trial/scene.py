@@ -48,6 +48,7 @@ CATEGORIES: dict[str, str] = {
     "wrong_output": "correctness",
     "bad_logs": "artifacts",
     "invalid_value": "option_value",
+    "value_differs": "option_value",
 }
 
 
