@@ -167,6 +167,8 @@ def test_the_empty_id_is_no_message() -> None:
     ("crash", "", "process crash or device error", "进程崩溃或设备错误"),
     ("timeout", None, "timeout/hang, process group terminated", "超时/挂起，进程组已被终止"),
     ("wrong_output", "", "correctness check failed (wrong output)", "正确性校验失败（输出错误）"),
+    ("invalid_value", "", "the runtime did not take the exact value", "运行时未采用该精确取值"),
+    ("value_differs", "", "another value than the one set took effect", "实际生效的不是所设置的取值"),  # a kind of its own
     ("mystery", "", "mystery", "mystery"),
     ("mystery", "odd", "mystery (odd)", "mystery（odd）"),
 ])
