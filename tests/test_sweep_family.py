@@ -578,6 +578,7 @@ def test_a_sweep_killed_between_the_failed_added_run_and_its_record_settles_it_w
     that had failed a clean run."""
     import sk_runner.sweep.executor as executor
     import sk_runner.trial.round as trial_round
+    from sk_analytics.handoff.crosscheck import first_disagreement
     from sk_analytics.messages import coded, render
     from sk_runner.sweep.session import load_session
     from sk_runner.trial import round_dir_of
@@ -629,6 +630,7 @@ def test_a_sweep_killed_between_the_failed_added_run_and_its_record_settles_it_w
     words = json.loads((scene / "scene.json").read_text(encoding="utf-8"))["observable_failure"]["words"]
     assert failure["words"] == coded("runner.in_run", run="run-4", message=words)
     assert failure["message"] == f"run-4: {render(words, 'en')}" and failure["stage"] == "crash" and aside.name.startswith("run-4-")
+    assert first_disagreement(root) is None  # the report and the hand-off say what the ledger holds
 
 
 @pytest.mark.slow
