@@ -245,12 +245,12 @@ def test_a_lost_lock_stops_the_run_at_once_instead_of_waiting_for_it(tmp_path: P
     root = tmp_path / "locks"
     told: list[str] = []
     with acquire(Need(str(root), (0,)), timeout_s=1, on_wait=None) as lease:
-        proof = CleanDeviceProof(lease, _Nothing(), tmp_path / "round", "O1", wait_s=5.0, say=told.append)
+        proof = CleanDeviceProof(lease, _Nothing(), tmp_path / "round", "O1", wait_s=120.0, say=told.append)
         lock_path(root, 0).unlink()
         started = time.monotonic()
         with pytest.raises(ForeignProcessBlocker) as info:
             proof.before("run-1")
-        assert time.monotonic() - started < 2.5 and told == [], told
+        assert time.monotonic() - started < 60 and told == [], told  # far below the 120 s it would wait for a lock to come back
     assert "the lease's lock is lost: its lock file was removed" in str(info.value)
     assert "never comes back" in str(info.value) and "nothing was measured" in str(info.value)
     actions = [json.loads(line)["action"] for line in (tmp_path / "round" / "foreign-processes.jsonl").read_text().splitlines()]
