@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 
 def clean_env() -> dict[str, str]:
     """The test's environment without run switches, read when a test starts (conftest's session fixtures,
