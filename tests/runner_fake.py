@@ -44,7 +44,8 @@ if agg.get("task_breaker_bypass") == 1:
     os.abort()
 if agg.get("value_breaker_bypass") == 3:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-    open(os.path.join(run, "child.pid"), "w").write(str(child.pid))
+    open(os.path.join(run, "child.pid.tmp"), "w").write(str(child.pid))
+    os.replace(os.path.join(run, "child.pid.tmp"), os.path.join(run, "child.pid"))  # whole or absent
     print("hanging", flush=True)
     time.sleep(300)
 time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
