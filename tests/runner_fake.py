@@ -5,7 +5,8 @@ Behaviour follows the SK options of its config, like a real runtime would:
 -> crash (abort); ``value_breaker_bypass=3`` -> hang (with a child process);
 ``split_mode=2`` -> rank 1 writes no log; ``auto_op_parallel`` outside 0..1 ->
 invalid-and-defaulted line in super_kernel.log when the metadata dump is on.
-``FAKE_SLEEP`` seconds of sleep before writing logs (for kill tests);
+``FAKE_SLEEP`` seconds of sleep before writing logs; ``FAKE_HOLD_RUN=run-<k>`` with ``FAKE_HOLD_FILE=<path>``:
+that run waits (after writing its pid.txt) while the file exists, so a kill test kills it mid-run by a handshake;
 ``FAKE_FAIL_RUN=run-<k>`` makes that clean run exit 3 (printing ``FAKE_FAIL_MESSAGE`` on stderr).
 """
 
@@ -22,7 +23,8 @@ opts = cfg.get("super_kernel_optimize_options", {})
 run = os.environ["SK_RUN_DIR"]
 ranks = int(os.environ["SK_RUN_RANKS"])
 seed = int(os.environ["SK_RUN_SEED"])
-open(os.path.join(run, "pid.txt"), "w").write(str(os.getpid()))
+open(os.path.join(run, "pid.txt.tmp"), "w").write(str(os.getpid()))
+os.replace(os.path.join(run, "pid.txt.tmp"), os.path.join(run, "pid.txt"))  # whole or absent: tests read it once it exists
 with open(os.path.join(run, "env.json"), "w") as fh:
     json.dump(dict(os.environ), fh)
 if os.environ.get("ASCEND_OP_COMPILE_SAVE_KERNEL_META") == "1":
@@ -44,10 +46,15 @@ if agg.get("task_breaker_bypass") == 1:
     os.abort()
 if agg.get("value_breaker_bypass") == 3:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-    open(os.path.join(run, "child.pid"), "w").write(str(child.pid))
+    open(os.path.join(run, "child.pid.tmp"), "w").write(str(child.pid))
+    os.replace(os.path.join(run, "child.pid.tmp"), os.path.join(run, "child.pid"))  # whole or absent
     print("hanging", flush=True)
     time.sleep(300)
 time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+hold = os.environ.get("FAKE_HOLD_FILE")
+if hold and os.environ.get("FAKE_HOLD_RUN") and run.endswith(os.environ["FAKE_HOLD_RUN"]):
+    while os.path.exists(hold):  # until the test has done what it waits to do mid-run
+        time.sleep(0.05)
 if os.environ.get("FAKE_FAIL_RUN") and run.endswith(os.environ["FAKE_FAIL_RUN"]):
     print(os.environ.get("FAKE_FAIL_MESSAGE", "injected failure"), file=sys.stderr)
     sys.exit(3)

@@ -8,7 +8,7 @@ never paired, and an SK is reported ambiguous only when an optimal alignment rea
 
 from __future__ import annotations
 
-import time
+import timeit
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
@@ -123,9 +123,8 @@ def test_two_graphs_of_5000_sks_align_in_milliseconds() -> None:
     b = a.copy()
     b[2500] = 999
     b = np.delete(b, [700, 4000])
-    align_sequences(a, b)  # warm
-    start = time.perf_counter()
-    result = align_sequences(a, b)
-    elapsed = time.perf_counter() - start
+    result = align_sequences(a, b)  # also warms
     assert (result.status_a == GAP).sum() == 3 and (result.status_b == GAP).sum() == 1
+    # the best of five: one call that a loaded 2-core machine descheduled says nothing about the algorithm
+    elapsed = min(timeit.repeat(lambda: align_sequences(a, b), number=1, repeat=5))
     assert elapsed < 0.25, f"{elapsed:.3f} s"  # generous for a loaded 2-core CI box; ~5 ms quiet

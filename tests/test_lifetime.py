@@ -195,7 +195,7 @@ def test_next_sk_run_on_the_session_ends_survivors_before_it_starts_anything(tmp
     scene = tmp_path / "session/experiments/Sbest/O0/FAILURE_SCENES/attempt-1"
     state = next(scene.rglob("survivor-at-start.txt")).read_text()
     assert state in ("gone", "Z", "X")  # dead before the next workload started
-    assert _none_left(marker, timeout_s=2.0)
+    assert _none_left(marker)
     assert list((tmp_path / "session" / lifetime.TABLE_DIR).glob("*.json")) == []  # both owners' records are gone
 
 
@@ -208,7 +208,7 @@ def test_a_setsid_escapee_of_a_finished_process_is_killed(tmp_path: Path) -> Non
     res = run_process([PY, "-c", code, marker], cwd=tmp_path, env={"PATH": os.environ.get("PATH", "")},
                       stdout_path=tmp_path / "o", stderr_path=tmp_path / "e", timeout_s=30, grace_s=0.5)
     assert res.exit_code == 0
-    assert _none_left(marker, timeout_s=2.0)
+    assert _none_left(marker)
 
 
 def test_interrupt_while_a_process_starts_is_raised_once_it_is_owned_and_kills_it(tmp_path: Path) -> None:
@@ -258,7 +258,7 @@ def test_sigint_and_sigterm_of_sk_run_exit_130_and_143_and_kill_the_tree(tmp_pat
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == code
         assert time.monotonic() - started < 15  # promptly
-        assert _none_left(marker, timeout_s=2.0)
+        assert _none_left(marker)
 
 
 def test_reaping_spares_live_owners_and_other_hosts_and_drops_torn_records(tmp_path: Path) -> None:
@@ -268,8 +268,11 @@ def test_reaping_spares_live_owners_and_other_hosts_and_drops_torn_records(tmp_p
     table.mkdir()
     dead = subprocess.Popen([PY, "-c", "pass"])
     dead.wait()
-    survivor = subprocess.Popen([PY, "-c", "import time; time.sleep(300)"], env={lifetime.MARKER_ENV: "upper.3 deadowner.2"})
-    spared = subprocess.Popen([PY, "-c", "import time; time.sleep(300)"], env={lifetime.MARKER_ENV: "liveowner.1 otherhost.1"})
+    # Each says it runs before the reaping looks: until the exec is complete, /proc/PID/environ (the marker) is empty.
+    survivor, spared = (subprocess.Popen([PY, "-c", "import time; print('up', flush=True); time.sleep(300)"], stdout=subprocess.PIPE,
+                                         env={lifetime.MARKER_ENV: marker}) for marker in ("upper.3 deadowner.2", "liveowner.1 otherhost.1"))
+    assert survivor.stdout is not None and spared.stdout is not None
+    assert survivor.stdout.readline() == spared.stdout.readline() == b"up\n"
     host = socket.gethostname()
     records = {
         "deadowner": {"token": "deadowner", "pid": dead.pid, "start_ticks": "1", "host": host},
@@ -286,10 +289,9 @@ def test_reaping_spares_live_owners_and_other_hosts_and_drops_torn_records(tmp_p
         assert spared.poll() is None
         assert sorted(p.stem for p in table.glob("*.json")) == ["liveowner", "otherhost"]
     finally:
-        spared.kill()
-        survivor.kill()
-        spared.wait()
-        survivor.wait()
+        for proc in (spared, survivor):
+            proc.kill()
+            proc.communicate()
 
 
 @pytest.mark.parametrize("held", [True, False])
@@ -330,7 +332,7 @@ def test_next_sk_run_kills_the_env_wiping_grandchild_of_a_dead_owner_and_watchdo
     time.sleep(0.5)
     assert process_alive(grandchild), "the survivor this test needs was killed by something else"
     assert lifetime.reap_survivors(tmp_path / "session")
-    assert _none_left(marker, timeout_s=5.0)
+    assert _none_left(marker)
     assert list((tmp_path / "session" / lifetime.TABLE_DIR).glob("*.json")) == []
 
 

@@ -20,7 +20,8 @@ import os, subprocess, sys, time
 
 def test_leaves_a_hidden_sleeper():
     """A grandchild in a session of its own whose parent exits at once: no process group or parent links it to us."""
-    code = "import os, sys, time; os.setsid(); open(os.environ['SLEEPER_PID'], 'w').write(str(os.getpid())); time.sleep(600)"
+    code = ("import os, sys, time; os.setsid(); path = os.environ['SLEEPER_PID']; open(path + '.tmp', 'w').write(str(os.getpid())); "
+            "os.replace(path + '.tmp', path); time.sleep(600)")  # whole or absent: the pid is read once this test ends
     subprocess.run([sys.executable, "-c", f"import os, subprocess, sys; subprocess.Popen([sys.executable, '-c', {code!r}])"],
                    check=True)
     deadline = time.monotonic() + 60

@@ -112,7 +112,7 @@ def test_binary_file_is_refused_in_its_first_block(tmp_path: Path, monkeypatch: 
     assert len(reads) <= 2
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(lengths=st.lists(st.integers(0, 12), min_size=1, max_size=8), last_newline=st.booleans(),
        read_bytes=st.integers(1, 30))
 def test_line_limit_is_exact_wherever_the_blocks_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -269,7 +269,7 @@ _FRAGMENTS = st.sampled_from(
 WHOLE_LINE = re.compile(r"(?:(?!Inference time \().)*Inference time \((decode|prefill)\): ([0-9.]+) ms[ \t\r]*", re.S)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.lists(_FRAGMENTS, max_size=6).map("".join), max_size=12))
 def test_parser_on_random_lines_takes_whole_timing_lines_or_names_the_line(tmp_path: Path, lines: list[str]) -> None:
     """Random mixes of pattern pieces: either one sample per line that mentions

@@ -74,11 +74,13 @@ def test_probe_cli_reports_accepted_and_rejected_values(tmp_path: Path, monkeypa
 
 def test_killing_sk_run_keeps_finished_runs_and_resume_completes(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_PROF", "SK_RUN", "ASCEND_OP_COMPILE"))}
-    env["FAKE_SLEEP"] = "1.0"
+    hold = tmp_path / "hold-run-2"  # run-2 waits while it exists: sk-run is killed mid-run, whatever the machine's pace
+    hold.touch()
+    env.update(FAKE_HOLD_RUN="run-2", FAKE_HOLD_FILE=str(hold))
     cmd = [sys.executable, "-c", "from sk_runner.cli import main; main()", *_args(tmp_path, SET)]
     rd = tmp_path / "session/experiments/Sbest/O1/CLEAN"
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # the bound only matters when something is broken
     while not ((rd / "run-1/meta.json").is_file() and (rd / "run-2/pid.txt").is_file()):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
@@ -86,9 +88,12 @@ def test_killing_sk_run_keeps_finished_runs_and_resume_completes(tmp_path: Path)
     meta1 = (rd / "run-1/meta.json").read_bytes()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30  # its keeper and watchdog end it after sk-run's death, not at the same instant
+    while process_alive(workload_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not process_alive(workload_pid)  # the workload died with sk-run (no orphan)
     assert not (rd / "run-2/meta.json").exists()
+    hold.unlink()  # the resume's run-2 runs through
     resume = [sys.executable, "-c", "from sk_runner.cli import main; main()", *_args(tmp_path, "--json", SET)]
     done = subprocess.run(resume, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ from sk_runner.process import command_line, group_alive, keeper, process_alive, 
 PY = sys.executable
 
 
-def _run(tmp_path: Path, code: str, timeout_s: float | None = 20.0, grace_s: float = 1.0):
+def _run(tmp_path: Path, code: str, timeout_s: float | None = 20.0, grace_s: float = 1.0,
+         on_start: Callable[[int], None] | None = None):
     return run_process(
         [PY, "-c", code],
         cwd=tmp_path,
@@ -29,6 +31,7 @@ def _run(tmp_path: Path, code: str, timeout_s: float | None = 20.0, grace_s: flo
         stderr_path=tmp_path / "out" / "stderr.txt",
         timeout_s=timeout_s,
         grace_s=grace_s,
+        on_start=on_start,
     )
 
 
@@ -64,28 +67,51 @@ def test_nonzero_exit_and_crash_signal(tmp_path: Path) -> None:
     assert not res.ok and not res.timed_out
 
 
+def _wait_for_pid_file(path: Path) -> int:
+    """The pid a workload's process wrote to ``path`` (atomically: a temp file renamed), waited for (the bound only
+    matters when the process never starts)."""
+    deadline = time.monotonic() + 60
+    while not path.is_file():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+#: Python code for a workload's process: write its pid to the file named ``{name}`` atomically (``{name}.tmp``, renamed).
+_WRITE_PID = "import os;open(\"{name}.tmp\",\"w\").write(str(os.getpid()));os.replace(\"{name}.tmp\",\"{name}\")"
+
+
 def test_timeout_kills_whole_group_including_term_ignoring_child(tmp_path: Path) -> None:
-    # The leader spawns a child that ignores SIGTERM, then hangs itself.
+    # The leader spawns a child that ignores SIGTERM, then hangs itself. The timeout starts once on_start returned: it
+    # waits for the child's pid, so a loaded machine's slow Python start cannot let the timeout end the group first.
     code = (
         "import subprocess,sys,time;"
         "c=subprocess.Popen([sys.executable,'-c','import signal,time;"
-        "signal.signal(signal.SIGTERM,signal.SIG_IGN);open(\"child.pid\",\"w\").write(str(__import__(\"os\").getpid()));time.sleep(60)']);"
-        "time.sleep(60)"
+        f"signal.signal(signal.SIGTERM,signal.SIG_IGN);{_WRITE_PID.format(name='child.pid')};time.sleep(300)']);"
+        "time.sleep(300)"
     )
-    t0 = time.monotonic()
-    res = _run(tmp_path, code, timeout_s=1.5, grace_s=0.5)
+    started: list[float] = []
+
+    def child_up(pid: int) -> None:
+        _wait_for_pid_file(tmp_path / "child.pid")
+        started.append(time.monotonic())
+
+    res = _run(tmp_path, code, timeout_s=1.5, grace_s=0.5, on_start=child_up)
     assert res.timed_out and not res.ok
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - started[0] < 60  # killed at the timeout, not waited out (the sleeps last 300 s)
     assert not group_alive(res.pid)
     child = int((tmp_path / "child.pid").read_text())
     assert not process_alive(child)
 
 
 def test_background_child_left_after_normal_exit_is_reaped(tmp_path: Path) -> None:
+    # The leader exits once its child has written its pid (the child says so on a pipe), never on a guess of how
+    # long a Python start takes.
     code = (
         "import subprocess,sys;"
-        "c=subprocess.Popen([sys.executable,'-c','import os,time;open(\"bg.pid\",\"w\").write(str(os.getpid()));time.sleep(60)']);"
-        "import time; time.sleep(0.5)"
+        f"c=subprocess.Popen([sys.executable,'-c','import time;{_WRITE_PID.format(name='bg.pid')};print(1,flush=True);time.sleep(300)'],"
+        "stdout=subprocess.PIPE);"
+        "c.stdout.readline()"
     )
     res = _run(tmp_path, code, grace_s=0.5)
     assert res.exit_code == 0

@@ -8,7 +8,9 @@ import os
 import re
 import stat
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -21,7 +23,7 @@ from sk_analytics.tables import scan_table, write_table
 from sk_runner.backends.base import Control
 from sk_runner.backends.command import CommandBackend
 from sk_runner.config import parse_set
-from sk_runner.process import group_alive, process_alive
+from sk_runner.process import ProcessResult, group_alive, process_alive
 from sk_runner.process.faults import EnvironmentFault
 from sk_runner.trial import TrialSpec, derive_seed, run_trial
 
@@ -175,9 +177,37 @@ def test_failure_in_a_clean_run_then_resume(tmp_path: Path) -> None:
     assert scan_table(data, "runs").collect().sort("run_index")["status"].to_list() == ["ok", "ok", "ok"]
 
 
-def test_hang_is_killed_at_timeout_with_no_process_left(tmp_path: Path) -> None:
+def _timed_from_the_hang(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Each run's timeout starts once the fake has written its hanging child's pid (or has ended: the probe): a 2 s
+    timeout must not end a run whose Python a loaded machine has not started yet (the bound only matters when broken).
+    Returns the pid files of the runs that hung (filled as they do)."""
+    from sk_runner.hosts import base
+
+    run_process = base.run_process
+
+    def run(argv: list[str], *, env: dict[str, str], **kw: Any) -> ProcessResult:
+        child_pid = Path(env["SK_RUN_DIR"]) / "child.pid"
+
+        def started(pid: int) -> None:
+            deadline = time.monotonic() + 60
+            while process_alive(pid) and not child_pid.is_file():
+                assert time.monotonic() < deadline, "the fake neither hung nor ended"
+                time.sleep(0.02)
+            if child_pid.is_file():
+                hung.append(child_pid)
+
+        return run_process(argv, env=env, on_start=started, **kw)
+
+    hung: list[Path] = []
+    monkeypatch.setattr(base, "run_process", run)
+    return hung
+
+
+def test_hang_is_killed_at_timeout_with_no_process_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hung = _timed_from_the_hang(monkeypatch)
     ctl = Control(ranks=2, warmup=2, timeout_s=2.0)
     res = run_trial(_spec(tmp_path, '/super_kernel_optimize_options/aggressive_opt_strategies={"value_breaker_bypass": 3}', control=ctl))
+    assert len(hung) == 1  # the hook saw the hanging run start its child
     assert (res.status, res.outcome) == ("failed", "timeout")
     rd = tmp_path / "session/experiments/Sbest/O1"
     doc = _scene(rd)

@@ -256,7 +256,7 @@ def _corrupt(text: str, cut: int, edits: list[tuple[int, str]]) -> str:
 _EDITS = st.lists(st.tuples(st.integers(0, 10_000), st.text(max_size=4)), max_size=3)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(cut=st.integers(0, 10_000), edits=_EDITS, which=st.sampled_from(["fused", "markers", "graph"]))
 def test_corrupted_metadata_parses_or_raises_input_error(tmp_path: Path, cut: int, edits: list[tuple[int, str]], which: str) -> None:
     source, name, parser = {

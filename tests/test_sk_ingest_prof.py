@@ -165,7 +165,7 @@ def test_bad_names_head_and_encoding(tmp_path: Path) -> None:
 _VALID = "[\n" + ",\n".join([CHILD, SPAN, CHILD.replace('"nodeId":7', '"nodeId":8'), "{}"]) + "\n]\n"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     cut=st.integers(0, len(_VALID)),
     edits=st.lists(st.tuples(st.integers(0, len(_VALID)), st.text(max_size=3)), max_size=3),
