@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import select
+import shlex
 import signal
 import socket
 import subprocess
@@ -23,7 +24,8 @@ from pathlib import Path
 import pytest
 from runner_fake import write_fake
 
-from sk_runner.devices.lease import Holder, LeaseBlocked, acquire, lock_path, read_holder
+from sk_runner.devices.holders import HOLDER_COMMAND_CHARS
+from sk_runner.devices.lease import HOLDER_LIMIT, Holder, LeaseBlocked, acquire, lock_path, read_holder
 from sk_runner.devices.markers import HELD, IDS, ROOT, Need
 from sk_runner.process import group_alive, process_alive
 
@@ -144,6 +146,21 @@ def test_acquire_writes_its_holder_and_release_clears_it(tmp_path: Path) -> None
         assert read_holder(lock_path(root, 0)).startswith(f"pid {os.getpid()} on {socket.gethostname()} (sk-run sweep --resume S, session ")
         assert _busy(lock_path(root, 0)) and _busy(lock_path(root, 2)) and not (root / "npu-device-1.lock").exists()
     assert lock_path(root, 2).read_text() == "" and not _busy(lock_path(root, 2)) and not lease.held
+
+
+def test_a_holder_with_pages_of_argv_writes_a_record_every_reader_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launcher's argv can run to pages: the record names its first characters (it wrote the whole argv, past the
+    bytes a reader takes, and every waiter saw an unknown holder); a session path of PATH_MAX characters still fits."""
+    monkeypatch.setattr(sys, "argv", ["sk-run", "sweep", *(f"--arg-{i}=" + "x" * 50 for i in range(200))])
+    session = "/" + "/".join(["é" * 250] * 16)  # about PATH_MAX, every character escaped in the JSON record
+    root = tmp_path / "locks"
+    with acquire(Need(str(root), (0,)), holder=Holder.current(session)):
+        raw = lock_path(root, 0).read_bytes()
+        record = json.loads(raw)
+        assert record["command"] == shlex.join(sys.argv)[:HOLDER_COMMAND_CHARS] and record["session"] == session
+        assert 4096 < len(raw) <= HOLDER_LIMIT
+        named = read_holder(lock_path(root, 0))
+        assert named.startswith(f"pid {os.getpid()} on {socket.gethostname()} (sk-run sweep --arg-0=xx") and f"session {session})" in named
 
 
 def test_contention_names_the_device_and_holder_then_gives_up(tmp_path: Path) -> None:

@@ -45,9 +45,13 @@ def visible(pid: int) -> bool:
     return pid > 0 and process_alive(pid)
 
 
+HOLDER_COMMAND_CHARS = 200
+"""How much of a holder's command line a lock record and a message name (a launcher's argv can run to pages)."""
+
+
 def command_of(pid: int) -> str:
-    """The command line of ``pid`` where visible (at most 200 characters), else ``""``."""
-    return (command_line(pid) or "")[:200]
+    """The command line of ``pid`` where visible (at most :data:`HOLDER_COMMAND_CHARS` characters), else ``""``."""
+    return (command_line(pid) or "")[:HOLDER_COMMAND_CHARS]
 
 
 def kernel_holder(path: Path, *, table: str | None = None) -> str | None:

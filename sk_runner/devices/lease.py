@@ -43,7 +43,7 @@ from typing import Any
 
 from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.messages import coded, render
-from sk_runner.devices.holders import ancestors, command_of, kernel_holder, lock_holders, visible
+from sk_runner.devices.holders import HOLDER_COMMAND_CHARS, ancestors, command_of, kernel_holder, lock_holders, visible
 from sk_runner.devices.markers import ACQUIRED, INHERITED, MARKERS, Need, child_variables, decide, format_ids, lease_markers
 from sk_runner.process import one_line, process_alive
 
@@ -51,8 +51,9 @@ DEFAULT_LEASE_TIMEOUT_S = 600.0
 """How long a command waits for a busy device before it gives up (exit 3; ``--lease-timeout``)."""
 POLL_S = 0.05
 """Seconds between two tries of a busy lock: the next waiter gets a released device within this."""
-HOLDER_LIMIT = 4096
-"""Bytes of a lock file read for its holder record."""
+HOLDER_LIMIT = 64 * 1024
+"""Bytes of a lock file read for its holder record: room for every record this module writes (a command of
+:data:`HOLDER_COMMAND_CHARS` characters, a host name, a session path of up to PATH_MAX characters, each JSON-escaped)."""
 UNKNOWN_HOLDER = "unknown holder"
 
 
@@ -73,8 +74,10 @@ class Holder:
 
     @classmethod
     def current(cls, session: str | os.PathLike[str] | None = None, command: str | None = None) -> Holder:
-        """This process (its command line from ``sys.argv``), optionally working on ``session``."""
-        return cls(os.getpid(), socket.gethostname(), command if command is not None else one_line(shlex.join(sys.argv)),
+        """This process (its command line from ``sys.argv``, or ``command``: the first :data:`HOLDER_COMMAND_CHARS`
+        characters, so that the record stays readable whatever argv a launcher gives), optionally working on ``session``."""
+        said = one_line(command if command is not None else shlex.join(sys.argv))[:HOLDER_COMMAND_CHARS]
+        return cls(os.getpid(), socket.gethostname(), said,
                    None if session is None else os.path.abspath(os.fspath(session)), time.time_ns())
 
     def to_json(self) -> dict[str, Any]:
