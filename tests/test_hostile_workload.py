@@ -212,6 +212,21 @@ def test_rank_logs_beyond_the_requested_ranks_are_bad_logs(tmp_path: Path, capsy
     assert result["outcome"] == "bad_logs" and "log_2.log, log_3.log beyond SK_RUN_RANKS=2" in str(result["message"])
 
 
+def test_a_rank_log_named_with_leading_zeros_is_bad_logs_not_a_session_stuck_at_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``log_01.log`` beside ``log_1.log`` is a second log of rank 1 to the analysis, which refuses the run folder
+    (exit 2) after the trial was recorded, on every ``--resume``: the trial must refuse it at once, with a scene."""
+    args = _trial(tmp_path, iterations=8)
+    launcher = tmp_path / "run.sh"
+    launcher.write_text(launcher.read_text(encoding="utf-8") + 'cp "$SK_RUN_DIR/log_1.log" "$SK_RUN_DIR/log_01.log"\n',
+                        encoding="utf-8")
+    assert run_cli(cli, "sk-run", args) == 1
+    result = _result(capsys)
+    assert result["outcome"] == "bad_logs", result
+    assert "log_01.log: not named log_<rank>.log" in str(result["message"]), result["message"]
+    assert not (tmp_path / "session" / "experiments" / "Sbest" / "O0-INCUMBENT" / "CLEAN").exists()  # nothing measured
+
+
 # -- 4. timing lines matched one way ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("line", "why"), [

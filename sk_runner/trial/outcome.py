@@ -97,6 +97,9 @@ def read_rank_logs(run_dir: Path, control: Control) -> RankLogs:
                    key=lambda name: int(name[4:-4]))
     if extra:  # the analysis would refuse the run folder later, after the session went on: say it now, with a scene
         return RankLogs(("bad_logs", coded("logs.extra", files=", ".join(extra), ranks=control.ranks, last=control.ranks - 1)))
+    odd = sorted(p.name for p in run_dir.glob("log_*.log") if RANK_LOG.match(p.name) and p.name != f"log_{rank_of(p)}.log")
+    if odd:  # log_01.log: a second log of rank 1 to the analysis, which would refuse the run after it was recorded
+        return RankLogs(("bad_logs", coded("logs.odd_name", files=", ".join(odd), last=control.ranks - 1)))
     paths = [run_dir / f"log_{rank}.log" for rank in range(control.ranks)]
     missing = next((path for path in paths if not path.is_file()), None)
     present = paths if missing is None else paths[:paths.index(missing)]
