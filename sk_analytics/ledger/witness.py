@@ -117,3 +117,10 @@ def rollback(records: Sequence[Any], path: Path) -> str | None:
             return (f"record seq {seq} differs from the one the witness {path} saw (hash {seen[seq][:12]}…): "
                     "the ledger diverged after the witness saw it")
     return None
+
+
+def witnessed_rollback(records: Sequence[Any]) -> str | None:
+    """:func:`rollback` against this user's witness (:func:`witness_path`), None when there is none: what a sweep checks
+    before it appends to a session again, so that a copy left behind by its session never forks the signed ledger."""
+    path = witness_path()
+    return rollback(records, path) if path.is_file() else None

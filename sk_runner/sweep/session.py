@@ -23,6 +23,7 @@ from sk_analytics.ledger.chain import Ledger, LedgerRecord, drop_stale_temps, re
 from sk_analytics.ledger.evidence import with_binding
 from sk_analytics.ledger.signing import signer
 from sk_analytics.ledger.verify import ONE_SIGNER, signer_chain
+from sk_analytics.ledger.witness import WITNESS_RULE, witnessed_rollback
 from sk_analytics.messages import coded
 from sk_analytics.stage_o.machine import Policy
 from sk_runner.backends import make_backend
@@ -244,6 +245,12 @@ def load_session(root: Path) -> SweepSession:
     if data.get("signing_key") != started_by:
         raise IntegrityError(
             f"{path}: session.json names signing key {data.get('signing_key')} but its first ledger record was signed by {started_by}"
+        )
+    behind = witnessed_rollback(records)
+    if behind is not None:  # resuming it would fork the signed ledger: the copy that went on would then fail verify
+        raise IntegrityError(
+            f"{root / 'ledger.jsonl'}: rule {WITNESS_RULE}: {behind}; a copy of this session went on past it (this folder was "
+            "copied, or restored, before it did): resume the folder that went on, or start a fresh session"
         )
     current, _ = signer_chain(records)
     own = signer(outside=root).fingerprint

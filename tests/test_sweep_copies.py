@@ -1,0 +1,59 @@
+"""A copy of a session (``cp -a``) taken while its sweep runs, or before the session went on: resuming the copy must
+not fork the session's signed ledger, or the witness would brand whichever copy wrote second as tampered."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from sweep_helpers import small_session
+
+from sk_analytics.cli import cli as analyze_cli
+from sk_analytics.cli._base import run_cli
+from sk_analytics.errors import IntegrityError
+from sk_analytics.ledger.chain import read_records
+from sk_analytics.ledger.witness import WITNESS_ENV
+from sk_runner.sweep.session import load_session
+
+
+@pytest.fixture
+def witness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "witness.jsonl"
+    monkeypatch.setenv(WITNESS_ENV, str(path))
+    return path
+
+
+def test_a_copy_left_behind_by_its_session_is_not_resumed(tmp_path: Path, witness: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The copy was taken at seq 1; the session went on to seq 2. Resuming the copy would append another seq 2, and
+    ``ledger verify`` of the session that went on would then fail (rule witness: diverged): it is refused instead,
+    naming the witness and the way forward, and the session that went on still verifies."""
+    root = tmp_path / "s"
+    small_session(root, ["auto-op-parallel-1"]).append("phase_entry", {"note": "first"})
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    load_session(root).append("phase_entry", {"note": "the session went on"})  # e.g. the sweep was still running
+
+    with pytest.raises(IntegrityError) as info:
+        load_session(copy)
+    said = info.value.one_line()
+    assert f"{copy / 'ledger.jsonl'}: rule witness: " in said and "ends at seq 1" in said, said
+    assert "a copy of this session went on past it" in said and "resume the folder that went on" in said, said
+    assert len(read_records(copy)) == 2  # nothing appended to the copy
+    load_session(root)  # the session that went on resumes as before
+    capsys.readouterr()
+    assert run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(root)]) == 0, capsys.readouterr().err
+
+
+def test_a_copy_at_the_witnessed_head_resumes_and_the_one_left_behind_is_refused(tmp_path: Path, witness: Path) -> None:
+    """A copy of an interrupted session, resumed in its new folder, is that session from then on: the original, resumed
+    later, is the one left behind (diverged at the copy's first record), refused the same way."""
+    root = tmp_path / "s"
+    small_session(root, ["auto-op-parallel-1"]).append("phase_entry", {"note": "first"})
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    load_session(copy).append("phase_entry", {"note": "the copy went on"})
+    load_session(copy)
+    with pytest.raises(IntegrityError, match=r"rule witness: .* ends at seq 1"):
+        load_session(root)
