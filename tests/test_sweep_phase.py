@@ -253,6 +253,27 @@ def test_a_refused_resume_prints_nothing_on_stdout(tmp_path: Path, capsys: pytes
     assert refused.err.strip().endswith(f"sk-run: error: {session}: another sweep is running on this session")
 
 
+def test_a_resume_refused_by_a_lock_holder_that_is_not_sk_run_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A stray ``flock`` (a backup, an editor, ``flock(1)``) on ``.sweep.lock``: the refusal said "another sweep is
+    running on this session", which is not so and sent the user looking for a sweep; it names the process, as
+    ``ledger verify`` does."""
+    import sys
+
+    from test_ledger_attacks import HOLD, _holding
+
+    task = _write(tmp_path)
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(task), "--plan-only"]) == 0
+    capsys.readouterr()
+    session = tmp_path / "session"
+    with _holding([sys.executable, "-c", HOLD, str(session / ".sweep.lock")]) as holder:
+        code = run_cli(cli, "sk-run", ["sweep", "--resume", str(session)])
+    refused = capsys.readouterr()
+    assert code == 2 and refused.out == ""
+    assert f"sk-run: error: {session}: .sweep.lock is held by pid {holder.pid} ({sys.executable} -c import fcntl" in refused.err
+    assert "which is not sk-run: no sweep is running on this session" in refused.err
+    assert "another sweep is running" not in refused.err, refused.err
+
+
 @pytest.mark.parametrize("how", [["--task", "{task}"], ["--task", "{task}", "--plan-only"], ["--demo", "--ranks", "2", "--session", "{session}"]])
 def test_more_ranks_than_leased_devices_is_refused_before_the_session_exists(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], how: list[str]) -> None:

@@ -9,6 +9,7 @@ are machinery, never evidence; the next resume removes them.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ def sweep_lock(session: Path) -> SweepLock:
     running, foreign = False, []
     for pid in flock_holders(session / SWEEP_LOCK) or ():
         args = command_args(pid) if pid > 0 else None
-        if args is not None and is_sk_run(args):
+        if pid == os.getpid() or args is not None and is_sk_run(args):  # this process: a sweep it runs in-process
             running = True
         else:
             foreign.append(_named(pid, args))
@@ -85,6 +86,16 @@ def foreign_note(lock: SweepLock, session: Path) -> str | None:
         return None
     return (f"{SWEEP_LOCK} is held by {', '.join(lock.foreign)}, which is not sk-run: no sweep is taken to be writing this "
             f"session, and `{resume_command(session)}` is refused until that process lets go of the lock")
+
+
+def lock_refusal(session: Path) -> str:
+    """Why a sweep could not take ``session``'s sweep lock: another sweep runs there, or the holders named
+    (:func:`sweep_lock`) are no sweep and keep every sweep out until they let go."""
+    lock = sweep_lock(session)
+    if lock.running or not lock.foreign:
+        return f"{session}: another sweep is running on this session"
+    return (f"{session}: {SWEEP_LOCK} is held by {', '.join(lock.foreign)}, which is not sk-run: no sweep is running on "
+            "this session, and none can start until that process lets go of the lock")
 
 
 def resume_command(session: Path) -> str:

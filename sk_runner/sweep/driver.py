@@ -27,7 +27,7 @@ from sk_analytics.messages import coded, is_coded, render, text
 from sk_analytics.stage_o import machine as m
 from sk_analytics.stage_o.layout import HANDOFF_FILE
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix
-from sk_analytics.stage_o.session_notes import SWEEP_LOCK
+from sk_analytics.stage_o.session_notes import SWEEP_LOCK, lock_refusal
 from sk_runner.backends.base import Backend
 from sk_runner.devices.lease import LazyLease, LeaseFault, LeaseRequest, lease_environ
 from sk_runner.devices.occupancy import simulated_devices
@@ -147,7 +147,7 @@ def run_sweep(
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise UsageError(f"{session.root}: another sweep is running on this session") from None
+        raise UsageError(lock_refusal(session.root)) from None
     if started is not None:
         started()
     step = _Step()
