@@ -57,3 +57,40 @@ def test_a_copy_at_the_witnessed_head_resumes_and_the_one_left_behind_is_refused
     load_session(copy)
     with pytest.raises(IntegrityError, match=r"rule witness: .* ends at seq 1"):
         load_session(root)
+
+
+def test_a_copy_of_a_session_whose_sweep_still_runs_is_not_resumed(tmp_path: Path, witness: Path) -> None:
+    """``cp -a`` while the sweep runs, resumed at once (the session has not appended since): the witness cannot tell
+    yet, but the copy's process table names the live sk-run writing the original folder: refused, nothing appended,
+    and the session itself resumes as before (a live owner recorded for its own folder is no copy)."""
+    import socket
+    import subprocess
+    import sys
+
+    from sk_analytics.errors import UsageError
+    from sk_analytics.files.atomic import write_json
+    from sk_runner.process.lifetime import TABLE_DIR, start_ticks
+    from sk_runner.sweep.driver import run_sweep
+
+    root = tmp_path / "s"
+    small_session(root, [])
+    copy = tmp_path / "copy"
+    sweep = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:  # the running sweep's record, as sk-run writes it into the session it works in (and cp -a copies it)
+        record = {"token": "0123456789abcdef", "pid": sweep.pid, "start_ticks": start_ticks(sweep.pid),
+                  "host": socket.gethostname(), "argv": ["/venv/bin/sk-run", "sweep", "--task", "task.json"], "groups": []}
+        write_json(root / TABLE_DIR / "0123456789abcdef.json", {**record, "folder": str(root)})
+        shutil.copytree(root, copy, symlinks=True)
+        before = len(read_records(copy))
+        with pytest.raises(UsageError) as info:
+            run_sweep(load_session(copy), say=lambda _: None)
+        said = info.value.one_line()
+        assert said.startswith(f"{copy}: this folder is a copy of a session that pid {sweep.pid} (/venv/bin/sk-run sweep "
+                               f"--task task.json) in {root} is still writing"), said
+        assert len(read_records(copy)) == before
+        outcome = run_sweep(load_session(root), say=lambda _: None)  # its own record: the session itself goes on
+        assert outcome is not None and outcome.outcome == "base"
+    finally:
+        assert sweep.stdin is not None
+        sweep.stdin.close()
+        sweep.wait(timeout=30)

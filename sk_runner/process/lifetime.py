@@ -161,7 +161,8 @@ class _Owner:
     def write_record(self, folder: Path) -> None:
         from sk_analytics.files.atomic import write_json  # here: `sk-run --help` installs the handlers without it
 
-        write_json(folder / TABLE_DIR / f"{self.token}.json", self.record())
+        # the folder it works in: a copy of the session (cp -a) carries the record, and tells itself from the original by it
+        write_json(folder / TABLE_DIR / f"{self.token}.json", {**self.record(), "folder": str(folder)})
 
     def rewrite_records(self) -> None:
         """Bring every session's record up to date with the live groups (best effort: a
@@ -281,6 +282,38 @@ def reap_survivors(folder: Path) -> list[int]:
         killed += kill_tied([token], recorded_groups(rec)) if has_proc() else []
         path.unlink(missing_ok=True)
     return killed
+
+
+def writing_elsewhere(folder: Path) -> list[str]:
+    """The live sk-run processes on this host that ``folder``'s process table records as working in another folder
+    (``pid N (argv) in DIR``): ``folder`` is a copy (``cp -a``) of a session they are still writing, whose ledger a
+    sweep here would fork. Records of other hosts, of dead owners (a reused pid has other start ticks) and of
+    owners recorded before records named their folder are left out."""
+    from sk_analytics.errors import SkTuneError
+    from sk_analytics.files.strict_json import load_json_file
+
+    table = Path(folder) / TABLE_DIR
+    here, host, found = Path(folder).absolute(), socket.gethostname(), []
+    for path in sorted(table.glob("*.json")) if table.is_dir() else []:
+        try:
+            rec = load_json_file(path)
+            pid, where = int(rec["pid"]), rec.get("folder")
+        except (OSError, SkTuneError, KeyError, TypeError, ValueError):
+            continue
+        if (not isinstance(where, str) or rec.get("host") != host or rec.get("token") == owner().token
+                or not _owner_alive(pid, rec.get("start_ticks")) or _same_folder(Path(where), here)):
+            continue
+        argv = rec.get("argv")
+        command = " ".join(str(a) for a in argv) if isinstance(argv, list) else "?"
+        found.append(f"pid {pid} ({command}) in {where}")
+    return found
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return a == b
 
 
 def attach(folder: Path) -> list[int]:

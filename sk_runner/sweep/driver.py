@@ -148,6 +148,11 @@ def run_sweep(
         lock.acquire(timeout=0)
     except Timeout:
         raise UsageError(lock_refusal(session.root)) from None
+    original = lifetime.writing_elsewhere(session.root)
+    if original:  # a cp -a of a session whose sweep still runs: both would append to one signed ledger
+        lock.release()
+        raise UsageError(f"{session.root}: this folder is a copy of a session that {original[0]} is still writing: a sweep "
+                         "here would fork its signed ledger; let that sweep end, then resume the folder it writes")
     if started is not None:
         started()
     step = _Step()
