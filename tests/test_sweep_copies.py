@@ -94,3 +94,20 @@ def test_a_copy_of_a_session_whose_sweep_still_runs_is_not_resumed(tmp_path: Pat
         assert sweep.stdin is not None
         sweep.stdin.close()
         sweep.wait(timeout=30)
+
+
+def test_a_moved_workload_folder_is_named_with_what_can_be_done(tmp_path: Path) -> None:
+    """A command-workload session whose workload folder was moved stopped with "is not a folder (any more) ... Free the
+    cause, then: resume": the user re-created it as a symbolic link, which the source identity (real paths) refuses
+    again. The line says that the session cannot be pointed elsewhere and what works: the folder back at its real path,
+    or a fresh session."""
+    from sk_analytics.errors import EnvironmentBlocker
+    from sk_runner.backends.command import CommandBackend
+
+    gone = tmp_path / "model"
+    with pytest.raises(EnvironmentBlocker) as info:
+        CommandBackend(["python", "infer.py"], cwd=gone).check_command()
+    said = info.value.one_line()
+    assert said.startswith(f"working directory {gone} of the workload is not a folder (any more): "), said
+    assert "cannot be pointed at another folder" in said and "a symbolic link there is another workload" in said, said
+    assert "or start a fresh session" in said, said

@@ -57,7 +57,11 @@ class CommandBackend:
     def check_command(self) -> None:
         """The command could start: every placeholder is known (else exit 2) and the executable exists (else exit 3)."""
         if self.cwd is not None and not self.cwd.is_dir():
-            raise EnvironmentBlocker(f"working directory {self.cwd} of the workload is not a folder (any more)")
+            raise EnvironmentBlocker(
+                f"working directory {self.cwd} of the workload is not a folder (any more): a session or round runs its "
+                "workload where it was recorded and cannot be pointed at another folder (its source identity names the "
+                "files by their real paths, so a symbolic link there is another workload): move the folder back to that "
+                "path, or start a fresh session from a task whose workload.cwd names where it is now")
         unknown = unknown_placeholders(self.template)
         if unknown:
             raise UsageError(f"workload command {self.template!r} has unknown placeholder(s) {', '.join(unknown)} "
