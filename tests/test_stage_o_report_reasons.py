@@ -169,3 +169,32 @@ def test_entries_a_stopped_session_skipped_keep_the_form_of_its_stop_record() ->
     new = skipped_settlement({"reason": coded("reason.o0_unstable", spread_pct=7.5, max_spread_pct=5.0), "evidence": {}})
     assert new["reason"] == {"code": "reason.skipped_stopped", "params": {}} and "reason_zh" not in new
     assert settled_reason(ENTRY, new, _state(), "en") == "the session stopped at O0; this entry was not run"
+
+
+@pytest.mark.parametrize(("family", "en", "zh"), [
+    ({"reason": "futile", "design": {"min_effect_pct": 5.0}, "estimate": {"ci_high_pct": 3.0704}},
+     " (stopped as futile: the gain cannot reach min_effect_pct 5% (upper bound +3.07%)); incumbent restored",
+     "（提前判定无望：增益达不到 min_effect_pct 5%（上界 +3.07%）），恢复原基线"),
+    ({"reason": "below_min_effect", "design": {"min_effect_pct": 5.0}, "estimate": {"ci_high_pct": 4.2}},
+     " (a real gain, below min_effect_pct 5%); incumbent restored", "（增益真实存在，但低于 min_effect_pct 5%），恢复原基线"),
+    ({"reason": "cap_reached", "design": {"min_effect_pct": 1.0, "cap_candidate_runs": 30}, "runs_used": 30},
+     " (still undecided at the cap of 30 candidate runs); incumbent restored", "（到 30 次实验运行的上限仍未判定），恢复原基线"),
+    ({"design": {"min_effect_pct": 1.0}}, "candidate runs); incumbent restored", "次运行，均值改善 +3.000%），恢复原基线"),
+])
+def test_a_family_rejection_says_why(family: dict[str, Any], en: str, zh: str) -> None:
+    """A +3 % gain rejected under ``"gate": "family"`` with ``min_effect_pct`` 5 read "was not accepted by the family
+    policy (... mean improvement +3.000% ...)" and no more: the record's own reason (futile, below the minimum effect,
+    the cap) is said with it; a record without one (older sessions) reads as before."""
+    from zh_words import stray_english
+
+    from sk_analytics.messages import render
+    from sk_analytics.stage_o.steps import gate_rejection
+
+    gate = {"mean_improvement_pct": 3.0, "family": family, "baseline_run_metrics": [1.0] * 17, "candidate_run_metrics": [1.0] * 3}
+    reason = gate_rejection("auto_op_parallel=1", gate)
+    assert render(reason, "en").endswith(en), render(reason, "en")
+    said = render(reason, "zh")
+    assert said.endswith(zh) and stray_english(said.replace("min_effect_pct", "")) == [], said
+    # a reason recorded by an older sessions (no ``why`` fact) still renders: a resume re-writes its report
+    older = coded("reason.family_rejected", label="auto_op_parallel=1", mean_pct=3.0, base=17, cand=3)
+    assert render(older, "en").endswith("over 17 incumbent and 3 candidate runs); incumbent restored")

@@ -199,7 +199,7 @@ def test_the_protocols_view_of_a_family_session_reads_the_protocols_runs(finishe
     handoff = json.loads((root / "handoff.json").read_text(encoding="utf-8"))
     for entry in handoff["entries"]:  # the hand-off's reasons quote the family's mean with its runs
         gate = next(g for g in gates.values() if g["entry_id"] == entry["id"])
-        assert entry["reason"]["code"] in ("reason.accepted_family_runs", "reason.family_rejected")
+        assert entry["reason"]["code"] in ("reason.accepted_family_runs", "reason.family_rejected", "reason.family_rejected_why")
         nb, nc = len(gate["baseline_run_metrics"]), len(gate["candidate_run_metrics"])
         assert f"{nb} incumbent and {nc} candidate runs" in render(entry["reason"], "en")
 

@@ -150,11 +150,28 @@ def gate_rejection(label: str, gate: Mapping[str, Any]) -> dict[str, Any]:
     the checks that failed."""
     mean = gate.get("mean_improvement_pct")
     if gate.get("family"):
-        return coded("reason.family_rejected", label=label, mean_pct=mean, **gate_runs(gate))
+        why = family_why(gate["family"])  # a new id: records of older sessions keep theirs, without the fact
+        if why is None:
+            return coded("reason.family_rejected", label=label, mean_pct=mean, **gate_runs(gate))
+        return coded("reason.family_rejected_why", label=label, mean_pct=mean, **gate_runs(gate), why=why)
     failed = failed_checks(gate)  # the record's checks (name -> passed), the ones the gate's summary read
     if failed:
         return coded("reason.gate_failed_checks", label=label, mean_pct=mean, checks=failed)
     return coded("reason.gate_failed", label=label, mean_pct=mean)
+
+
+def family_why(family: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Why the family policy rejected a candidate, from its record (``reason``: a gain that cannot reach
+    ``min_effect_pct``, a real gain below it, undecided at the cap); None for a record without one."""
+    design, estimate = family.get("design") or {}, family.get("estimate") or {}
+    reason = family.get("reason")
+    if reason == "futile":
+        return coded("family.why.futile", min_pct=design.get("min_effect_pct"), high_pct=estimate.get("ci_high_pct"))
+    if reason == "below_min_effect":
+        return coded("family.why.below_min_effect", min_pct=design.get("min_effect_pct"))
+    if reason == "cap_reached":
+        return coded("family.why.cap_reached", runs=family.get("runs_used") or design.get("cap_candidate_runs"))
+    return None
 
 
 def failed_checks(gate: Mapping[str, Any]) -> list[dict[str, Any] | str] | None:
