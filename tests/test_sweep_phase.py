@@ -274,6 +274,35 @@ def test_a_resume_refused_by_a_lock_holder_that_is_not_sk_run_names_it(tmp_path:
     assert "another sweep is running" not in refused.err, refused.err
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_stopped_sweep_says_its_cause_on_the_console(tmp_path: Path, capsys: pytest.CaptureFixture[str], lang: str) -> None:
+    """A workload that prints its timings on stderr only stops the session at O0 (no rank log, no correctness.json). With --quiet, and on
+    every --resume, the console said only that the session stopped, a scene path and "the failure scene above says
+    it": the cause was in a file. The stop's reason is now said on stderr, in the reader's language, before the way
+    forward."""
+    import sys
+
+    from sweep_helpers import small_session
+    from zh_words import stray_english
+
+    from sk_runner.sweep.cli import run_and_print
+    from sk_runner.sweep.session import BackendSpec
+
+    script = tmp_path / "stderr_only.py"
+    script.write_text("import sys\nprint('Inference time (decode): 10.0 ms', file=sys.stderr)\n", encoding="utf-8")
+    session = small_session(tmp_path / "s", [], backend=BackendSpec("command", command=(sys.executable, str(script)),
+                                                                      cwd=str(tmp_path), sources=(script.name,)))
+    for _ in range(2):  # the sweep, then a --resume that shows the same stop
+        assert run_and_print(session, lang, quiet=True) == 1
+        err = capsys.readouterr().err
+        cause = {"en": "sk-run: O0-INCUMBENT failed, Stage O cannot start: logs missing or unparsable (correctness.json missing)",
+                 "zh": "sk-run: O0-INCUMBENT 失败，Stage O 无法开始：日志缺失或无法解析（缺少 correctness.json）"}[lang]
+        assert cause in err.splitlines(), err
+        assert err.index(cause) < err.index("this session stopped and stays stopped"), err
+        if lang == "zh":
+            assert stray_english(cause.replace("sk-run", "")) == []
+
+
 @pytest.mark.parametrize("how", [["--task", "{task}"], ["--task", "{task}", "--plan-only"], ["--demo", "--ranks", "2", "--session", "{session}"]])
 def test_more_ranks_than_leased_devices_is_refused_before_the_session_exists(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], how: list[str]) -> None:

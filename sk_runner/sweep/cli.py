@@ -56,10 +56,14 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
     click.echo(f"{labels['handoff']}{outcome.handoff}")
     if outcome.outcome != "base":  # a session stopped at O0: where its failure is, as the report and hand-off say
         from sk_analytics.files.strict_json import load_json_file
+        from sk_analytics.messages import is_coded, render
 
-        scene = ((load_json_file(outcome.handoff).get("stop") or {}).get("evidence") or {}).get("scene")
+        stop = load_json_file(outcome.handoff).get("stop") or {}
+        scene = (stop.get("evidence") or {}).get("scene")
         if scene:
             click.echo(f"{labels['scene']}{session.root / scene}")
+        if is_coded(stop.get("reason")):  # the cause itself, not only where it is written (also with --quiet, on --resume)
+            click.echo(f"sk-run: {render(stop['reason'], lang)}", err=True)
         click.echo(f"sk-run: {fresh_session_advice(session)}", err=True)
     return EXIT_OK if outcome.outcome == "base" else EXIT_NEGATIVE
 
@@ -71,7 +75,7 @@ def fresh_session_advice(session: SweepSession) -> str:
     from sk_runner.sweep.session import fresh_session_argv
 
     return ("this session stopped and stays stopped (sk-run sweep --resume shows this stop again); after fixing the cause "
-            f"(the failure scene above says it), start a fresh session: {shlex.join(fresh_session_argv(session))}")
+            f"(said above; its failure scene, when it has one, holds the details), start a fresh session: {shlex.join(fresh_session_argv(session))}")
 
 
 def full_profile_option(prefix: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
