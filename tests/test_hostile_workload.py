@@ -227,6 +227,28 @@ def test_a_rank_log_named_with_leading_zeros_is_bad_logs_not_a_session_stuck_at_
     assert not (tmp_path / "session" / "experiments" / "Sbest" / "O0-INCUMBENT" / "CLEAN").exists()  # nothing measured
 
 
+@pytest.mark.parametrize(("link", "needle"), [
+    ("ln -sf", "log_1.log is a symbolic link to {target}"),
+    ("ln -f", "log_1.log is a hard link (2 names)"),
+])
+def test_a_rank_log_linked_to_a_file_outside_the_run_is_bad_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   link: str, needle: str) -> None:
+    """A launcher that writes rank 1 to one file outside the run and links it into every run folder: each run's
+    ``log_1.log`` then shows the last run's samples, so a 3 % gain read as 0.0 % and the sweep froze the wrong BASE
+    with exit 0. A rank log must be a file of its own run: a link is refused at once, with a scene."""
+    args = _trial(tmp_path, iterations=8)
+    target = tmp_path / "shared" / "log_1.log"
+    target.parent.mkdir()
+    launcher = tmp_path / "run.sh"
+    launcher.write_text(launcher.read_text(encoding="utf-8")
+                        + f'mv "$SK_RUN_DIR/log_1.log" {target}\n{link} {target} "$SK_RUN_DIR/log_1.log"\n', encoding="utf-8")
+    assert run_cli(cli, "sk-run", args) == 1
+    result = _result(capsys)
+    assert result["outcome"] == "bad_logs", result
+    assert needle.format(target=target) in str(result["message"]), result["message"]
+    assert "every run writes its own rank logs below SK_RUN_DIR" in str(result["message"]), result["message"]
+
+
 # -- 4. timing lines matched one way ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("line", "why"), [

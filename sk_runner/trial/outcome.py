@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,9 @@ def read_rank_logs(run_dir: Path, control: Control) -> RankLogs:
     if odd:  # log_01.log: a second log of rank 1 to the analysis, which would refuse the run after it was recorded
         return RankLogs(("bad_logs", coded("logs.odd_name", files=", ".join(odd), last=control.ranks - 1)))
     paths = [run_dir / f"log_{rank}.log" for rank in range(control.ranks)]
+    linked = linked_problem(paths)
+    if linked is not None:
+        return RankLogs(linked)
     missing = next((path for path in paths if not path.is_file()), None)
     present = paths if missing is None else paths[:paths.index(missing)]
     try:  # one vectorized parse, root as ingest_run_dir gives it: the ingest reuses it
@@ -116,6 +120,22 @@ def read_rank_logs(run_dir: Path, control: Control) -> RankLogs:
     records = [{"file": path.name, "sha256": sha256_file(path), "decode_samples": decode,
                 "prefill_samples": parsed[path].frame.height - decode} for path, decode in counts.items()]
     return RankLogs(None, records, parsed)
+
+
+def linked_problem(paths: list[Path]) -> tuple[str, dict[str, Any]] | None:
+    """``bad_logs`` for the first rank log that is a link (symbolic, or a hard link with another name): its samples
+    are a file's outside the run, which the next run (linked to the same file) overwrites, so every run would read
+    the last one's; the evidence, bound later, would be another run's or change after the session. None when none is."""
+    for path in paths:
+        if path.is_symlink():
+            return "bad_logs", coded("logs.symlink", file=path.name, target=os.readlink(path))
+        try:
+            links = path.stat().st_nlink
+        except OSError:  # missing: said by the caller
+            continue
+        if links > 1:
+            return "bad_logs", coded("logs.hardlink", file=path.name, links=links)
+    return None
 
 
 @dataclass(frozen=True)
