@@ -355,6 +355,31 @@ def test_options_lists_every_option_with_its_type_and_candidates(capsys: pytest.
     assert "opt_extend_option (torch_npu: opt_extend): map," in "\n".join(text)
 
 
+def test_task_init_names_the_workloads_sources_when_its_folder_holds_too_many(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workload folder with more source files than sk-run hashes each round (a model repository): task init refused,
+    saying to name them in workload.sources or with ``sk-run trial --source``, neither of which task init took, so no
+    task could be written for it. ``--source`` (repeatable) names them, and the task records them."""
+    monkeypatch.setattr("sk_runner.trial.sources.MAX_SOURCE_FILES", 3)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "infer.py").write_text(doc_workload(), encoding="utf-8")
+    for i in range(4):
+        (work / f"layer_{i}.py").write_text("", encoding="utf-8")
+    (tmp_path / "seed.json").write_text(json.dumps(SEED), encoding="utf-8")
+    monkeypatch.chdir(work)
+    init = ["task", "init", "--seed-config", str(tmp_path / "seed.json"), "--out", str(tmp_path / "task"), "--ranks", "1",
+            "--iterations", "12", "--warmup", "2", "--accept", "auto_op_parallel=1"]
+    assert run_cli(cli, "sk-run", [*init, "--", sys.executable, "infer.py"]) == 2
+    err = capsys.readouterr().err
+    assert "more than 3 hashed for every round" in err and "sk-run task init --source" in err, err
+    assert run_cli(cli, "sk-run", [*init, "--source", "infer.py", "--source", "layer_0.py", "--", sys.executable, "infer.py"]) == 0
+    capsys.readouterr()
+    task = json.loads((tmp_path / "task" / "task.json").read_text(encoding="utf-8"))
+    assert task["workload"]["sources"] == ["infer.py", "layer_0.py"]
+    assert run_cli(cli, "sk-run", ["sweep", "--task", str(tmp_path / "task" / "task.json"), "--plan-only"]) == 0
+
+
 def test_task_init_writes_a_task_the_plan_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     work = tmp_path / "work"

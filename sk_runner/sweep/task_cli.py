@@ -68,6 +68,9 @@ def _accepted(items: tuple[str, ...]) -> list[dict[str, object]] | None:
               help="Seconds per process (the S0 run and the task's policy.timeout_s).")
 @click.option("--cwd", type=PathArg(file_okay=False, path_type=Path), default=None,
               help="Working directory of every workload process [default: the current one].")
+@click.option("--source", "sources", multiple=True, metavar="PATH",
+              help="A file or folder that makes up the workload (relative to --cwd; repeatable), the task's workload.sources "
+                   "[default: the files the command names and the working directory's source files].")
 @click.option("--accept", "accept", multiple=True, metavar="OPTION=JSON",
               help="An option value the active wrapper accepts (repeatable) [default: every candidate; sk-run options lists them].")
 @click.option("--gate", type=click.Choice(GATE_MODES), default="protocol", show_default=True,
@@ -75,7 +78,7 @@ def _accepted(items: tuple[str, ...]) -> list[dict[str, object]] | None:
 @lease_options
 @click.argument("workload", nargs=-1, required=True)
 def init(seed_config: Path, folder: Path, ranks: int, iterations: int | None, warmup: int, seed: int, timeout: float | None,
-         cwd: Path | None, accept: tuple[str, ...], gate: str, lease_root: Path | None, device_ids: tuple[str, ...],
+         cwd: Path | None, sources: tuple[str, ...], accept: tuple[str, ...], gate: str, lease_root: Path | None, device_ids: tuple[str, ...],
          lease_timeout: float, unleased: bool, workload: tuple[str, ...]) -> int:
     """Write a valid task for a command workload (after '--'): run it once on the SEED config (correctness and the S0
     clean run the task is bound to), then write the task, its phase manifest and the SEED with its fingerprint.
@@ -87,7 +90,8 @@ def init(seed_config: Path, folder: Path, ranks: int, iterations: int | None, wa
         raise UsageError(f"{folder / 'task.json'} exists: choose a new --out folder")
     control = Control(ranks=ranks, iterations=iterations, warmup=warmup, timeout_s=timeout)
     control.check()
-    written = init_task(folder, seed_config, workload, control=control, seed=seed, cwd=cwd, accepted=_accepted(accept),
+    written = init_task(folder, seed_config, workload, control=control, seed=seed, cwd=cwd, sources=sources or None,
+                        accepted=_accepted(accept),
                         policy={"gate": gate}, lease=lease_request(lease_root, device_ids, lease_timeout, unleased=unleased))
     click.echo(f"task: {written.path}")
     click.echo(f"accepted option values: {len(written.data['accepted_option_values'])} (sk-run options lists every candidate)")

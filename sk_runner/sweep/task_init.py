@@ -96,8 +96,8 @@ def write_task(folder: Path, seed_config: dict[str, Any], workload: dict[str, An
 
 
 def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, control: Control, seed: int = 0,
-              cwd: Path | None = None, accepted: Sequence[dict[str, Any]] | None = None, policy: dict[str, Any] | None = None,
-              lease: LeaseLike = None) -> StageOTask:
+              cwd: Path | None = None, sources: Sequence[str] | None = None, accepted: Sequence[dict[str, Any]] | None = None,
+              policy: dict[str, Any] | None = None, lease: LeaseLike = None) -> StageOTask:
     """Run ``command`` once on the SEED config (correctness and one clean run, in ``folder/S0``) and write the task
     bound to that run; a workload that fails there is the trial's one-line error, and no task is written."""
     from sk_runner.backends import make_backend
@@ -116,13 +116,15 @@ def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, c
     set_aside(folder, s0)  # an earlier attempt's S0 (failed or cut short; the folder holds no task): kept, out of the way
     s0.mkdir(parents=True, exist_ok=True)
     result = run_trial(TrialSpec(session=s0, round=S0_ROUND, base_config=seed_config_path, backend=make_backend("command", list(command), cwd=workdir),
-                                 incumbent=True, runs=1, control=control, seed=seed, cwd=workdir, lease=lease))
+                                 incumbent=True, runs=1, control=control, seed=seed, cwd=workdir,
+                                 sources=None if sources is None else tuple(sources), lease=lease))
     if result.status != "ok" or not result.runs_completed:
         raise InputError(round_dir_of(s0, S0_ROUND), f"the S0 run of the workload failed: {result.outcome}: {result.message}",
                          expected="a workload that follows the contract of docs/runner.md (fix it, then run sk-run task init "
                                   "again: this S0 then moves to INCOMPLETE/ beside it)")
     workload = {"backend": "command", "command": list(command), "cwd": str(workdir), "ranks": control.ranks,
-                "iterations": control.iterations, "warmup": control.warmup, "seed": seed}
+                "iterations": control.iterations, "warmup": control.warmup, "seed": seed,
+                **({} if sources is None else {"sources": list(sources)})}
     clean = (round_dir_of(s0, S0_ROUND) / "CLEAN").relative_to(folder).as_posix()
     return write_task(folder, seed_config, workload, clean_artifacts=clean, accepted=accepted,
                       policy={**({} if control.timeout_s is None else {"timeout_s": control.timeout_s}), **(policy or {})})

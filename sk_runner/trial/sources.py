@@ -100,7 +100,8 @@ def source_files(cwd: Path, declared: Sequence[str] | None, named: Sequence[Path
 
 def _check_size(files: list[Path], cwd: Path, declared: bool) -> None:
     fix = ("name fewer files or folders in workload.sources / --source" if declared else
-           "name the files or folders the workload runs in the task's workload.sources (sk-run trial --source), "
+           "name the files or folders the workload runs in the task's workload.sources (sk-run trial --source, "
+           "sk-run task init --source), "
            "or start it from its own folder")
     if len(files) > MAX_SOURCE_FILES:
         raise UsageError(f"the workload's sources in {cwd} are {len(files)} files, more than {MAX_SOURCE_FILES} hashed for every round: {fix}")
