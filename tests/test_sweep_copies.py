@@ -41,6 +41,9 @@ def test_a_copy_left_behind_by_its_session_is_not_resumed(tmp_path: Path, witnes
     assert f"{copy / 'ledger.jsonl'}: rule witness: " in said and "ends at seq 1" in said, said
     assert "a copy of this session went on past it" in said and "resume the folder that went on" in said, said
     assert len(read_records(copy)) == 2  # nothing appended to the copy
+    capsys.readouterr()
+    assert run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(copy)]) == 2  # verify says the same of the copy,
+    assert "or this is a copy taken before the session went on" in capsys.readouterr().err  # not only "rollback"
     load_session(root)  # the session that went on resumes as before
     capsys.readouterr()
     assert run_cli(analyze_cli, "sk-analyze", ["ledger", "verify", str(root)]) == 0, capsys.readouterr().err

@@ -111,7 +111,8 @@ def rollback(records: Sequence[Any], path: Path) -> str | None:
     newest = max(seen)
     if newest >= len(records):
         return (f"the witness {path} saw this ledger reach seq {newest} (hash {seen[newest][:12]}…) but it ends at seq "
-                f"{len(records) - 1}: an older head and ledger prefix were restored (rollback)")
+                f"{len(records) - 1}: an older head and ledger prefix were restored (rollback), or this is a copy taken "
+                "before the session went on (the session that went on is another folder)")
     for seq in sorted(seen):
         if records[seq].hash != seen[seq]:
             return (f"record seq {seq} differs from the one the witness {path} saw (hash {seen[seq][:12]}…): "
