@@ -115,6 +115,21 @@ def test_consistent_decisions(tmp_path: Path) -> None:
     assert loss["option_trial_evaluation"]["accepted"] is False and loss["advice"]["kind"] == "consistent"
 
 
+def test_a_gain_rejected_by_a_check_other_than_variance_is_not_called_consistent(tmp_path: Path) -> None:
+    """Six incumbent runs (a family session's, read by ``sk-analyze option-trial``) and a clear 10 % gain: the protocol
+    rejects by its baseline-runs check while the CI lies far above 0. The advice said "the protocol's decision agrees
+    with the confidence interval", which is the opposite of the case; it names the check and the disagreement."""
+    cand = _trial(tmp_path, uniform_runs(["100", "100.5", "99.5", "100", "100.2", "99.8"]), uniform_runs(["90", "90.5", "89.5"]))
+    ev, st = cand["option_trial_evaluation"], cand["statistics"]
+    assert ev["accepted"] is False and "baseline_min_runs" in ev["failed_checks"] and st["ci_pct"][0] > 0
+    advice = cand["advice"]
+    assert advice["kind"] == "gain_rejected_by_other_checks" and advice["protocol_accepted"] is False
+    assert advice["text"].startswith("rejected by the protocol by its baseline stability and baseline runs"), advice
+    assert "check(s) while the 95% CI of the improvement [" in advice["text"], advice
+    assert "disagree" in advice["text"] and "agrees" not in advice["text"]
+    assert advice["text_zh"].startswith("被协议的基线稳定性"), advice["text_zh"]
+
+
 def test_advice_is_printed_in_both_languages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = write_candidate(tmp_path / "base", uniform_runs(STABLE_BASE))
     cand = write_candidate(tmp_path / "cand", uniform_runs(["99", "98", "99.5"]))

@@ -217,7 +217,7 @@ def test_english_report_words_the_advice_kinds() -> None:
     """The truth table's Advice column says the advice's kind in words in English too (it printed the identifier)."""
     from sk_analytics.report.text import TEXT, word
 
-    kinds = ("consistent", "could_be_noise", "gain_lost_to_variance_check", "no_interval")
+    kinds = ("consistent", "could_be_noise", "gain_lost_to_variance_check", "gain_rejected_by_other_checks", "no_interval")
     assert [word(TEXT["en"], "advice", k) for k in kinds] == ["consistent", "could be noise", "gain lost to the variance check",
-                                                               "no interval"]
+                                                               "gain rejected by other checks", "no interval"]
     assert all(word(TEXT["zh"], "advice", k) != k for k in kinds)

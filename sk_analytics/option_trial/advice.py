@@ -133,6 +133,18 @@ def advise(baseline: Mapping[str, Any], candidate: Mapping[str, Any], session: S
     elif (not ev["accepted"] and st["ci_excludes_zero"]
           and set(ev["failed_checks"]) <= set(VARIANCE_CHECKS)):
         advice = _gain_lost(base, cand, ev, st, stats_accepted)
+    elif not ev["accepted"] and st["ci_excludes_zero"] and st["ci_pct"][0] > 0:
+        advice = _gain_rejected(ev, st)
     else:
         advice = {"kind": "consistent", "text": text("advice.consistent", "en"), "text_zh": text("advice.consistent", "zh"), "settle": []}
     return {"protocol_accepted": bool(ev["accepted"]), **advice}
+
+
+def _gain_rejected(ev: Mapping[str, Any], st: Mapping[str, Any]) -> dict[str, Any]:
+    """A rejection by a check other than P90/stddev alone (the baseline's, the runs', the median run) while the CI lies
+    above 0: the decision and the interval disagree, and the protocol's checks decide (never called consistent)."""
+    ci = _ci_text(st["ci_pct"])
+    words = {lang: text("advice.gain_rejected", lang, ci=ci,
+                        names=text("advice.and", lang).join(text(f"check.{c}", lang) for c in ev["failed_checks"]))
+             for lang in LANGS}
+    return {"kind": "gain_rejected_by_other_checks", "text": words["en"], "text_zh": words["zh"], "settle": []}
