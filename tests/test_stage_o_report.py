@@ -221,3 +221,29 @@ def test_english_report_words_the_advice_kinds() -> None:
     assert [word(TEXT["en"], "advice", k) for k in kinds] == ["consistent", "could be noise", "gain lost to the variance check",
                                                                "gain rejected by other checks", "no interval"]
     assert all(word(TEXT["zh"], "advice", k) != k for k in kinds)
+
+
+def test_a_blocked_entrys_probe_evidence_is_its_folder_never_quoted_json(tmp_path: Path) -> None:
+    """A blocked entry's cause is its status line; the probe line names where the probe ran (it quoted the record as
+    JSON cut at 200 characters, mid-field), and is left out where no probe process ran."""
+    line = "OptionName: early_start, set value is invalid, value is 7, valid range is [0, 1], the process will use default value: 0"
+    probe = {"probed": True, "ready": False, "evidence": {"task": None, "wrapper": {"accepted": True, "reason": "x" * 300},
+                                                          "runtime": {"status": "invalid_default", "invalid_lines": [line],
+                                                                      "attempt_dir": "PROBES/early_start-1/attempt-1"}}}
+
+    def report(probe: dict[str, Any], lang: str) -> str:
+        view = _view(tmp_path)
+        settled = {"entry_id": "b", "status": "blocked", "reason_zh": "未就绪", "evidence": {"probe_evidence": probe},
+                   "incumbent_round": O0}
+        view.records[-1] = ("entry_settled", settled)
+        view.state.settled["b"] = settled
+        return render_markdown(view, lang)
+
+    en = report(probe, "en")
+    cause = f"early_start=1 is not ready (probe ready=false): the runtime reports the value invalid and uses the default: {line}"
+    assert f"- Status: **blocked** — {cause}\n- Evidence (probe): `PROBES/early_start-1/attempt-1`\n" in en
+    assert '{"' not in en and "xxxxx" not in en
+    zh = report(probe, "zh")
+    assert "- 状态: **被阻断** — 未就绪\n- 证据（探测）: `PROBES/early_start-1/attempt-1`\n" in zh and '{"' not in zh
+    unlisted = report({"probed": True, "ready": False, "evidence": {"task": "not_listed"}}, "en")
+    assert "- Status: **blocked** — early_start=1 is not ready" in unlisted and "(probe)" not in unlisted and '{"' not in unlisted

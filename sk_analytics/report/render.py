@@ -288,9 +288,19 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
             if tr.get("failure"):
                 lines.append(f"- {t['evidence']}{paren(t['failure_scene'], lang)}: `{tr['failure'].get('scene')}` — "
                              f"{failure_text(tr['failure'], lang)}")
-    if evidence.get("probe_evidence") is not None:
-        lines.append(f"- {t['probe']}: {code(evidence['probe_evidence'].get('evidence'))[:200]}")
+    if isinstance(evidence.get("probe_evidence"), Mapping):
+        lines += _probe_lines(evidence["probe_evidence"], lang)
     return lines + [""]
+
+
+def _probe_lines(probe: Mapping[str, Any], lang: str) -> list[str]:
+    """Where a blocked entry's probe ran (its cause is the entry's status line); none when no probe process ran (the
+    value not listed, refused by the wrapper). The record was quoted as JSON here, cut at 200 characters mid-field."""
+    record = probe.get("evidence")
+    runtime = record.get("runtime") if isinstance(record, Mapping) else None
+    folder = runtime.get("attempt_dir") if isinstance(runtime, Mapping) else None
+    t = TEXT[lang]
+    return [f"- {t['evidence']}{paren(t['probe'], lang)}: `{folder}`"] if folder else []
 
 
 def render_markdown(view: SessionView, lang: str = "zh") -> str:
