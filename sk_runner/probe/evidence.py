@@ -87,9 +87,9 @@ class ProbeEvidenceMissing(EnvironmentBlocker):
     def __init__(self, status: str, options: Mapping[str, Any], run_dir: Path, logs: Sequence[str], lines: Sequence[str] = ()) -> None:
         what = f"probe of {_value_text(options)}" if options else "probe of the unchanged config"
         if status == "not_comparable":  # lines: the set-value lines whose value cannot be compared
-            kinds = "; ".join(f"{kind_of(name) or 'unknown option'}: {FORMS[kind_of(name)]}" for name in options)
+            forms = "; ".join(f"{name} as {FORMS[kind_of(name)]}" for name in options)  # words, not the registry's kind codes
             text = (f"{what}: super_kernel.log below {run_dir} logs a value that cannot be compared with the probed one "
-                    f"({lines[0] if lines else '?'}); the value is compared as {kinds}")
+                    f"({lines[0] if lines else '?'}); a value can be compared when it is logged {forms}")
         elif status == "no_evidence":
             text = (f"{what}: no super_kernel.log below {run_dir}; a probe process ({SWITCH}) must write super_kernel.log "
                     "below its run folder $SK_RUN_DIR with a line 'OptionName: <name>, set value: <value>' for every SK option it set")
