@@ -172,8 +172,9 @@ def sample_count_problem(counts: dict[Path, int], control: Control,
     line that repeats the one above it, where the repeated lines are exactly the samples too many: of a log over
     ``SK_RUN_ITERATIONS``, and without ``SK_RUN_ITERATIONS`` of every log with more samples than the fewest
     (taking the most as expected, a duplicate in rank 0 named rank 1 as ended early). A log whose repeats do not
-    match its excess (a workload that logs the same value every step) keeps the counts' verdict: the equal
-    values cannot tell a duplicate from a step.
+    match its excess (a workload that logs the same value every step), or a run where a log of no excess repeats
+    values too (timings of few digits, where two steps often take the same time), keeps the counts' verdict: the
+    equal values cannot tell a duplicate from a step.
     ``words`` is a recorded message (``logs.*``), worded in the reader's language.
     """
     if not counts:
@@ -183,7 +184,7 @@ def sample_count_problem(counts: dict[Path, int], control: Control,
         low = min(counts.values())
         above = [(path, n, found.get(path)) for path, n in counts.items() if n > low]
         explained = [(path, n, r) for path, n, r in above if r is not None and r.count == n - low]
-        if above and len(explained) == len(above):
+        if above and len(explained) == len(above) and _repeats_are_rare(counts, found, low):
             path, n, repeated = explained[0]
             return "bad_logs", _duplicated(path, n, low, coded("logs.why_others"), repeated)
     expected = control.iterations if control.iterations is not None else max(counts.values())
@@ -192,7 +193,7 @@ def sample_count_problem(counts: dict[Path, int], control: Control,
     if over:
         path, n = over[0]
         over_repeats = found.get(path)
-        if over_repeats is not None and over_repeats.count == n - expected:
+        if over_repeats is not None and over_repeats.count == n - expected and _repeats_are_rare(counts, found, expected):
             return "bad_logs", _duplicated(path, n, expected, why, over_repeats)
         return "bad_logs", coded("logs.over", file=path.name, n=n, expected=expected, why=why)
     short = [coded("logs.short_rank", rank=rank_of(path), file=path.name, n=n) for path, n in counts.items() if n < expected]
@@ -203,6 +204,12 @@ def sample_count_problem(counts: dict[Path, int], control: Control,
         path = next(iter(counts))
         return "bad_logs", coded("logs.few", file=path.name, n=expected, warmup=control.warmup)
     return None
+
+
+def _repeats_are_rare(counts: dict[Path, int], repeats: dict[Path, Repeats | None], expected: int) -> bool:
+    """Whether no log of at most ``expected`` samples repeats a value: only then do the repeats of a log over it
+    tell a duplicated step from two steps that took the same time."""
+    return all(repeats.get(path) is None for path, n in counts.items() if n <= expected)
 
 
 def _duplicated(path: Path, n: int, expected: int, why: dict[str, Any], repeated: Repeats) -> dict[str, Any]:
