@@ -303,6 +303,24 @@ def test_a_stopped_sweep_says_its_cause_on_the_console(tmp_path: Path, capsys: p
             assert stray_english(cause.replace("sk-run", "")) == []
 
 
+@pytest.mark.parametrize(("lang", "cause"), [("zh", "sk-run: 旧会话记录的停止原因"),
+                                             ("en", "sk-run: (recorded reason, in Chinese) 旧会话记录的停止原因")])
+def test_a_resumed_stop_recorded_before_stops_were_messages_says_its_cause(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                          lang: str, cause: str) -> None:
+    """A session stopped by an older sk-tune recorded its reason as ``reason_zh`` text, not as a message: a --resume
+    said only "the cause (said above)" with nothing above it. It says the cause as the report does."""
+    from sweep_helpers import small_session
+
+    from sk_runner.sweep.cli import run_and_print
+
+    session = small_session(tmp_path / "s", [])
+    session.append("session_stopped", {"reason_zh": "旧会话记录的停止原因", "evidence": {}})
+    assert run_and_print(session, lang, quiet=True) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert cause in err, err
+    assert err.index(cause) < next(i for i, line in enumerate(err) if "this session stopped and stays stopped" in line), err
+
+
 @pytest.mark.parametrize("how", [["--task", "{task}"], ["--task", "{task}", "--plan-only"], ["--demo", "--ranks", "2", "--session", "{session}"]])
 def test_more_ranks_than_leased_devices_is_refused_before_the_session_exists(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], how: list[str]) -> None:

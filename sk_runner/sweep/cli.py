@@ -55,15 +55,20 @@ def run_and_print(session: SweepSession, lang: str = "zh", quiet: bool = False, 
     click.echo(f"{labels['html']}{outcome.html}")
     click.echo(f"{labels['handoff']}{outcome.handoff}")
     if outcome.outcome != "base":  # a session stopped at O0: where its failure is, as the report and hand-off say
-        from sk_analytics.files.strict_json import load_json_file
-        from sk_analytics.messages import is_coded, render
+        from sk_analytics.ledger.chain import read_records
+        from sk_analytics.stage_o.reasons import stop_reason
+        from sk_analytics.stage_o.state import fold
 
-        stop = load_json_file(outcome.handoff).get("stop") or {}
+        state = fold(read_records(session.root))
+        stop = state.stopped or {}
         scene = (stop.get("evidence") or {}).get("scene")
         if scene:
             click.echo(f"{labels['scene']}{session.root / scene}")
-        if is_coded(stop.get("reason")):  # the cause itself, not only where it is written (also with --quiet, on --resume)
-            click.echo(f"sk-run: {render(stop['reason'], lang)}", err=True)
+        # the cause itself, not only where it is written (also with --quiet, on --resume), worded as the report and the
+        # hand-off word it: also a stop recorded before stops were recorded messages (its reason_zh)
+        cause = stop_reason(stop, state, lang) if stop else ""
+        if cause:
+            click.echo(f"sk-run: {cause}", err=True)
         click.echo(f"sk-run: {fresh_session_advice(session)}", err=True)
     return EXIT_OK if outcome.outcome == "base" else EXIT_NEGATIVE
 
