@@ -382,7 +382,7 @@ def test_default_sources_in_and_out_of_git(tmp_path: Path) -> None:
     (work / ".gitignore").write_text("pkg/\n", encoding="utf-8")
     subprocess.run([*git, "-C", str(work), "add", "infer.py", ".gitignore"], check=True)
     assert listed() == {"infer.py", "launch.sh", "notes.txt"}  # tracked and untracked-not-ignored code; ignored pkg/ out
-    with pytest.raises(UsageError, match="neither a file nor a folder"):
+    with pytest.raises(UsageError, match="neither a file nor a folder: .*sk-run trial --source, sk-run task init --source"):
         source_files(work, ["missing"], [])
 
 

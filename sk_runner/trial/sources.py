@@ -67,6 +67,10 @@ def _walk(folder: Path, *, every_file: bool) -> Iterator[Path]:
                 yield here / name
 
 
+WHERE_SOURCES_ARE_NAMED = "the task's workload.sources, sk-run trial --source, sk-run task init --source"
+"""Where a user names the workload's files (every message that asks for them says all three)."""
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
@@ -88,7 +92,7 @@ def source_files(cwd: Path, declared: Sequence[str] | None, named: Sequence[Path
                 found.append(path)
             else:
                 raise UsageError(f"workload source {entry!r} ({path}) is neither a file nor a folder: name the files or folders "
-                                 "the workload runs (the task's workload.sources, sk-run trial --source), relative to its working directory")
+                                 f"the workload runs ({WHERE_SOURCES_ARE_NAMED}), relative to its working directory")
     else:
         listed = _git_listed(cwd)
         tree = _kept([p for p in listed if p.suffix in SOURCE_SUFFIXES], cwd) if listed is not None else _walk(cwd, every_file=False)
@@ -100,9 +104,7 @@ def source_files(cwd: Path, declared: Sequence[str] | None, named: Sequence[Path
 
 def _check_size(files: list[Path], cwd: Path, declared: bool) -> None:
     fix = ("name fewer files or folders in workload.sources / --source" if declared else
-           "name the files or folders the workload runs in the task's workload.sources (sk-run trial --source, "
-           "sk-run task init --source), "
-           "or start it from its own folder")
+           f"name the files or folders the workload runs ({WHERE_SOURCES_ARE_NAMED}), or start it from its own folder")
     if len(files) > MAX_SOURCE_FILES:
         raise UsageError(f"the workload's sources in {cwd} are {len(files)} files, more than {MAX_SOURCE_FILES} hashed for every round: {fix}")
     size = sum(p.stat().st_size for p in files)
