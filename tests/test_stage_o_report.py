@@ -245,5 +245,11 @@ def test_a_blocked_entrys_probe_evidence_is_its_folder_never_quoted_json(tmp_pat
     assert '{"' not in en and "xxxxx" not in en
     zh = report(probe, "zh")
     assert "- 状态: **被阻断** — 未就绪\n- 证据（探测）: `PROBES/early_start-1/attempt-1`\n" in zh and '{"' not in zh
+    # as a sweep records it: the attempt's folder with the session's path (here absolute), which a report never holds
+    # (a copied or moved session re-renders the same report): from PROBES/ on, as the other evidence paths are
+    recorded = {**probe, "evidence": {**probe["evidence"], "runtime": {**probe["evidence"]["runtime"], "attempt_dir": str(
+        tmp_path / "PROBES" / "early_start" / "value-0a1b2c3d" / "attempt-1")}}}
+    said = report(recorded, "en")
+    assert "- Evidence (probe): `PROBES/early_start/value-0a1b2c3d/attempt-1`\n" in said and str(tmp_path) not in said
     unlisted = report({"probed": True, "ready": False, "evidence": {"task": "not_listed"}}, "en")
     assert "- Status: **blocked** — early_start=1 is not ready" in unlisted and "(probe)" not in unlisted and '{"' not in unlisted

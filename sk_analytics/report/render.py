@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sk_analytics.dcci.classify import CLASS_WORDS
@@ -52,6 +53,7 @@ from sk_analytics.session_view import (
     trial_round,
 )
 from sk_analytics.stage_o.contradictions import contradictions, lines as contradiction_lines, redecide_argv
+from sk_analytics.stage_o.layout import PROBES_DIR
 from sk_analytics.stage_o.reasons import failure_text, stop_reason
 from sk_analytics.stage_o.state import O0
 
@@ -294,13 +296,20 @@ def _trial_section(view: SessionView, entry: Mapping[str, Any], lang: str) -> li
 
 
 def _probe_lines(probe: Mapping[str, Any], lang: str) -> list[str]:
-    """Where a blocked entry's probe ran (its cause is the entry's status line); none when no probe process ran (the
-    value not listed, refused by the wrapper). The record was quoted as JSON here, cut at 200 characters mid-field."""
+    """Where a blocked entry's probe ran (its cause is the entry's status line), from the session's ``PROBES/`` folder on
+    as the report's other evidence paths are: the record names it with the session's path as the sweep was given it,
+    and a report never holds that path (a copied or moved session re-renders the same report, handoff.crosscheck);
+    none when no probe process ran (the value not listed, refused by the wrapper). The record was quoted as JSON here,
+    cut at 200 characters mid-field."""
     record = probe.get("evidence")
     runtime = record.get("runtime") if isinstance(record, Mapping) else None
     folder = runtime.get("attempt_dir") if isinstance(runtime, Mapping) else None
+    if not isinstance(folder, str) or not folder:
+        return []
     t = TEXT[lang]
-    return [f"- {t['evidence']}{paren(t['probe'], lang)}: `{folder}`"] if folder else []
+    parts = Path(folder).parts
+    shown = Path(*parts[len(parts) - 1 - parts[::-1].index(PROBES_DIR):]).as_posix() if PROBES_DIR in parts else folder
+    return [f"- {t['evidence']}{paren(t['probe'], lang)}: `{shown}`"]
 
 
 def render_markdown(view: SessionView, lang: str = "zh") -> str:

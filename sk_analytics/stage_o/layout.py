@@ -14,3 +14,6 @@ experiment command started, protocol §8), appended and fsynced."""
 
 HANDOFF_FILE = "handoff.json"
 """The hand-off (protocol §2), written once every decision is made."""
+
+PROBES_DIR = "PROBES"
+"""The sweep's exact-value probes: ``<session>/PROBES/<option>/value-<sha8>/attempt-<n>/``."""

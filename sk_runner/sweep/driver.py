@@ -25,7 +25,7 @@ from sk_analytics.ledger.chain import read_records
 from sk_analytics.ledger.evidence import drop_unreferenced_manifests
 from sk_analytics.messages import coded, is_coded, render, text
 from sk_analytics.stage_o import machine as m
-from sk_analytics.stage_o.layout import HANDOFF_FILE
+from sk_analytics.stage_o.layout import HANDOFF_FILE, PROBES_DIR
 from sk_analytics.stage_o.matrix import check_frozen, load_matrix
 from sk_analytics.stage_o.session_notes import SWEEP_LOCK, lock_refusal
 from sk_runner.backends.base import Backend
@@ -39,7 +39,7 @@ from sk_runner.sweep.executor import Executor
 from sk_runner.sweep.faults import environment_stop
 from sk_runner.sweep.leasing import ensure_recorded
 from sk_runner.sweep.matrix_cli import MATRIX_NAME, freeze_session_matrix, init_matrix
-from sk_runner.sweep.probes import PROBES_DIR, probe_candidates
+from sk_runner.sweep.probes import probe_candidates
 from sk_runner.sweep.session import SweepSession
 from sk_runner.sweep.verify import verify_incumbent
 

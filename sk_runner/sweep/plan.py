@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from sk_analytics.messages import coded, render
+from sk_analytics.stage_o.layout import PROBES_DIR
 from sk_analytics.stage_o.state import O0
 from sk_runner.backends.base import PLACEHOLDERS, Backend, Control, RunRequest
 from sk_runner.probe.engine import probe_env
 from sk_runner.probe.evidence import WORK_PATH_ENV
-from sk_runner.sweep.probes import PROBES_DIR, probe_control
+from sk_runner.sweep.probes import probe_control
 from sk_runner.sweep.session import SweepSession
 from sk_runner.trial.spec import derive_seed, round_dir_of
 

@@ -25,6 +25,7 @@ from sk_analytics.errors import EnvironmentBlocker
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json
 from sk_analytics.messages import coded, text
+from sk_analytics.stage_o.layout import PROBES_DIR
 from sk_analytics.stage_o.matrix import protocol_candidates
 from sk_analytics.stage_o.probe_cause import NOT_LISTED, probe_cause
 from sk_runner.backends.base import Backend, Control
@@ -33,7 +34,6 @@ from sk_runner.probe.evidence import CONTRACT_DOC
 from sk_runner.sweep.session import SweepSession
 
 Say = Callable[[str], None]
-PROBES_DIR = "PROBES"
 CONTROL_LABEL = "SEED-control"
 """Folder (under ``PROBES/``) of the control probe of the unchanged SEED config."""
 

@@ -20,9 +20,8 @@ from typing import Any
 from sk_analytics.errors import IntegrityError, UsageError
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import sha256_file
-from sk_analytics.stage_o.layout import HANDOFF_FILE
+from sk_analytics.stage_o.layout import HANDOFF_FILE, PROBES_DIR
 from sk_runner.sweep.matrix_cli import MATRIX_NAME
-from sk_runner.sweep.probes import PROBES_DIR
 from sk_runner.sweep.session import SweepSession, create_session, load_session
 from sk_runner.trial.spec import complete_runs, round_dir_of
 
