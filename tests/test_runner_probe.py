@@ -54,11 +54,32 @@ def test_struct_fields_name_their_option_and_an_invalid_field_is_defaulted(tmp_p
              "valid range is [0, 3], the process will use default value: 0"]
     script = ("import os, pathlib, sys; pathlib.Path(os.environ['SK_RUN_DIR'], 'super_kernel.log')"
               f".write_text('\\n'.join({lines!r}[:int(sys.argv[1])]) + '\\n')")
+    ok = probe_value("aggressive_opt_strategies", {"task_breaker_bypass": 1}, CommandBackend([sys.executable, "-c", script, "1"]),
+                     out_dir=tmp_path)
     value = {"task_breaker_bypass": 1, "value_breaker_bypass": 7}
-    ok = probe_value("aggressive_opt_strategies", value, CommandBackend([sys.executable, "-c", script, "1"]), out_dir=tmp_path)
     bad = probe_value("aggressive_opt_strategies", value, CommandBackend([sys.executable, "-c", script, "2"]), out_dir=tmp_path)
     assert ok.ready and ok.values[0].runtime.option_lines == lines[:1]  # type: ignore[union-attr]
     assert not bad.ready and bad.values[0].runtime.status == "invalid_default"  # type: ignore[union-attr]
+
+
+def test_a_struct_field_probed_off_its_default_must_be_named_by_a_line(tmp_path: Path) -> None:
+    """The lines of the other fields, at their defaults, confirm nothing of the probed field: a runtime that does not
+    know the field (another release) logs only the ones it knows, and the probe took the value as in effect. It stops
+    with exit 3 naming the field; a field probed at its default needs no line of its own."""
+    lines = ["OptionName: aggressive_opt_strategies.value_breaker_bypass, set value: 0",
+             "OptionName: aggressive_opt_strategies.event_breaker_bypass, set value: 0"]
+    with pytest.raises(ProbeEvidenceMissing) as stop:
+        probe_value("aggressive_opt_strategies", {"task_breaker_bypass": 1, "value_breaker_bypass": 0}, _logging("\n".join(lines)),
+                    out_dir=tmp_path / "off")
+    said = stop.value.one_line()
+    assert stop.value.exit_code == 3 and stop.value.status == "not_named", said
+    assert "names no option aggressive_opt_strategies.task_breaker_bypass; it needs a line 'OptionName: " \
+           "aggressive_opt_strategies.task_breaker_bypass, set value: <value>'" in said, said
+    at_default = probe_value("aggressive_opt_strategies", {"task_breaker_bypass": 0, "value_breaker_bypass": 0},
+                             _logging("\n".join(lines)), out_dir=tmp_path / "default")
+    assert at_default.ready, at_default.values[0].runtime
+    whole = 'OptionName: aggressive_opt_strategies, set value: {"task_breaker_bypass": 1}'  # the whole struct names every field
+    assert probe_value("aggressive_opt_strategies", {"task_breaker_bypass": 1}, _logging(whole), out_dir=tmp_path / "whole").ready
 
 
 def _logging(line: str) -> CommandBackend:

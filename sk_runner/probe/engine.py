@@ -38,7 +38,7 @@ from sk_analytics.files.atomic import write_json
 from sk_analytics.fingerprint import fingerprint, sha256_file
 from sk_analytics.ingest.super_kernel_log import parse_super_kernel_log
 from sk_analytics.stage_o.logged_values import same_value
-from sk_analytics.stage_o.options import both_names, options_root, runtime_name
+from sk_analytics.stage_o.options import both_names, options_root, runtime_name, spec_of
 from sk_runner.backends.base import Backend, Control, RunRequest, WrapperVerdict
 from sk_runner.config import scrub_env
 from sk_runner.hosts.base import Hosts, launch
@@ -199,7 +199,9 @@ def option_lines(logs: Sequence[Path], options: Mapping[str, Any], root: Path) -
     (:mod:`sk_analytics.stage_o.logged_values`): a handful of lines, each read as JSON or text.
 
     A struct option is logged field by field (``aggressive_opt_strategies.task_breaker_bypass``): such a
-    line belongs to the option before the first dot."""
+    line belongs to the option before the first dot. A field probed at another value than its registry default that
+    no line names (and no line of the whole struct) is unnamed as ``<option>.<field>``: the other fields' lines, at
+    their defaults, confirm nothing of it (a runtime that does not know the field logs only the ones it knows)."""
     frames = [parse_super_kernel_log(path, root=root).frame for path in logs]
     probed = {name: option for option in options for name in both_names(option)}  # the runtime may log either name
     markers = pl.concat(frames).with_columns(pl.col("option_name").str.split(".").list.first().alias("option")) \
@@ -207,10 +209,21 @@ def option_lines(logs: Sequence[Path], options: Mapping[str, Any], root: Path) -
     set_rows = markers.filter(pl.col("kind") == "option_set")
     compared = [(row["text"], same_value(probed[row["option"]], options[probed[row["option"]]], row["option_name"], row["value_text"]))
                 for row in set_rows.select("text", "option", "option_name", "value_text").iter_rows(named=True)]
-    seen = set(markers["option"].to_list())
+    seen, named = set(markers["option"].to_list()), set(markers["option_name"].to_list())
+    unnamed = [option for option in options if not seen & set(both_names(option))]
+    unnamed += [f"{option}.{field}" for option in options if option not in unnamed for field in _changed_fields(option, options[option])
+                if not named & {n for name in both_names(option) for n in (name, f"{name}.{field}")}]
     return OptionLines(set_rows["text"].to_list(), markers.filter(pl.col("kind") == "option_invalid")["text"].to_list(),
-                       [line for line, same in compared if same is False], [option for option in options if not seen & set(both_names(option))],
-                       [line for line, same in compared if same is None])
+                       [line for line, same in compared if same is False], unnamed, [line for line, same in compared if same is None])
+
+
+def _changed_fields(option: str, value: Any) -> list[str]:
+    """The fields of a struct ``option``'s probed ``value`` at another value than the registry default (none for any
+    other kind): what a line must name for the probe to confirm them."""
+    spec = spec_of(option)
+    if spec is None or spec.kind != "struct" or not isinstance(value, Mapping):
+        return []
+    return [field for field, number in value.items() if number != spec.default.get(field)]
 
 
 def probe_env(run_dir: Path) -> dict[str, str]:
@@ -272,7 +285,7 @@ def runtime_check(
     check.status, check.reason = verdict.status, verdict.reason
     write_json(attempt / "probe.json", {"options": dict(options), "runtime": check.to_json(), "config_sha256": sha256_file(config_path)})
     if check.status in MISSING:
-        raise ProbeEvidenceMissing(check.status, options, request.run_dir, check.logs, check.uncomparable_lines)
+        raise ProbeEvidenceMissing(check.status, options, request.run_dir, check.logs, check.uncomparable_lines, unnamed)
     return check
 
 

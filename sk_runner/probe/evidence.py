@@ -84,7 +84,8 @@ class ProbeEvidenceMissing(EnvironmentBlocker):
     """The probe process wrote no ``super_kernel.log`` (or none naming the option): the workload does not
     follow the probe mode of the contract. Exit 3, at the first probe, one line."""
 
-    def __init__(self, status: str, options: Mapping[str, Any], run_dir: Path, logs: Sequence[str], lines: Sequence[str] = ()) -> None:
+    def __init__(self, status: str, options: Mapping[str, Any], run_dir: Path, logs: Sequence[str], lines: Sequence[str] = (),
+                 unnamed: Sequence[str] = ()) -> None:
         what = f"probe of {_value_text(options)}" if options else "probe of the unchanged config"
         if status == "not_comparable":  # lines: the set-value lines whose value cannot be compared
             forms = "; ".join(f"{name} as {FORMS[kind_of(name)]}" for name in options)  # words, not the registry's kind codes
@@ -94,8 +95,9 @@ class ProbeEvidenceMissing(EnvironmentBlocker):
             text = (f"{what}: no super_kernel.log below {run_dir}; a probe process ({SWITCH}) must write super_kernel.log "
                     "below its run folder $SK_RUN_DIR with a line 'OptionName: <name>, set value: <value>' for every SK option it set")
         else:
-            example = next(iter(options), "<name>")
-            text = (f"{what}: super_kernel.log below {run_dir} ({', '.join(logs)}) names no option {', '.join(options)}; "
+            missing = list(unnamed) or list(options)  # unnamed: the options (or a struct's fields) no line names
+            example = next(iter(missing), "<name>")
+            text = (f"{what}: super_kernel.log below {run_dir} ({', '.join(logs)}) names no option {', '.join(missing)}; "
                     f"it needs a line 'OptionName: {example}, set value: <value>' for every probed option")
         super().__init__(f"{text} (see {CONTRACT_DOC})")
         self.status = status
