@@ -161,12 +161,14 @@ def gate_rejection(label: str, gate: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def family_why(family: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Why the family policy rejected a candidate, from its record (``reason``: a gain that cannot reach
-    ``min_effect_pct``, a real gain below it, undecided at the cap); None for a record without one."""
-    design, estimate = family.get("design") or {}, family.get("estimate") or {}
+    """Why the family policy rejected a candidate, from its record (``reason``: a gain unlikely to reach
+    ``min_effect_pct``, a real gain below it, undecided at the cap); None for a record without one. A futile stop names
+    no bound: the record's interval is the two-sided 95 % one, while futility is judged on a one-sided bound of 75 % to
+    25 % confidence (option-trial.md), so "cannot reach 5 % (upper bound +6.1 %)" could be said."""
+    design = family.get("design") or {}
     reason = family.get("reason")
     if reason == "futile":
-        return coded("family.why.futile", min_pct=design.get("min_effect_pct"), high_pct=estimate.get("ci_high_pct"))
+        return coded("family.why.futile", min_pct=design.get("min_effect_pct"))
     if reason == "below_min_effect":
         return coded("family.why.below_min_effect", min_pct=design.get("min_effect_pct"))
     if reason == "cap_reached":
