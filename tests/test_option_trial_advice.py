@@ -124,7 +124,8 @@ def test_a_gain_rejected_by_a_check_other_than_variance_is_not_called_consistent
     assert ev["accepted"] is False and "baseline_min_runs" in ev["failed_checks"] and st["ci_pct"][0] > 0
     advice = cand["advice"]
     assert advice["kind"] == "gain_rejected_by_other_checks" and advice["protocol_accepted"] is False
-    assert advice["text"].startswith("rejected by the protocol's baseline stability and baseline runs"), advice
+    assert advice["text"].startswith("rejected by the protocol's baseline stability, baseline runs and stddev check(s)"), advice
+    assert advice["text_zh"].startswith("被协议的基线稳定性、基线运行数和标准差检查拒绝"), advice  # "a and b and c" read as neither
     assert "check(s) while the 95% CI of the improvement [" in advice["text"], advice
     assert "disagree" in advice["text"] and "agrees" not in advice["text"]
     assert advice["text_zh"].startswith("被协议的基线稳定性"), advice["text_zh"]

@@ -100,6 +100,11 @@ def _variance_settle(check: str, base: RunFigures, cand: RunFigures, regression_
             coded("advice.variance_runs", runs=runs, name=name, reg=reg, power=POWER, level=LEVEL, assumes=NOISE_ASSUMES_MESSAGE))
 
 
+def _listed(names: list[str], lang: str) -> str:
+    """``names`` as a list in words: "a, b and c" ("a、b和c")."""
+    return text("advice.and", lang).join(filter(None, [text("advice.list_sep", lang).join(names[:-1]), *names[-1:]]))
+
+
 def _gain_lost(base: RunFigures, cand: RunFigures, ev: Mapping[str, Any], st: Mapping[str, Any], stats_accepted: bool) -> dict[str, Any]:
     settles, parts = [], []
     for check in ev["failed_checks"]:
@@ -111,7 +116,7 @@ def _gain_lost(base: RunFigures, cand: RunFigures, ev: Mapping[str, Any], st: Ma
     policy = coded("advice.would_accept" if stats_accepted else "advice.would_reject")
 
     def sentence(lang: str) -> str:
-        names = text("advice.and", lang).join(text(f"advice.check.{c}", lang) for c in ev["failed_checks"])
+        names = _listed([text(f"advice.check.{c}", lang) for c in ev["failed_checks"]], lang)
         joined = text("advice.parts_sep", lang).join(render(part, lang) for part in parts)
         return text("advice.gain_lost", lang, names=names, ci=ci, parts=joined, policy=policy)
 
@@ -145,6 +150,6 @@ def _gain_rejected(ev: Mapping[str, Any], st: Mapping[str, Any]) -> dict[str, An
     above 0: the decision and the interval disagree, and the protocol's checks decide (never called consistent)."""
     ci = _ci_text(st["ci_pct"])
     words = {lang: text("advice.gain_rejected", lang, ci=ci,
-                        names=text("advice.and", lang).join(text(f"check.{c}", lang) for c in ev["failed_checks"]))
+                        names=_listed([text(f"check.{c}", lang) for c in ev["failed_checks"]], lang))
              for lang in LANGS}
     return {"kind": "gain_rejected_by_other_checks", "text": words["en"], "text_zh": words["zh"], "settle": []}
