@@ -349,6 +349,35 @@ def test_a_file_that_gives_no_row_is_refused_by_name_and_nothing_is_written(
     assert says in line and said.out == "" and not out.exists()
 
 
+def test_a_model_that_fused_no_sk_beside_one_that_did_is_ingested_and_alone_is_refused(tmp_path: Path) -> None:
+    """SK metadata is written per model: a graph that fused no SK (its sk_fused_nodes.log, super_kernel.log and dumps
+    give no row) is a fact beside a model that did; a collection whose models all fused none is refused."""
+    from sk_samples import FusedMember, FusedSk, GraphDump, GraphNode, OptionLine, fused_nodes_text, super_kernel_log_text
+
+    meta = tmp_path / "prof" / "sk_meta" / "4242"
+    fused, plain = meta / "model_1_0", meta / "model_2_0"
+    for model in (fused, plain):
+        model.mkdir(parents=True)
+    sk = FusedSk("sk_3_layer0_start_A_end_B", 3, [FusedMember(10, 1, "A_1"), FusedMember(11, 1, "B_2")])
+    (fused / "sk_fused_nodes.log").write_text(fused_nodes_text([sk]))
+    (fused / "super_kernel.log").write_text(super_kernel_log_text([OptionLine("split_mode", "1")]))
+    GraphDump([[GraphNode(10, "KERNEL", "A_1"), GraphNode(11, "KERNEL", "B_2")]]).write(fused / "sk_graph_origin.json")
+    (plain / "sk_fused_nodes.log").write_text("[INFO] nothing fused\n")
+    (plain / "super_kernel.log").write_text("")
+    (plain / "sk_graph_origin.json").write_text(EMPTY_GRAPH)
+    report = ingest_path(tmp_path / "prof", tmp_path / "data")
+    assert report.rows_by_table()["sk_structure"] == 2 and report.rows_by_table()["symbols"] == 2
+    rows = {(f.kind, Path(f.path).parent.name): f.rows for f in report.files}
+    assert rows[("fused_nodes", "model_2_0")] == rows[("super_kernel_log", "model_2_0")] == rows[("graph_dump", "model_2_0")] == 0
+    for name in ("sk_fused_nodes.log", "super_kernel.log", "sk_graph_origin.json"):  # the model that did, gone
+        (fused / name).unlink()
+    with pytest.raises(InputError) as refused:
+        ingest_path(tmp_path / "prof", tmp_path / "again")
+    assert [line.split(": ", 1)[0] for line in refused.value.details] == [
+        str(plain / name) for name in ("sk_fused_nodes.log", "sk_graph_origin.json", "super_kernel.log")]
+    assert not (tmp_path / "again").exists()
+
+
 def test_every_empty_rank_log_of_a_run_is_named_then_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A whole run without a timing line: each log named on its own line, then one line counting them (exit 2)."""
     run = tmp_path / "src" / "O1" / "run-1"

@@ -7,7 +7,8 @@ output folder untouched. A file that gives no row (a rank log without a timing
 line, a header-only kernel_details.csv, the empty trace ``[{}]`` …) is bad input
 too, every such file named (:func:`~sk_analytics.ingest.discover.hollow_refusal`):
 a table of no rows, or a run short of one rank's log, would claim what the
-sources do not hold. Several files of one table in one partition (the 8
+sources do not hold. SK metadata is judged by its table in the partition
+(``ArtifactKind.each_file``): a model that fused no SK beside models that did is a fact. Several files of one table in one partition (the 8
 rank logs of a run, the sk_prof traces of several devices) go into one file.
 
 Memory follows a row group, not the logs: a rank log is parsed a batch at a
@@ -215,7 +216,8 @@ def _ingest(
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], _PartitionRows] = {}
     streamed: list[_PartitionRows] = []  # in the order their temp files were opened
     sources: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, SourceRecord]] = {}
-    hollow: list[Artifact] = []
+    hollow: list[tuple[Artifact, tuple[str, tuple[tuple[str, str], ...]]]] = []  # with its (table, partition)
+    rows_in: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
     try:
         for artifact in artifacts:
             partition = partition_of(artifact)
@@ -233,13 +235,16 @@ def _ingest(
                 warnings += result.warnings
             if table is None:
                 raise ValueError(f"the {artifact.kind.name} parser gave no result for {rel}")
+            key = (table, tuple(partition.items()))
+            rows_in[key] = rows_in.get(key, 0) + rows
             if not rows:
-                hollow.append(artifact)
+                hollow.append((artifact, key))
             report.files.append(FileRead(rel, artifact.kind.name, table, rows, partition, tuple(warnings)))
             if table in SOURCED_TABLES:
                 sources.setdefault((table, tuple(partition.items())), {})[rel] = source_record(artifact.path, warnings, (hashes or {}).get(rel))
-        if hollow:
-            raise hollow_refusal([a.path for a in hollow])
+        refused = [a.path for a, key in hollow if a.kind.each_file or not rows_in[key]]
+        if refused:
+            raise hollow_refusal(refused)
         for key, rows_of in sorted(groups.items()):
             metadata = encode_sources(sources[key]) if key in sources else None
             report.written.append(rows_of.write(metadata))

@@ -57,6 +57,10 @@ class ArtifactKind:
     stream: str | None = None
     """``module:function`` with signature ``(path, *, root) -> Iterator[ParseResult]``: the parse
     as consecutive rows, for files whose rows should not all be held at once (rank logs)."""
+    each_file: bool = True
+    """Whether every file of this kind must give rows (a rank's log, a device's trace or export), or only the
+    files of its table in one partition together: SK metadata is written per model (``model_<id>_<n>/``), and
+    a model whose graph fused no SK holds none, a fact beside the models that did."""
 
 
 def _named(*names: str) -> Callable[[Path], bool]:
@@ -85,13 +89,13 @@ KINDS: tuple[ArtifactKind, ...] = (
                  "profiled with ASCEND_PROF_SK_ON=<KB per core>"),
     ArtifactKind("fused_nodes", "sk_structure", "sk_analytics.ingest.fused_nodes:parse_fused_nodes", _named("sk_fused_nodes.log"),
                  "no fused SK: no 'SK Function:' header with members",
-                 "'SK Function: <name>, scope id: <id>, Node Count: <n>' headers, each with its '[i] [nodeId:…]' member lines, formats.md §4"),
+                 "'SK Function: <name>, scope id: <id>, Node Count: <n>' headers, each with its '[i] [nodeId:…]' member lines, formats.md §4", each_file=False),
     ArtifactKind("super_kernel_log", "sk_markers", "sk_analytics.ingest.super_kernel_log:parse_super_kernel_log", _named("super_kernel.log"),
                  "no SK marker: no phase, option or [sk time profiling] line",
-                 "'Begin <Phase>'/'End <Phase>', 'OptionName: …' or '[sk time profiling] …' lines, formats.md §4"),
+                 "'Begin <Phase>'/'End <Phase>', 'OptionName: …' or '[sk time profiling] …' lines, formats.md §4", each_file=False),
     ArtifactKind("graph_dump", "symbols", "sk_analytics.ingest.graph_dump:parse_graph_dump", _named("sk_graph_origin.json", "sk_graph_updated.json"),
                  "no kernel symbol: no task of any node has kernelParams.funcName",
-                 "streams[].nodes[].taskInfo[].kernelParams.funcName of the build's kernels, formats.md §4"),
+                 "streams[].nodes[].taskInfo[].kernelParams.funcName of the build's kernels, formats.md §4", each_file=False),
 )  # fmt: skip
 """Every artifact kind that ``ingest`` reads (formats.md §1-§4)."""
 _RANK_LOG = next(kind for kind in KINDS if kind.name == "rank_log")
