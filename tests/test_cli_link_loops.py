@@ -105,6 +105,8 @@ STRING_PATHS: dict[str, Callable[[Path, Path], tuple[str, list[str]]]] = {
     "trial --source": lambda t, loop: ("sk-run", ["trial", "--session", str(_folder(t / "s")), "--round", "O0", "--incumbent",
                                                   "--base-config", str(_json(t / "base.json")), "--backend", "command",
                                                   "--cwd", str(t), "--source", str(loop), "--", "python3", "-c", "pass"]),
+    "task init --source": lambda t, loop: ("sk-run", ["task", "init", "--seed-config", str(_json(t / "seed.json")), "--out", str(t / "task"),
+                                                      "--cwd", str(t), "--source", str(loop), "--", "python3", "-c", "pass"]),
 }
 """Parameters whose string value holds a path: named by the error mapping when the command reaches the path."""
 

@@ -103,6 +103,7 @@ def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, c
     from sk_runner.backends import make_backend
     from sk_runner.config import load_config
     from sk_runner.trial.engine import run_trial
+    from sk_runner.trial.sources import source_files
     from sk_runner.trial.spec import TrialSpec, round_dir_of, set_aside
 
     seed_config = load_config(seed_config_path)
@@ -112,10 +113,12 @@ def init_task(folder: Path, seed_config_path: Path, command: Sequence[str], *, c
         raise UsageError(problem)
     folder = folder.resolve()
     workdir = (cwd or Path.cwd()).resolve()
+    backend = make_backend("command", list(command), cwd=workdir)
+    source_files(workdir, sources, backend.source_files(), skip=[folder])  # a bad --source is said before S0/ is made
     s0 = folder / S0_ROUND
     set_aside(folder, s0)  # an earlier attempt's S0 (failed or cut short; the folder holds no task): kept, out of the way
     s0.mkdir(parents=True, exist_ok=True)
-    result = run_trial(TrialSpec(session=s0, round=S0_ROUND, base_config=seed_config_path, backend=make_backend("command", list(command), cwd=workdir),
+    result = run_trial(TrialSpec(session=s0, round=S0_ROUND, base_config=seed_config_path, backend=backend,
                                  incumbent=True, runs=1, control=control, seed=seed, cwd=workdir,
                                  sources=None if sources is None else tuple(sources), lease=lease))
     if result.status != "ok" or not result.runs_completed:
