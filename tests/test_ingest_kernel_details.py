@@ -176,6 +176,27 @@ def test_missing_required_column_is_line_1(tmp_path: Path, missing: str) -> None
 
 
 @pytest.mark.parametrize(
+    ("header", "named"),
+    [
+        ("Name,Start Time(us),Duration(us),Duration(us)", "Duration(us) (columns 3 and 4)"),
+        ("Name,Start Time(us),Duration(us),duration(us) ", "Duration(us) (columns 3 and 4)"),
+        ("Name,Start Time(us),Duration(us),Block Dim,Block Num", "Block Dim (columns 4 and 5)"),
+        ("Step Id,Name,Start Time(us),Duration(us),Step ID", "Step Id (columns 1 and 5)"),
+    ],
+)
+def test_a_column_given_twice_is_refused_by_name(tmp_path: Path, header: str, named: str) -> None:
+    """Two cells for one kept column (a repeated header, or both spellings of it) are
+    ambiguous: the first used to win silently, so a value the file holds was dropped
+    without a word. The header is refused on line 1 naming the column and where it is."""
+    width = header.count(",") + 1
+    row = ",".join(["k", "1.000", "2", "3", "4"][:width]) if header.startswith("Name") else "1,k,1.000,2,1"
+    error = error_of(write(tmp_path, f"{header}\n{row}\n"))
+    assert error.line == 1
+    assert f"header gives column {named}" in error.message
+    assert error.expected is not None and "each column once" in error.expected
+
+
+@pytest.mark.parametrize(
     ("row", "column", "expected"),
     [
         ("k,1.000,N/A,1", "Duration(us)", "a finite decimal number"),

@@ -190,15 +190,29 @@ def _without_cut_line(path: Path, last_line: bytes, width: int, positions: dict[
 
 
 def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
-    """Position of each known column in ``header`` (the first spelling found wins)."""
-    index: dict[str, int] = {}
+    """Position of each known column in ``header``.
+
+    A kept column given twice (a repeated header cell, or two spellings of it such
+    as ``Block Dim`` and ``Block Num``) is refused: the two cells may differ, and
+    reading one of them would drop the other without a word."""
+    spellings = {h.casefold(): field for field in FIELDS for h in field.headers}
+    cells: dict[str, list[int]] = {}
     for position, cell in enumerate(header):
-        index.setdefault(cell.casefold(), position)
-    positions: dict[str, int] = {}
+        field = spellings.get(cell.casefold())
+        if field is not None:
+            cells.setdefault(field.column, []).append(position)
     for field in FIELDS:
-        found = [index[h.casefold()] for h in field.headers if h.casefold() in index]
-        if found:
-            positions[field.column] = min(found)
+        found = cells.get(field.column, [])
+        if len(found) > 1:
+            where = ", ".join(str(p + 1) for p in found[:-1]) + f" and {found[-1] + 1}"
+            raise InputError(
+                path,
+                f"header gives column {field.headers[0]} (columns {where}) more than once: "
+                f"{', '.join(repr(header[p]) for p in found)}",
+                line=1,
+                expected="a kernel_details.csv header that names each column once",
+            )
+    positions = {column: found[0] for column, found in cells.items()}
     missing = [f.headers[0] for f in FIELDS if f.required and f.column not in positions]
     if missing:
         raise InputError(
