@@ -155,6 +155,22 @@ def test_bad_start_time_names_line_and_expectation(tmp_path: Path, text: str) ->
     assert error.expected is not None and "microseconds" in error.expected
 
 
+@pytest.mark.parametrize(
+    ("header", "cell", "bound"),
+    [("Start Time(us)", "9223372036854775.808", "below 9223372036854775.808"),
+     ("Block Dim", "9223372036854775808", "int64")],
+)
+def test_a_number_beyond_int64_is_told_why(tmp_path: Path, header: str, cell: str, bound: str) -> None:
+    """A plain non-negative number too large for the int64 column was refused with an
+    expectation it meets ("a non-negative decimal number", "an integer"): the bound is named."""
+    columns = ["Name", "Start Time(us)", "Duration(us)", "Block Dim"]
+    row = {"Name": "k", "Start Time(us)": "2.000", "Duration(us)": "1", "Block Dim": "1"} | {header: cell}
+    path = write(tmp_path, ",".join(columns) + "\nk,1.000,1,1\n" + ",".join(row[c] for c in columns) + "\n")
+    error = error_of(path)
+    assert error.line == 3 and header in error.message
+    assert error.expected is not None and bound in error.expected
+
+
 def test_whitespace_padded_numbers_are_read_by_the_exhaustive_path(tmp_path: Path) -> None:
     path = write(tmp_path, "Step Id,Name,Start Time(us),Duration(us),Block Dim\n 3 ,k,1.000, 2.5\t,\t4\n")
     frame = parse_kernel_details(path).frame

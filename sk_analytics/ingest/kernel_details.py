@@ -99,10 +99,10 @@ FIELDS: tuple[Field, ...] = (
 """Every kernel_details column the ``kernels`` table keeps (others are ignored)."""
 
 EXPECTED = {
-    "int": "an integer or N/A",
+    "int": "an integer or N/A (int64: at most 9223372036854775807)",
     "float": "a finite decimal number or N/A",
     "duration": "a finite decimal number >= 0 (microseconds)",
-    "start": "a non-negative decimal number of microseconds (at most 3 non-zero decimals)",
+    "start": "a non-negative decimal number of microseconds below 9223372036854775.808 (int64 ns; at most 3 non-zero decimals)",
     "name": "a non-empty kernel name",
 }
 
