@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from sk_analytics.errors import InputError
 from sk_analytics.files.atomic import atomic_path
 

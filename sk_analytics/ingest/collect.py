@@ -33,7 +33,7 @@ from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.discover import KINDS, Artifact, default_partition, discover, hollow_refusal
 from sk_analytics.ingest.sources import SOURCED_TABLES, SourceRecord, encode_sources, source_record
 from sk_analytics.schema import TABLES
-from sk_analytics.tables import TableStream, write_table
+from sk_analytics.tables import TableStream, hive_value_ok, write_table
 
 Partition = dict[str, str]
 
@@ -153,10 +153,14 @@ def ingest_run_dir(
 
 
 def _check_partition(partition: Partition) -> None:
-    """Partition values become folder names: refuse what cannot be one."""
+    """Partition values become hive folder names (``round=<value>``) that every reader selects by name:
+    refuse what cannot be one, or what would not read back as itself."""
     for key, value in partition.items():
-        if not value or "/" in value or "\\" in value or value in {".", ".."}:
-            raise UsageError(f"bad {key} value {value!r}: expected a non-empty folder name without '/'")
+        if not hive_value_ok(value):
+            raise UsageError(
+                f"bad {key} value {value!r}: expected a non-empty folder name without / \\ = , # % * ? [ ] {{ }} "
+                f"(a hive partition folder {key}=<value> that readers select by name; name it with --round/--role "
+                f"or rename its folder)")
 
 
 class _PartitionRows:
