@@ -405,3 +405,18 @@ def test_a_table_with_an_unreadable_partition_folder_is_refused_by_name(tmp_path
     code = run_cli(cli, "sk-analyze", ["option-trial", "--baseline", f"parquet:{out}#round=O1", "--candidate",
                                        f"X=parquet:{out}#round=O1", "--expected-ranks", "2"])
     assert code == 2
+
+
+def test_a_gzip_file_under_an_artifact_name_is_named_as_gzip(tmp_path: Path) -> None:
+    """kernel_details.csv, a rank log, an sk_prof trace or sk_fused_nodes.log that is really a .gz (copied out of
+    an archive) said 'header is not UTF-8 text', 'NUL byte' or 'no fused SK': now it is named as gzip, line 1."""
+    import gzip
+
+    root = make_session(tmp_path / "sess")
+    log = root / "O1" / "CLEAN" / "run-1" / "log_1.log"
+    log.write_bytes(gzip.compress(log.read_bytes()))
+    with pytest.raises(InputError, match="gzip-compressed data under a plain artifact name") as caught:
+        ingest_path(root, tmp_path / "out")
+    assert (caught.value.path, caught.value.line) == (str(log), 1)
+    assert caught.value.expected is not None and "gunzip" in caught.value.expected
+    assert not (tmp_path / "out").exists()
