@@ -191,6 +191,17 @@ def test_missing_required_column_is_line_1(tmp_path: Path, missing: str) -> None
     assert missing in error.message
 
 
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_header_split_by_another_separator_is_named_so(tmp_path: Path, separator: str) -> None:
+    """A ';' or TAB export (re-saved by a spreadsheet) was told it 'lacks column(s) Name, Start Time(us),
+    Duration(us)', which its header visibly holds."""
+    header = separator.join(["Name", "Start Time(us)", "Duration(us)"])
+    error = error_of(write(tmp_path, f"{header}\nk{separator}1,000{separator}2,5\n"))
+    assert error.line == 1
+    assert f"header is one cell split by {separator!r}, not by commas" in error.message
+    assert "lacks" not in error.message
+
+
 @pytest.mark.parametrize(
     ("header", "named"),
     [

@@ -214,6 +214,15 @@ def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
             )
     positions = {column: found[0] for column, found in cells.items()}
     missing = [f.headers[0] for f in FIELDS if f.required and f.column not in positions]
+    separator = next((sep for sep in (";", "\t", "|") if len(header) == 1 and sep in header[0]), None)
+    if missing and separator is not None:
+        raise InputError(
+            path,
+            f"header is one cell split by {separator!r}, not by commas ({_first_line(header[0])[:80]!r}): "
+            "a re-saved export (a spreadsheet in a locale with decimal commas writes ';')",
+            line=1,
+            expected="the comma-separated kernel_details.csv the profiler wrote",
+        )
     if missing:
         raise InputError(
             path,
