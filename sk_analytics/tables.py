@@ -8,6 +8,7 @@ reads every run of a session with the partition values as columns.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -234,6 +235,27 @@ def _read_arrow_schema(path: str | Path) -> pa.Schema:
         raise InputError(path, f"not a readable Parquet file ({' '.join(str(exc).split())})", expected="a table written by sk-analyze ingest") from exc
 
 
+HIVE_UNSAFE = re.compile(r"[/\\=,#%*?\[\]{}\x00-\x1f]")
+"""Characters a partition value must not hold: a path separator; ``=`` (the hive reader loses the column);
+glob characters (the scan expands ``round=a*b``, ``round=a[1]`` as patterns); ``%`` (read back URL-decoded,
+``a%20b`` as ``a b``); ``,`` and ``#`` (``parquet:DIR#round=R,role=X`` cannot select them); control characters."""
+
+
+def hive_value_ok(value: str) -> bool:
+    """Whether ``value`` makes a partition folder ``key=<value>`` that reads back as itself and can be selected."""
+    return bool(value) and value not in {".", "..", "__HIVE_DEFAULT_PARTITION__"} and not HIVE_UNSAFE.search(value)
+
+
+def _check_partition_folders(folder: Path, files: list[Path]) -> None:
+    """A partition folder that would not read back as itself (an older ingest wrote ``round=a*b``) is bad
+    input naming it: Polars' scan lost the column or expanded the name as a glob (exit 70)."""
+    for part in sorted({part for f in files for part in f.relative_to(folder).parts[:-1]}):
+        key, eq, value = part.partition("=")
+        if eq and not hive_value_ok(value):
+            raise InputError(folder / part, f"partition folder {part!r} cannot be read back as {key} {value!r}",
+                             expected=f"{key}=<value> without / \\ = , # % * ? [ ] {{ }} (re-ingest it with another --{key})")
+
+
 def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
     """Lazily scan every partition of ``table`` under ``data_dir``.
 
@@ -246,6 +268,7 @@ def scan_table(data_dir: str | Path, table: str | Table) -> pl.LazyFrame:
     hive_schema = {key: pl.Utf8 for key in spec.partition_by}
     if not files:
         return pl.LazyFrame(schema={**spec.schema, **hive_schema})
+    _check_partition_folders(folder, files)
     check_files(files, spec)
     # key=value folders above the table (a campaign's session=<name>) are partitions too for Polars: read, then dropped
     outer = [p.split("=", 1)[0] for p in folder.parts if "=" in p and p.split("=", 1)[0] not in hive_schema]

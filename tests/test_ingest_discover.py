@@ -132,6 +132,26 @@ def test_ingest_refuses_missing_path_empty_folder_and_bad_partition(tmp_path: Pa
         ingest_path(root, tmp_path / "out", role="")
 
 
+@pytest.mark.parametrize("value", ["x=y", "O1,role=z", "a#b", "a%20b", "a*b", "a?b", "a[1]", "a{b}", "__HIVE_DEFAULT_PARTITION__"])
+def test_a_partition_value_hive_cannot_read_back_is_refused(tmp_path: Path, value: str) -> None:
+    """A round written as ``round=x=y``, ``round=a*b`` or ``round=a[1]`` made every later reader fail
+    (open_session's scan lost the round column; option-trial's parquet source exited 70); ``a%20b``
+    read back as ``a b`` and ``__HIVE_DEFAULT_PARTITION__`` as null; ``,`` and ``#`` cannot be selected
+    by ``parquet:DIR#round=R,role=X``. Ingest refuses them, writing nothing, whether given or taken from
+    a folder name (then it says to name the partition with --round/--role)."""
+    root = make_session(tmp_path / "sess")
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match=r"bad round value .*hive partition") as given:
+        ingest_path(root, out, round=value)
+    assert repr(value) in str(given.value)
+    folder = tmp_path / value / "run-1"
+    write_rank_logs(folder, 1, [["1.0"]])
+    with pytest.raises(UsageError, match=r"--round") as named:
+        ingest_path(folder.parent, out)
+    assert repr(value) in str(named.value)
+    assert not out.exists()
+
+
 def test_output_folder_inside_the_input_is_not_read_back(tmp_path: Path) -> None:
     root = make_session(tmp_path / "sess")
     ingest_path(root, root / "data")
@@ -399,3 +419,33 @@ def test_a_log_of_a_prefill_line_only_holds_a_sample_and_is_ingested(tmp_path: P
     (run / "log_0.log").write_text("Inference time (prefill): 120.5 ms\n", encoding="utf-8")
     report = ingest_path(tmp_path / "src", tmp_path / "out")
     assert report.rows_by_table() == {"timings": 1} and pl.read_parquet(report.written[0])["phase"].to_list() == ["prefill"]
+
+
+def test_a_table_with_an_unreadable_partition_folder_is_refused_by_name(tmp_path: Path) -> None:
+    """Data an older ingest wrote under ``round=a*b`` made open_session and option-trial's parquet source fail
+    inside Polars (exit 70): the folder is now bad input naming it."""
+    root = make_session(tmp_path / "sess")
+    out = tmp_path / "data"
+    ingest_path(root, out)
+    (out / "timings" / "round=O1").rename(out / "timings" / "round=a*b")
+    with pytest.raises(InputError, match=r"partition folder 'round=a\*b' cannot be read back") as caught:
+        ska.open_session(out)["timings"].collect()
+    assert Path(caught.value.path) == out / "timings" / "round=a*b"
+    code = run_cli(cli, "sk-analyze", ["option-trial", "--baseline", f"parquet:{out}#round=O1", "--candidate",
+                                       f"X=parquet:{out}#round=O1", "--expected-ranks", "2"])
+    assert code == 2
+
+
+def test_a_gzip_file_under_an_artifact_name_is_named_as_gzip(tmp_path: Path) -> None:
+    """kernel_details.csv, a rank log, an sk_prof trace or sk_fused_nodes.log that is really a .gz (copied out of
+    an archive) said 'header is not UTF-8 text', 'NUL byte' or 'no fused SK': now it is named as gzip, line 1."""
+    import gzip
+
+    root = make_session(tmp_path / "sess")
+    log = root / "O1" / "CLEAN" / "run-1" / "log_1.log"
+    log.write_bytes(gzip.compress(log.read_bytes()))
+    with pytest.raises(InputError, match="gzip-compressed data under a plain artifact name") as caught:
+        ingest_path(root, tmp_path / "out")
+    assert (caught.value.path, caught.value.line) == (str(log), 1)
+    assert caught.value.expected is not None and "gunzip" in caught.value.expected
+    assert not (tmp_path / "out").exists()

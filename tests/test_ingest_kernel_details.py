@@ -155,6 +155,22 @@ def test_bad_start_time_names_line_and_expectation(tmp_path: Path, text: str) ->
     assert error.expected is not None and "microseconds" in error.expected
 
 
+@pytest.mark.parametrize(
+    ("header", "cell", "bound"),
+    [("Start Time(us)", "9223372036854775.808", "below 9223372036854775.808"),
+     ("Block Dim", "9223372036854775808", "int64")],
+)
+def test_a_number_beyond_int64_is_told_why(tmp_path: Path, header: str, cell: str, bound: str) -> None:
+    """A plain non-negative number too large for the int64 column was refused with an
+    expectation it meets ("a non-negative decimal number", "an integer"): the bound is named."""
+    columns = ["Name", "Start Time(us)", "Duration(us)", "Block Dim"]
+    row = {"Name": "k", "Start Time(us)": "2.000", "Duration(us)": "1", "Block Dim": "1"} | {header: cell}
+    path = write(tmp_path, ",".join(columns) + "\nk,1.000,1,1\n" + ",".join(row[c] for c in columns) + "\n")
+    error = error_of(path)
+    assert error.line == 3 and header in error.message
+    assert error.expected is not None and bound in error.expected
+
+
 def test_whitespace_padded_numbers_are_read_by_the_exhaustive_path(tmp_path: Path) -> None:
     path = write(tmp_path, "Step Id,Name,Start Time(us),Duration(us),Block Dim\n 3 ,k,1.000, 2.5\t,\t4\n")
     frame = parse_kernel_details(path).frame
@@ -173,6 +189,38 @@ def test_missing_required_column_is_line_1(tmp_path: Path, missing: str) -> None
     error = error_of(write(tmp_path, header + "\nx,1\n"))
     assert error.line == 1
     assert missing in error.message
+
+
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_header_split_by_another_separator_is_named_so(tmp_path: Path, separator: str) -> None:
+    """A ';' or TAB export (re-saved by a spreadsheet) was told it 'lacks column(s) Name, Start Time(us),
+    Duration(us)', which its header visibly holds."""
+    header = separator.join(["Name", "Start Time(us)", "Duration(us)"])
+    error = error_of(write(tmp_path, f"{header}\nk{separator}1,000{separator}2,5\n"))
+    assert error.line == 1
+    assert f"header is one cell split by {separator!r}, not by commas" in error.message
+    assert "lacks" not in error.message
+
+
+@pytest.mark.parametrize(
+    ("header", "named"),
+    [
+        ("Name,Start Time(us),Duration(us),Duration(us)", "Duration(us) (columns 3 and 4)"),
+        ("Name,Start Time(us),Duration(us),duration(us) ", "Duration(us) (columns 3 and 4)"),
+        ("Name,Start Time(us),Duration(us),Block Dim,Block Num", "Block Dim (columns 4 and 5)"),
+        ("Step Id,Name,Start Time(us),Duration(us),Step ID", "Step Id (columns 1 and 5)"),
+    ],
+)
+def test_a_column_given_twice_is_refused_by_name(tmp_path: Path, header: str, named: str) -> None:
+    """Two cells for one kept column (a repeated header, or both spellings of it) are
+    ambiguous: the first used to win silently, so a value the file holds was dropped
+    without a word. The header is refused on line 1 naming the column and where it is."""
+    width = header.count(",") + 1
+    row = ",".join(["k", "1.000", "2", "3", "4"][:width]) if header.startswith("Name") else "1,k,1.000,2,1"
+    error = error_of(write(tmp_path, f"{header}\n{row}\n"))
+    assert error.line == 1
+    assert f"header gives column {named}" in error.message
+    assert error.expected is not None and "each column once" in error.expected
 
 
 @pytest.mark.parametrize(

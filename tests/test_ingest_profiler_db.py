@@ -130,6 +130,10 @@ def copy_db(tmp_path: Path, *statements: str) -> Path:
         (["UPDATE TASK SET startNs = startNs / 1e9 + 0.25"], "table TASK: start_ns is Float64, not integer ns"),
         (["UPDATE TASK SET startNs = 1.5 WHERE globalTaskId = 1"], "table TASK"),
         (["UPDATE TASK SET endNs = startNs - 1"], "endNs"),
+        # the bad record is named by its table and ids (it named 'TASK/COMMUNICATION_OP' and two numbers only)
+        (["UPDATE TASK SET endNs = startNs - 5 WHERE globalTaskId = (SELECT MAX(globalTaskId) FROM COMPUTE_TASK_INFO)"],
+         "table TASK: the compute task with streamId"),
+        (["UPDATE COMMUNICATION_OP SET endNs = startNs - 5"], "table COMMUNICATION_OP: the communication op at kernels row"),
     ],
 )
 def test_bad_db_is_exit_2_naming_file_and_table(tmp_path: Path, statements: list[str], message: str,

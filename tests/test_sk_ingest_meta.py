@@ -195,6 +195,24 @@ def test_super_kernel_log_clean_trace_and_mismatched_buffer_line(tmp_path: Path)
     assert info.value.line == 1
 
 
+def test_a_byte_that_is_not_utf8_in_a_line_read_is_refused_foreign_lines_are_skipped(tmp_path: Path) -> None:
+    """A funcName or an option value holding a byte that is not UTF-8 was stored with U+FFFD in its place
+    (``Add_\ufffd1``: a name the file does not hold); such a byte in a line the parser ignores stays harmless."""
+    kernel = KERNEL.format(i=0).encode().replace(b"Add_1", b"Add_\xff1")
+    path = _fused(tmp_path, "")
+    path.write_bytes(b"\xfe foreign output\n" + HEADER.replace("Node Count: 2", "Node Count: 1").encode() + kernel)
+    with pytest.raises(InputError, match="not UTF-8") as info:
+        parse_fused_nodes(path)
+    assert info.value.line == 3
+    path.write_bytes(b"\xfe foreign output\n" + HEADER.replace("Node Count: 2", "Node Count: 1").encode() + KERNEL.format(i=0).encode())
+    assert parse_fused_nodes(path).frame.get_column("func_name").to_list() == ["Add_1"]
+    log = tmp_path / "super_kernel.log"
+    log.write_bytes(b"\xfe\nOptionName: split_mode, set value: \xff2\n")
+    with pytest.raises(InputError, match="not UTF-8") as info:
+        parse_super_kernel_log(log)
+    assert info.value.line == 2
+
+
 # --------------------------------------------------------------------------- graph dumps
 
 

@@ -130,6 +130,14 @@ BAD = [
     (CHILD.replace('"dur":0.000499', '"dur":-1'), 'no "dur" number of at most 15 integer digits'),
     (CHILD.replace('"tid":30', '"tid":"x"'), 'no integer "tid"'),
     (CHILD + " x", "not one JSON object of scalar members and an args object"),
+    # a number the generic tier read only the leading digits of (1e3 µs was a 1 µs event, skId 4.5 was 4)
+    (CHILD.replace('"dur":0.000499', '"dur":1e3'), 'no "dur" number of at most 15 integer digits'),
+    (CHILD.replace('"ts":12.345678', '"ts":12.3e2'), 'no "ts" number of at most 15 integer digits'),
+    (CHILD.replace('"skId":4,', '"skId":4.5,'), 'no integer args "skId"'),
+    (CHILD.replace('"tid":30', '"tid":30e1'), 'no integer "tid"'),
+    # a key given twice: the tier read the first and dropped the other value without a word
+    (CHILD.replace('"dur":0.000499', '"dur":1.0,"dur":0.000499'), 'key "dur" given more than once'),
+    (CHILD.replace('"skId":4,', '"skId":4,"skId":5,'), 'key "skId" given more than once'),
 ]
 
 

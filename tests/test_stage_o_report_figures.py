@@ -35,6 +35,17 @@ def test_run_metrics_legend_axes_and_table() -> None:
     assert svg_run_metrics([RunColumn("O1", "a", "failed", ())], T) == ""
 
 
+def test_run_metrics_mean_is_the_recorded_one_not_a_float_sum() -> None:
+    """The figure's mean tick and its table twin show the round's recorded mean (the report's number): the float
+    mean of these three run metrics is 11.244349999999999 and printed 11.2443 beside the report's 11.2444."""
+    values = (10.38196, 10.86127, 12.48982)
+    assert f"{sum(values) / 3:.4f}" == "11.2443"
+    svg = svg_run_metrics([RunColumn("O1", "a", "rejected", values, mean_ms=11.24435)], T)
+    assert "<td>10.3820, 10.8613, 12.4898</td><td>11.2444</td>" in svg
+    assert "mean: 11.2444 ms</title>" in svg
+    assert "<td>11.2443</td>" not in svg
+
+
 def _group(name: str, cls: str, pcts: tuple[float, ...]) -> SkGroup:
     return SkGroup(f"key-{name}", name, cls, tuple(range(len(pcts))), pcts, tuple(p / 10 for p in pcts), 3.0)
 

@@ -45,13 +45,29 @@ def temp_beside(target: Path) -> Path:
     The first half of :func:`atomic_path`, for writers whose temp outlives one ``with`` block
     (a Parquet file streamed while other inputs are still being parsed)."""
     refuse_link(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    make_parent(target)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:  # name the file the user asked for, not our temp beside it
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it owner-only; a result file is as readable as any other
     finally:
         os.close(fd)
     return Path(tmp_name)
+
+
+def make_parent(target: Path) -> None:
+    """Create ``target``'s folders; a file where one of them must be is bad input naming that file
+    (``mkdir`` says "File exists" of it, which reads as if the output itself were taken)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in reversed(target.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is None:
+            raise
+        raise InputError(blocker, f"is a file, not a folder: {target} cannot be written under it",
+                         expected="an output path whose folders are folders or not yet there") from None
 
 
 def commit_temp(tmp: Path, target: Path, *, site: str = "atomic") -> None:
@@ -136,7 +152,7 @@ def atomic_dir(target: str | os.PathLike[str], *, site: str = "atomic") -> Itera
     ``target`` must not exist yet; on an error the temp folder is removed."""
     target = Path(target)
     refuse_link(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it owner-only

@@ -30,11 +30,12 @@ from typing import Any
 import polars as pl
 
 from sk_analytics.errors import InputError, UsageError
+from sk_analytics.files.io_seam import reading
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.discover import KINDS, Artifact, default_partition, discover, hollow_refusal
 from sk_analytics.ingest.sources import SOURCED_TABLES, SourceRecord, encode_sources, source_record
 from sk_analytics.schema import TABLES
-from sk_analytics.tables import TableStream, write_table
+from sk_analytics.tables import TableStream, hive_value_ok, write_table
 
 Partition = dict[str, str]
 
@@ -102,10 +103,27 @@ def parse_artifact(artifact: Artifact, root: Path) -> ParseResult:
 def stream_artifact(artifact: Artifact, root: Path) -> Iterator[ParseResult]:
     """The artifact's parse as consecutive results (its kind's ``stream`` parser, else one
     :func:`parse_artifact`): rows and warnings add up to those of :func:`parse_artifact`."""
+    _refuse_gzip(artifact)
     if artifact.kind.stream is None:
         yield parse_artifact(artifact, root)
     else:
         yield from _parser(artifact.kind.stream)(artifact.path, root=root)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _refuse_gzip(artifact: Artifact) -> None:
+    """A gzip file under an artifact's plain name (copied out of an archive) is named as one: each parser saw
+    only bytes it could not read ("header is not UTF-8 text", "NUL byte", "no fused SK") and said so."""
+    path = artifact.path
+    if not path.is_file():  # a folder, FIFO or link: the parser names it (a FIFO is never opened here)
+        return
+    with reading(path, artifact.kind.name), path.open("rb") as fh:
+        magic = fh.read(2)
+    if magic == GZIP_MAGIC:
+        raise InputError(path, "gzip-compressed data under a plain artifact name", line=1,
+                         expected=f"{path.name} as it was written, uncompressed (gunzip it first)")
 
 
 def _parser(name: str) -> Callable[..., Any]:
@@ -154,10 +172,14 @@ def ingest_run_dir(
 
 
 def _check_partition(partition: Partition) -> None:
-    """Partition values become folder names: refuse what cannot be one."""
+    """Partition values become hive folder names (``round=<value>``) that every reader selects by name:
+    refuse what cannot be one, or what would not read back as itself."""
     for key, value in partition.items():
-        if not value or "/" in value or "\\" in value or value in {".", ".."}:
-            raise UsageError(f"bad {key} value {value!r}: expected a non-empty folder name without '/'")
+        if not hive_value_ok(value):
+            raise UsageError(
+                f"bad {key} value {value!r}: expected a non-empty folder name without / \\ = , # % * ? [ ] {{ }} "
+                f"(a hive partition folder {key}=<value> that readers select by name; name it with --round/--role "
+                f"or rename its folder)")
 
 
 class _PartitionRows:

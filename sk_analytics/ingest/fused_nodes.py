@@ -29,7 +29,7 @@ import polars as pl
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
 from sk_analytics.ingest.canonical import canonical_op_column, sk_scope_name_expr
-from sk_analytics.ingest.sk_text import logical_lines, model_dir_of, read_log_text
+from sk_analytics.ingest.sk_text import logical_lines, model_dir_of, read_log_text, refuse_replaced
 from sk_analytics.schema import SK_STRUCTURE
 
 HEADER = r"^\s*SK Function: (\S+), scope id: ([0-9]+), Node Count: ([0-9]{1,9})\s*$"
@@ -78,6 +78,7 @@ def _members(path: Path, lines: pl.DataFrame, warnings: list[str]) -> pl.DataFra
         pl.when(pl.col("is_header")).then(pl.col("h").struct.field("3")).forward_fill().alias("node_count"),
         pl.when(pl.col("is_header")).then(pl.col("line")).forward_fill().alias("header_line"),
     )
+    refuse_replaced(path, classified.filter(pl.col("is_header") | pl.col("is_member")))
     _raise_first(path, classified.filter(pl.col("payload").str.contains("SK Function:", literal=True) & ~pl.col("is_header")),
                  "malformed SK header", "  SK Function: <name>, scope id: <id>, Node Count: <n>")
     _raise_first(path, classified.filter(pl.col("is_header") & (pl.col("scope_id").str.len_chars() > 18)),

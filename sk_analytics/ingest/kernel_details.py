@@ -99,10 +99,10 @@ FIELDS: tuple[Field, ...] = (
 """Every kernel_details column the ``kernels`` table keeps (others are ignored)."""
 
 EXPECTED = {
-    "int": "an integer or N/A",
+    "int": "an integer or N/A (int64: at most 9223372036854775807)",
     "float": "a finite decimal number or N/A",
     "duration": "a finite decimal number >= 0 (microseconds)",
-    "start": "a non-negative decimal number of microseconds (at most 3 non-zero decimals)",
+    "start": "a non-negative decimal number of microseconds below 9223372036854775.808 (int64 ns; at most 3 non-zero decimals)",
     "name": "a non-empty kernel name",
 }
 
@@ -190,16 +190,39 @@ def _without_cut_line(path: Path, last_line: bytes, width: int, positions: dict[
 
 
 def _locate_columns(path: Path, header: list[str]) -> dict[str, int]:
-    """Position of each known column in ``header`` (the first spelling found wins)."""
-    index: dict[str, int] = {}
+    """Position of each known column in ``header``.
+
+    A kept column given twice (a repeated header cell, or two spellings of it such
+    as ``Block Dim`` and ``Block Num``) is refused: the two cells may differ, and
+    reading one of them would drop the other without a word."""
+    spellings = {h.casefold(): field for field in FIELDS for h in field.headers}
+    cells: dict[str, list[int]] = {}
     for position, cell in enumerate(header):
-        index.setdefault(cell.casefold(), position)
-    positions: dict[str, int] = {}
+        field = spellings.get(cell.casefold())
+        if field is not None:
+            cells.setdefault(field.column, []).append(position)
     for field in FIELDS:
-        found = [index[h.casefold()] for h in field.headers if h.casefold() in index]
-        if found:
-            positions[field.column] = min(found)
+        found = cells.get(field.column, [])
+        if len(found) > 1:
+            where = ", ".join(str(p + 1) for p in found[:-1]) + f" and {found[-1] + 1}"
+            raise InputError(
+                path,
+                f"header gives column {field.headers[0]} (columns {where}) more than once: "
+                f"{', '.join(repr(header[p]) for p in found)}",
+                line=1,
+                expected="a kernel_details.csv header that names each column once",
+            )
+    positions = {column: found[0] for column, found in cells.items()}
     missing = [f.headers[0] for f in FIELDS if f.required and f.column not in positions]
+    separator = next((sep for sep in (";", "\t", "|") if len(header) == 1 and sep in header[0]), None)
+    if missing and separator is not None:
+        raise InputError(
+            path,
+            f"header is one cell split by {separator!r}, not by commas ({_first_line(header[0])[:80]!r}): "
+            "a re-saved export (a spreadsheet in a locale with decimal commas writes ';')",
+            line=1,
+            expected="the comma-separated kernel_details.csv the profiler wrote",
+        )
     if missing:
         raise InputError(
             path,

@@ -316,9 +316,14 @@ def _string_table(path: Path, strings: pl.DataFrame, rows: pl.DataFrame) -> tupl
 
 
 def _check_rows(path: Path, rows: pl.DataFrame) -> None:
-    bad = rows.filter(pl.col("end_ns") < pl.col("start_ns"))
+    """A task that ends before it starts is bad input naming its table, its ids and its kernels row."""
+    bad = rows.with_row_index("row", offset=1).filter(pl.col("end_ns") < pl.col("start_ns"))
     if bad.height:
-        raise InputError(path, f"table TASK/COMMUNICATION_OP: endNs {bad['end_ns'][0]} before startNs {bad['start_ns'][0]}", expected="endNs >= startNs")
+        first = bad.row(0, named=True)
+        what = ("COMMUNICATION_OP: the communication op" if first["is_comm"]
+                else f"TASK: the compute task with streamId {first['stream_id']}, taskId {first['task_id']}")
+        raise InputError(path, f"table {what} at kernels row {first['row']} has endNs {first['end_ns']} before startNs "
+                               f"{first['start_ns']}", expected="endNs >= startNs")
 
 
 def exact_us(ns: pl.Expr) -> pl.Expr:

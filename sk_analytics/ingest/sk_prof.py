@@ -57,7 +57,11 @@ _WS = "[ \t\r\n]*"
 _SEPARATOR = rf"\}}({_WS},{_WS})\{{"
 _SPLIT_MARK = "\x1e"
 _KEYS = "ph|name|pid|tid|ts|dur|args|cat|id|modelId|modelRI|skId|nodeId"
-_NUMBER = r'"?([0-9]+)(?:\.([0-9]+))?"?'
+_END = rf'"?{_WS}[,}}]'
+"""What may follow a number of the generic tier: its closing quote, then the next member or the object's end
+(``"dur":1e3`` or ``"skId":12.5`` is no number the tier reads; it read 1 and 12 of them)."""
+_NUMBER = rf'"?([0-9]+)(?:\.([0-9]+))?{_END}'
+_DIGITS_FIELD = rf'"?([0-9]+){_END}'
 _NAME_END = rf'("{_WS}(?:,{_WS}"(?:{_KEYS})"{_WS}:|\}}))'
 _QUICK_NAME = rf'"name"{_WS}:{_WS}"([^"]*)"'
 _NAME_FIELD = rf'"name"{_WS}:{_WS}"([\s\S]*?){_NAME_END}'
@@ -73,13 +77,13 @@ _BATCH_COLUMNS = ["record", "lane", "core", "ts_ns", "dur_ns", "model_id", "sk_i
 _FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ph": (rf'"ph"{_WS}:{_WS}"([^"]*)"', ("ph",)),
     "lane": (rf'"pid"{_WS}:{_WS}"([^"]*)"', ("lane",)),
-    "core": (rf'"tid"{_WS}:{_WS}"?([0-9]+)"?', ("core",)),
+    "core": (rf'"tid"{_WS}:{_WS}{_DIGITS_FIELD}', ("core",)),
     "ts": (rf'"ts"{_WS}:{_WS}{_NUMBER}', ("ts_whole", "ts_frac")),
     "dur": (rf'"dur"{_WS}:{_WS}{_NUMBER}', ("dur_whole", "dur_frac")),
     "model_id": (rf'"modelId"{_WS}:{_WS}"([^"]*)"', ("model_id",)),
-    "model_ri": (rf'"modelRI"{_WS}:{_WS}"?([0-9]+)"?', ("model_ri",)),
-    "sk_id": (rf'"skId"{_WS}:{_WS}"?([0-9]+)"?', ("sk_id",)),
-    "node_id": (rf'"nodeId"{_WS}:{_WS}"?([0-9]+)"?', ("node_id",)),
+    "model_ri": (rf'"modelRI"{_WS}:{_WS}{_DIGITS_FIELD}', ("model_ri",)),
+    "sk_id": (rf'"skId"{_WS}:{_WS}{_DIGITS_FIELD}', ("sk_id",)),
+    "node_id": (rf'"nodeId"{_WS}:{_WS}{_DIGITS_FIELD}', ("node_id",)),
 }
 """Generic tier: one pattern per field (any key order, any JSON whitespace)."""
 _SP = " ?"
@@ -425,7 +429,7 @@ def _parse_batch(path: Path, batch: _Batch, warnings: list[str]) -> pl.DataFrame
         pl.coalesce(_group("ph_a"), _group("ph_b")).alias("ph"),
         pl.coalesce(_group("name_a"), _group("name_b")).alias("name"),
         *[_group(c) for c in _RAW[2:]],
-        pl.lit(True).alias("shaped"), pl.lit(False).alias("empty"),
+        pl.lit(True).alias("shaped"), pl.lit(False).alias("empty"), pl.lit(None, dtype=pl.Utf8).alias("twice"),
     )
     fields = pl.concat([fast, _generic_fields(records.filter(~pl.col("fast")).select("record", "line", "text"))])
     fields = fields.sort("record").with_columns(_typed_columns()).with_columns(_problem().alias("problem"))
@@ -455,6 +459,8 @@ def _generic_fields(records: pl.DataFrame) -> pl.DataFrame:
         for f, (_, columns) in _FIELDS.items() for i, column in enumerate(columns)
     )
     odd = ~pl.col("shaped") & ~pl.col("empty")
+    extracted = extracted.with_columns(_twice(pl.when(odd).then(pl.col("text").str.replace(_NAME_FIELD, '"name":"${2}'))
+                                              .otherwise(pl.col("text"))).alias("twice"))
     if extracted.select(odd.any()).item():  # a name with quotes (or a bad record): the slower, exact patterns
         extracted = extracted.with_columns(
             pl.when(odd).then(pl.col("text").str.extract(_NAME_FIELD, 1)).otherwise(pl.col("name")).alias("name"),
@@ -464,7 +470,19 @@ def _generic_fields(records: pl.DataFrame) -> pl.DataFrame:
             .otherwise(pl.col("shaped"))
             .alias("shaped"),
         )
-    return extracted.select("record", "line", "text", *_RAW, "shaped", "empty")
+    return extracted.select("record", "line", "text", *_RAW, "shaped", "empty", "twice")
+
+
+_KEY_PATTERNS = {key: rf'"{key}"{_WS}:' for key in ("ph", "name", "pid", "tid", "ts", "dur", "args", "modelId", "modelRI", "skId", "nodeId")}
+
+
+def _twice(text: pl.Expr) -> pl.Expr:
+    """The first key of the layout a record names more than once (null when none): the tier reads the first of
+    them, so ``"dur":1.0,"dur":27.473`` would be a 1 µs event where the file also says 27.473 µs."""
+    expr = pl.lit(None, dtype=pl.Utf8)
+    for key, pattern in reversed(_KEY_PATTERNS.items()):
+        expr = pl.when(text.str.count_matches(pattern) > 1).then(pl.lit(key)).otherwise(expr)
+    return expr
 
 
 def _us_to_ns(field: str) -> pl.Expr:
@@ -519,22 +537,23 @@ def _typed_columns() -> list[pl.Expr]:
 def _problem() -> pl.Expr:
     """First thing wrong with a record (null when it is a good event or ``{}``)."""
     name_ok = pl.col("name").str.contains(_NAME)
-    checks: list[tuple[pl.Expr, str]] = [
+    checks: list[tuple[pl.Expr, str | pl.Expr]] = [
         (~pl.col("shaped"), "not one JSON object of scalar members and an args object"),
+        (pl.col("twice").is_not_null(), pl.format('key "{}" given more than once (which of its values is meant is unknown)', "twice")),
         (pl.col("ph_text").is_null(), 'no "ph"'),
         (pl.col("ph_text") != "X", 'ph is not "X"'),
         (pl.col("name").is_null(), 'no "name"'),
         (~name_ok, "name lacks the [blockIdx/blockNum] prefix"),
         (pl.col("lane").is_null() | ~pl.col("lane").is_in(["AIC", "AIV"]), 'pid is not "AIC" or "AIV"'),
         (pl.col("core").is_null(), 'no integer "tid"'),
-        (pl.col("ts_ns").is_null(), 'no "ts" number of at most 15 integer digits'),
-        (pl.col("dur_ns").is_null(), 'no "dur" number of at most 15 integer digits'),
+        (pl.col("ts_ns").is_null(), 'no "ts" number of at most 15 integer digits (plain digits[.digits], no exponent)'),
+        (pl.col("dur_ns").is_null(), 'no "dur" number of at most 15 integer digits (plain digits[.digits], no exponent)'),
         (pl.col("model_id").is_null(), 'no args "modelId" (or legacy "modelRI")'),
         (pl.col("sk_id").is_null(), 'no integer args "skId"'),
     ]
     expr = pl.lit(None, dtype=pl.Utf8)
     for condition, message in reversed(checks):
-        expr = pl.when(condition.fill_null(True)).then(pl.lit(message)).otherwise(expr)
+        expr = pl.when(condition.fill_null(True)).then(pl.lit(message) if isinstance(message, str) else message).otherwise(expr)
     return pl.when(pl.col("empty")).then(pl.lit(None, dtype=pl.Utf8)).otherwise(expr)
 
 

@@ -34,6 +34,21 @@ def read_log_text(path: Path, what: str) -> str:
         return path.read_bytes().decode("utf-8", errors="replace")
 
 
+REPLACED = "\ufffd"
+"""What :func:`read_log_text` puts where a byte was not UTF-8."""
+
+
+def refuse_replaced(path: Path, used: pl.DataFrame) -> None:
+    """Bad input naming the first of the ``used`` lines (``line``, ``payload``) that held a byte that is not UTF-8.
+
+    :func:`read_log_text` replaces such bytes so that foreign output in a log is skipped, not fatal; a line the
+    parser keeps values from must be the file's own text, not one with U+FFFD where its bytes were."""
+    bad = used.filter(pl.col("payload").str.contains(REPLACED, literal=True))
+    if bad.height:
+        raise InputError(path, "a line it reads holds bytes that are not UTF-8 text", line=int(bad.item(0, "line")),
+                         expected="UTF-8 text in every SK header, member and marker line")
+
+
 def model_dir_of(path: Path) -> str:
     """``model_<id>_<n>`` folder holding an SK metadata file."""
     folder = path.parent.name

@@ -25,7 +25,7 @@ import polars as pl
 
 from sk_analytics.errors import InputError
 from sk_analytics.ingest.base import ParseResult, relative_source
-from sk_analytics.ingest.sk_text import logical_lines, read_log_text
+from sk_analytics.ingest.sk_text import logical_lines, read_log_text, refuse_replaced
 from sk_analytics.schema import SK_MARKERS
 
 PHASE = r"^\s*(?:Begin|End) [A-Za-z_][A-Za-z0-9_]*(?:[^A-Za-z0-9_]|$)"
@@ -56,6 +56,7 @@ def parse_super_kernel_log(path: Path, *, root: Path | None = None) -> ParseResu
         .when(pl.col("payload").str.contains(PHASE)).then(pl.lit("phase"))
         .alias("kind")
     ).filter(pl.col("kind").is_not_null())
+    refuse_replaced(path, marked)
     mismatch = marked.filter(
         (pl.col("kind") == "buffer_full")
         & ((pl.col("full").struct.field("1") != pl.col("full").struct.field("3"))

@@ -356,7 +356,7 @@ def run_columns(view: SessionView, lang: str = "zh") -> list[RunColumn]:
     labelled with that set in ``lang``."""
     t = TEXT["en" if lang == "en" else "zh"]
     return [RunColumn(r["round"], r["entry_id"], r["outcome"], tuple(r["run_metrics_ms"]),
-                      runs_label(t, r["run_set"], r["runs"], r["round"]) if r["runs"] else "")
+                      runs_label(t, r["run_set"], r["runs"], r["round"]) if r["runs"] else "", r["mean_ms"])
             for r in rounds(view).iter_rows(named=True)]
 
 
