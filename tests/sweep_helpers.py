@@ -130,18 +130,84 @@ def finished_sweep(factory: pytest.TempPathFactory, name: str, entries: list[str
     return root
 
 
-def failing_run(monkeypatch: pytest.MonkeyPatch, round_name: str, run: int) -> None:
-    """A rank log of clean run ``run`` of ``round_name`` ends early (a crash), whatever life of the sweep makes it."""
+def failing_run(monkeypatch: pytest.MonkeyPatch, round_name: str, run: int | str) -> None:
+    """A rank log of clean run ``run`` (or the run folder named ``run``: ``CORRECTNESS``) of ``round_name`` ends early
+    (a crash), whatever life of the sweep makes it."""
     from sk_runner.trial.state import TrialState
 
-    classify = TrialState.classify
+    classify, folder = TrialState.classify, f"run-{run}" if isinstance(run, int) else run
 
     def failing(self, result, run_dir, *, need_correctness):  # type: ignore[no-untyped-def]
-        if self.spec.round == round_name and run_dir.name == f"run-{run}":
+        if self.spec.round == round_name and run_dir.name == folder:
             (run_dir / "log_1.log").write_text("", encoding="utf-8")
         return classify(self, result, run_dir, need_correctness=need_correctness)
 
     monkeypatch.setattr(TrialState, "classify", failing)
+
+
+def failing_probe(monkeypatch: pytest.MonkeyPatch, round_name: str) -> None:
+    """The exact-value probe of ``round_name`` finds the runtime reporting the value invalid (it used its default)."""
+    import sk_runner.trial.round as trial_round
+
+    check = trial_round.runtime_check
+
+    def invalid(options, *args, **kw):  # type: ignore[no-untyped-def]
+        found = check(options, *args, **kw)
+        if f"{os.sep}{round_name}{os.sep}" in str(kw["out_dir"]):
+            found.status, found.reason = "invalid_default", f"runtime reports the value as invalid and uses the default: {options}"
+        return found
+
+    monkeypatch.setattr(trial_round, "runtime_check", invalid)
+
+
+def killed_after_the_result(monkeypatch: pytest.MonkeyPatch, round_name: str) -> list[Any]:
+    """The sweep is killed as soon as a trial of ``round_name`` returned a failure (its scene sealed, its folder set
+    aside), before the sweep recorded it (a KeyboardInterrupt stands for the SIGKILL: nothing of sk-run records or
+    tidies up after it); the failed results, to compare with what the resumed sweep records."""
+    import sk_runner.sweep.executor as executor
+
+    run_trial, returned = executor.run_trial, []
+
+    def result_then_killed(spec, progress=None):  # type: ignore[no-untyped-def]
+        result = run_trial(spec, progress)
+        if spec.round == round_name and result.status != "ok":
+            returned.append(result)
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(executor, "run_trial", result_then_killed)
+    return returned
+
+
+def killed_after_the_seal(monkeypatch: pytest.MonkeyPatch, round_name: str, run: str) -> None:
+    """The sweep is killed right after the failure scene of ``run`` (``PROBE``, ``CORRECTNESS``, ``run-<k>``) of
+    ``round_name`` was sealed, before the trial set the run's folder aside and returned."""
+    import sk_runner.trial.round as trial_round
+
+    seal_scene = trial_round.seal_scene
+
+    def sealed_then_killed(round_dir, record):  # type: ignore[no-untyped-def]
+        folder = seal_scene(round_dir, record)
+        if (record.round, record.run) == (round_name, run):
+            raise KeyboardInterrupt
+        return folder
+
+    monkeypatch.setattr(trial_round, "seal_scene", sealed_then_killed)
+
+
+def killed_while_sealing(monkeypatch: pytest.MonkeyPatch, round_name: str, run: str) -> None:
+    """The sweep is killed while it seals the failure scene of ``run`` of ``round_name``: after its artifacts and
+    ``scene.md``, before ``scene.json`` (written last: its presence means sealed)."""
+    import sk_runner.trial.scene as scene
+
+    write_json = scene.write_json
+
+    def killed(path, doc, *args, **kw):  # type: ignore[no-untyped-def]
+        if Path(path).name == "scene.json" and (doc["identity"]["round"], doc["identity"]["run"]) == (round_name, run):
+            raise KeyboardInterrupt
+        return write_json(path, doc, *args, **kw)
+
+    monkeypatch.setattr(scene, "write_json", killed)
 
 
 def assert_settled_failed_on_the_added_run(root: Path, lines: list[str], gate: str) -> None:

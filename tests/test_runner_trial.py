@@ -9,6 +9,7 @@ import re
 import stat
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -481,3 +482,64 @@ def test_a_runtime_that_logs_another_value_is_a_value_differs_scene_that_says_so
     doc = json.loads((tmp_path / "session/experiments/Sbest/O1/FAILURE_SCENES/attempt-1/scene.json").read_text())
     assert doc["observable_failure"]["outcome"] == doc["preliminary_judgement"]["outcome"] == "value_differs"
     assert doc["preliminary_judgement"]["category"] == "option_value"
+
+
+@pytest.mark.parametrize(("stage", "run"), [("probe", "PROBE"), ("correctness", "CORRECTNESS"), ("clean", "run-2")])
+def test_a_trial_that_settles_sealed_runs_returns_the_sealed_failure_never_a_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                                    stage: str, run: str) -> None:
+    """``settle_sealed_run`` (every trial of a sweep): a step that failed and sealed its scene (the probe, the
+    correctness run, a clean run; its caller killed before recording it) is the result of the trial run again, the
+    result the failed invocation returned, and nothing runs again, though the step would pass now (it failed once:
+    FAKE_FAIL_RUN, or a runtime that judged the value invalid). Without the flag (``sk-run trial`` again) the step is
+    retried, attempt-1 untouched."""
+    from sweep_helpers import failing_probe
+
+    sets = "/super_kernel_optimize_options/auto_op_parallel=1"
+    spec = _spec(tmp_path, sets, settle_sealed_run=True)
+    if stage == "probe":
+        failing_probe(monkeypatch, "O1")
+    first = run_trial(_spec(tmp_path, sets, settle_sealed_run=True, env={**(spec.env or {}), "FAKE_FAIL_RUN": run}))
+    monkeypatch.undo()
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    assert first.status == "failed" and first.scene_dir == rd / "FAILURE_SCENES/attempt-1"
+    assert (_scene(rd)["identity"]["stage"], _scene(rd)["identity"]["run"]) == (stage, run)
+    sealed, runs = _tree_hashes(rd / "FAILURE_SCENES"), sorted(p.name for p in rd.rglob("*") if p.name == "meta.json")
+    again = run_trial(spec)
+    assert again == replace(first, new_runs=[])  # the same failure (outcome, message, words, scene, runs), no new run
+    assert _tree_hashes(rd / "FAILURE_SCENES") == sealed and not (rd / "FAILURE_SCENES/attempt-2").exists()
+    assert sorted(p.name for p in rd.rglob("*") if p.name == "meta.json") == runs  # nothing ran
+    retried = run_trial(_spec(tmp_path, sets))
+    assert retried.status == "ok" and _tree_hashes(rd / "FAILURE_SCENES") == sealed
+
+
+def test_a_scene_killed_while_sealing_is_no_scene_and_its_run_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed while sealing the failure scene of run 2 (before ``scene.json``, written last): there is no sealed
+    scene, so the trial that settles sealed runs makes run 2 again; the half-written scene is kept as it was."""
+    from sweep_helpers import killed_while_sealing
+
+    sets = "/super_kernel_optimize_options/auto_op_parallel=1"
+    spec = _spec(tmp_path, sets, settle_sealed_run=True)
+    killed_while_sealing(monkeypatch, "O1", "run-2")
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(_spec(tmp_path, sets, settle_sealed_run=True, env={**(spec.env or {}), "FAKE_FAIL_RUN": "run-2"}))
+    monkeypatch.undo()
+    rd = tmp_path / "session/experiments/Sbest/O1"
+    half = rd / "FAILURE_SCENES/attempt-1"
+    assert (half / "scene.md").is_file() and not (half / "scene.json").exists()
+    again = run_trial(spec)
+    assert again.status == "ok" and again.new_runs == [2, 3] and not (half / "scene.json").exists()
+
+
+def test_a_sealed_scene_of_another_trial_is_not_this_runs(tmp_path: Path) -> None:
+    """A sealed scene of run 2 whose trial fingerprint is another's (the round's recorded trial changed since) is not
+    a failure of the run about to be made: the trial that settles sealed runs makes run 2."""
+    sets = "/super_kernel_optimize_options/auto_op_parallel=1"
+    spec = _spec(tmp_path, sets, settle_sealed_run=True)
+    assert run_trial(_spec(tmp_path, sets, env={**(spec.env or {}), "FAKE_FAIL_RUN": "run-2"})).status == "failed"
+    scene = tmp_path / "session/experiments/Sbest/O1/FAILURE_SCENES/attempt-1/scene.json"
+    doc = json.loads(scene.read_text(encoding="utf-8"))
+    doc["identity"]["trial_fingerprint"] = "0" * 64
+    scene.chmod(0o644)
+    scene.write_text(json.dumps(doc), encoding="utf-8")
+    again = run_trial(spec)
+    assert again.status == "ok" and again.new_runs == [2, 3]

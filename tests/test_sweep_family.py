@@ -13,6 +13,8 @@ from sweep_helpers import (
     assert_settled_failed_on_the_added_run,
     failing_run,
     finished_sweep,
+    killed_after_the_result,
+    killed_after_the_seal,
     runs_per_round,
     settled_statuses,
     small_session,
@@ -576,44 +578,22 @@ def test_a_sweep_killed_between_the_failed_added_run_and_its_record_settles_it_w
     would have recorded (kind, words, scene; the message names the set-aside folder), and the entry settles ``failed``.
     Before, it made run 4 again: here that run succeeds (the crash was the first life's), so the gate decided a round
     that had failed a clean run."""
-    import sk_runner.sweep.executor as executor
-    import sk_runner.trial.round as trial_round
     from sk_analytics.handoff.crosscheck import first_disagreement
     from sk_analytics.messages import coded, render
     from sk_runner.sweep.session import load_session
     from sk_runner.trial import round_dir_of
-    from sk_runner.trial.state import TrialState
-
-    classify, run_trial, seal_scene = TrialState.classify, executor.run_trial, trial_round.seal_scene
-    returned: list[Any] = []
-
-    def result_then_killed(spec, progress=None):  # type: ignore[no-untyped-def]
-        result = run_trial(spec, progress)
-        if spec.round == "O1" and result.status != "ok":
-            returned.append(result)
-            raise KeyboardInterrupt  # stands for the SIGKILL: nothing of sk-run records or tidies up after it
-        return result
-
-    def sealed_then_killed(round_dir, record):  # type: ignore[no-untyped-def]
-        folder = seal_scene(round_dir, record)
-        if (record.round, record.run) == ("O1", "run-4"):
-            raise KeyboardInterrupt
-        return folder
 
     failing_run(monkeypatch, "O1", 4)
-    if kill == "after_the_result":
-        monkeypatch.setattr(executor, "run_trial", result_then_killed)
-    else:
-        monkeypatch.setattr(trial_round, "seal_scene", sealed_then_killed)
+    returned = killed_after_the_result(monkeypatch, "O1") if kill == "after_the_result" else []
+    if kill == "after_the_seal":
+        killed_after_the_seal(monkeypatch, "O1", "run-4")
     root, policy = tmp_path / "s", replace(FAST_POLICY, gate=gate)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(small_session(root, ENTRIES, noise=1.0, policy=policy, seed=SEED), say=lambda _: None)
     assert not any(r.kind == "trial_result" and r.data["phase"] == "gate_extension" for r in read_records(root))
     o1 = round_dir_of(root, "O1")
     assert (o1 / "CLEAN" / "run-4").is_dir() == (kill == "after_the_seal")  # the failed run, not yet set aside
-    monkeypatch.setattr(TrialState, "classify", classify)  # run 4 made again would succeed now
-    monkeypatch.setattr(executor, "run_trial", run_trial)
-    monkeypatch.setattr(trial_round, "seal_scene", seal_scene)
+    monkeypatch.undo()  # run 4 made again would succeed now
     lines: list[str] = []
     outcome = run_sweep(load_session(root), say=lines.append, lang="en")
     assert outcome is not None and outcome.outcome == "base"
@@ -639,26 +619,14 @@ def test_a_sweep_killed_between_a_failed_incumbent_extension_run_and_its_record_
     """The family gate's extension of the incumbent fails at run 8 (runs 6 and 7 made) and the sweep is killed before
     its ``incumbent_extension`` record: the resumed gate records the sealed failure with the runs the uninterrupted gate
     counts (5 before it, 7 made: it counted the runs on disk, 7, as the runs before), and the session stops on it."""
-    import sk_runner.sweep.executor as executor
     from sk_runner.sweep.session import load_session
-    from sk_runner.trial.state import TrialState
-
-    classify, run_trial, returned = TrialState.classify, executor.run_trial, []
-
-    def result_then_killed(spec, progress=None):  # type: ignore[no-untyped-def]
-        result = run_trial(spec, progress)
-        if result.status != "ok":
-            returned.append(result)
-            raise KeyboardInterrupt  # stands for the SIGKILL after the scene was sealed, before the record
-        return result
 
     failing_run(monkeypatch, "O0-INCUMBENT", 8)
-    monkeypatch.setattr(executor, "run_trial", result_then_killed)
+    returned = killed_after_the_result(monkeypatch, "O0-INCUMBENT")
     root = tmp_path / "s"
     with pytest.raises(KeyboardInterrupt):
         run_sweep(small_session(root, ENTRIES, policy=POLICY), say=lambda _: None)
-    monkeypatch.setattr(TrialState, "classify", classify)  # run 8 made again would succeed now
-    monkeypatch.setattr(executor, "run_trial", run_trial)
+    monkeypatch.undo()  # run 8 made again would succeed now
     outcome = run_sweep(load_session(root), say=lambda _: None)
     assert outcome is not None and outcome.outcome == "stopped"
     records = read_records(root)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,9 @@ class Executor:
     # -- trials ----------------------------------------------------------------------
     def _trial_spec(self, round_name: str, base_round: str | None, changes: tuple[PointerChange, ...], *, joint_dcci: bool,
                     incumbent: bool, runs: int, top_up_to: int | None, timeout_s: float) -> TrialSpec:
+        """The spec of every trial the sweep makes (O0, candidates, DCCI repairs, top-ups, the gate's added runs): each
+        settles a failure an earlier life sealed and was killed before recording (``settle_sealed_run``), so a resumed
+        sweep records what the uninterrupted one records instead of retrying a run that failed."""
         control = Control(self.session.control.ranks, self.session.control.iterations, self.session.control.warmup, timeout_s)
         return TrialSpec(
             session=self.root,
@@ -126,6 +129,7 @@ class Executor:
             same_identity_as=None if base_round is None else self.round_dir(base_round),
             lease=self.lease(),
             hosts=self.hosts,
+            settle_sealed_run=True,  # a run that failed before a kill is recorded as it failed, never retried into a pass
             lang=self.lang,
         )
 
@@ -145,11 +149,12 @@ class Executor:
                               [{"pointer": c.pointer, "value": c.value} for c in a.changes], a.joint_dcci)
         if adopted:
             self.say("    " + text("progress.adopted", self.words, round=a.round, n=adopted))
+        held = self._runs_held(a.round, adopted)
         result = run_trial(spec, progress)
         failure = None if result.status == "ok" else self._failure_of(result)
         return "trial_result", {
             "round": a.round, "entry_id": a.entry_id, "phase": a.phase, "ok": result.status == "ok",
-            "runs_added": len(result.new_runs), "runs_total": len(result.runs_completed),
+            "runs_added": len(result.runs_completed) - held, "runs_total": len(result.runs_completed),
             "clean_dir": self.rel(self.clean_dir(a.round)), "config_path": self.rel(result.config_path),
             "config_sha256": result.config_sha256, "trial_fingerprint": result.trial_fingerprint,
             "base_round": a.base_round, "changes": [{"pointer": c.pointer, "value": c.value} for c in a.changes],
@@ -160,6 +165,20 @@ class Executor:
             if failure is None else coded("summary.trial_failed", round=a.round, phase=coded(f"summary.phase_{a.phase}"),
                                           runs=len(result.runs_completed), failure=failure_message(failure)),
         }
+
+    def _runs_held(self, round_name: str, adopted: int) -> int:
+        """The clean runs ``round_name`` held before this trial action, as the ledger says: the runs of its newest
+        ``trial_result``, or of a gate that compared it since (a ``sequential``/``family`` gate adds runs it records
+        only in the gate); else the runs ``adopted`` from a predecessor (0: a new round). A resumed action thus counts
+        the runs it added as the uninterrupted one does, whatever a killed life made of them before."""
+        from sk_analytics.ledger.chain import read_records
+
+        for r in reversed(read_records(self.root)):
+            if r.data.get("round") == round_name and r.kind == "trial_result":
+                return int(r.data["runs_total"])
+            if r.data.get("round") == round_name and r.kind == "gate_result":
+                return len(r.data["candidate_run_metrics"])
+        return adopted
 
     def _failure_of(self, result: TrialResult) -> dict[str, Any]:
         """The ``failure`` of a failed trial's record: its kind, the runner's words and the sealed scene."""
@@ -418,10 +437,8 @@ class Executor:
         }
 
     def _gate_trial(self, spec: TrialSpec) -> TrialResult:
-        """Clean runs the gate adds to ``spec.round``; the ones the lease's proof discarded go into the gate's record. A
-        failed run whose scene an earlier life sealed before it was killed, its record unwritten, is the result again,
-        never retried (``settle_sealed_run``): the gate records the failure the uninterrupted session records."""
-        result = run_trial(replace(spec, settle_sealed_run=True))
+        """Clean runs the gate adds to ``spec.round``; the ones the lease's proof discarded go into the gate's record."""
+        result = run_trial(spec)
         self.gate_discards += [dict(entry, round=spec.round) for entry in result.foreign]
         return result
 

@@ -92,6 +92,9 @@ class Round:
         rejected = [v.reason for v in verdicts.values() if not v.accepted]
         if rejected:  # nothing started: an environment blocker, not a scene
             raise trial.blocker("probe", EnvironmentBlocker(f"wrapper rejects the exact value: {'; '.join(rejected)}"))
+        sealed = self.sealed_failure("probe", "PROBE")
+        if sealed is not None:
+            return sealed
         trial.tell("probe", 1, 1, "exact-value probe")
         try:  # in the workload's own cwd, like every process of the trial
             check = runtime_check(options, spec.backend, out_dir=trial.dir / "PROBE", config=self.derived.config,
@@ -117,6 +120,9 @@ class Round:
         if (corr_dir / "meta.json").is_file():
             return None
         trial.move_aside(corr_dir)
+        sealed = self.sealed_failure("correctness", "CORRECTNESS")
+        if sealed is not None:
+            return sealed
         corr_dir.mkdir(parents=True)
         trial.tell("correctness", 1, 1, "full inference + correctness")
         seed = derive_seed(self.seed, self.spec.round, "correctness")
@@ -124,35 +130,42 @@ class Round:
         outcome = trial.classify(proc, corr_dir, need_correctness=True)
         if outcome.status != "ok":
             scene = self.seal("correctness", "CORRECTNESS", outcome.status, outcome.message, argv, request.contract_env(),
-                              proc, corr_dir, self.config_path, "failed", "none" if self.spec.incumbent else "probe")
-            message = relocated(outcome.message, corr_dir, trial.move_aside(corr_dir))
-            words = outcome.words if message == outcome.message else None  # the words name no file that moved
-            return self.result("failed", outcome.status, message, "failed", scene, words)
+                              proc, corr_dir, self.config_path, "failed", "none" if self.spec.incumbent else "probe", outcome.words)
+            return self.failed_step("CORRECTNESS", outcome.status, outcome.message, outcome.words, scene, trial.move_aside(corr_dir))
         meta = trial.meta("correctness", "CORRECTNESS", request, argv, proc, outcome, self.config_sha, self.trial_fp)
         write_json(corr_dir / "meta.json", meta)
         return None
 
-    def failed_run(self, run_name: str, outcome: str, message: str, words: dict[str, Any] | None, scene: Path,
-                   moved: Path | None) -> TrialResult:
-        """The result of clean run ``run_name`` that failed (``outcome``, the runner's ``message`` and ``words``) with its
-        sealed ``scene``, its folder ``moved`` aside: the message names the files where they are now."""
-        relocated_message = relocated(message, self.trial.dir / "CLEAN" / run_name, moved)
-        in_run = coded("runner.in_run", run=run_name, message=words) if words and relocated_message == message else None
+    def failed_step(self, run_name: str, outcome: str, message: str, words: dict[str, Any] | None, scene: Path,
+                    moved: Path | None) -> TrialResult:
+        """The result of the correctness run (``CORRECTNESS``) or clean run ``run_name`` that failed (``outcome``, the
+        runner's ``message`` and ``words``) with its sealed ``scene``, its folder ``moved`` aside: the message names the
+        files where they are now (then the words, which name the old place, are dropped)."""
+        clean = run_name != "CORRECTNESS"
+        folder = self.trial.dir / "CLEAN" / run_name if clean else self.trial.dir / run_name
+        relocated_message = relocated(message, folder, moved)
+        kept = words if words and relocated_message == message else None
+        if not clean:
+            return self.result("failed", outcome, relocated_message, "failed", scene, kept)
+        in_run = None if kept is None else coded("runner.in_run", run=run_name, message=kept)
         return self.result("failed", outcome, f"{run_name}: {relocated_message}", "passed", scene, in_run)
 
-    def sealed_failure(self, run_name: str) -> TrialResult | None:
-        """The failure of clean run ``run_name`` as an earlier invocation of this trial sealed it and would have returned
-        it, had it not been killed before its caller recorded it (``settle_sealed_run``); None when no scene of the run
-        was sealed. Its folder was set aside by then (the failed invocation, or this one's ``move_aside``)."""
-        found = sealed_scene(self.trial.dir, "clean", run_name, self.trial_fp)
+    def sealed_failure(self, stage: str, run_name: str) -> TrialResult | None:
+        """With ``settle_sealed_run``, the failure of step ``run_name`` (``PROBE``, ``CORRECTNESS``, ``run-<k>``) at
+        ``stage`` as an earlier invocation of this trial sealed it and would have returned it, had it not been killed
+        before its caller recorded it; None when no scene of the step was sealed with this trial's fingerprint (or the
+        flag is off). A failed run's folder was set aside by then (the failed invocation, or this one's ``move_aside``)."""
+        found = sealed_scene(self.trial.dir, stage, run_name, self.trial_fp) if self.spec.settle_sealed_run else None
         if found is None:
             return None
         scene, doc = found
         failure = doc["observable_failure"]
         words = dict(failure["words"]) if is_coded(failure.get("words")) else None  # a scene sealed before scenes kept them: none
         message = str(failure["message"]) if words is None else render(words, "en")  # the runner's message is their English
+        if stage == "probe":  # its attempt folder stays in PROBE/; its reason names no file of it
+            return self.result("failed", str(failure["outcome"]), message, "not_run", scene)
         aside = sorted(self.trial.dir.glob(f"INCOMPLETE/{run_name}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
-        return self.failed_run(run_name, str(failure["outcome"]), message, words, scene, aside[-1] if aside else None)
+        return self.failed_step(run_name, str(failure["outcome"]), message, words, scene, aside[-1] if aside else None)
 
     def clean_runs(self) -> TrialResult:
         """Clean runs 1..target, one fresh process each; complete ones are kept."""
@@ -162,7 +175,7 @@ class Round:
             run_name = f"run-{k}"
             run_dir = trial.dir / "CLEAN" / run_name
             trial.move_aside(run_dir)
-            sealed = self.sealed_failure(run_name) if self.spec.settle_sealed_run else None
+            sealed = self.sealed_failure("clean", run_name)
             if sealed is not None:
                 return sealed
             run_dir.mkdir(parents=True)
@@ -176,7 +189,7 @@ class Round:
                 trial.ingest(run_dir, run_name, k, meta, outcome)
                 scene = self.seal("clean", run_name, outcome.status, outcome.message, argv, request.contract_env(), proc,
                                   run_dir, self.config_path, "passed", "correctness", outcome.words)
-                return self.failed_run(run_name, outcome.status, outcome.message, outcome.words, scene, trial.move_aside(run_dir))
+                return self.failed_step(run_name, outcome.status, outcome.message, outcome.words, scene, trial.move_aside(run_dir))
             trial.ingest(run_dir, run_name, k, meta, outcome)
             write_json(run_dir / "meta.json", meta)  # last: the run is complete
             trial.durations.append(time.monotonic() - started)

@@ -67,10 +67,12 @@ class TrialSpec:
     """Files or folders (relative to the working directory) that make up the workload, hashed into the
     trial identity; None: the default of :func:`sk_runner.trial.sources.source_files`."""
     settle_sealed_run: bool = False
-    """A sealed failure scene of a clean run still to make (its invocation was killed after sealing it, before its
-    caller recorded it) is this trial's result, never retried: the sweep's gate extensions, whose failed run settles the
-    entry (or stops the session) as it did before the kill. False: the run is made again (``sk-run trial`` again,
-    a resumed trial). Not part of the trial's identity."""
+    """A sealed failure scene (same trial fingerprint) of the probe, the correctness run or a clean run still to make is
+    this trial's result, never retried: an earlier invocation failed there and was killed before its caller recorded
+    the failure. Every trial of a sweep sets it, whose resume must record what the uninterrupted sweep records. False:
+    the step is made again (``sk-run trial`` run again by hand is the scene's own follow-up, a retry; docs/runner.md).
+    A scene killed while being sealed (no ``scene.json``) is no scene: its step is made again. Not part of the trial's
+    identity."""
     lang: str | None = None
     """The language of the failure scenes' sentences (a sweep's ``--lang``); None: :func:`sk_analytics.messages.resolve_lang`
     (``SK_LANG``, else the locale). Not part of the trial's identity."""
