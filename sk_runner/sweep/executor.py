@@ -176,7 +176,7 @@ class Executor:
         for r in reversed(read_records(self.root)):
             if r.data.get("round") == round_name and r.kind == "trial_result":
                 return int(r.data["runs_total"])
-            if r.data.get("round") == round_name and r.kind == "gate_result":
+            if r.data.get("round") == round_name and r.kind == "gate_result" and "candidate_run_metrics" in r.data:
                 return len(r.data["candidate_run_metrics"])
         return adopted
 
