@@ -34,6 +34,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -284,11 +285,23 @@ def reap_survivors(folder: Path) -> list[int]:
     return killed
 
 
-def writing_elsewhere(folder: Path) -> list[str]:
+@dataclass(frozen=True)
+class Elsewhere:
+    """A live sk-run process that a copied folder's process table records as working in another folder."""
+
+    pid: int
+    command: str
+    folder: Path
+
+    def describe(self) -> str:
+        return f"pid {self.pid} ({self.command}) in {self.folder}"
+
+
+def writing_elsewhere(folder: Path) -> list[Elsewhere]:
     """The live sk-run processes on this host that ``folder``'s process table records as working in another folder
-    (``pid N (argv) in DIR``): ``folder`` is a copy (``cp -a``) of a session they are still writing, whose ledger a
-    sweep here would fork. Records of other hosts, of dead owners (a reused pid has other start ticks) and of
-    owners recorded before records named their folder are left out."""
+    (:class:`Elsewhere`): ``folder`` may be a copy (``cp -a``) of a session they still work on. Records of other
+    hosts, of dead owners (a reused pid has other start ticks) and of owners recorded before records named their
+    folder are left out."""
     from sk_analytics.errors import SkTuneError
     from sk_analytics.files.strict_json import load_json_file
 
@@ -305,7 +318,7 @@ def writing_elsewhere(folder: Path) -> list[str]:
             continue
         argv = rec.get("argv")
         command = " ".join(str(a) for a in argv) if isinstance(argv, list) else "?"
-        found.append(f"pid {pid} ({command}) in {where}")
+        found.append(Elsewhere(pid, command, Path(where)))
     return found
 
 

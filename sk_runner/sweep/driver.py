@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 
 from sk_analytics.errors import EnvironmentBlocker, UsageError
 from sk_analytics.files.atomic import write_json
+from sk_analytics.files.flock import flock_holders
 from sk_analytics.files.strict_json import load_json_file
 from sk_analytics.fingerprint import canonical_json, fingerprint
 from sk_analytics.ledger.chain import read_records
@@ -148,11 +149,11 @@ def run_sweep(
         lock.acquire(timeout=0)
     except Timeout:
         raise UsageError(lock_refusal(session.root)) from None
-    original = lifetime.writing_elsewhere(session.root)
-    if original:  # a cp -a of a session whose sweep still runs: both would append to one signed ledger
+    original = [o for o in lifetime.writing_elsewhere(session.root) if flock_holders(o.folder / SWEEP_LOCK) != []]  # None: unknown
+    if original:  # a cp -a of a session whose sweep still runs (holds its lock): both would append to one signed ledger
         lock.release()
-        raise UsageError(f"{session.root}: this folder is a copy of a session that {original[0]} is still writing: a sweep "
-                         "here would fork its signed ledger; let that sweep end, then resume the folder it writes")
+        raise UsageError(f"{session.root}: this folder is a copy of a session that {original[0].describe()} is still writing: "
+                         "a sweep here would fork its signed ledger; let that sweep end, then resume the folder it writes")
     if started is not None:
         started()
     step = _Step()
