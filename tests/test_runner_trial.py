@@ -504,6 +504,7 @@ def test_a_trial_that_settles_sealed_runs_returns_the_sealed_failure_never_a_ret
     assert first.status == "failed" and first.scene_dir == rd / "FAILURE_SCENES/attempt-1"
     assert (_scene(rd)["identity"]["stage"], _scene(rd)["identity"]["run"]) == (stage, run)
     sealed, runs = _tree_hashes(rd / "FAILURE_SCENES"), sorted(p.name for p in rd.rglob("*") if p.name == "meta.json")
+    (rd / "INCOMPLETE" / f"{run}-old").mkdir(parents=True, exist_ok=True)  # named by hand: not a move of the trial's (it crashed)
     again = run_trial(spec)
     assert again == replace(first, new_runs=[])  # the same failure (outcome, message, words, scene, runs), no new run
     assert _tree_hashes(rd / "FAILURE_SCENES") == sealed and not (rd / "FAILURE_SCENES/attempt-2").exists()

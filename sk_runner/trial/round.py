@@ -18,7 +18,7 @@ from sk_runner.fingerprint import env_hash
 from sk_runner.probe import ProbeEvidenceMissing, runtime_check
 from sk_runner.process import ProcessResult
 from sk_runner.trial.scene import SceneRecord, seal_scene, sealed_scene
-from sk_runner.trial.spec import TrialResult, complete_runs, derive_seed
+from sk_runner.trial.spec import TrialResult, complete_runs, derive_seed, newest_set_aside
 from sk_runner.trial.state import TrialState
 
 PROBE_OUTCOMES = {"invalid_default": "invalid_value", "value_differs": "value_differs"}
@@ -164,8 +164,7 @@ class Round:
         message = str(failure["message"]) if words is None else render(words, "en")  # the runner's message is their English
         if stage == "probe":  # its attempt folder stays in PROBE/; its reason names no file of it
             return self.result("failed", str(failure["outcome"]), message, "not_run", scene)
-        aside = sorted(self.trial.dir.glob(f"INCOMPLETE/{run_name}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
-        return self.failed_step(run_name, str(failure["outcome"]), message, words, scene, aside[-1] if aside else None)
+        return self.failed_step(run_name, str(failure["outcome"]), message, words, scene, newest_set_aside(self.trial.dir, run_name))
 
     def clean_runs(self) -> TrialResult:
         """Clean runs 1..target, one fresh process each; complete ones are kept."""

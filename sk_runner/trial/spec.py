@@ -170,6 +170,14 @@ def set_aside(round_dir: Path, folder: Path) -> Path | None:
     return dest
 
 
+def newest_set_aside(round_dir: Path, name: str) -> Path | None:
+    """Where :func:`set_aside` last put the folder ``name`` (``<round>/INCOMPLETE/<name>-<ns>``); None when it never
+    did. A folder of another shape there (``run-1-old``, named by hand) is not one of its moves."""
+    stamped = [(int(stamp), p) for p in (round_dir / "INCOMPLETE").glob(f"{name}-*")
+               if (stamp := p.name[len(name) + 1:]).isdigit()]
+    return max(stamped)[1] if stamped else None
+
+
 def set_aside_incomplete_runs(round_dir: Path) -> list[Path]:
     """Every ``CLEAN/run-<k>`` without meta.json (a run a SIGKILL or a power loss cut short) set aside, so a
     reader of the round's runs (the sweep's gate and stability check) reads its complete runs only, as a
